@@ -1,0 +1,1 @@
+"""How programs print as Python, per backend, and how printed code is compiled."""

@@ -1,0 +1,94 @@
+"""Print a Program as a Python module through libcst.
+
+One statement per equation, names from the IR's hints (unique, sanitised), and
+above the statements of each user line a comment with its ``file:line`` and
+source. Constants are module globals supplied through the namespace, never
+written into the source.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import libcst as cst
+
+from pullback.backends import syntax as s
+from pullback.ir import sourcemap
+from pullback.ir.core import Atom, Literal, Program, SourceInfo
+from pullback.ir.names import RESERVED, Namer
+
+# Unnamed intermediates are named after the operation that made them.
+TEMP_HINTS = {
+    "broadcast_in_dim": "bcast", "convert_element_type": "cast", "dot_general": "dot", "reduce_sum": "total",
+    "reduce_max": "largest", "reduce_min": "smallest", "integer_pow": "power", "concatenate": "concat",
+    "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
+}
+
+
+@dataclass(frozen=True)
+class Generated:
+    source: str
+    function_name: str
+    namespace: dict[str, Any]  # constants, by the names the source uses
+
+
+def generate(program: Program, backend: ModuleType) -> Generated:
+    namer = Namer(RESERVED)
+    fn_name = namer.fresh(program.name, "f")
+    params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
+    namespace = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
+    ctx = backend.Context()
+
+    def expr(a: Atom) -> s.Expr:
+        return s.number(a.value) if isinstance(a, Literal) else s.name(namer[a])
+
+    body: list[cst.BaseStatement] = []
+    last_comment: tuple[str, int] | None = None
+    for eqn in program.eqns:
+        ins = [expr(a) for a in eqn.inputs]
+        fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+        outs = [s.name(namer.name(v, v.hint, fallback)) for v in eqn.outputs]
+        emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+        stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+        comment = _comment(eqn.source)
+        if comment is not None and comment[1] != last_comment:
+            last_comment = comment[1]
+            stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
+        body.extend(stmts)
+    outputs = [expr(a) for a in program.outputs]
+    ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
+    body.append(s.statement(cst.Return(ret)))
+
+    func = cst.FunctionDef(
+        name=s.name(fn_name), params=cst.Parameters(params), body=cst.IndentedBlock(body),
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+    )
+    imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
+    module = cst.Module(body=[*imports, func])
+    return Generated(module.code, fn_name, namespace)
+
+
+def _import(module: str, aliases: dict[str, str]) -> cst.SimpleStatementLine:
+    if module in aliases and aliases[module] != module:
+        alias = cst.ImportAlias(name=s.dotted(aliases[module]), asname=cst.AsName(s.name(module)))
+    else:
+        alias = cst.ImportAlias(name=s.dotted(module))
+    return s.statement(cst.Import([alias]))
+
+
+def _comment(source: SourceInfo | None) -> tuple[str, tuple[str, int]] | None:
+    """``# file.py:12  t = x * y`` for the user statement at ``source``."""
+    if source is None:
+        return None
+    stmt = sourcemap.statement_at(source.filename, source.lineno)
+    if stmt is None:
+        return None
+    where = f"{_safe(os.path.basename(source.filename))}:{stmt.first}"
+    return f"# {where}  {sourcemap.statement_text(source.filename, stmt)}", (source.filename, stmt.first)
+
+
+def _safe(text: str) -> str:
+    return "".join(c for c in text if c.isprintable())

@@ -1,0 +1,26 @@
+"""Compile generated source into a function, with the source registered in
+``linecache`` so that tracebacks and ``inspect.getsource`` show it."""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable
+from types import ModuleType
+
+from pullback.backends import codegen, numpy_backend
+from pullback.ir.core import Program
+
+_counter = itertools.count()
+
+
+def compile_program(program: Program, backend: ModuleType = numpy_backend) -> tuple[Callable, str]:
+    """The compiled function of ``program``, and its source."""
+    gen = codegen.generate(program, backend)
+    filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
+    linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
+    namespace = {"__name__": f"pullback.generated.{gen.function_name}", **gen.namespace}
+    exec(compile(gen.source, filename, "exec"), namespace)
+    fn = namespace[gen.function_name]
+    fn.__pullback_source__ = gen.source
+    return fn, gen.source

@@ -1,0 +1,259 @@
+"""The NumPy/SciPy backend: how each primitive prints as Python.
+
+An emitter takes ``(ctx, eqn, ins, outs)`` — the equation, its inputs as
+expressions and its outputs as names — and returns an expression (assigned to
+the outputs) or a list of statements that bind the outputs themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from pullback.backends import syntax as s
+from pullback.backends.syntax import Expr
+from pullback.ir.core import Eqn, Literal, Primitive
+from pullback.primitives import contractions as con
+from pullback.primitives import elementwise as ew
+from pullback.primitives import reductions as red
+from pullback.primitives import structural as st
+
+IMPORTS = {"np": "numpy", "scipy": "scipy"}
+
+
+class Context:
+    """What an emitter may ask of the code generator."""
+
+    def __init__(self):
+        self.modules: set[str] = set()
+
+    def use(self, module: str) -> None:
+        """Record that the generated code needs ``import module``."""
+        self.modules.add(module)
+
+
+Emitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], "Expr | list[cst.BaseStatement]"]
+EMITTERS: dict[Primitive, Emitter] = {}
+
+
+def emits(*prims: Primitive):
+    def register(fn):
+        for p in prims:
+            EMITTERS[p] = fn
+        return fn
+
+    return register
+
+
+def _function(prim: Primitive, path: str) -> None:
+    EMITTERS[prim] = lambda ctx, eqn, ins, outs: s.call(path, *ins)
+
+
+def _operator(prim: Primitive, op: str) -> None:
+    EMITTERS[prim] = lambda ctx, eqn, ins, outs: s.binop(ins[0], op, ins[1])
+
+
+for _p, _path in [
+    (ew.exp_p, "np.exp"), (ew.log_p, "np.log"), (ew.log1p_p, "np.log1p"), (ew.expm1_p, "np.expm1"),
+    (ew.sqrt_p, "np.sqrt"), (ew.sin_p, "np.sin"), (ew.cos_p, "np.cos"), (ew.tan_p, "np.tan"),
+    (ew.tanh_p, "np.tanh"), (ew.sinh_p, "np.sinh"), (ew.cosh_p, "np.cosh"), (ew.abs_p, "np.abs"),
+    (ew.sign_p, "np.sign"), (ew.conj_p, "np.conj"), (ew.max_p, "np.maximum"), (ew.min_p, "np.minimum"),
+    (ew.select_p, "np.where"),
+]:
+    _function(_p, _path)
+
+for _p, _op in [
+    (ew.add_p, "+"), (ew.sub_p, "-"), (ew.mul_p, "*"), (ew.div_p, "/"), (ew.pow_p, "**"),
+    (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="), (ew.gt_p, ">"), (ew.ge_p, ">="),
+]:
+    _operator(_p, _op)
+
+
+@emits(ew.neg_p)
+def _neg(ctx, eqn, ins, outs):
+    return s.neg(ins[0])
+
+
+@emits(ew.integer_pow_p)
+def _integer_pow(ctx, eqn, ins, outs):
+    return s.binop(ins[0], "**", s.number(eqn.params["y"]))
+
+
+@emits(ew.logistic_p)
+def _logistic(ctx, eqn, ins, outs):
+    ctx.use("scipy.special")
+    return s.call("scipy.special.expit", *ins)
+
+
+@emits(ew.real_p, ew.imag_p)
+def _real_imag(ctx, eqn, ins, outs):
+    return s.attribute(ins[0], eqn.prim.name)
+
+
+@emits(st.broadcast_in_dim_p)
+def _broadcast_in_dim(ctx, eqn, ins, outs):
+    (x,), (operand,) = ins, eqn.inputs
+    shape, dims = eqn.params["shape"], eqn.params["broadcast_dimensions"]
+    if isinstance(operand, Literal):
+        dt = s.dtype(operand.dtype)
+        if operand.value in (0, 1) and not isinstance(operand.value, bool):
+            return s.call("np.zeros" if operand.value == 0 else "np.ones", s.ints(shape), dtype=dt)
+        return s.call("np.full", s.ints(shape), x, dtype=dt)
+    trailing = tuple(range(len(shape) - len(dims), len(shape)))
+    if dims != trailing:  # NumPy aligns trailing axes; put the others in place first
+        expanded = [1] * len(shape)
+        for size, d in zip(operand.shape, dims):
+            expanded[d] = size
+        x = s.method(x, "reshape", *map(s.number, expanded))
+    return s.call("np.broadcast_to", x, s.ints(shape))
+
+
+@emits(st.reshape_p)
+def _reshape(ctx, eqn, ins, outs):
+    return s.method(ins[0], "reshape", *map(s.number, eqn.params["new_sizes"]))
+
+
+@emits(st.transpose_p)
+def _transpose(ctx, eqn, ins, outs):
+    perm = eqn.params["permutation"]
+    n = len(perm)
+    if perm == tuple(reversed(range(n))) and n == 2:
+        return s.attribute(ins[0], "T")
+    if n > 2 and perm == (*range(n - 2), n - 1, n - 2):
+        return s.attribute(ins[0], "mT")
+    return s.method(ins[0], "transpose", *map(s.number, perm))
+
+
+@emits(st.slice_p)
+def _slice(ctx, eqn, ins, outs):
+    (operand,) = eqn.inputs
+    p = eqn.params
+    index = []
+    for n, start, limit, stride in zip(operand.shape, p["start_indices"], p["limit_indices"], p["strides"]):
+        if stride > 0:
+            index.append(s.slice_(start or None, None if limit == n else limit, None if stride == 1 else stride))
+        else:
+            index.append(s.slice_(None if start == n - 1 else start, None if limit < 0 else limit, stride))
+    while len(index) > 1 and _full(index[-1]):
+        index.pop()
+    return s.subscript(ins[0], index)
+
+
+def _full(sl: cst.Slice) -> bool:
+    return sl.lower is None and sl.upper is None and sl.step is None
+
+
+@emits(st.concatenate_p)
+def _concatenate(ctx, eqn, ins, outs):
+    return s.call("np.concatenate", s.tuple_(ins), axis=s.number(eqn.params["dimension"]))
+
+
+@emits(st.diagonal_p)
+def _diagonal(ctx, eqn, ins, outs):
+    offset = eqn.params["offset"]
+    kw = {"offset": s.number(offset)} if offset else {}
+    if eqn.inputs[0].type.ndim > 2:
+        kw |= {"axis1": s.number(-2), "axis2": s.number(-1)}
+    return s.call("np.diagonal", ins[0], **kw)
+
+
+@emits(st.diag_embed_p)
+def _diag_embed(ctx, eqn, ins, outs):
+    if eqn.inputs[0].type.ndim == 1:
+        return s.call("np.diag", ins[0])
+    out = eqn.outputs[0]
+    # d[..., i, i] = x through a writable diagonal view
+    view = s.call("np.einsum", cst.SimpleString("'...ii->...i'"), outs[0])
+    return [
+        s.assign(outs, s.call("np.zeros", s.ints(out.shape), dtype=s.dtype(out.dtype))),
+        s.statement(cst.Assign([cst.AssignTarget(s.subscript(view, [cst.Ellipsis()]))], ins[0])),
+    ]
+
+
+@emits(st.tril_p, st.triu_p)
+def _triangle(ctx, eqn, ins, outs):
+    k = eqn.params["k"]
+    return s.call(f"np.{eqn.prim.name}", ins[0], *([s.number(k)] if k else []))
+
+
+@emits(st.convert_element_type_p)
+def _convert(ctx, eqn, ins, outs):
+    return s.method(ins[0], "astype", s.dtype(eqn.params["new_dtype"]))
+
+
+@emits(st.iota_p)
+def _iota(ctx, eqn, ins, outs):
+    shape, dim = eqn.params["shape"], eqn.params["dimension"]
+    r = s.call("np.arange", s.number(shape[dim]), dtype=s.dtype(eqn.params["dtype"]))
+    if len(shape) == 1:
+        return r
+    expanded = [1] * len(shape)
+    expanded[dim] = shape[dim]
+    return s.call("np.broadcast_to", s.method(r, "reshape", *map(s.number, expanded)), s.ints(shape))
+
+
+@emits(st.eye_p)
+def _eye(ctx, eqn, ins, outs):
+    (n, m), k = eqn.params["shape"], eqn.params["k"]
+    args = [s.number(n)] + ([s.number(m)] if m != n or k else []) + ([s.number(k)] if k else [])
+    return s.call("np.eye", *args, dtype=s.dtype(eqn.params["dtype"]))
+
+
+@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p)
+def _reduce(ctx, eqn, ins, outs):
+    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min"}[eqn.prim.name]
+    axes = eqn.params["axes"]
+    if len(axes) == eqn.inputs[0].type.ndim:
+        return s.call(func, ins[0])
+    return s.call(func, ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
+
+
+@emits(con.dot_general_p)
+def _dot_general(ctx, eqn, ins, outs):
+    lhs, rhs = eqn.inputs
+    a, b = ins
+    d: con.DotDims = eqn.params["dims"]
+    nb = len(d.lhs_batch)
+    batch = tuple(range(nb))
+    if d.lhs_batch == batch and d.rhs_batch == batch and len(d.lhs_contract) == 1:
+        (lc,), (rc,) = d.lhs_contract, d.rhs_contract
+        ln, rn = lhs.type.ndim - nb, rhs.type.ndim - nb
+        # a @ b contracts a's last axis with b's first (vector) or second-to-last axis
+        if ln in (1, 2) and rn in (1, 2) and (nb == 0 or (ln == 2 and rn == 2)):
+            if lc == nb + ln - 2 and ln == 2:
+                a = _matrix_transpose(a, nb)
+            elif lc != nb + ln - 1:
+                a = None
+            if rc == nb + rn - 1 and rn == 2:
+                b = _matrix_transpose(b, nb)
+            elif rc != nb:
+                b = None
+            if a is not None and b is not None:
+                return s.binop(a, "@", b)
+    if not nb:
+        if not d.lhs_contract:
+            return s.call("np.multiply.outer", *ins)
+        return s.call("np.tensordot", *ins, axes=s.tuple_([s.ints(d.lhs_contract), s.ints(d.rhs_contract)]))
+    return s.call("np.einsum", cst.SimpleString(repr(_einsum_spec(lhs.type.ndim, rhs.type.ndim, d))), *ins)
+
+
+def _matrix_transpose(x: Expr, nb: int) -> Expr:
+    return s.attribute(x, "mT" if nb else "T")
+
+
+def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
+    """Subscripts for a contraction, from letters we choose (never user text)."""
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    lhs = [""] * ln
+    rhs = [""] * rn
+    for i, j in zip(d.lhs_batch + d.lhs_contract, d.rhs_batch + d.rhs_contract):
+        lhs[i] = rhs[j] = next(letters)
+    for spec in (lhs, rhs):
+        for i, c in enumerate(spec):
+            if not c:
+                spec[i] = next(letters)
+    out = [lhs[i] for i in d.lhs_batch]
+    out += [lhs[i] for i in con.free_axes(ln, d.lhs_contract, d.lhs_batch)]
+    out += [rhs[i] for i in con.free_axes(rn, d.rhs_contract, d.rhs_batch)]
+    return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"

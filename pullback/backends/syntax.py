@@ -1,0 +1,134 @@
+"""Small constructors of libcst nodes: generated code is built as syntax, never as strings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import libcst as cst
+import numpy as np
+
+Expr = cst.BaseExpression
+
+
+def name(s: str) -> cst.Name:
+    return cst.Name(s)
+
+
+def dotted(path: str) -> Expr:
+    """``np.linalg.norm`` as an Attribute chain."""
+    head, *rest = path.split(".")
+    node: Expr = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node
+
+
+def arg(value: Expr, keyword: str | None = None) -> cst.Arg:
+    if keyword is None:
+        return cst.Arg(value=value)
+    return cst.Arg(value=value, keyword=cst.Name(keyword),
+                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                         whitespace_after=cst.SimpleWhitespace("")))
+
+
+def call(func: str | Expr, *args: Expr, **kwargs: Expr) -> cst.Call:
+    f = dotted(func) if isinstance(func, str) else func
+    return cst.Call(func=f, args=[arg(a) for a in args] + [arg(v, k) for k, v in kwargs.items()])
+
+
+def method(obj: Expr, meth: str, *args: Expr, **kwargs: Expr) -> cst.Call:
+    return call(cst.Attribute(value=atomic(obj), attr=cst.Name(meth)), *args, **kwargs)
+
+
+def attribute(obj: Expr, attr: str) -> cst.Attribute:
+    return cst.Attribute(value=atomic(obj), attr=cst.Name(attr))
+
+
+def number(value) -> Expr:
+    """A Python number as source; non-finite values as ``np.inf`` / ``np.nan``."""
+    if isinstance(value, bool | np.bool_):
+        return cst.Name("True" if value else "False")
+    if isinstance(value, complex):
+        re, im = number(value.real), cst.Imaginary(repr(abs(value.imag)) + "j")
+        if not math.isfinite(value.imag):
+            im = cst.BinaryOperation(number(abs(value.imag)), cst.Multiply(), cst.Imaginary("1j"))
+        op = cst.Subtract() if math.copysign(1, value.imag) < 0 else cst.Add()
+        return cst.BinaryOperation(re, op, im, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    if isinstance(value, float):
+        if math.isnan(value):
+            return dotted("np.nan")
+        mag = dotted("np.inf") if math.isinf(value) else cst.Float(repr(abs(value)))
+    else:
+        mag = cst.Integer(str(abs(int(value))))
+    return cst.UnaryOperation(cst.Minus(), mag) if math.copysign(1, value) < 0 else mag
+
+
+def ints(values: Sequence[int]) -> cst.Tuple:
+    """A tuple of ints, ``(3,)`` for one."""
+    elems = [cst.Element(number(int(v))) for v in values]
+    if len(elems) == 1:
+        elems = [cst.Element(elems[0].value, comma=cst.Comma())]
+    return cst.Tuple(elems)
+
+
+def tuple_(values: Sequence[Expr]) -> cst.Tuple:
+    elems = [cst.Element(v) for v in values]
+    if len(elems) == 1:
+        elems = [cst.Element(elems[0].value, comma=cst.Comma())]
+    return cst.Tuple(elems)
+
+
+def dtype(dt: np.dtype) -> Expr:
+    return dotted(f"np.{np.dtype(dt).name}" if np.dtype(dt) != np.bool_ else "np.bool_")
+
+
+def parens(e: Expr) -> Expr:
+    return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def atomic(e: Expr) -> Expr:
+    """``e`` parenthesised unless it is a name, attribute, call or subscript."""
+    if isinstance(e, cst.Name | cst.Attribute | cst.Call | cst.Subscript | cst.Integer | cst.Float) or e.lpar:
+        return e
+    return parens(e)
+
+
+_BINOPS = {"+": cst.Add, "-": cst.Subtract, "*": cst.Multiply, "/": cst.Divide, "**": cst.Power,
+           "@": cst.MatrixMultiply}
+_COMPARE = {"==": cst.Equal, "!=": cst.NotEqual, "<": cst.LessThan, "<=": cst.LessThanEqual,
+            ">": cst.GreaterThan, ">=": cst.GreaterThanEqual}
+
+
+def binop(lhs: Expr, op: str, rhs: Expr) -> Expr:
+    if op == "**":  # binds tighter than unary minus on its left
+        lhs = atomic(lhs)
+    if op in _COMPARE:
+        return cst.Comparison(left=lhs, comparisons=[cst.ComparisonTarget(_COMPARE[op](), rhs)])
+    return cst.BinaryOperation(lhs, _BINOPS[op](), rhs)
+
+
+def neg(e: Expr) -> Expr:
+    return cst.UnaryOperation(cst.Minus(), atomic(e) if isinstance(e, cst.UnaryOperation) else e)
+
+
+def subscript(value: Expr, index: Sequence[cst.BaseSlice | Expr]) -> cst.Subscript:
+    elems = [cst.SubscriptElement(i if isinstance(i, cst.BaseSlice) else cst.Index(i)) for i in index]
+    return cst.Subscript(value=atomic(value), slice=elems)
+
+
+def slice_(start: int | None, stop: int | None, step: int | None) -> cst.Slice:
+    def opt(v):
+        return None if v is None else number(v)
+
+    return cst.Slice(lower=opt(start), upper=opt(stop), step=opt(step))
+
+
+def assign(targets: Sequence[cst.Name], value: Expr) -> cst.SimpleStatementLine:
+    target: Expr = targets[0] if len(targets) == 1 else cst.Tuple([cst.Element(t) for t in targets])
+    return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
+
+
+def statement(expr_or_small: cst.BaseSmallStatement | Expr) -> cst.SimpleStatementLine:
+    small = expr_or_small if isinstance(expr_or_small, cst.BaseSmallStatement) else cst.Expr(expr_or_small)
+    return cst.SimpleStatementLine([small])

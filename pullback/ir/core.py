@@ -1,0 +1,178 @@
+"""The IR: primitives, SSA values, equations and programs, all immutable.
+
+A ``Program`` is a straight-line SSA function::
+
+    program f(x: f64[3], y: f64[3]):
+      t: f64[3] = mul x y
+      z: f64[3] = log t
+      return z
+
+Transforms never mutate a program; they build a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pullback.ir.types import ArrayType
+
+
+class Primitive:
+    """An operation's identity. What it means lives in rule tables keyed by it:
+    shape rules here, JVP and transpose rules beside their transforms, emitters
+    in each backend."""
+
+    __slots__ = ("name", "multiple_results")
+
+    def __init__(self, name: str, *, multiple_results: bool = False):
+        if name in PRIMITIVES:
+            raise ValueError(f"primitive {name!r} is already registered")
+        self.name = name
+        self.multiple_results = multiple_results
+        PRIMITIVES[name] = self
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+ShapeRule = Callable[..., "ArrayType | tuple[ArrayType, ...]"]
+shape_rules: dict[Primitive, ShapeRule] = {}
+
+
+def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str, Any]) -> tuple[ArrayType, ...]:
+    """Re-derive an equation's output types; shape rules raise ShapeError on bad input."""
+    out = shape_rules[prim](*inputs, **params)
+    return tuple(out) if prim.multiple_results else (out,)
+
+
+class ShapeError(ValueError):
+    """An equation's inputs or params do not fit its primitive."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Var:
+    """An SSA value: its identity is the object; ``hint`` is a name suggestion."""
+
+    type: ArrayType
+    hint: str = ""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.hint or 'v'}:{self.type}"
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A Python scalar operand, typed (shape ``()``) by the operation it feeds."""
+
+    value: bool | int | float | complex
+    type: ArrayType
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    @staticmethod
+    def of(value, dtype) -> Literal:
+        """``value`` cast to the Python scalar type matching ``dtype``."""
+        dtype = np.dtype(dtype)
+        return Literal(np.array(value, dtype).item(), ArrayType((), dtype))
+
+
+Atom = Var | Literal
+
+
+class Params(Mapping[str, Any]):
+    """An equation's static parameters: a frozen, hashable mapping."""
+
+    __slots__ = ("_items", "_dict")
+
+    def __init__(self, items: Mapping[str, Any] | None = None):
+        d = dict(sorted((items or {}).items()))
+        self._dict = d
+        self._items = tuple(d.items())
+        hash(self._items)  # params must be hashable: fail early, not in CSE
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Params) and self._items == other._items
+
+    def __repr__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self._items)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """Where in the user's code an equation came from."""
+
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Eqn:
+    prim: Primitive
+    inputs: tuple[Atom, ...]
+    outputs: tuple[Var, ...]
+    params: Params = field(default_factory=Params)
+    source: SourceInfo | None = None
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Program:
+    """A typed SSA function. ``constvals[i]`` is the value of ``constvars[i]``:
+    closed-over arrays, handed to generated code through its namespace."""
+
+    inputs: tuple[Var, ...]
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+    constvars: tuple[Var, ...] = ()
+    constvals: tuple[Any, ...] = ()
+    name: str = "f"
+
+    @property
+    def in_types(self) -> tuple[ArrayType, ...]:
+        return tuple(v.type for v in self.inputs)
+
+    @property
+    def out_types(self) -> tuple[ArrayType, ...]:
+        return tuple(a.type for a in self.outputs)
+
+    def __str__(self) -> str:
+        from pullback.ir.printer import print_program
+
+        return print_program(self)

@@ -1,0 +1,60 @@
+"""Readable, unique, safe identifiers from name hints.
+
+Hints come from user code (argument names, assignment targets, closed-over
+variables), so they are sanitised: ASCII letters, digits and underscores only,
+bounded length, never a keyword or a name the generated code itself uses.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+import unicodedata
+
+MAX_LEN = 32
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]+")
+
+# Names the generated module binds or calls: a user's variable must never shadow them.
+RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | {
+    "np", "numpy", "scipy", "sp", "lapack", "blas", "special", "linalg", "cupy", "cp",
+}
+
+
+def sanitize(hint: str, fallback: str = "v") -> str:
+    """A valid Python identifier resembling ``hint``."""
+    ascii_hint = unicodedata.normalize("NFKD", hint).encode("ascii", "ignore").decode()
+    s = _NOT_IDENT.sub("_", ascii_hint).strip("_")[:MAX_LEN].rstrip("_")
+    if not s:
+        s = fallback
+    if s[0].isdigit():
+        s = f"{fallback}_{s}"[:MAX_LEN]
+    if s in RESERVED or s.startswith("__"):
+        s = s + "_"
+    return s
+
+
+class Namer:
+    """Assigns each object a unique sanitised name: ``x``, ``x_1``, ``x_2`` ..."""
+
+    def __init__(self, reserved: frozenset[str] = RESERVED):
+        self._taken: set[str] = set(reserved)
+        self._names: dict[int, str] = {}
+
+    def fresh(self, hint: str, fallback: str = "t") -> str:
+        base = sanitize(hint, fallback)
+        name, i = base, 1
+        while name in self._taken:
+            name = f"{base}_{i}"
+            i += 1
+        self._taken.add(name)
+        return name
+
+    def name(self, obj, hint: str, fallback: str = "t") -> str:
+        key = id(obj)
+        if key not in self._names:
+            self._names[key] = self.fresh(hint, fallback)
+        return self._names[key]
+
+    def __getitem__(self, obj) -> str:
+        return self._names[id(obj)]

@@ -1,0 +1,31 @@
+"""The IR as text: one line per equation, every value with its type."""
+
+from __future__ import annotations
+
+from pullback.ir.core import Atom, Literal, Program
+from pullback.ir.names import Namer
+
+
+def print_program(program: Program) -> str:
+    namer = Namer(reserved=frozenset())
+
+    def atom(a: Atom) -> str:
+        if isinstance(a, Literal):
+            return repr(a.value)
+        return namer.name(a, a.hint, 't')
+
+    def typed(v) -> str:
+        return f"{atom(v)}: {v.type}"
+
+    ins = ", ".join(typed(v) for v in program.inputs)
+    header = f"program {namer.fresh(program.name, 'f')}({ins})"
+    if program.constvars:
+        header += " constants(" + ", ".join(typed(v) for v in program.constvars) + ")"
+    lines = [header + ":"]
+    for eqn in program.eqns:
+        outs = ", ".join(typed(v) for v in eqn.outputs)
+        params = f"[{eqn.params!r}]" if eqn.params else ""
+        args = " ".join(atom(a) for a in eqn.inputs)
+        lines.append(f"  {outs} = {eqn.prim.name}{params} {args}".rstrip())
+    lines.append("  return " + ", ".join(atom(a) for a in program.outputs))
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""Map lines of user source to statements and assignment targets.
+
+Used to name IR values after the user's variables and to put each user line
+above the generated statements it produced. Read with the standard ``ast``
+module: positions are all we need, and ``ast`` gives them directly and fast.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    first: int
+    last: int
+    targets: tuple[str, ...]  # empty when the statement assigns no plain names
+
+
+def statement_at(filename: str, lineno: int) -> Statement | None:
+    """The innermost simple statement of ``filename`` covering ``lineno``."""
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    return _statements("".join(lines)).get(lineno)
+
+
+def statement_text(filename: str, stmt: Statement, max_len: int = 100) -> str:
+    """The statement's source on one line: whitespace collapsed, control characters dropped."""
+    lines = linecache.getlines(filename)[stmt.first - 1 : stmt.last]
+    text = " ".join(" ".join(line.split()) for line in lines)
+    text = "".join(c for c in text if c.isprintable())
+    return text if len(text) <= max_len else text[: max_len - 3] + "..."
+
+
+def _names(target: ast.expr) -> tuple[str, ...] | None:
+    if isinstance(target, ast.Name):
+        return (target.id,)
+    if isinstance(target, ast.Tuple | ast.List):
+        names = [_names(t) for t in target.elts]
+        if all(n is not None and len(n) == 1 for n in names):
+            return tuple(n[0] for n in names)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(text: str) -> dict[int, Statement]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    by_line: dict[int, Statement] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or isinstance(node, _COMPOUND):
+            continue
+        targets: tuple[str, ...] = ()
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            targets = _names(node.targets[0]) or ()
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = _names(node.target) or ()
+        if len(targets) == 1 and isinstance(getattr(node, "value", None), _CONTAINERS):
+            targets = ()  # `a = (x, y)`: no single value is `a`
+        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets)
+        for line in range(stmt.first, stmt.last + 1):
+            by_line[line] = stmt
+    return by_line
+
+
+_CONTAINERS = (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
+_COMPOUND = (
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,
+    ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
+)

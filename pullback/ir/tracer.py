@@ -1,0 +1,387 @@
+"""Tracing: run a NumPy-style function on ``Tracer`` objects and record a Program.
+
+A ``Tracer`` stands for an IR value. NumPy's protocols (``__array_ufunc__``,
+``__array_function__``) and Python's operators on it are implemented by
+``pullback.numpy_api``, which lowers them to primitives through ``bind``.
+Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import scipy
+
+import pullback
+from pullback.errors import ConcretizationError, TracingError
+from pullback.ir import sourcemap
+from pullback.ir.core import (
+    Atom,
+    Eqn,
+    Literal,
+    Params,
+    Primitive,
+    Program,
+    ShapeError,
+    SourceInfo,
+    Var,
+    output_types,
+)
+from pullback.ir.types import ArrayType
+
+PYTHON_SCALARS = (bool, int, float, complex)
+
+# Frames inside these packages are not the user's: locations skip them
+# (except pullback's own demo, which plays a user).
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(m.__file__) + os.sep for m in (pullback, np, scipy)  # type: ignore[arg-type]
+)
+_USER_FILES = frozenset({os.path.join(os.path.dirname(pullback.__file__), "demo.py")})
+
+
+def user_frame(depth: int = 1):
+    """The innermost frame that is neither pullback's, NumPy's nor SciPy's."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_location() -> SourceInfo | None:
+    frame = user_frame(2)
+    return None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno)
+
+
+def located(message: str, source: SourceInfo | None = None) -> str:
+    """``message`` prefixed by the user's file:line."""
+    source = source or user_location()
+    return message if source is None else f"{source}: {message}"
+
+
+class Builder:
+    """Collects the equations and constants of one trace."""
+
+    def __init__(self):
+        self.eqns: list[Eqn] = []
+        self.consts: dict[int, tuple[Var, Any]] = {}  # id(array) -> (var, array)
+        self.const_names: dict[int, str] = {}
+        self.source: SourceInfo | None = None  # set by transforms tracing a rule
+
+    def location(self) -> SourceInfo | None:
+        return self.source if self.source is not None else user_location()
+
+    def const(self, value) -> Var:
+        key = id(value)
+        if key not in self.consts:
+            var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
+            self.consts[key] = (var, value)
+        return self.consts[key][0]
+
+    def atom(self, x) -> Atom:
+        if isinstance(x, Tracer):
+            if x.builder is not self:
+                raise TracingError(located("a traced value escaped the trace it belongs to"))
+            return x.var
+        if isinstance(x, Literal):
+            return x
+        if isinstance(x, np.ndarray | np.generic):
+            return self.const(x)
+        raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
+
+
+_state = threading.local()
+
+
+def current_builder() -> Builder:
+    stack = getattr(_state, "stack", None)
+    if not stack:
+        raise TracingError("no trace is active")
+    return stack[-1]
+
+
+@contextmanager
+def new_trace():
+    builder = Builder()
+    stack = _state.__dict__.setdefault("stack", [])
+    stack.append(builder)
+    try:
+        yield builder
+    finally:
+        stack.pop()
+
+
+def bind(prim: Primitive, *args, **params):
+    """Record ``prim`` applied to ``args`` in the current trace; return Tracer(s)."""
+    builder = current_builder()
+    atoms = tuple(builder.atom(a) for a in args)
+    try:
+        types = output_types(prim, atoms, params)
+    except ShapeError as e:
+        raise TracingError(located(f"{prim.name}: {e}", builder.location())) from None
+    outs = tuple(Var(t) for t in types)
+    builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
+    tracers = tuple(Tracer(v, builder) for v in outs)
+    return tracers if prim.multiple_results else tracers[0]
+
+
+class Tracer:
+    """A traced array. Behaves like a NumPy array under NumPy's protocols."""
+
+    __slots__ = ("var", "builder", "weak")
+    __array_priority__ = 1000
+    _api: ModuleType  # pullback.numpy_api, installed when it is imported
+
+    def __init__(self, var: Var, builder: Builder, weak: bool = False):
+        self.var = var
+        self.builder = builder
+        self.weak = weak  # a Python scalar argument: NumPy's weak promotion applies
+
+    # --- static properties -------------------------------------------------
+    shape = property(lambda self: self.var.type.shape)
+    dtype = property(lambda self: self.var.type.dtype)
+    ndim = property(lambda self: self.var.type.ndim)
+    size = property(lambda self: self.var.type.size)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Tracer({self.var.type})"
+
+    __hash__ = object.__hash__
+
+    # --- refusing concrete values -------------------------------------------
+    def _concrete(self, what: str):
+        raise ConcretizationError(located(
+            f"{what} of a traced value {self.var.type}: Python control flow and conversions "
+            "cannot depend on traced values (use np.where for elementwise choices)"
+        ))
+
+    def __bool__(self):
+        self._concrete("bool()")
+
+    def __int__(self):
+        self._concrete("int()")
+
+    def __float__(self):
+        self._concrete("float()")
+
+    def __complex__(self):
+        self._concrete("complex()")
+
+    def __index__(self):
+        self._concrete("use as an index")
+
+    def __array__(self, dtype=None, copy=None):
+        self._api.refuse_conversion(self)
+
+    # --- NumPy protocols and operators: see pullback.numpy_api -------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return self._api.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return self._api.array_function(func, args, kwargs)
+
+    def __getitem__(self, key):
+        return self._api.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        raise TracingError(located("in-place assignment to a traced array is not supported"))
+
+    def __neg__(self): return self._api.negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return self._api.absolute(self)
+    def __add__(self, o): return self._api.add(self, o)
+    def __radd__(self, o): return self._api.add(o, self)
+    def __sub__(self, o): return self._api.subtract(self, o)
+    def __rsub__(self, o): return self._api.subtract(o, self)
+    def __mul__(self, o): return self._api.multiply(self, o)
+    def __rmul__(self, o): return self._api.multiply(o, self)
+    def __truediv__(self, o): return self._api.divide(self, o)
+    def __rtruediv__(self, o): return self._api.divide(o, self)
+    def __pow__(self, o): return self._api.power(self, o)
+    def __rpow__(self, o): return self._api.power(o, self)
+    def __matmul__(self, o): return self._api.matmul(self, o)
+    def __rmatmul__(self, o): return self._api.matmul(o, self)
+    def __eq__(self, o): return self._api.equal(self, o)  # type: ignore[override]
+    def __ne__(self, o): return self._api.not_equal(self, o)  # type: ignore[override]
+    def __lt__(self, o): return self._api.less(self, o)
+    def __le__(self, o): return self._api.less_equal(self, o)
+    def __gt__(self, o): return self._api.greater(self, o)
+    def __ge__(self, o): return self._api.greater_equal(self, o)
+
+    def __floordiv__(self, o): return self._api.unsupported("//")
+    __rfloordiv__ = __mod__ = __rmod__ = __floordiv__
+
+    # --- array methods --------------------------------------------------------
+    T = property(lambda self: self._api.transpose(self))
+    mT = property(lambda self: self._api.matrix_transpose(self))
+    real = property(lambda self: self._api.real(self))
+    imag = property(lambda self: self._api.imag(self))
+
+    def reshape(self, *shape, order="C"):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return self._api.reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return self._api.transpose(self, axes or None)
+
+    def sum(self, axis=None, dtype=None, keepdims=False): return self._api.sum(self, axis, dtype, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, keepdims=False): return self._api.mean(self, axis, dtype, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return self._api.max(self, axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return self._api.min(self, axis, keepdims=keepdims)
+    def conj(self): return self._api.conj(self)
+    conjugate = conj
+    def astype(self, dtype): return self._api.astype(self, dtype)
+    def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
+    def squeeze(self, axis=None): return self._api.squeeze(self, axis)
+    def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
+    def trace(self, offset=0, axis1=0, axis2=1): return self._api.trace(self, offset, axis1, axis2)
+    def dot(self, o): return self._api.dot(self, o)
+    def ravel(self): return self._api.reshape(self, (-1,))
+    flatten = ravel
+    def copy(self): return self
+
+
+def _arg_names(fn: Callable, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}_{i}")
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def _closure_names(fn: Callable) -> dict[int, str]:
+    """id(array) -> variable name, for arrays the function closes over or reads as globals."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    names: dict[int, str] = {}
+    for name in code.co_names:
+        value = getattr(fn, "__globals__", {}).get(name)
+        if isinstance(value, np.ndarray):
+            names[id(value)] = name
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, np.ndarray):
+            names[id(value)] = name
+    return names
+
+
+def input_type(x) -> tuple[ArrayType, bool]:
+    """The IR type of an argument, and whether it is weakly typed (a Python scalar)."""
+    if isinstance(x, PYTHON_SCALARS):
+        return ArrayType((), np.asarray(x).dtype), True
+    if isinstance(x, np.ndarray | np.generic):
+        return ArrayType(x.shape, x.dtype), False
+    if isinstance(x, Tracer):  # a traced function called inside another trace
+        return x.var.type, x.weak
+    raise TypeError(
+        f"pullback traces functions of NumPy arrays and scalars; got an argument of type {type(x).__name__}"
+    )
+
+
+def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[Program, Any]:
+    """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``)."""
+    from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
+    from pullback.tree import flatten
+
+    types = [input_type(a) for a in args]
+    names = _arg_names(fn, len(args))
+    with new_trace() as builder:
+        builder.const_names = _closure_names(fn)
+        in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
+        tracers = [Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types)]
+        out = fn(*tracers)
+        leaves, treedef = flatten(out)
+        outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
+    constvars = tuple(v for v, _ in builder.consts.values())
+    constvals = tuple(c for _, c in builder.consts.values())
+    fname = getattr(fn, "__name__", "f")
+    program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
+                      name=name or ("f" if fname == "<lambda>" else fname))
+    return name_from_source(program), treedef
+
+
+def _output_atom(builder: Builder, leaf) -> Atom:
+    if isinstance(leaf, PYTHON_SCALARS):
+        return Literal.of(leaf, np.asarray(leaf).dtype)
+    try:
+        return builder.atom(leaf)
+    except TypeError:
+        raise TypeError(
+            f"a traced function must return arrays or scalars (in tuples, lists or dicts); "
+            f"got {type(leaf).__name__}"
+        ) from None
+
+
+def name_from_source(program: Program) -> Program:
+    """Give unnamed values the names the user's source assigns them to.
+
+    In each run of equations coming from one assignment statement, the outputs
+    of the last equation get the statement's target names.
+    """
+    hints: dict[int, str] = {}
+    eqns = program.eqns
+    for i, eqn in enumerate(eqns):
+        src = eqn.source
+        if src is None:
+            continue
+        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
+        stmt = sourcemap.statement_at(src.filename, src.lineno)
+        if stmt is None or not stmt.targets:
+            continue
+        same_file = nxt is not None and nxt.filename == src.filename
+        if same_file and sourcemap.statement_at(nxt.filename, nxt.lineno) == stmt:
+            continue  # not the last equation of this run
+        if len(stmt.targets) == len(eqn.outputs):
+            for v, name in zip(eqn.outputs, stmt.targets):
+                if not v.hint:
+                    hints[id(v)] = name
+    return rename(program, hints) if hints else program
+
+
+def rename(program: Program, hints: dict[int, str]) -> Program:
+    """A copy of ``program`` whose vars ``id(v) in hints`` carry new name hints."""
+    new: dict[int, Var] = {}
+
+    def sub(a):
+        if isinstance(a, Var) and id(a) in hints:
+            if id(a) not in new:
+                new[id(a)] = Var(a.type, hints[id(a)])
+            return new[id(a)]
+        return a
+
+    eqns = tuple(
+        Eqn(e.prim, tuple(map(sub, e.inputs)), tuple(map(sub, e.outputs)), e.params, e.source) for e in program.eqns
+    )
+    return Program(tuple(map(sub, program.inputs)), eqns, tuple(map(sub, program.outputs)),
+                   tuple(map(sub, program.constvars)), program.constvals, program.name)

@@ -1,0 +1,78 @@
+"""Array types: a concrete shape and one of seven dtypes, printed like ``f64[3,4]``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DTYPES: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+    np.dtype(np.complex64): "c64",
+    np.dtype(np.complex128): "c128",
+}
+
+
+def canonical_dtype(dtype) -> np.dtype:
+    """The supported dtype for ``dtype``, or a TypeError naming the supported ones."""
+    dt = np.dtype(dtype)
+    if dt not in DTYPES:
+        supported = ", ".join(d.name for d in DTYPES)
+        raise TypeError(f"dtype {dt.name} is not supported by pullback (supported: {supported})")
+    return dt
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f"
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    return dtype.kind == "c"
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    return dtype.kind in "fc"
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """float32 for complex64, float64 for complex128, the dtype itself otherwise."""
+    return np.finfo(dtype).dtype if dtype.kind == "c" else dtype
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    return np.result_type(dtype, np.complex64)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayType:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __str__(self) -> str:
+        return f"{DTYPES[self.dtype]}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__
+
+    @staticmethod
+    def of(value) -> ArrayType:
+        """The type of a concrete NumPy array or scalar."""
+        arr = np.asarray(value)
+        return ArrayType(arr.shape, arr.dtype)

@@ -1,0 +1,684 @@
+"""NumPy on traced arrays: ufuncs, array functions, operators and indexing,
+lowered to primitives with NumPy's promotion (NEP 50: Python scalars are weak)
+and broadcasting made explicit (``broadcast_in_dim``)."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import string
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import scipy.special
+
+from pullback.errors import ConcretizationError, TracingError
+from pullback.ir.core import Literal
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, located, user_frame
+from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.primitives import contractions as con
+from pullback.primitives import elementwise as ew
+from pullback.primitives import reductions as red
+from pullback.primitives import structural as st
+
+ARRAYS = (Tracer, np.ndarray, np.generic)
+
+
+def unsupported(what: str):
+    raise TracingError(located(f"{what} is not supported on traced values by pullback"))
+
+
+def refuse_conversion(x: Tracer):
+    """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent."""
+    frame, scipy_frame = sys._getframe(1), None
+    user = user_frame(1)
+    while frame is not None and frame is not user:
+        if frame.f_globals.get("__name__", "").startswith("scipy."):
+            scipy_frame = frame
+        frame = frame.f_back
+    if scipy_frame is None:
+        raise ConcretizationError(located(
+            f"a traced value {x.var.type} cannot be converted to a NumPy array (np.asarray/np.array); "
+            "keep it symbolic, or compute it outside the traced function"
+        ))
+    module = ".".join(p for p in scipy_frame.f_globals["__name__"].split(".") if not p.startswith("_"))
+    func = scipy_frame.f_code.co_name
+    try:
+        from pullback import linalg
+        equivalent = getattr(linalg, func, None)
+    except ImportError:
+        equivalent = None
+    advice = f"use pullback.linalg.{func} instead" if equivalent else "pullback.linalg has no equivalent of it yet"
+    raise ConcretizationError(located(
+        f"{module}.{func} calls np.asarray on a traced value, so it cannot be traced; {advice}"
+    ))
+
+
+# --- promotion and broadcasting --------------------------------------------------
+
+_WEAK_REP = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
+def _is_weak(x) -> bool:
+    return isinstance(x, PYTHON_SCALARS) or (isinstance(x, Tracer) and x.weak)
+
+
+def result_dtype(*xs) -> np.dtype:
+    """NumPy's result dtype: arrays are strong, Python scalars (and tracers of
+    Python scalar arguments) weak."""
+    reps = []
+    for x in xs:
+        if isinstance(x, PYTHON_SCALARS):
+            reps.append(x)
+        elif _is_weak(x):
+            reps.append(_WEAK_REP[x.dtype.kind])
+        else:
+            reps.append(x.dtype)
+    return canonical_dtype(np.result_type(*reps))
+
+
+def _check_operand(x):
+    if not isinstance(x, ARRAYS + PYTHON_SCALARS):
+        unsupported(f"an operand of type {type(x).__name__}")
+    return x
+
+
+def astype(x, dtype):
+    dtype = canonical_dtype(dtype)
+    if isinstance(x, PYTHON_SCALARS):
+        return Literal.of(x, dtype)
+    if x.dtype == dtype:
+        return x
+    return bind(st.convert_element_type_p, x, new_dtype=dtype)
+
+
+def broadcast_to(x, shape):
+    shape = tuple(shape)
+    if isinstance(x, Literal) or np.shape(x) == shape:
+        return x
+    nd = len(shape) - x.ndim
+    if nd < 0:
+        raise TracingError(located(f"cannot broadcast shape {x.shape} to {shape}"))
+    return bind(st.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=tuple(range(nd, len(shape))))
+
+
+def _shape(*xs) -> tuple[int, ...]:
+    try:
+        return np.broadcast_shapes(*(np.shape(x) for x in xs if not isinstance(x, PYTHON_SCALARS)))
+    except ValueError:
+        shapes = " ".join(str(np.shape(x)) for x in xs if not isinstance(x, PYTHON_SCALARS))
+        raise TracingError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
+
+
+def _weak_result(out, xs):
+    if isinstance(out, Tracer) and all(_is_weak(x) for x in xs):
+        out.weak = True
+    return out
+
+
+def elementwise(prim, *xs, dtype: np.dtype | None = None):
+    """Bind ``prim`` after promoting ``xs`` to one dtype and broadcasting them to one shape."""
+    for x in xs:
+        _check_operand(x)
+    dtype = result_dtype(*xs) if dtype is None else dtype
+    shape = _shape(*xs)
+    args = [broadcast_to(astype(x, dtype), shape) for x in xs]
+    return _weak_result(bind(prim, *args), xs)
+
+
+def _inexact(x) -> np.dtype:
+    d = result_dtype(x)
+    return d if is_inexact(d) else np.dtype(np.float64)
+
+
+def _float_unary(prim):
+    return lambda x: elementwise(prim, x, dtype=_inexact(x))
+
+
+def _same_unary(prim):
+    return lambda x: elementwise(prim, x)
+
+
+def _binary(prim):
+    return lambda a, b: elementwise(prim, a, b)
+
+
+add = _binary(ew.add_p)
+subtract = _binary(ew.sub_p)
+multiply = _binary(ew.mul_p)
+maximum = _binary(ew.max_p)
+minimum = _binary(ew.min_p)
+equal = _binary(ew.eq_p)
+not_equal = _binary(ew.ne_p)
+less = _binary(ew.lt_p)
+less_equal = _binary(ew.le_p)
+greater = _binary(ew.gt_p)
+greater_equal = _binary(ew.ge_p)
+negative = _same_unary(ew.neg_p)
+sign = _same_unary(ew.sign_p)
+
+
+def divide(a, b):
+    d = result_dtype(a, b)
+    return elementwise(ew.div_p, a, b, dtype=d if is_inexact(d) else np.dtype(np.float64))
+
+
+def power(a, b):
+    if isinstance(b, int) and not isinstance(b, bool) and isinstance(a, Tracer):
+        if b == 1:
+            return a
+        return _weak_result(bind(ew.integer_pow_p, astype(a, result_dtype(a, b)), y=b), (a, b))
+    d = result_dtype(a, b)
+    return elementwise(ew.pow_p, a, b, dtype=d if is_inexact(d) else np.dtype(np.float64))
+
+
+def square(x):
+    return power(x, 2)
+
+
+def reciprocal(x):
+    return divide(1, x) if is_inexact(result_dtype(x)) else unsupported("np.reciprocal of integers")
+
+
+def absolute(x):
+    return _weak_result(bind(ew.abs_p, x), (x,)) if isinstance(x, Tracer) else elementwise(ew.abs_p, x)
+
+
+def real(x):
+    return elementwise(ew.real_p, x) if is_complex(result_dtype(x)) else x
+
+
+def imag(x):
+    if is_complex(result_dtype(x)):
+        return elementwise(ew.imag_p, x)
+    return zeros_like(x)
+
+
+def conj(x):
+    return elementwise(ew.conj_p, x) if is_complex(result_dtype(x)) else x
+
+
+def where(condition, x=None, y=None):
+    if x is None or y is None:
+        unsupported("np.where with one argument (data-dependent shape)")
+    cond = condition if result_dtype(condition) == np.bool_ else not_equal(condition, 0)
+    dtype = result_dtype(x, y)
+    shape = _shape(cond, x, y)
+    args = [broadcast_to(astype(a, d), shape) for a, d in ((cond, np.dtype(bool)), (x, dtype), (y, dtype))]
+    return bind(ew.select_p, *args)
+
+
+UFUNCS: dict[np.ufunc, Callable] = {
+    np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide, np.power: power,
+    np.maximum: maximum, np.minimum: minimum, np.negative: negative, np.positive: lambda x: x,
+    np.equal: equal, np.not_equal: not_equal, np.less: less, np.less_equal: less_equal,
+    np.greater: greater, np.greater_equal: greater_equal,
+    np.exp: _float_unary(ew.exp_p), np.log: _float_unary(ew.log_p), np.log1p: _float_unary(ew.log1p_p),
+    np.expm1: _float_unary(ew.expm1_p), np.sqrt: _float_unary(ew.sqrt_p), np.sin: _float_unary(ew.sin_p),
+    np.cos: _float_unary(ew.cos_p), np.tan: _float_unary(ew.tan_p), np.tanh: _float_unary(ew.tanh_p),
+    np.sinh: _float_unary(ew.sinh_p), np.cosh: _float_unary(ew.cosh_p),
+    scipy.special.expit: _float_unary(ew.logistic_p),
+    np.absolute: absolute, np.sign: sign, np.conjugate: conj, np.square: square, np.reciprocal: reciprocal,
+    np.matmul: lambda a, b: matmul(a, b),
+}
+
+
+def array_ufunc(ufunc, method, inputs, kwargs):
+    name = f"numpy.{ufunc.__name__}"
+    if method != "__call__":
+        unsupported(f"{name}.{method}")
+    if kwargs:
+        unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
+    impl = UFUNCS.get(ufunc)
+    if impl is None:
+        unsupported(name)
+    return impl(*inputs)
+
+
+# --- structure ----------------------------------------------------------------------
+
+
+def _lift(x):
+    """A Python scalar as a 0-d NumPy array, so structural ops can treat it as an array."""
+    return np.asarray(x) if isinstance(x, PYTHON_SCALARS) else x
+
+
+def _axis(axis: int, ndim: int) -> int:
+    if not isinstance(axis, int | np.integer) or not -ndim <= axis < ndim:
+        raise TracingError(located(f"axis {axis} is out of bounds for an array of rank {ndim}"))
+    return int(axis) % ndim
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(_axis(a, ndim) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    if len(set(axes)) != len(axes):
+        raise TracingError(located(f"repeated axis in {axis}"))
+    return tuple(sorted(axes))
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    a = _lift(a)
+    shape = newshape if shape is None else shape
+    if order != "C":
+        unsupported(f"reshape with order={order!r}")
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+    if shape.count(-1) == 1:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or a.size % known:
+            raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+        shape = tuple(a.size // known if s == -1 else s for s in shape)
+    if math.prod(shape) != a.size or any(s < 0 for s in shape):
+        raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+    return a if shape == a.shape else bind(st.reshape_p, a, new_sizes=shape)
+
+
+def transpose(a, axes=None):
+    a = _lift(a)
+    perm = tuple(reversed(range(a.ndim))) if axes is None else tuple(_axis(x, a.ndim) for x in axes)
+    if sorted(perm) != list(range(a.ndim)):
+        raise TracingError(located(f"axes {axes} don't match an array of rank {a.ndim}"))
+    return a if perm == tuple(range(a.ndim)) else bind(st.transpose_p, a, permutation=perm)
+
+
+def swapaxes(a, axis1, axis2):
+    perm = list(range(a.ndim))
+    i, j = _axis(axis1, a.ndim), _axis(axis2, a.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(a, perm)
+
+
+def matrix_transpose(x):
+    if x.ndim < 2:
+        raise TracingError(located(f"matrix transpose needs at least 2 axes, got shape {x.shape}"))
+    return swapaxes(x, -1, -2)
+
+
+def moveaxis(a, source, destination):
+    src = [_axis(s, a.ndim) for s in (source if isinstance(source, tuple | list) else (source,))]
+    dst = [_axis(d, a.ndim) for d in (destination if isinstance(destination, tuple | list) else (destination,))]
+    order = [i for i in range(a.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(a, order)
+
+
+def squeeze(a, axis=None):
+    axes = [i for i, n in enumerate(a.shape) if n == 1] if axis is None else _axes(axis, a.ndim)
+    if any(a.shape[i] != 1 for i in axes):
+        raise TracingError(located(f"cannot squeeze axes {axis} of shape {a.shape}: size is not 1"))
+    return reshape(a, tuple(n for i, n in enumerate(a.shape) if i not in axes))
+
+
+def expand_dims(a, axis):
+    a = _lift(a)
+    axis = axis if isinstance(axis, tuple | list) else (axis,)
+    out_ndim = a.ndim + len(axis)
+    new = {_axis(x, out_ndim) for x in axis}
+    it = iter(a.shape)
+    return reshape(a, tuple(1 if i in new else next(it) for i in range(out_ndim)))
+
+
+def broadcast_to_(array, shape, subok=False):
+    array = _lift(array)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if _shape(array, np.broadcast_to(0, shape)) != shape:
+        raise TracingError(located(f"cannot broadcast shape {array.shape} to {shape}"))
+    return broadcast_to(array, shape)
+
+
+def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    if out is not None:
+        unsupported("np.concatenate with out=")
+    arrays = [_lift(a) for a in arrays]
+    if axis is None:
+        arrays, axis = [reshape(a, (-1,)) for a in arrays], 0
+    dt = canonical_dtype(dtype) if dtype is not None else result_dtype(*arrays)
+    arrays = [astype(a, dt) for a in arrays]
+    ax = _axis(axis, arrays[0].ndim)
+    return arrays[0] if len(arrays) == 1 and isinstance(arrays[0], Tracer) else bind(
+        st.concatenate_p, *arrays, dimension=ax
+    )
+
+
+def stack(arrays, axis=0, out=None, dtype=None, casting=None):
+    arrays = [_lift(a) for a in arrays]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1:
+        raise TracingError(located(f"all input arrays must have the same shape, got {sorted(shapes)}"))
+    ax = _axis(axis, arrays[0].ndim + 1)
+    return concatenate([expand_dims(a, ax) for a in arrays], axis=ax, out=out, dtype=dtype)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    i, j = _axis(axis1, a.ndim), _axis(axis2, a.ndim)
+    if i == j:
+        raise TracingError(located("axis1 and axis2 cannot be the same"))
+    rest = [k for k in range(a.ndim) if k not in (i, j)]
+    return bind(st.diagonal_p, transpose(a, (*rest, i, j)), offset=int(offset))
+
+
+def diag(v, k=0):
+    if v.ndim == 1:
+        if k != 0:
+            unsupported("np.diag of a vector with k != 0")
+        return bind(st.diag_embed_p, v)
+    if v.ndim == 2:
+        return diagonal(v, k)
+    raise TracingError(located("np.diag needs a 1-d or 2-d array"))
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def tril(m, k=0):
+    return bind(st.tril_p, m, k=int(k))
+
+
+def triu(m, k=0):
+    return bind(st.triu_p, m, k=int(k))
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    dtype = canonical_dtype(a.dtype if dtype is None else dtype)
+    shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    if isinstance(fill_value, Tracer):
+        return broadcast_to(astype(fill_value, dtype), shape)
+    if not isinstance(fill_value, PYTHON_SCALARS + (np.generic,)):
+        unsupported("np.full_like with an array fill value")
+    return bind(st.broadcast_in_dim_p, Literal.of(fill_value, dtype), shape=shape, broadcast_dimensions=())
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None):
+    return full_like(a, 1, dtype, shape=shape)
+
+
+# --- reductions -----------------------------------------------------------------------
+
+
+def _keep(out, a, axes, keepdims):
+    return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(a.shape))) if keepdims else out
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    if out is not None or initial is not None or where is not None:
+        unsupported("np.sum with out=, initial= or where=")
+    a = _lift(a)
+    if dtype is None and a.dtype.kind in "bi":
+        dtype = np.int64  # NumPy sums bools and small ints in the default int
+    a = astype(a, a.dtype if dtype is None else dtype)
+    axes = _axes(axis, a.ndim)
+    res = bind(red.reduce_sum_p, a, axes=axes) if axes else a
+    return _keep(res, a, axes, keepdims)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    a = _lift(a)
+    if dtype is None:
+        dtype = a.dtype if is_inexact(a.dtype) else np.dtype(np.float64)
+    axes = _axes(axis, a.ndim)
+    count = math.prod(a.shape[i] for i in axes)
+    total = sum(astype(a, dtype), axis=axes, keepdims=keepdims, out=out, where=where)
+    return divide(total, astype(count, dtype).value if count else float("nan"))
+
+
+def _extremum(prim, name):
+    def reduce(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        if out is not None or initial is not None or where is not None:
+            unsupported(f"np.{name} with out=, initial= or where=")
+        a = _lift(a)
+        axes = _axes(axis, a.ndim)
+        if any(a.shape[i] == 0 for i in axes):
+            raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
+        res = bind(prim, a, axes=axes) if axes else a
+        return _keep(res, a, axes, keepdims)
+
+    return reduce
+
+
+max = _extremum(red.reduce_max_p, "max")
+min = _extremum(red.reduce_min_p, "min")
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """Frobenius / Euclidean norm (``ord=None``)."""
+    vector = x.ndim == 1 or (axis is not None and np.ndim(axis) == 0)
+    if ord is not None and not (ord == "fro" or (ord == 2 and vector)):
+        unsupported(f"np.linalg.norm with ord={ord!r}")
+    sq = real(multiply(x, conj(x))) if is_complex(x.dtype) else multiply(x, x)
+    return _float_unary(ew.sqrt_p)(sum(sq, axis=axis, keepdims=keepdims))
+
+
+# --- contractions -------------------------------------------------------------------------
+
+
+def _promote_pair(a, b):
+    a, b = _lift(a), _lift(b)
+    d = result_dtype(a, b)
+    return astype(a, d), astype(b, d)
+
+
+def dot_general(a, b, dims: con.DotDims):
+    return bind(con.dot_general_p, a, b, dims=dims)
+
+
+def matmul(a, b):
+    a, b = _promote_pair(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise TracingError(located("matmul: input operand does not have enough dimensions (use * for scalars)"))
+    if a.ndim <= 2 and b.ndim <= 2:
+        return dot_general(a, b, con.DotDims((a.ndim - 1,), (0,)))
+    a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    batch = _shape(np.broadcast_to(0, a2.shape[:-2]), np.broadcast_to(0, b2.shape[:-2]))
+    a2 = broadcast_to(a2, batch + a2.shape[-2:])
+    b2 = broadcast_to(b2, batch + b2.shape[-2:])
+    nb = len(batch)
+    out = dot_general(a2, b2, con.DotDims((nb + 1,), (nb,), tuple(range(nb)), tuple(range(nb))))
+    if a.ndim == 1 or b.ndim == 1:
+        out = reshape(out, batch + ((a2.shape[-2],) if b.ndim != 1 else ()) + ((b2.shape[-1],) if a.ndim != 1 else ()))
+    return out
+
+
+def dot(a, b, out=None):
+    if out is not None:
+        unsupported("np.dot with out=")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return multiply(a, b)
+    a, b = _promote_pair(a, b)
+    return dot_general(a, b, con.DotDims((a.ndim - 1,), (builtins.max(b.ndim - 2, 0),)))
+
+
+def vdot(a, b):
+    a, b = _promote_pair(a, b)
+    return dot(reshape(conj(a), (-1,)), reshape(b, (-1,)))
+
+
+def inner(a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return multiply(a, b)
+    a, b = _promote_pair(a, b)
+    return dot_general(a, b, con.DotDims((a.ndim - 1,), (b.ndim - 1,)))
+
+
+def outer(a, b, out=None):
+    a, b = _promote_pair(a, b)
+    return dot_general(reshape(a, (-1,)), reshape(b, (-1,)), con.DotDims((), ()))
+
+
+def tensordot(a, b, axes=2):
+    a, b = _promote_pair(a, b)
+    if isinstance(axes, int | np.integer):
+        ax_a, ax_b = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
+    else:
+        ax_a, ax_b = ((x,) if isinstance(x, int) else tuple(x) for x in axes)
+    return dot_general(a, b, con.DotDims(tuple(_axis(x, a.ndim) for x in ax_a), tuple(_axis(x, b.ndim) for x in ax_b)))
+
+
+def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
+    """Contract pairwise with ``dot_general``, in the order ``np.einsum_path`` picks."""
+    if out is not None or not isinstance(subscripts, str):
+        unsupported("np.einsum with out= or the interleaved operand form")
+    ops = [_lift(x) for x in operands]
+    d = result_dtype(*ops) if dtype is None else canonical_dtype(dtype)
+    ops = [astype(x, d) for x in ops]
+    ins, outs = _parse_einsum(subscripts.replace(" ", ""), [x.ndim for x in ops])
+    sizes: dict[str, int] = {}
+    for spec, x in zip(ins, ops):
+        for c, n in zip(spec, x.shape):
+            if sizes.setdefault(c, n) != n:
+                raise TracingError(located(f"einsum: size of index {c!r} differs between operands ({sizes[c]} vs {n})"))
+    terms = [_einsum_unary(x, spec) for x, spec in zip(ops, ins)]
+    if len(terms) > 1:
+        dummies = [np.broadcast_to(np.zeros((), d), x.shape) for x, _ in terms]
+        path = np.einsum_path(",".join(s for _, s in terms) + "->" + outs, *dummies, optimize="greedy")[0][1:]
+    else:
+        path = []
+    for pair in path:
+        i, j = sorted(pair, reverse=True)
+        (b, sb), (a, sa) = terms.pop(i), terms.pop(j)
+        keep = set(outs).union(*(s for _, s in terms))
+        terms.append(_contract(a, sa, b, sb, keep))
+    x, spec = terms[0]
+    x, spec = _sum_out(x, spec, set(outs))
+    return transpose(x, [spec.index(c) for c in outs])
+
+
+def _parse_einsum(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
+    lhs, _, rhs = subscripts.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(ndims):
+        raise TracingError(located(f"einsum: {len(ins)} operand specs for {len(ndims)} operands"))
+    used = set(lhs) - set(",.")
+    spare = iter(c for c in string.ascii_letters if c not in used)
+    ell = ""
+    if "." in lhs:
+        n_ell = builtins.max(nd - len(s.replace("...", "")) for s, nd in zip(ins, ndims) if "..." in s)
+        ell = "".join(next(spare) for _ in range(n_ell))
+    expanded = []
+    for s, nd in zip(ins, ndims):
+        if "..." in s:
+            k = nd - len(s.replace("...", ""))
+            s = s.replace("...", ell[len(ell) - k:] if k else "")
+        if len(s) != nd:
+            raise TracingError(located(f"einsum: spec {s!r} does not match an operand of rank {nd}"))
+        expanded.append(s)
+    if "->" in subscripts:
+        out = rhs.replace("...", ell)
+    else:
+        counts = "".join(expanded)
+        out = ell + "".join(sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ell))
+    return expanded, out
+
+
+def _einsum_unary(x, spec: str):
+    """Take diagonals for indices repeated within one operand."""
+    while len(set(spec)) != len(spec):
+        c = next(c for c in spec if spec.count(c) > 1)
+        i = spec.index(c)
+        j = spec.index(c, i + 1)
+        x = diagonal(x, 0, i, j)
+        spec = "".join(s for k, s in enumerate(spec) if k not in (i, j)) + c
+    return x, spec
+
+
+def _sum_out(x, spec: str, keep: set[str]):
+    axes = tuple(i for i, c in enumerate(spec) if c not in keep)
+    if not axes:
+        return x, spec
+    return sum(x, axis=axes), "".join(c for c in spec if c in keep)
+
+
+def _contract(a, sa: str, b, sb: str, keep: set[str]):
+    a, sa = _sum_out(a, sa, keep | set(sb))
+    b, sb = _sum_out(b, sb, keep | set(sa))
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    dims = con.DotDims(
+        tuple(sa.index(c) for c in contract), tuple(sb.index(c) for c in contract),
+        tuple(sa.index(c) for c in batch), tuple(sb.index(c) for c in batch),
+    )
+    spec = "".join(batch) + "".join(c for c in sa if c not in sb) + "".join(c for c in sb if c not in sa)
+    return dot_general(a, b, dims), spec
+
+
+# --- indexing -----------------------------------------------------------------------------
+
+
+def getitem(x: Tracer, key):
+    key = key if isinstance(key, tuple) else (key,)
+    for k in key:
+        basic = k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)
+        if not basic or isinstance(k, bool | np.bool_):
+            unsupported(f"indexing with {type(k).__name__} (only static basic indexing: ints, slices, None, ...)")
+        if isinstance(k, slice) and not all(
+            v is None or isinstance(v, int | np.integer) for v in (k.start, k.stop, k.step)
+        ):
+            unsupported("a slice with non-integer bounds")
+    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if n_real > x.ndim:
+        raise TracingError(located(f"too many indices for array of rank {x.ndim}"))
+    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
+        raise TracingError(located("an index can only have a single ellipsis"))
+    if Ellipsis not in key:
+        key = key + (Ellipsis,)
+    i = key.index(Ellipsis)
+    key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1 :]
+    starts, limits, strides, out_shape = [], [], [], []
+    axis = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(k, slice):
+            start, limit, step = k.indices(n)
+            starts.append(start)
+            limits.append(limit)
+            strides.append(step)
+            out_shape.append(len(range(start, limit, step)))
+        else:
+            if not -n <= k < n:
+                raise TracingError(located(f"index {k} is out of bounds for axis {axis} with size {n}"))
+            starts.append(int(k) % n)
+            limits.append(int(k) % n + 1)
+            strides.append(1)
+        axis += 1
+    out = x
+    if (tuple(starts), tuple(limits), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        out = bind(st.slice_p, x, start_indices=tuple(starts), limit_indices=tuple(limits), strides=tuple(strides))
+    return reshape(out, tuple(out_shape))
+
+
+# --- array functions ------------------------------------------------------------------------
+
+FUNCTIONS: dict[Callable, Callable] = {
+    np.sum: sum, np.mean: mean, np.max: max, np.amax: max, np.min: min, np.amin: min,
+    np.reshape: reshape, np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
+    np.squeeze: squeeze, np.expand_dims: expand_dims, np.broadcast_to: broadcast_to_,
+    np.concatenate: concatenate, np.stack: stack, np.diagonal: diagonal, np.diag: diag, np.trace: trace,
+    np.tril: tril, np.triu: triu, np.where: where, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
+    np.tensordot: tensordot, np.einsum: einsum, np.real: real, np.imag: imag, np.conj: conj,
+    np.conjugate: conj, np.zeros_like: zeros_like, np.ones_like: ones_like, np.full_like: full_like,
+    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    np.astype: lambda x, dtype, copy=True: astype(x, dtype), np.copy: lambda a, *args, **kw: a,
+    np.linalg.norm: norm, np.matrix_transpose: matrix_transpose, np.matmul: matmul,
+}
+
+
+def array_function(func, args, kwargs):
+    impl = FUNCTIONS.get(func)
+    if impl is None:
+        unsupported(f"{func.__module__}.{func.__name__}")
+    return impl(*args, **kwargs)
+
+
+Tracer._api = sys.modules[__name__]

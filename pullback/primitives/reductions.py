@@ -1,0 +1,25 @@
+"""Reductions over a set of axes (``keepdims`` is a reshape in the tracer)."""
+
+from __future__ import annotations
+
+from pullback.ir.core import Primitive, ShapeError, shape_rules
+from pullback.ir.types import ArrayType
+
+
+def _reduce_rule(kinds: str):
+    def rule(x, *, axes: tuple[int, ...]):
+        ndim = x.type.ndim
+        if list(axes) != sorted(set(axes)) or any(not 0 <= a < ndim for a in axes):
+            raise ShapeError(f"reduction axes {axes} must be increasing axes of a rank-{ndim} operand")
+        if x.dtype.kind not in kinds:
+            raise ShapeError(f"reduction does not accept dtype {x.dtype.name}")
+        return ArrayType(tuple(n for i, n in enumerate(x.shape) if i not in axes), x.dtype)
+
+    return rule
+
+
+reduce_sum_p = Primitive("reduce_sum")
+reduce_max_p = Primitive("reduce_max")
+reduce_min_p = Primitive("reduce_min")
+shape_rules[reduce_sum_p] = _reduce_rule("ifc")
+shape_rules[reduce_max_p] = shape_rules[reduce_min_p] = _reduce_rule("bif")

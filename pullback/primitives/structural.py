@@ -1,0 +1,168 @@
+"""Primitives that move, select or create data without arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pullback.ir.core import Literal, Primitive, ShapeError, shape_rules
+from pullback.ir.types import ArrayType, canonical_dtype
+
+
+def _rule(prim: Primitive):
+    def register(fn):
+        shape_rules[prim] = fn
+        return fn
+
+    return register
+
+
+def _axes_perm(perm, ndim: int) -> None:
+    if sorted(perm) != list(range(ndim)):
+        raise ShapeError(f"{perm} is not a permutation of {ndim} axes")
+
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim")
+
+
+@_rule(broadcast_in_dim_p)
+def _broadcast_in_dim(x, *, shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]):
+    """Operand axis i becomes output axis ``broadcast_dimensions[i]``; a size-1 axis
+    may stretch. A scalar Literal operand is a fill value (``np.full``)."""
+    if len(broadcast_dimensions) != x.type.ndim:
+        raise ShapeError(f"broadcast_dimensions {broadcast_dimensions} do not match operand rank {x.type.ndim}")
+    if list(broadcast_dimensions) != sorted(set(broadcast_dimensions)) or any(
+        not 0 <= d < len(shape) for d in broadcast_dimensions
+    ):
+        raise ShapeError(f"broadcast_dimensions {broadcast_dimensions} must be increasing axes of {shape}")
+    for size, d in zip(x.shape, broadcast_dimensions):
+        if size not in (1, shape[d]):
+            raise ShapeError(f"cannot broadcast operand of shape {x.shape} to {shape}")
+    return ArrayType(shape, x.dtype)
+
+
+reshape_p = Primitive("reshape")
+
+
+@_rule(reshape_p)
+def _reshape(x, *, new_sizes: tuple[int, ...]):
+    if isinstance(x, Literal):
+        raise ShapeError("reshape of a literal")
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.type.size:
+        raise ShapeError(f"cannot reshape {x.shape} to {new_sizes}")
+    return ArrayType(new_sizes, x.dtype)
+
+
+transpose_p = Primitive("transpose")
+
+
+@_rule(transpose_p)
+def _transpose(x, *, permutation: tuple[int, ...]):
+    _axes_perm(permutation, x.type.ndim)
+    return ArrayType(tuple(x.shape[p] for p in permutation), x.dtype)
+
+
+slice_p = Primitive("slice")
+
+
+@_rule(slice_p)
+def _slice(x, *, start_indices: tuple[int, ...], limit_indices: tuple[int, ...], strides: tuple[int, ...]):
+    """``x[start:limit:stride, ...]`` in ``range`` semantics: a limit of -1 with a
+    negative stride runs down to index 0."""
+    if not len(start_indices) == len(limit_indices) == len(strides) == x.type.ndim:
+        raise ShapeError("slice needs a start, limit and stride per axis")
+    out = []
+    for n, start, limit, stride in zip(x.shape, start_indices, limit_indices, strides):
+        r = range(start, limit, stride)
+        if len(r) and not (0 <= r[0] < n and 0 <= r[-1] < n):
+            raise ShapeError(f"slice {start}:{limit}:{stride} out of bounds for axis of size {n}")
+        out.append(len(r))
+    return ArrayType(tuple(out), x.dtype)
+
+
+concatenate_p = Primitive("concatenate")
+
+
+@_rule(concatenate_p)
+def _concatenate(*xs, dimension: int):
+    if not xs:
+        raise ShapeError("concatenate needs at least one operand")
+    first = xs[0]
+    if not 0 <= dimension < first.type.ndim:
+        raise ShapeError(f"axis {dimension} out of range for rank {first.type.ndim}")
+    for x in xs:
+        if x.dtype != first.dtype or x.type.ndim != first.type.ndim:
+            raise ShapeError("concatenate operands differ in dtype or rank")
+        if any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension):
+            raise ShapeError(f"cannot concatenate shapes {first.shape} and {x.shape} along axis {dimension}")
+    shape = list(first.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ArrayType(tuple(shape), first.dtype)
+
+
+def diagonal_length(m: int, n: int, offset: int) -> int:
+    return max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
+
+
+diagonal_p = Primitive("diagonal")
+
+
+@_rule(diagonal_p)
+def _diagonal(x, *, offset: int):
+    """The ``offset`` diagonal of the last two axes, as the last axis."""
+    if x.type.ndim < 2:
+        raise ShapeError(f"diagonal needs at least 2 axes, got shape {x.shape}")
+    *batch, m, n = x.shape
+    return ArrayType((*batch, diagonal_length(m, n, offset)), x.dtype)
+
+
+diag_embed_p = Primitive("diag_embed")
+
+
+@_rule(diag_embed_p)
+def _diag_embed(x):
+    """(..., n) -> (..., n, n) with ``x`` on the diagonal, zeros elsewhere."""
+    if x.type.ndim < 1:
+        raise ShapeError("diag_embed needs at least 1 axis")
+    return ArrayType((*x.shape, x.shape[-1]), x.dtype)
+
+
+tril_p = Primitive("tril")
+triu_p = Primitive("triu")
+
+
+def _triangle(x, *, k: int):
+    if x.type.ndim < 2:
+        raise ShapeError(f"tril/triu need at least 2 axes, got shape {x.shape}")
+    return x.type
+
+
+shape_rules[tril_p] = shape_rules[triu_p] = _triangle
+
+convert_element_type_p = Primitive("convert_element_type")
+
+
+@_rule(convert_element_type_p)
+def _convert(x, *, new_dtype: np.dtype):
+    return ArrayType(x.shape, canonical_dtype(new_dtype))
+
+
+iota_p = Primitive("iota")
+
+
+@_rule(iota_p)
+def _iota(*, dtype: np.dtype, shape: tuple[int, ...], dimension: int):
+    """0, 1, 2, ... along ``dimension``, constant along the other axes."""
+    if not 0 <= dimension < len(shape):
+        raise ShapeError(f"iota dimension {dimension} out of range for shape {shape}")
+    return ArrayType(shape, dtype)
+
+
+eye_p = Primitive("eye")
+
+
+@_rule(eye_p)
+def _eye(*, dtype: np.dtype, shape: tuple[int, int], k: int):
+    """Ones on the ``k`` diagonal of an (n, m) matrix."""
+    if len(shape) != 2:
+        raise ShapeError(f"eye needs a 2-d shape, got {shape}")
+    return ArrayType(shape, dtype)

@@ -1,0 +1,103 @@
+import ast
+import inspect
+import linecache
+import traceback
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from tests.conftest import check_golden
+
+
+def loss(x, y):
+    t = x * y
+    z = np.log(t)
+    return z.sum() + np.exp(-x).mean()
+
+
+def test_generated_source_golden():
+    check_golden("source_loss.py.txt", pb.source(loss, np.ones(3), np.ones(3)))
+
+
+def test_source_is_registered_with_linecache_and_inspect():
+    f = pb.jit(loss)
+    f(np.ones(3), np.ones(3))
+    compiled = f._entry((np.ones(3), np.ones(3)))[0]
+    src = inspect.getsource(compiled)
+    assert src.startswith("def loss(x, y):")
+    assert "".join(linecache.getlines(compiled.__code__.co_filename)) == compiled.__pullback_source__
+
+
+def test_runtime_error_traceback_shows_the_generated_line():
+    def matmul(a, b):
+        return a @ b
+
+    f = pb.jit(matmul)
+    compiled = f._entry((np.ones((2, 2)), np.ones((2, 2))))[0]
+    with pytest.raises(ValueError) as e:
+        compiled(np.ones((2, 3)), np.ones((2, 3)))  # shapes the program was not traced for
+    text = "".join(traceback.format_exception(e.value))
+    assert "<pullback:matmul:" in text and "dot = a @ b" in text
+
+
+def test_compiled_once_per_signature():
+    traces = []
+
+    def f(x):
+        traces.append(x.shape)
+        return x * 2
+
+    g = pb.jit(f)
+    for _ in range(3):
+        g(np.ones(3))
+    g(np.ones(4))
+    g(np.ones(3, np.float32))
+    g(np.ones(3))
+    assert traces == [(3,), (4,), (3,)]
+
+
+def test_generated_code_runs_without_pullback():
+    src = pb.source(loss, np.ones(3), np.ones(3))
+    assert "pullback" not in src
+    ns: dict = {}
+    exec(compile(src, "<saved>", "exec"), ns)
+    x, y = np.arange(1.0, 4.0), np.arange(2.0, 5.0)
+    np.testing.assert_allclose(ns["loss"](x, y), loss(x, y))
+
+
+SECRET = np.array([[123456.789, np.nan], [np.inf, -1e308]])
+
+
+def test_hostile_names_and_values_produce_safe_source():
+    ñp = SECRET  # sanitises to a name that would shadow `np`
+    scipy = np.full((2, 2), 7.25)
+
+    def 函数_très_long_name_that_keeps_going_and_going_and_going_and_going(λ, lambda_, np_):
+        if_ = λ * ñp + scipy  # NaN and inf flow through
+        class_ = if_ * float("inf") + lambda_ * 1e308
+        np = class_ - np_ * float("nan")  # a local named np
+        return np, if_, class_
+
+    f = 函数_très_long_name_that_keeps_going_and_going_and_going_and_going
+    f.__name__ = "x'); import os  #\n"  # a hostile name must become an identifier
+    args = (np.ones((2, 2)), np.full((2, 2), 3.0), np.ones((2, 2)))
+    src = pb.source(f, *args)
+    ast.parse(src)
+    code = "\n".join(line.split("#")[0] for line in src.splitlines())  # the code, without comments
+    assert "123456" not in code and "7.25" not in code and "import os" not in code
+    assert code.isascii()
+    names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+    assert all(len(n) <= 40 for n in names)
+    assert "np_" in names or "np_1" in names
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = f(*args)
+        got = pb.jit(f)(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_huge_constants_travel_through_the_namespace():
+    big = np.full((300, 300), 1.5)
+    src = pb.source(lambda x: big @ x, np.ones(300))
+    assert len(src) < 500 and "1.5" not in src

@@ -362,9 +362,8 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 def diag(v, k=0):
     if v.ndim == 1:
-        if k != 0:
-            unsupported("np.diag of a vector with k != 0")
-        return bind(st.diag_embed_p, v)
+        n = v.shape[0] + builtins.abs(int(k))
+        return bind(st.diag_embed_p, v, shape=(n, n), offset=int(k))
     if v.ndim == 2:
         return diagonal(v, k)
     raise TracingError(located("np.diag needs a 1-d or 2-d array"))

@@ -127,17 +127,20 @@ def _transpose(ctx, eqn, ins, outs):
 
 @emits(st.slice_p)
 def _slice(ctx, eqn, ins, outs):
-    (operand,) = eqn.inputs
     p = eqn.params
+    return s.subscript(ins[0], _slice_index(eqn.inputs[0].shape, p["start_indices"], p["limit_indices"], p["strides"]))
+
+
+def _slice_index(shape, starts, limits, strides) -> list[cst.Slice]:
     index = []
-    for n, start, limit, stride in zip(operand.shape, p["start_indices"], p["limit_indices"], p["strides"]):
+    for n, start, limit, stride in zip(shape, starts, limits, strides):
         if stride > 0:
             index.append(s.slice_(start or None, None if limit == n else limit, None if stride == 1 else stride))
         else:
             index.append(s.slice_(None if start == n - 1 else start, None if limit < 0 else limit, stride))
     while len(index) > 1 and _full(index[-1]):
         index.pop()
-    return s.subscript(ins[0], index)
+    return index
 
 
 def _full(sl: cst.Slice) -> bool:
@@ -160,14 +163,32 @@ def _diagonal(ctx, eqn, ins, outs):
 
 @emits(st.diag_embed_p)
 def _diag_embed(ctx, eqn, ins, outs):
-    if eqn.inputs[0].type.ndim == 1:
-        return s.call("np.diag", ins[0])
-    out = eqn.outputs[0]
-    # d[..., i, i] = x through a writable diagonal view
-    view = s.call("np.einsum", cst.SimpleString("'...ii->...i'"), outs[0])
-    return [
+    (m, n), k = eqn.params["shape"], eqn.params["offset"]
+    (operand,), (out,) = eqn.inputs, eqn.outputs
+    length = operand.shape[-1]
+    if operand.type.ndim == 1 and m == n:
+        return s.call("np.diag", ins[0], *([s.number(k)] if k else []))
+    idx = s.call("np.arange", s.number(length))
+    rows = s.binop(idx, "+", s.number(-k)) if k < 0 else idx
+    cols = s.binop(idx, "+", s.number(k)) if k > 0 else idx
+    return [  # d[..., i, i + k] = x
         s.assign(outs, s.call("np.zeros", s.ints(out.shape), dtype=s.dtype(out.dtype))),
-        s.statement(cst.Assign([cst.AssignTarget(s.subscript(view, [cst.Ellipsis()]))], ins[0])),
+        _store(s.subscript(outs[0], [cst.Ellipsis(), rows, cols]), ins[0]),
+    ]
+
+
+def _store(target: cst.BaseAssignTargetExpression, value: Expr) -> cst.SimpleStatementLine:
+    return s.statement(cst.Assign([cst.AssignTarget(target)], value))
+
+
+@emits(st.pad_p)
+def _pad(ctx, eqn, ins, outs):
+    out = eqn.outputs[0]
+    p = eqn.params
+    index = _slice_index(out.shape, p["start_indices"], p["limit_indices"], p["strides"])
+    return [  # zeros, then the operand written where the slice it transposes read
+        s.assign(outs, s.call("np.zeros", s.ints(out.shape), dtype=s.dtype(out.dtype))),
+        _store(s.subscript(outs[0], index), ins[0]),
     ]
 
 

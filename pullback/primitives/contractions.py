@@ -55,3 +55,42 @@ def _dot_general(lhs, rhs, *, dims: DotDims):
 
 
 shape_rules[dot_general_p] = _dot_general
+
+
+# --- differentiation rules --------------------------------------------------------------
+
+from pullback import lax  # noqa: E402
+from pullback.transforms.jvp import defjvp  # noqa: E402
+from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+
+defjvp(dot_general_p, lambda t, x, y, ans, dims: lax.dot_general(t, y, dims),
+       lambda t, x, y, ans, dims: lax.dot_general(x, t, dims))
+
+
+def _order(result_axes: list[int]) -> list[int]:
+    """The permutation putting a result whose axis j is operand axis ``result_axes[j]`` in operand order."""
+    return [result_axes.index(i) for i in range(len(result_axes))]
+
+
+def _dot_general_t(ct, x, y, *, dims: DotDims):
+    """Contract the cotangent with the conjugated other operand over the axes the
+    product kept, then permute into the operand's axis order. For a matrix
+    product this is ``x_bar = ct @ y^H`` and ``y_bar = x^H @ ct``."""
+    if isinstance(x, Linear) and isinstance(y, Linear):
+        raise TypeError("dot_general of two values that both depend on the inputs is not linear")
+    nb = len(dims.lhs_batch)
+    x_free = free_axes(x.ndim, dims.lhs_contract, dims.lhs_batch)
+    y_free = free_axes(y.ndim, dims.rhs_contract, dims.rhs_batch)
+    ct_batch = tuple(range(nb))
+    ct_x_free = tuple(range(nb, nb + len(x_free)))
+    ct_y_free = tuple(range(nb + len(x_free), ct.ndim))
+    if isinstance(x, Linear):
+        out = lax.dot_general(ct, lax.conj(y), DotDims(ct_y_free, y_free, ct_batch, dims.rhs_batch))
+        kept = [dims.lhs_contract[dims.rhs_contract.index(r)] for r in sorted(dims.rhs_contract)]
+        return lax.transpose(out, _order([*dims.lhs_batch, *x_free, *kept])), None
+    out = lax.dot_general(lax.conj(x), ct, DotDims(x_free, ct_x_free, dims.lhs_batch, ct_batch))
+    kept = [dims.rhs_contract[dims.lhs_contract.index(c)] for c in sorted(dims.lhs_contract)]
+    return None, lax.transpose(out, _order([*dims.rhs_batch, *kept, *y_free]))
+
+
+transpose_rules[dot_general_p] = _dot_general_t

@@ -23,3 +23,27 @@ reduce_max_p = Primitive("reduce_max")
 reduce_min_p = Primitive("reduce_min")
 shape_rules[reduce_sum_p] = _reduce_rule("ifc")
 shape_rules[reduce_max_p] = shape_rules[reduce_min_p] = _reduce_rule("bif")
+
+
+# --- differentiation rules --------------------------------------------------------------
+
+from pullback import lax  # noqa: E402
+from pullback.transforms.jvp import defjvp, deflinear  # noqa: E402
+from pullback.transforms.transpose import transpose_rules  # noqa: E402
+
+deflinear(reduce_sum_p)
+
+
+def _kept(ndim, axes):
+    return tuple(i for i in range(ndim) if i not in axes)
+
+
+def _extremum_jvp(t, x, ans, axes):
+    """The tangent at the extremal entries, averaged over ties."""
+    at = lax.convert(lax.eq(x, lax.broadcast_in_dim(ans, x.shape, _kept(x.ndim, axes))), x.dtype)
+    return lax.div(lax.reduce_sum(lax.mul(t, at), axes), lax.reduce_sum(at, axes))
+
+
+defjvp(reduce_max_p, _extremum_jvp)
+defjvp(reduce_min_p, _extremum_jvp)
+transpose_rules[reduce_sum_p] = lambda ct, x, *, axes: (lax.broadcast_in_dim(ct, x.shape, _kept(x.ndim, axes)),)

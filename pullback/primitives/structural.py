@@ -68,15 +68,32 @@ slice_p = Primitive("slice")
 def _slice(x, *, start_indices: tuple[int, ...], limit_indices: tuple[int, ...], strides: tuple[int, ...]):
     """``x[start:limit:stride, ...]`` in ``range`` semantics: a limit of -1 with a
     negative stride runs down to index 0."""
-    if not len(start_indices) == len(limit_indices) == len(strides) == x.type.ndim:
+    if not len(start_indices) == len(limit_indices) == len(strides) == len(x.shape):
         raise ShapeError("slice needs a start, limit and stride per axis")
     out = []
     for n, start, limit, stride in zip(x.shape, start_indices, limit_indices, strides):
+        if stride == 0:
+            raise ShapeError("slice stride cannot be zero")
         r = range(start, limit, stride)
         if len(r) and not (0 <= r[0] < n and 0 <= r[-1] < n):
             raise ShapeError(f"slice {start}:{limit}:{stride} out of bounds for axis of size {n}")
         out.append(len(r))
     return ArrayType(tuple(out), x.dtype)
+
+
+pad_p = Primitive("pad")
+
+
+@_rule(pad_p)
+def _pad(x, *, shape, start_indices, limit_indices, strides):
+    """The transpose of ``slice``: zeros of ``shape`` with ``x`` at ``[start:limit:stride, ...]``."""
+    if len(shape) != x.type.ndim:
+        raise ShapeError(f"pad to {shape} of an operand of rank {x.type.ndim}")
+    inner = _slice(ArrayType(shape, x.dtype), start_indices=start_indices, limit_indices=limit_indices,
+                   strides=strides)
+    if inner.shape != x.shape:
+        raise ShapeError(f"pad: operand of shape {x.shape} does not fill a slice of shape {inner.shape}")
+    return ArrayType(shape, x.dtype)
 
 
 concatenate_p = Primitive("concatenate")
@@ -119,11 +136,14 @@ diag_embed_p = Primitive("diag_embed")
 
 
 @_rule(diag_embed_p)
-def _diag_embed(x):
-    """(..., n) -> (..., n, n) with ``x`` on the diagonal, zeros elsewhere."""
-    if x.type.ndim < 1:
-        raise ShapeError("diag_embed needs at least 1 axis")
-    return ArrayType((*x.shape, x.shape[-1]), x.dtype)
+def _diag_embed(x, *, shape: tuple[int, int], offset: int):
+    """The transpose of ``diagonal``: (..., L) -> (..., m, n), zeros with ``x`` on
+    the ``offset`` diagonal."""
+    if x.type.ndim < 1 or len(shape) != 2:
+        raise ShapeError("diag_embed needs an operand with at least 1 axis and a 2-d shape")
+    if diagonal_length(*shape, offset) != x.shape[-1]:
+        raise ShapeError(f"a diagonal of length {x.shape[-1]} does not fit offset {offset} of shape {shape}")
+    return ArrayType((*x.shape[:-1], *shape), x.dtype)
 
 
 tril_p = Primitive("tril")
@@ -166,3 +186,64 @@ def _eye(*, dtype: np.dtype, shape: tuple[int, int], k: int):
     if len(shape) != 2:
         raise ShapeError(f"eye needs a 2-d shape, got {shape}")
     return ArrayType(shape, dtype)
+
+
+# --- differentiation rules --------------------------------------------------------------
+
+from pullback import lax  # noqa: E402
+from pullback.transforms.jvp import defjvp, deflinear, defzero  # noqa: E402
+from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, slice_p, pad_p, concatenate_p, diagonal_p, diag_embed_p,
+           tril_p, triu_p):
+    deflinear(_p)
+defjvp(convert_element_type_p, lambda t, x, ans, new_dtype: lax.convert(t, new_dtype))
+defzero(iota_p)
+defzero(eye_p)
+
+
+def _broadcast_in_dim_t(ct, x, *, shape, broadcast_dimensions):
+    summed = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
+    stretched = tuple(i for i, d in enumerate(broadcast_dimensions) if x.shape[i] == 1 and shape[d] != 1)
+    out = lax.reduce_sum(ct, summed)
+    if stretched:
+        out = lax.reshape(lax.reduce_sum(out, stretched), x.shape)
+    return (out,)
+
+
+def _concatenate_t(ct, *xs, dimension):
+    cts, start = [], 0
+    for x in xs:
+        n = x.shape[dimension]
+        if isinstance(x, Linear):
+            starts = [0] * ct.ndim
+            limits = list(ct.shape)
+            starts[dimension], limits[dimension] = start, start + n
+            cts.append(lax.slice(ct, starts, limits, [1] * ct.ndim))
+        else:
+            cts.append(None)
+        start += n
+    return tuple(cts)
+
+
+def _convert_t(ct, x, *, new_dtype):
+    """Adjoint of a dtype change: complex -> real keeps the real part, real -> complex embeds."""
+    if ct.dtype.kind == "c" and x.dtype.kind != "c":
+        ct = lax.real(ct)
+    return (lax.convert(ct, x.dtype),)
+
+
+transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_t
+transpose_rules[reshape_p] = lambda ct, x, *, new_sizes: (lax.reshape(ct, x.shape),)
+transpose_rules[transpose_p] = lambda ct, x, *, permutation: (
+    lax.transpose(ct, [permutation.index(i) for i in range(len(permutation))]),)
+transpose_rules[slice_p] = lambda ct, x, *, start_indices, limit_indices, strides: (
+    lax.pad(ct, x.shape, start_indices, limit_indices, strides),)
+transpose_rules[pad_p] = lambda ct, x, *, shape, start_indices, limit_indices, strides: (
+    lax.slice(ct, start_indices, limit_indices, strides),)
+transpose_rules[concatenate_p] = _concatenate_t
+transpose_rules[diagonal_p] = lambda ct, x, *, offset: (lax.diag_embed(ct, x.shape[-2:], offset),)
+transpose_rules[diag_embed_p] = lambda ct, x, *, shape, offset: (lax.diagonal(ct, offset),)
+transpose_rules[tril_p] = lambda ct, x, *, k: (lax.tril(ct, k),)
+transpose_rules[triu_p] = lambda ct, x, *, k: (lax.triu(ct, k),)
+transpose_rules[convert_element_type_p] = _convert_t

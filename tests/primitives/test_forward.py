@@ -45,7 +45,17 @@ def _iota_plus(x):
 
 
 def _diag_embed_batched(x):
-    return bind(st.diag_embed_p, x)
+    return bind(st.diag_embed_p, x, shape=(3, 4), offset=1)
+
+
+def _pad(x):
+    return bind(st.pad_p, x, shape=(5, 4), start_indices=(4, 0), limit_indices=(-1, 4), strides=(-2, 2))
+
+
+def _padded(x):
+    out = np.zeros((5, 4))
+    out[4::-2, 0:4:2] = x
+    return out
 
 
 UNARY = ["exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "abs", "sign",
@@ -85,8 +95,10 @@ CASES += [
     Case("diagonal", lambda x: (np.diagonal(x), np.diag(x, 1), np.trace(x), x.diagonal(-1)), ((4, 3),)),
     Case("diagonal-batched", lambda x: np.diagonal(x, axis1=1, axis2=2), ((2, 3, 3),)),
     Case("diag_embed", np.diag, ((4,),)),
+    Case("diag_embed", lambda x: (np.diag(x, 1), np.diag(x, -2)), ((3,),)),
     Case("diag_embed-batched", _diag_embed_batched, ((2, 3),),
-         reference=lambda x: np.einsum("ij,jk->ijk", x, np.eye(3))),
+         reference=lambda x: np.einsum("ij,jk->ijk", x, np.eye(3, 4, 1))),
+    Case("pad", _pad, ((3, 2),), reference=lambda x: _padded(x)),
     Case("tril-triu", lambda x: (np.tril(x), np.triu(x, 1), np.tril(x, -1)), ((2, 4, 4),)),
     Case("convert", lambda x: (x.astype(np.float32), x.astype(np.complex128)), ((3,),)),
     Case("weak-scalar-keeps-f32", lambda x: 2.0 * x + 1, ((3,),), "float32"),

@@ -1,0 +1,151 @@
+"""Strict array operations, one per primitive: what JVP and transpose rules are
+written in. Unlike ``numpy_api`` they neither promote nor broadcast; a Python
+scalar operand becomes a Literal of the other operand's dtype. Trivial
+applications (reshape to the same shape, an identity transpose) bind nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pullback.ir.core import Literal
+from pullback.ir.tracer import PYTHON_SCALARS, bind
+from pullback.ir.types import ArrayType
+from pullback.primitives import contractions as con
+from pullback.primitives import elementwise as ew
+from pullback.primitives import reductions as red
+from pullback.primitives import structural as st
+
+
+def _pair(x, y):
+    if isinstance(x, PYTHON_SCALARS):
+        x = Literal.of(x, y.dtype)
+    if isinstance(y, PYTHON_SCALARS):
+        y = Literal.of(y, x.dtype)
+    return x, y
+
+
+# Operations on literals alone are folded rather than bound.
+_FOLD = {
+    ew.add_p: np.add, ew.sub_p: np.subtract, ew.mul_p: np.multiply, ew.div_p: np.divide, ew.pow_p: np.power,
+    ew.neg_p: np.negative, ew.log_p: np.log, ew.exp_p: np.exp, ew.sqrt_p: np.sqrt, ew.conj_p: np.conj,
+}
+
+
+def _apply(prim, *xs):
+    if all(isinstance(x, Literal) for x in xs) and prim in _FOLD:
+        value = _FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
+        return Literal.of(value, value.dtype)
+    return bind(prim, *xs)
+
+
+def _binary(prim):
+    return lambda x, y: _apply(prim, *_pair(x, y))
+
+
+def _unary(prim):
+    return lambda x: _apply(prim, x)
+
+
+add, sub, mul, div, pow = (_binary(p) for p in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p))
+maximum, minimum = _binary(ew.max_p), _binary(ew.min_p)
+eq, ne, lt, le, gt, ge = (_binary(p) for p in (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p))
+neg, exp, log, log1p, expm1, sqrt = (_unary(p) for p in (ew.neg_p, ew.exp_p, ew.log_p, ew.log1p_p, ew.expm1_p,
+                                                         ew.sqrt_p))
+sin, cos, tan, tanh, sinh, cosh = (_unary(p) for p in (ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p, ew.sinh_p,
+                                                       ew.cosh_p))
+abs, sign, logistic = _unary(ew.abs_p), _unary(ew.sign_p), _unary(ew.logistic_p)
+
+
+def integer_pow(x, y: int):
+    return x if y == 1 else bind(ew.integer_pow_p, x, y=y)
+
+
+def real(x):
+    return bind(ew.real_p, x) if x.dtype.kind == "c" else x
+
+
+def imag(x):
+    return bind(ew.imag_p, x)
+
+
+def conj(x):
+    """Complex conjugate; the identity on real values (so rules can conjugate unconditionally)."""
+    return _apply(ew.conj_p, x) if x.dtype.kind == "c" else x
+
+
+def select(pred, on_true, on_false):
+    like = on_false if isinstance(on_true, PYTHON_SCALARS) else on_true
+    if isinstance(on_true, PYTHON_SCALARS):
+        on_true = Literal.of(on_true, like.dtype)
+    if isinstance(on_false, PYTHON_SCALARS):
+        on_false = Literal.of(on_false, like.dtype)
+    return bind(ew.select_p, pred, on_true, on_false)
+
+
+def convert(x, dtype):
+    dtype = np.dtype(dtype)
+    return x if x.dtype == dtype else bind(st.convert_element_type_p, x, new_dtype=dtype)
+
+
+def full(shape, value, dtype):
+    return bind(st.broadcast_in_dim_p, Literal.of(value, dtype), shape=tuple(shape), broadcast_dimensions=())
+
+
+def zeros(t: ArrayType):
+    return full(t.shape, 0, t.dtype)
+
+
+def broadcast_in_dim(x, shape, dims):
+    shape, dims = tuple(shape), tuple(dims)
+    if x.shape == shape and dims == tuple(range(len(shape))):
+        return x
+    return bind(st.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=dims)
+
+
+def reshape(x, shape):
+    shape = tuple(shape)
+    return x if x.shape == shape else bind(st.reshape_p, x, new_sizes=shape)
+
+
+def transpose(x, perm):
+    perm = tuple(perm)
+    return x if perm == tuple(range(len(perm))) else bind(st.transpose_p, x, permutation=perm)
+
+
+def slice(x, start_indices, limit_indices, strides):
+    return bind(st.slice_p, x, start_indices=tuple(start_indices), limit_indices=tuple(limit_indices),
+                strides=tuple(strides))
+
+
+def pad(x, shape, start_indices, limit_indices, strides):
+    return bind(st.pad_p, x, shape=tuple(shape), start_indices=tuple(start_indices),
+                limit_indices=tuple(limit_indices), strides=tuple(strides))
+
+
+def concatenate(xs, dimension: int):
+    return xs[0] if len(xs) == 1 else bind(st.concatenate_p, *xs, dimension=dimension)
+
+
+def diagonal(x, offset: int = 0):
+    return bind(st.diagonal_p, x, offset=offset)
+
+
+def diag_embed(x, shape, offset: int = 0):
+    return bind(st.diag_embed_p, x, shape=tuple(shape), offset=offset)
+
+
+def tril(x, k: int = 0):
+    return bind(st.tril_p, x, k=k)
+
+
+def triu(x, k: int = 0):
+    return bind(st.triu_p, x, k=k)
+
+
+def reduce_sum(x, axes):
+    axes = tuple(axes)
+    return bind(red.reduce_sum_p, x, axes=axes) if axes else x
+
+
+def dot_general(x, y, dims: con.DotDims):
+    return bind(con.dot_general_p, x, y, dims=dims)

@@ -1,0 +1,91 @@
+"""Reverse mode as ``transpose(linearize(f))``; nobody writes a VJP by hand.
+
+``linearize`` is ``partial_eval`` after ``jvp``: a known program (outputs and
+residuals) and a linear program (tangents in, tangents out). ``vjp`` transposes the
+linear program and appends it to the known one, so the result is one function: the
+forward pass keeps residuals as locals, the backward pass follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.primitives import structural as st
+from pullback.transforms.cse import cse
+from pullback.transforms.dce import dce
+from pullback.transforms.jvp import jvp
+from pullback.transforms.partial_eval import Split, partial_eval
+from pullback.transforms.simplify import simplify
+from pullback.transforms.transpose import transpose
+
+
+def optimize(program: Program) -> Program:
+    return dce(cse(simplify(program)))
+
+
+def linearize(program: Program, wrt: Sequence[bool]) -> Split:
+    """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents."""
+    n_tangents = sum(wrt)
+    m = len(program.outputs)
+    j = jvp(program, wrt)
+    split = partial_eval(j, [False] * len(program.inputs) + [True] * n_tangents, [False] * m + [True] * m)
+    # Not optimised here: the residuals must stay the very Vars both programs name.
+    return Split(split.known, Program(split.unknown.inputs, split.unknown.eqns, split.unknown.outputs,
+                                      split.unknown.constvars, split.unknown.constvals,
+                                      name=f"{program.name}_linear"), split.n_residuals)
+
+
+def transpose_linear(split: Split) -> Program:
+    """(residuals..., out cotangents...) -> tangent-input cotangents."""
+    n_linear = len(split.unknown.inputs) - split.n_residuals
+    t = transpose(split.unknown, [False] * split.n_residuals + [True] * n_linear)
+    return optimize(Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
+        "_linear_transpose", "_transpose")))
+
+
+def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
+    seen: dict[int, tuple[Var, object]] = {}
+    for p in programs:
+        for v, c in zip(p.constvars, p.constvals):
+            seen.setdefault(id(v), (v, c))
+    return tuple(v for v, _ in seen.values()), tuple(c for _, c in seen.values())
+
+
+def vjp(program: Program, wrt: Sequence[bool]) -> Program:
+    """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``."""
+    split = linearize(program, wrt)
+    t = transpose_linear(split)
+    m = len(program.outputs)
+    cts = t.inputs[split.n_residuals:]
+    constvars, constvals = _merge_consts(split.known, t)
+    combined = Program(program.inputs + cts, split.known.eqns + t.eqns, split.known.outputs[:m] + t.outputs,
+                       constvars, constvals, name=f"{program.name}_vjp")
+    return optimize(combined)
+
+
+def value_and_grad(program: Program, wrt: Sequence[bool]) -> Program:
+    """``(*primals) -> (value, *gradients)`` of a real scalar function: the VJP seeded with 1."""
+    (out,) = program.outputs
+    v = vjp(program, wrt)
+    seed = v.inputs[-1]
+    one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
+              Params({"shape": (), "broadcast_dimensions": ()}))
+    n_fwd = _forward_length(v, seed)
+    eqns = v.eqns[:n_fwd] + (one,) + v.eqns[n_fwd:]
+    return optimize(Program(v.inputs[:-1], eqns, v.outputs, v.constvars, v.constvals, name=f"{program.name}_grad"))
+
+
+def _forward_length(program: Program, seed: Var) -> int:
+    """The index of the first equation that reads the cotangent seed."""
+    for i, eqn in enumerate(program.eqns):
+        if any(a is seed for a in eqn.inputs):
+            return i
+    return len(program.eqns)
+
+
+def is_real_scalar(program: Program) -> bool:
+    return len(program.outputs) == 1 and program.outputs[0].type.shape == () and np.dtype(
+        program.outputs[0].dtype).kind == "f"

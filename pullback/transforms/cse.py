@@ -1,0 +1,30 @@
+"""Common-subexpression elimination: an equation repeating an earlier one
+(same primitive, same inputs, same params) reuses its outputs."""
+
+from __future__ import annotations
+
+from pullback.ir.core import Eqn, Literal, Program, Var
+from pullback.transforms.substitute import substitute
+
+
+def _key(a):
+    return ("lit", type(a.value), a.value, a.dtype) if isinstance(a, Literal) else id(a)
+
+
+def cse(program: Program) -> Program:
+    seen: dict[tuple, Eqn] = {}
+    replace: dict[int, Var] = {}
+    eqns = []
+    for eqn in program.eqns:
+        inputs = tuple(replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs)
+        key = (eqn.prim, tuple(map(_key, inputs)), eqn.params)
+        first = seen.get(key)
+        if first is not None:
+            for v, w in zip(eqn.outputs, first.outputs):
+                replace[id(v)] = w
+            continue
+        eqn = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
+        seen[key] = eqn
+        eqns.append(eqn)
+    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars,
+                              program.constvals, program.name), replace)

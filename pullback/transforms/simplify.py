@@ -1,0 +1,139 @@
+"""Local algebraic simplification, to a fixed point.
+
+- a broadcast of a scalar literal feeding an elementwise operation is the literal;
+- ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
+  ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
+- ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
+  one reshape; identity reshapes, transposes, broadcasts and conversions vanish.
+
+Before::
+
+    z_bar: f64[] = broadcast_in_dim[shape=(), broadcast_dimensions=()] 1.0
+    t: f64[3] = mul x z_bar            ->    t is x
+"""
+
+from __future__ import annotations
+
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.transforms.dce import dce
+from pullback.transforms.substitute import substitute
+
+_ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_p, ew.min_p, ew.eq_p, ew.ne_p,
+                       ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p}
+
+
+_RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
+
+
+def _is(a, value) -> bool:
+    return isinstance(a, Literal) and not isinstance(a.value, bool) and a.value == value
+
+
+def simplify(program: Program) -> Program:
+    for _ in range(10):
+        new = dce(_step(program))
+        if len(new.eqns) == len(program.eqns) and all(a is b for a, b in zip(new.eqns, program.eqns)):
+            return new
+        program = new
+    return program
+
+
+def _step(program: Program) -> Program:
+    fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal
+    defs: dict[int, Eqn] = {}
+    replace: dict[int, object] = {}
+    eqns: list[Eqn] = []
+
+    def sub(a):
+        while isinstance(a, Var) and id(a) in replace:
+            a = replace[id(a)]
+        return a
+
+    for eqn in program.eqns:
+        ins = tuple(map(sub, eqn.inputs))
+        prim, p = eqn.prim, eqn.params
+        (out, *_) = eqn.outputs
+        if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
+            lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
+            if any(lit is not None for lit in lits) and any(
+                isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
+            ):  # keep one array operand: it carries the shape
+                ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
+        if prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        result = _rewrite(prim, ins, p, out, defs)
+        if result is not None:
+            if isinstance(result, Eqn):
+                eqns.append(result)
+                defs[id(out)] = result
+            else:
+                replace[id(out)] = result
+            continue
+        new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
+        if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
+            fills[id(out)] = ins[0]
+        eqns.append(new)
+        defs[id(out)] = new
+    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                              program.name), replace)
+
+
+def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
+    """An atom that ``out`` equals, a replacement equation defining ``out``, or None."""
+    def same(a) -> bool:
+        return isinstance(a, Var) and a.type == out.type
+
+    if prim is ew.mul_p:
+        x, y = ins
+        if _is(y, 1) and same(x):
+            return x
+        if _is(x, 1) and same(y):
+            return y
+        if _is(x, 0) or _is(y, 0):
+            return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
+                       Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
+        return ins[0]
+    if prim is ew.add_p:
+        x, y = ins
+        if _is(y, 0) and same(x):
+            return x
+        if _is(x, 0) and same(y):
+            return y
+    if prim is ew.sub_p:
+        x, y = ins
+        if _is(y, 0) and same(x):
+            return x
+        if _is(x, 0) and same(y):
+            return Eqn(ew.neg_p, (y,), (out,))
+    if prim is ew.neg_p:
+        d = defs.get(id(ins[0]))
+        if d is not None and d.prim is ew.neg_p:
+            return d.inputs[0]
+    if prim is st.transpose_p:
+        perm = p["permutation"]
+        d = defs.get(id(ins[0]))
+        if d is not None and d.prim is st.transpose_p:
+            inner = d.params["permutation"]
+            perm = tuple(inner[i] for i in perm)
+            src = d.inputs[0]
+            if perm == tuple(range(len(perm))):
+                return src
+            return Eqn(st.transpose_p, (src,), (out,), Params({"permutation": perm}))
+        if perm == tuple(range(len(perm))):
+            return ins[0]
+    if prim is st.reshape_p:
+        d = defs.get(id(ins[0]))
+        src = d.inputs[0] if d is not None and d.prim is st.reshape_p else ins[0]
+        if isinstance(src, Var) and src.shape == out.shape:
+            return src
+        if src is not ins[0]:
+            return Eqn(st.reshape_p, (src,), (out,), p)
+    if prim is st.broadcast_in_dim_p and same(ins[0]) and p["broadcast_dimensions"] == tuple(range(out.type.ndim)):
+        return ins[0]
+    if prim is st.convert_element_type_p and same(ins[0]):
+        return ins[0]
+    return None

@@ -1,0 +1,20 @@
+"""Replace uses of vars by other atoms throughout a program."""
+
+from __future__ import annotations
+
+from pullback.ir.core import Atom, Eqn, Program, Var
+
+
+def substitute(program: Program, replace: dict[int, Atom]) -> Program:
+    """Uses of ``v`` become ``replace[id(v)]`` (followed transitively); definitions stay."""
+    if not replace:
+        return program
+
+    def sub(a):
+        while isinstance(a, Var) and id(a) in replace:
+            a = replace[id(a)]
+        return a
+
+    eqns = tuple(Eqn(e.prim, tuple(map(sub, e.inputs)), e.outputs, e.params, e.source) for e in program.eqns)
+    return Program(program.inputs, eqns, tuple(map(sub, program.outputs)), program.constvars, program.constvals,
+                   program.name)

@@ -1,13 +1,13 @@
 """pullback: source-to-source automatic differentiation for numerical Python."""
 
 from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback.api import jit, make_ir, source
+from pullback.api import differentiate, grad, jit, jvp, linearize, make_ir, source, value_and_grad, vjp
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.ir.core import Program
 from pullback.ir.verify import VerificationError, verify
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
-    "jit", "make_ir", "source", "verify",
+    "differentiate", "grad", "jit", "jvp", "linearize", "make_ir", "source", "value_and_grad", "verify", "vjp",
 ]
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
-"""``python -m pullback demo``: trace a small function, print its IR and its
-generated Python, run it and compare with NumPy."""
+"""``python -m pullback demo``: trace a small function, print its IR, the Python
+pullback generates for it and for its gradient, run both and check them against
+NumPy and finite differences."""
 
 from __future__ import annotations
 
@@ -17,13 +18,23 @@ def demo() -> int:
     X = rng.standard_normal((8, 3))
     y = np.sign(rng.standard_normal(8))
     w = rng.standard_normal(3)
+    f = pb.differentiate(softplus_regression)
     print("# The typed IR of softplus_regression at w: f64[3], X: f64[8,3], y: f64[8]\n")
-    print(pb.make_ir(softplus_regression)(w, X, y))
+    print(f.ir(w, X, y, stage="primal"))
     print("\n# The Python that pullback generates from it\n")
-    print(pb.source(softplus_regression, w, X, y))
-    ours, theirs = pb.jit(softplus_regression)(w, X, y), softplus_regression(w, X, y)
-    print(f"# compiled: {ours!r}\n# NumPy:    {theirs!r}")
-    ok = np.allclose(ours, theirs, rtol=1e-12, atol=0)
+    print(f.source(w, X, y, program="primal"))
+    print("# Its gradient with respect to w: forward pass, then backward pass\n")
+    print(f.source(w, X, y, program="grad"))
+    ours, theirs = f(w, X, y), softplus_regression(w, X, y)
+    value_ok = np.allclose(ours, theirs, rtol=1e-12, atol=0)
+    print(f"# value, compiled: {ours!r}\n# value, NumPy:    {theirs!r}")
+    eps = 1e-6
+    fd = np.array([(softplus_regression(w + eps * e, X, y) - softplus_regression(w - eps * e, X, y)) / (2 * eps)
+                   for e in np.eye(3)])
+    g = f.grad(w, X, y)
+    grad_ok = np.allclose(g, fd, rtol=1e-6, atol=1e-9)
+    print(f"# gradient:            {g}\n# finite differences:  {fd}")
+    ok = value_ok and grad_ok
     print("# they agree" if ok else "# MISMATCH")
     return 0 if ok else 1
 

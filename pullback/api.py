@@ -1,4 +1,10 @@
-"""The public entry points: trace, print and compile functions."""
+"""The public entry points: trace, transform, print, compile, call.
+
+Each user-facing function keeps one compiled program per argument signature
+(shapes, dtypes, static values). Called on traced values — inside another
+trace, as in ``grad(grad(f))`` — it inlines its program instead, which is what
+makes the transforms compose.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program
 from pullback.ir.core import Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, trace
-from pullback.tree import LEAF, unflatten
-
-
-def _split(fn: Callable, args: tuple, static_argnums: tuple[int, ...]) -> tuple[Callable, tuple]:
-    if not static_argnums:
-        return fn, args
-    static = {i: args[i] for i in static_argnums}
-    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
-
-    @functools.wraps(fn)
-    def with_static(*dyn):
-        it = iter(dyn)
-        return fn(*(static[i] if i in static else next(it) for i in range(len(args))))
-
-    return with_static, dynamic
-
-
-def _normalize_argnums(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
-    return (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-
-
-def make_ir(fn: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., Program]:
-    """``make_ir(f)(*args)``: the Program of ``f`` at the shapes and dtypes of ``args``."""
-    nums = _normalize_argnums(static_argnums)
-
-    def make(*args) -> Program:
-        f, dyn = _split(fn, args, nums)
-        return trace(f, dyn)[0]
-
-    return make
+from pullback.ir.types import is_inexact
+from pullback.transforms import ad
+from pullback.transforms.jvp import jvp as jvp_transform
+from pullback.tree import LEAF, flatten, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
@@ -58,7 +39,48 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return [read(a) for a in program.outputs]
 
 
-def _cache_key(args: tuple) -> tuple:
+class Staged:
+    """A program with its output structure; compiled on first concrete call."""
+
+    __slots__ = ("program", "treedef", "_fn", "_source")
+
+    def __init__(self, program: Program, treedef=None):
+        self.program = program
+        self.treedef = treedef
+        self._fn: Callable | None = None
+        self._source: str | None = None
+
+    def _compile(self) -> Callable:
+        self._fn, self._source = compile_program(self.program, out_tree=self.treedef)
+        if self.treedef is not None and not printable_tree(self.treedef):  # dicts: rebuild in Python
+            fn, treedef = self._fn, self.treedef
+            n = len(self.program.outputs)
+            self._fn = lambda *a: unflatten(treedef, fn(*a) if n > 1 else [fn(*a)])
+        return self._fn
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            self._compile()
+        return self._source  # type: ignore[return-value]
+
+    def __call__(self, *args):
+        if any(isinstance(a, Tracer) for a in args):
+            outs = inline(self.program, args)
+            if self.treedef is None:
+                return outs if len(outs) != 1 else outs[0]
+            return unflatten(self.treedef, outs)
+        fn = self._fn or self._compile()
+        if any(isinstance(a, PYTHON_SCALARS) for a in args):
+            args = tuple(np.asarray(a) if isinstance(a, PYTHON_SCALARS) else a for a in args)
+        return fn(*args)
+
+
+def _as_tuple(nums: int | Sequence[int]) -> tuple[int, ...]:
+    return (nums,) if isinstance(nums, int) else tuple(nums)
+
+
+def _signature(args: tuple) -> tuple:
     """Shapes and dtypes of arrays; the type of scalars (a NumPy scalar type names its dtype)."""
     return tuple(
         (a.shape, a.dtype) if isinstance(a, np.ndarray) else (a.shape, a.dtype, a.weak) if isinstance(a, Tracer)
@@ -67,53 +89,221 @@ def _cache_key(args: tuple) -> tuple:
     )
 
 
-class jit:
-    """``f`` traced, printed and compiled once per argument signature (shapes,
-    dtypes, static argument values), then called directly."""
+STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
 
-    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = ()):
+
+class differentiate:
+    """A function made differentiable: call it (compiled), or ask for ``grad``,
+    ``value_and_grad``, ``jvp``, ``vjp``, ``linearize``; read any stage with
+    ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates.
+
+    Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
+    """
+
+    def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
+                static_argnums: int | Sequence[int] = ()):
+        if fn is None:
+            return functools.partial(cls, argnums=argnums, static_argnums=static_argnums)
+        return super().__new__(cls)
+
+    def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()):
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.static_argnums = _normalize_argnums(static_argnums)
-        self._cache: dict[tuple, tuple[Callable, Callable, Program, str]] = {}
+        self.argnums = argnums
+        self.static_argnums = _as_tuple(static_argnums)
+        self._stages: dict[tuple, Any] = {}
 
-    def _entry(self, args: tuple):
-        key = _cache_key(args)
-        if self.static_argnums:
-            key += tuple(args[i] for i in self.static_argnums)
-        entry = self._cache.get(key)
-        if entry is None:
-            f, dyn = _split(self.fn, args, self.static_argnums)
+    # --- programs, per stage and signature ---------------------------------------------------
+
+    def _split_static(self, args: tuple) -> tuple[Callable, tuple, tuple]:
+        if not self.static_argnums:
+            return self.fn, args, ()
+        static = {i: args[i] for i in self.static_argnums}
+        dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+
+        def with_static(*dyn):
+            it = iter(dyn)
+            return self.fn(*(static[i] if i in static else next(it) for i in range(len(args))))
+
+        with_static.__name__ = getattr(self.fn, "__name__", "f")
+        with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
+        return with_static, dynamic, tuple(static.values())
+
+    def _dynamic(self, args: tuple) -> tuple:
+        return args if not self.static_argnums else tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+
+    def _wrt(self, program: Program, args: tuple) -> list[bool]:
+        """Reverse-mode inputs: ``argnums`` counted among all arguments, static ones included."""
+        dyn_index = [i for i in range(len(args)) if i not in self.static_argnums]
+        wanted = set(_as_tuple(self.argnums))
+        for i in wanted:
+            if not 0 <= i < len(args) or i in self.static_argnums:
+                raise ValueError(f"argnums {self.argnums} out of range or static for {len(args)} arguments")
+        wrt = [i in wanted for i in dyn_index]
+        for w, v, i in zip(wrt, program.inputs, dyn_index):
+            if w and not is_inexact(v.dtype):
+                raise TypeError(f"argument {i} has dtype {v.dtype.name}: only float and complex inputs can be "
+                                "differentiated")
+        return wrt
+
+    def _stage(self, kind: str, args: tuple):
+        key = (kind, _signature(args), tuple(args[i] for i in self.static_argnums))
+        staged = self._stages.get(key)
+        if staged is None:
+            staged = self._stages[key] = self._build(kind, args)
+        return staged
+
+    def _build(self, kind: str, args: tuple):
+        if kind == "primal":
+            f, dyn, _ = self._split_static(args)
             program, treedef = trace(f, dyn)
-            compiled, source = compile_program(program)
-            entry = (compiled, _output_builder(treedef, len(program.outputs)), program, source)
-            self._cache[key] = entry
-        return entry
+            return Staged(program, treedef)
+        primal: Staged = self._stage("primal", args)
+        p = primal.program
+        if kind == "jvp":
+            return Staged(ad.optimize(jvp_transform(p)))
+        wrt = self._wrt(p, args)
+        if kind in ("known", "linear", "transpose"):
+            split = ad.linearize(p, wrt)
+            return {"known": lambda: Staged(ad.optimize(split.known)),
+                    "linear": lambda: Staged(ad.optimize(split.unknown)),
+                    "transpose": lambda: Staged(ad.transpose_linear(split))}[kind]()
+        if kind == "vjp":
+            return Staged(ad.vjp(p, wrt))
+        if kind == "grad":
+            if not ad.is_real_scalar(p):
+                types = ", ".join(map(str, p.out_types))
+                raise TypeError(f"grad needs a function returning a real scalar; {p.name} returns {types} "
+                                "(use vjp or jvp)")
+            grads = LEAF if isinstance(self.argnums, int) else (tuple, (LEAF,) * sum(wrt))
+            return Staged(ad.value_and_grad(p, wrt), (tuple, (LEAF, grads)))
+        raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
+
+    # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args):
-        compiled, build, program, _ = self._entry(args)
-        if self.static_argnums:
-            args = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
-        if any(isinstance(a, Tracer) for a in args):  # called inside another trace
-            return build(inline(program, args))
-        if any(isinstance(a, PYTHON_SCALARS) for a in args):
-            args = tuple(np.asarray(a) if isinstance(a, PYTHON_SCALARS) else a for a in args)
-        return build(compiled(*args))
+        return self._stage("primal", args)(*self._dynamic(args))
 
-    def ir(self, *args) -> Program:
-        return self._entry(args)[2]
+    def value_and_grad(self, *args):
+        return self._stage("grad", args)(*self._dynamic(args))
 
-    def source(self, *args) -> str:
-        return self._entry(args)[3]
+    def grad(self, *args):
+        return self.value_and_grad(*args)[1]
+
+    def jvp(self, primals: Sequence, tangents: Sequence):
+        """``(f(*primals), J(primals) @ tangents)``; one tangent per primal (those of
+        non-float inputs are ignored)."""
+        primals, tangents = tuple(primals), tuple(tangents)
+        if len(primals) != len(tangents):
+            raise ValueError(f"jvp got {len(primals)} primals and {len(tangents)} tangents")
+        primal: Staged = self._stage("primal", primals)
+        dyn, dyn_t = self._dynamic(primals), self._dynamic(tangents)
+        ts = [_tangent_like(t, v) for t, v in zip(dyn_t, primal.program.inputs) if is_inexact(v.dtype)]
+        outs = self._stage("jvp", primals)(*dyn, *ts)
+        outs = outs if isinstance(outs, tuple | list) else (outs,)
+        m = len(primal.program.outputs)
+        return unflatten(primal.treedef, outs[:m]), unflatten(primal.treedef, outs[m:])
+
+    def linearize(self, *args):
+        """``(f(*args), jvp_fn)``: the forward pass runs now, ``jvp_fn(*tangents)`` (one per
+        ``argnums`` input) reuses its residuals."""
+        primal: Staged = self._stage("primal", args)
+        m = len(primal.program.outputs)
+        known = _as_list(self._stage("known", args)(*self._dynamic(args)))
+        linear: Staged = self._stage("linear", args)
+        residuals = known[m:]
+
+        def jvp_fn(*tangents):
+            return unflatten(primal.treedef, _as_list(linear(*residuals, *tangents)))
+
+        return unflatten(primal.treedef, known[:m]), jvp_fn
+
+    def vjp(self, *args):
+        """``(f(*args), vjp_fn)``: ``vjp_fn(cotangent)`` returns the tuple of cotangents of
+        the ``argnums`` inputs; the forward pass runs once, now."""
+        primal: Staged = self._stage("primal", args)
+        m = len(primal.program.outputs)
+        known = _as_list(self._stage("known", args)(*self._dynamic(args)))
+        transpose: Staged = self._stage("transpose", args)
+        residuals = known[m:]
+        out_types = primal.program.out_types
+
+        def vjp_fn(cotangent):
+            cts, treedef = flatten(cotangent)
+            if treedef != primal.treedef or len(cts) != m:
+                raise ValueError("the cotangent must have the structure of the function's output")
+            cts = [_tangent_like(c, t) for c, t in zip(cts, out_types)]
+            return tuple(_as_list(transpose(*residuals, *cts)))
+
+        return unflatten(primal.treedef, known[:m]), vjp_fn
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def ir(self, *args, stage: str = "grad") -> Program:
+        return self._stage(stage, args).program
+
+    def source(self, *args, program: str = "grad") -> str:
+        return self._stage(program, args).source
 
 
-def _output_builder(treedef, n_outputs: int) -> Callable:
-    """Turn the compiled function's return value into the user's output structure."""
-    if treedef is LEAF:
-        return lambda out: out[0] if isinstance(out, list) else out
-    if n_outputs == 1:
-        return lambda out: unflatten(treedef, out if isinstance(out, list) else [out])
-    return lambda out: unflatten(treedef, out)
+def _as_list(out) -> list:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def _tangent_like(t, v):
+    """A tangent or cotangent as an array of its primal's type."""
+    if isinstance(t, Tracer):
+        return t
+    arr = np.asarray(t)
+    if arr.shape != v.shape:
+        raise ValueError(f"expected a (co)tangent of shape {v.shape}, got {arr.shape}")
+    return arr.astype(v.dtype, copy=False)
+
+
+# --- function forms -------------------------------------------------------------------------
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The gradient of a real-scalar function with respect to ``argnums``."""
+    return differentiate(fn, argnums=argnums).grad
+
+
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    return differentiate(fn, argnums=argnums).value_and_grad
+
+
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
+    return differentiate(fn).jvp(primals, tangents)
+
+
+def vjp(fn: Callable, *primals):
+    """``(out, vjp_fn)`` with cotangents for every argument."""
+    return differentiate(fn, argnums=tuple(range(len(primals)))).vjp(*primals)
+
+
+def linearize(fn: Callable, *primals):
+    return differentiate(fn, argnums=tuple(range(len(primals)))).linearize(*primals)
+
+
+class jit(differentiate):
+    """``fn`` traced, printed and compiled once per argument signature, then called directly."""
+
+    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = ()):
+        super().__init__(fn, static_argnums=static_argnums)
+
+    def __new__(cls, fn=None, static_argnums=()):
+        return object.__new__(cls)
+
+    def source(self, *args, program: str = "primal") -> str:
+        return super().source(*args, program=program)
+
+    def ir(self, *args, stage: str = "primal") -> Program:
+        return super().ir(*args, stage=stage)
+
+
+def make_ir(fn: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., Program]:
+    """``make_ir(f)(*args)``: the Program of ``f`` at the shapes and dtypes of ``args``."""
+    return jit(fn, static_argnums).ir
 
 
 def source(fn: Callable, *args, static_argnums: int | Sequence[int] = ()) -> str:

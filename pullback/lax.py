@@ -24,16 +24,16 @@ def _pair(x, y):
     return x, y
 
 
-# Operations on literals alone are folded rather than bound.
-_FOLD = {
+# Operations on literals alone are folded rather than bound (here and in ``simplify``).
+FOLD = {
     ew.add_p: np.add, ew.sub_p: np.subtract, ew.mul_p: np.multiply, ew.div_p: np.divide, ew.pow_p: np.power,
     ew.neg_p: np.negative, ew.log_p: np.log, ew.exp_p: np.exp, ew.sqrt_p: np.sqrt, ew.conj_p: np.conj,
 }
 
 
 def _apply(prim, *xs):
-    if all(isinstance(x, Literal) for x in xs) and prim in _FOLD:
-        value = _FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
+    if all(isinstance(x, Literal) for x in xs) and prim in FOLD:
+        value = FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
         return Literal.of(value, value.dtype)
     return bind(prim, *xs)
 

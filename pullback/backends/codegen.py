@@ -17,8 +17,9 @@ import libcst as cst
 
 from pullback.backends import syntax as s
 from pullback.ir import sourcemap
-from pullback.ir.core import Atom, Literal, Program, SourceInfo
+from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
+from pullback.tree import LEAF
 
 # Unnamed intermediates are named after the operation that made them.
 TEMP_HINTS = {
@@ -35,7 +36,40 @@ class Generated:
     namespace: dict[str, Any]  # constants, by the names the source uses
 
 
-def generate(program: Program, backend: ModuleType) -> Generated:
+def printable_tree(treedef) -> bool:
+    """Whether the generated function can return this output structure itself (tuples and lists)."""
+    return treedef is LEAF or (treedef[0] in (tuple, list) and all(printable_tree(t) for t in treedef[1]))
+
+
+def _structure(treedef, leaves) -> s.Expr:
+    if treedef is LEAF:
+        return next(leaves)
+    items = [_structure(t, leaves) for t in treedef[1]]
+    if treedef[0] is list:
+        return cst.List([cst.Element(e) for e in items])
+    return s.tuple_(items)
+
+
+def _last_uses(program: Program) -> dict[int, list[Var]]:
+    """Equation index -> the locals whose last use it is (outputs and inputs are kept)."""
+    keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+    last: dict[int, tuple[int, Var]] = {}
+    for i, eqn in enumerate(program.eqns):
+        for a in eqn.inputs:
+            if isinstance(a, Var) and id(a) not in keep:
+                last[id(a)] = (i, a)
+        for v in eqn.outputs:  # defined but never used: dead at once
+            if id(v) not in keep:
+                last.setdefault(id(v), (i, v))
+    by_eqn: dict[int, list[Var]] = {}
+    for i, v in last.values():
+        by_eqn.setdefault(i, []).append(v)
+    return by_eqn
+
+
+def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True) -> Generated:
+    """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
+    ``dels`` adds ``del`` statements for locals after their last use."""
     namer = Namer(RESERVED)
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
@@ -47,7 +81,8 @@ def generate(program: Program, backend: ModuleType) -> Generated:
 
     body: list[cst.BaseStatement] = []
     last_comment: tuple[str, int] | None = None
-    for eqn in program.eqns:
+    dead = _last_uses(program) if dels else {}
+    for i, eqn in enumerate(program.eqns):
         ins = [expr(a) for a in eqn.inputs]
         fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
         outs = [s.name(namer.name(v, v.hint, fallback)) for v in eqn.outputs]
@@ -58,8 +93,16 @@ def generate(program: Program, backend: ModuleType) -> Generated:
             last_comment = comment[1]
             stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
         body.extend(stmts)
+        if i in dead:
+            names = [s.name(namer[v]) for v in dead[i]]
+            body.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
     outputs = [expr(a) for a in program.outputs]
-    ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
+    if out_tree is not None and printable_tree(out_tree) and out_tree is not LEAF:
+        ret = _structure(out_tree, iter(outputs))
+    else:
+        ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
+    if isinstance(ret, cst.Tuple) and len(outputs) > 1:
+        ret = ret.with_changes(lpar=[], rpar=[])
     body.append(s.statement(cst.Return(ret)))
 
     func = cst.FunctionDef(

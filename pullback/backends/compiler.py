@@ -14,9 +14,9 @@ from pullback.ir.core import Program
 _counter = itertools.count()
 
 
-def compile_program(program: Program, backend: ModuleType = numpy_backend) -> tuple[Callable, str]:
+def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> tuple[Callable, str]:
     """The compiled function of ``program``, and its source."""
-    gen = codegen.generate(program, backend)
+    gen = codegen.generate(program, backend, out_tree)
     filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
     namespace = {"__name__": f"pullback.generated.{gen.function_name}", **gen.namespace}

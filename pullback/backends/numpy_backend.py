@@ -111,7 +111,8 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
 
 @emits(st.reshape_p)
 def _reshape(ctx, eqn, ins, outs):
-    return s.method(ins[0], "reshape", *map(s.number, eqn.params["new_sizes"]))
+    shape = eqn.params["new_sizes"]
+    return s.method(ins[0], "reshape", *map(s.number, shape) if shape else [s.ints(())])
 
 
 @emits(st.transpose_p)

@@ -72,11 +72,11 @@ def ints(values: Sequence[int]) -> cst.Tuple:
     return cst.Tuple(elems)
 
 
-def tuple_(values: Sequence[Expr]) -> cst.Tuple:
+def tuple_(values: Sequence[Expr], parens: bool = True) -> cst.Tuple:
     elems = [cst.Element(v) for v in values]
     if len(elems) == 1:
         elems = [cst.Element(elems[0].value, comma=cst.Comma())]
-    return cst.Tuple(elems)
+    return cst.Tuple(elems) if parens else cst.Tuple(elems, lpar=[], rpar=[])
 
 
 def dtype(dt: np.dtype) -> Expr:

@@ -133,7 +133,17 @@ from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
 
 deflinear(neg_p)
 defjvp(add_p, lambda t, x, y, ans: t, lambda t, x, y, ans: t)
-defjvp(sub_p, lambda t, x, y, ans: t, lambda t, x, y, ans: lax.neg(t))
+
+
+def _sub_jvp(primals, tangents):
+    tx, ty = tangents
+    ans = lax.sub(*primals)
+    if isinstance(ty, Zero):
+        return ans, tx
+    return ans, lax.neg(ty) if isinstance(tx, Zero) else lax.sub(tx, ty)
+
+
+jvp_rules[sub_p] = _sub_jvp
 defjvp(mul_p, lambda t, x, y, ans: lax.mul(t, y), lambda t, x, y, ans: lax.mul(x, t))
 defjvp(div_p, lambda t, x, y, ans: lax.div(t, y), lambda t, x, y, ans: lax.mul(t, lax.neg(lax.div(ans, y))))
 defjvp(pow_p,
@@ -155,7 +165,21 @@ defjvp(cosh_p, lambda t, x, ans: lax.mul(t, lax.sinh(x)))
 defjvp(logistic_p, lambda t, x, ans: lax.mul(t, lax.mul(ans, lax.sub(1, ans))))
 # |z|' = Re(conj(z/|z|) dz); sign(z) = z/|z| (0 at 0) covers real and complex
 defjvp(abs_p, lambda t, x, ans: lax.real(lax.mul(t, lax.conj(lax.sign(x)))))
-defzero(sign_p)
+
+
+def _sign_jvp(primals, tangents):
+    """Zero for real x. For complex z, s = z/|z| moves on the unit circle:
+    ds = (dz - s Re(conj(s) dz)) / |z|."""
+    (z,), (t,) = primals, tangents
+    s = lax.sign(z)
+    if z.dtype.kind != "c":
+        return s, Zero(s.var.type)
+    r = lax.convert(lax.abs(z), z.dtype)
+    radial = lax.convert(lax.real(lax.mul(t, lax.conj(s))), z.dtype)
+    return s, lax.div(lax.sub(t, lax.mul(radial, s)), r)
+
+
+jvp_rules[sign_p] = _sign_jvp
 deflinear(real_p)
 deflinear(imag_p)
 deflinear(conj_p)

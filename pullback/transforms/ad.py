@@ -61,15 +61,32 @@ def vjp(program: Program, wrt: Sequence[bool]) -> Program:
     m = len(program.outputs)
     cts = t.inputs[split.n_residuals:]
     constvars, constvals = _merge_consts(split.known, t)
-    combined = Program(program.inputs + cts, split.known.eqns + t.eqns, split.known.outputs[:m] + t.outputs,
-                       constvars, constvals, name=f"{program.name}_vjp")
-    return optimize(combined)
+    outputs = split.known.outputs[:m] + t.outputs
+    eqns = sink(split.known.eqns + t.eqns, len(split.known.eqns), outputs)
+    return optimize(Program(program.inputs + cts, eqns, outputs, constvars, constvals, name=f"{program.name}_vjp"))
+
+
+def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
+    """Move forward equations (before ``boundary``) that only the backward pass reads to just
+    before their first use: residuals are then computed where they are needed and die sooner."""
+    eqns = list(eqns)
+    pinned = {id(a) for a in outputs}
+    for i in reversed(range(boundary)):
+        eqn = eqns[i]
+        if any(id(v) in pinned for v in eqn.outputs):
+            continue
+        outs = {id(v) for v in eqn.outputs}
+        first = next((j for j in range(i + 1, len(eqns)) if any(id(a) in outs for a in eqns[j].inputs)), None)
+        if first is not None and first >= boundary:
+            eqns.insert(first - 1, eqns.pop(i))
+            boundary -= 1
+    return tuple(eqns)
 
 
 def value_and_grad(program: Program, wrt: Sequence[bool]) -> Program:
     """``(*primals) -> (value, *gradients)`` of a real scalar function: the VJP seeded with 1."""
     (out,) = program.outputs
-    v = vjp(program, wrt)
+    v = vjp(program, wrt)  # sunk and optimised with the seed still an input
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
               Params({"shape": (), "broadcast_dimensions": ()}))

@@ -1,6 +1,7 @@
 """Local algebraic simplification, to a fixed point.
 
-- a broadcast of a scalar literal feeding an elementwise operation is the literal;
+- a broadcast of a scalar literal (a *fill*) feeding an elementwise operation is the
+  literal; an elementwise operation on literals and fills alone is folded into a fill;
 - ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
@@ -14,7 +15,10 @@ Before::
 
 from __future__ import annotations
 
+import numpy as np
+
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.lax import FOLD
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
@@ -25,6 +29,17 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
 
 
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
+
+
+def _fold(prim, ins, fills: dict[int, Literal]) -> Literal | None:
+    if prim not in FOLD:
+        return None
+    values = [a if isinstance(a, Literal) else fills.get(id(a)) for a in ins]
+    if any(v is None for v in values):
+        return None
+    with np.errstate(all="ignore"):
+        result = FOLD[prim](*(np.asarray(v.value, v.dtype) for v in values))
+    return Literal.of(result, result.dtype)
 
 
 def _is(a, value) -> bool:
@@ -61,7 +76,10 @@ def _step(program: Program) -> Program:
                 isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
             ):  # keep one array operand: it carries the shape
                 ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
-        if prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        folded = _fold(prim, ins, fills)
+        if folded is not None:  # an operation on constants alone is a constant
+            ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
             ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
         result = _rewrite(prim, ins, p, out, defs)

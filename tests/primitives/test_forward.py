@@ -91,6 +91,7 @@ CASES += [
     Case("transpose", lambda x: (x.T, np.transpose(x, (2, 0, 1)), np.swapaxes(x, 0, 2), x.mT), ((2, 3, 4),)),
     Case("squeeze-expand", lambda x: np.expand_dims(np.squeeze(x, 1), (0, -1)), ((3, 1, 2),)),
     Case("slice", lambda x: (x[1:, ::2], x[-1], x[..., 1:3], x[None, 0, ::-1], x[2:0:-1, 1]), ((3, 4),)),
+    Case("index-to-scalar", lambda x: x[1, 2] * x[-1, 0], ((3, 4),)),
     Case("concatenate", lambda x, y: (np.concatenate([x, y], axis=1), np.stack([x, x], axis=-1)), ((2, 3), (2, 2))),
     Case("diagonal", lambda x: (np.diagonal(x), np.diag(x, 1), np.trace(x), x.diagonal(-1)), ((4, 3),)),
     Case("diagonal-batched", lambda x: np.diagonal(x, axis1=1, axis2=2), ((2, 3, 3),)),

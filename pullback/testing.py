@@ -1,0 +1,143 @@
+"""Checks for derivatives, public so users can test their own functions the way
+pullback tests its rules.
+
+- ``check_jvp``: forward mode against central finite differences (run in float64);
+- ``check_transpose``: the dot-product test ``<T x, y> = <x, T^T y>`` for a linear function;
+- ``check_vjp``: reverse mode consistent with forward mode, ``<J t, c> = <t, J^T c>``;
+- ``check_grads``: all of the above, to first or second order.
+
+Inner products are real: ``<X, Y> = Re sum(conj(X) Y)``, the one pullback transposes under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pullback import api
+from pullback.tree import flatten, unflatten
+
+
+def _tolerance(dtypes) -> tuple[float, float]:
+    low = any(np.dtype(d) in (np.float32, np.complex64) for d in dtypes)
+    return (2e-3, 2e-3) if low else (1e-6, 1e-7)
+
+
+def _random_like(rng: np.random.Generator, x) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)).astype(x.dtype)
+    if x.dtype.kind == "f":
+        return rng.standard_normal(x.shape).astype(x.dtype)
+    return np.zeros(x.shape, x.dtype)
+
+
+def _inexact(x) -> bool:
+    return np.asarray(x).dtype.kind in "fc"
+
+
+def _leaves(out) -> list[np.ndarray]:
+    return [np.asarray(leaf) for leaf in flatten(out)[0]]
+
+
+def inner(xs, ys) -> float:
+    """``Re sum(conj(x) y)`` over matching leaves, in double precision."""
+    total = 0.0
+    for x, y in zip(_leaves(xs), _leaves(ys)):
+        if _inexact(x) and _inexact(y):
+            total += float(np.real(np.vdot(x.astype(np.complex128), y.astype(np.complex128))))
+    return total
+
+
+def _close(actual, expected, rtol: float, atol: float, what: str) -> None:
+    for a, e in zip(_leaves(actual), _leaves(expected)):
+        if not (_inexact(a) and _inexact(e)):
+            continue
+        scale = max(1.0, float(np.max(np.abs(e), initial=0.0)))
+        if not np.allclose(a, e, rtol=rtol, atol=atol * scale, equal_nan=True):
+            err = float(np.max(np.abs(a - e), initial=0.0))
+            raise AssertionError(f"{what}: max abs error {err:.3g} (rtol {rtol}, atol {atol * scale:.3g})\n"
+                                 f"got      {a}\nexpected {e}")
+
+
+def _upcast(x):
+    x = np.asarray(x)
+    return x.astype(np.result_type(x.dtype, np.float64)) if _inexact(x) else x
+
+
+def numerical_jvp(f: Callable, args: Sequence, tangents: Sequence, eps: float = 1e-6):
+    """Central differences of ``f`` (run as plain NumPy, in float64) along ``tangents``."""
+    xs = [_upcast(a) for a in args]
+    ts = [_upcast(t) if _inexact(a) else None for a, t in zip(args, tangents)]
+    plus = f(*[x + eps * t if t is not None else x for x, t in zip(xs, ts)])
+    minus = f(*[x - eps * t if t is not None else x for x, t in zip(xs, ts)])
+    diffs = [(p - m) / (2 * eps) if _inexact(p) else p for p, m in zip(_leaves(plus), _leaves(minus))]
+    return diffs
+
+
+def check_jvp(f: Callable, args: Sequence, *, seed: int = 0, eps: float | None = None,
+              rtol: float | None = None, atol: float | None = None) -> None:
+    """pullback's JVP of ``f`` at ``args`` against central finite differences (in float64;
+    where ``f`` itself computes in single precision, with a step that single precision resolves)."""
+    rng = np.random.default_rng(seed)
+    tangents = [_random_like(rng, a) for a in args]
+    out, out_t = api.jvp(f, args, tangents)
+    r, a = _tolerance([np.asarray(x).dtype for x in [*args, *_leaves(out)]])
+    expected = numerical_jvp(f, args, tangents, eps or (1e-6 if r < 1e-4 else 1e-3))
+    _close(out_t, expected, rtol or r, atol or a, "JVP vs finite differences")
+
+
+def check_transpose(f_linear: Callable, args: Sequence, *, seed: int = 0,
+                    rtol: float | None = None, atol: float | None = None) -> None:
+    """The dot-product test for a function linear in all its arguments:
+    ``<f(x), y> = <x, f^T(y)>`` for random ``x`` and ``y``, with ``f^T`` pullback's transpose."""
+    rng = np.random.default_rng(seed)
+    xs = [_random_like(rng, a) for a in args]
+    out, vjp_fn = api.vjp(f_linear, *xs)
+    ys = [_random_like(rng, o) for o in _leaves(out)]
+    y_tree = flatten(out)[1]
+
+
+    cts = vjp_fn(unflatten(y_tree, ys))
+    lhs, rhs = inner(out, ys), inner(xs, cts)
+    r, a = _tolerance([np.asarray(x).dtype for x in args])
+    scale = max(1.0, abs(lhs))
+    if abs(lhs - rhs) > (rtol or r) * abs(lhs) + (atol or a) * scale:
+        raise AssertionError(f"dot-product test failed: <f(x), y> = {lhs!r} but <x, f^T(y)> = {rhs!r}")
+
+
+def check_vjp(f: Callable, args: Sequence, *, seed: int = 0,
+              rtol: float | None = None, atol: float | None = None) -> None:
+    """Reverse mode consistent with forward mode: ``<J t, c> = <t, J^T c>``."""
+    rng = np.random.default_rng(seed)
+    tangents = [_random_like(rng, a) for a in args]
+    out, out_t = api.jvp(f, args, tangents)
+    _, vjp_fn = api.vjp(f, *args)
+    cts_out = [_random_like(rng, o) for o in _leaves(out)]
+
+    cts_in = vjp_fn(unflatten(flatten(out)[1], cts_out))
+    lhs, rhs = inner(out_t, cts_out), inner(tangents, cts_in)
+    r, a = _tolerance([np.asarray(x).dtype for x in args])
+    scale = max(1.0, abs(lhs))
+    if abs(lhs - rhs) > (rtol or r) * abs(lhs) + (atol or a) * scale:
+        raise AssertionError(f"VJP inconsistent with JVP: <J t, c> = {lhs!r} but <t, J^T c> = {rhs!r}")
+
+
+def check_grads(f: Callable, args: Sequence, order: int = 1, *, seed: int = 0,
+                rtol: float | None = None, atol: float | None = None) -> None:
+    """``check_jvp`` and ``check_vjp``; with ``order=2`` also of the directional derivative
+    ``x -> J(x) t``, i.e. second derivatives through pullback's own derivative programs."""
+    if order not in (1, 2):
+        raise ValueError("order must be 1 or 2")
+    check_jvp(f, args, seed=seed, rtol=rtol, atol=atol)
+    check_vjp(f, args, seed=seed, rtol=rtol, atol=atol)
+    if order == 2:
+        rng = np.random.default_rng(seed + 1)
+        tangents = [_random_like(rng, a) for a in args]
+
+        def directional(*xs):
+            return api.jvp(f, xs, tangents)[1]
+
+        check_jvp(directional, args, seed=seed, rtol=rtol or 1e-5, atol=atol or 1e-6)
+        check_vjp(directional, args, seed=seed, rtol=rtol, atol=atol)

@@ -1,0 +1,108 @@
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.testing import numerical_jvp
+
+
+def f(x, y):
+    return x * np.log(y) + np.log(x * y) * y
+
+
+def fd_grad(fn, args, i, eps=1e-6):
+    args = [np.asarray(a, float) for a in args]
+    g = np.zeros_like(args[i])
+    for idx in np.ndindex(g.shape):
+        e = np.zeros_like(args[i])
+        e[idx] = 1
+        plus = [a + eps * e if j == i else a for j, a in enumerate(args)]
+        minus = [a - eps * e if j == i else a for j, a in enumerate(args)]
+        g[idx] = (fn(*plus) - fn(*minus)) / (2 * eps)
+    return g
+
+
+def test_grad_and_value_and_grad():
+    x, y = 1.5, 2.5
+    np.testing.assert_allclose(pb.grad(f)(x, y), fd_grad(f, (x, y), 0), rtol=1e-7)
+    v, (gx, gy) = pb.value_and_grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(v, f(x, y))
+    np.testing.assert_allclose([gx, gy], [fd_grad(f, (x, y), 0), fd_grad(f, (x, y), 1)], rtol=1e-7)
+
+
+def test_grad_requires_real_scalar_output():
+    with pytest.raises(TypeError, match=r"real scalar; .* returns f64\[3\]"):
+        pb.grad(lambda x: x * 2)(np.ones(3))
+    with pytest.raises(TypeError, match="real scalar"):
+        pb.grad(lambda z: (z * z).sum())(np.ones(3, complex))
+
+
+def test_grad_of_integer_argument_is_refused():
+    with pytest.raises(TypeError, match="dtype int64"):
+        pb.grad(lambda x: (x * 1.0).sum())(np.arange(3))
+
+
+def test_jvp_vjp_linearize_with_tuples():
+    def g(a, b):
+        return a @ b, np.sin(a).sum()
+
+    a, b = np.random.default_rng(0).standard_normal((2, 3, 3))
+    ta, tb = np.random.default_rng(1).standard_normal((2, 3, 3))
+    (o1, o2), (t1, t2) = pb.jvp(g, (a, b), (ta, tb))
+    np.testing.assert_allclose(o1, a @ b)
+    want = numerical_jvp(g, (a, b), (ta, tb))
+    np.testing.assert_allclose(t1, want[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(t2, want[1], rtol=1e-6)
+
+    out, lin = pb.linearize(g, a, b)
+    np.testing.assert_allclose(lin(ta, tb)[0], t1, rtol=1e-12)
+
+    out, vjp_fn = pb.vjp(g, a, b)
+    c1, c2 = np.ones((3, 3)), 2.0
+    ga, gb = vjp_fn((c1, c2))
+    np.testing.assert_allclose(ga, c1 @ b.T + 2.0 * np.cos(a))
+    np.testing.assert_allclose(gb, a.T @ c1)
+    with pytest.raises(ValueError, match="structure"):
+        vjp_fn(c1)
+
+
+def test_differentiate_decorator_both_forms_and_stages():
+    @pb.differentiate
+    def h(x):
+        return np.sum(np.exp(x))
+
+    @pb.differentiate(argnums=(0, 1))
+    def k(x, y):
+        return np.sum(x * y)
+
+    x = np.arange(3.0)
+    np.testing.assert_allclose(h(x), np.exp(x).sum())
+    np.testing.assert_allclose(h.grad(x), np.exp(x))
+    gx, gy = k.grad(x, x + 1)
+    np.testing.assert_allclose(gx, x + 1)
+    np.testing.assert_allclose(gy, x)
+    for stage in ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad"):
+        pb.verify(h.ir(x, stage=stage))
+        compile(h.source(x, program=stage), "<check>", "exec")
+    assert "def h_grad(x):" in h.source(x)
+    with pytest.raises(ValueError, match="unknown stage"):
+        h.source(x, program="nope")
+
+
+def test_second_order_grad_of_grad_and_hvp():
+    x, y = 1.5, 2.5
+    gg = pb.grad(pb.grad(f))(x, y)
+    np.testing.assert_allclose(gg, fd_grad(pb.grad(f), (x, y), 0), rtol=1e-6)
+
+    def loss(w):
+        return np.sum(np.tanh(w) ** 2) + w[0] * w[1] ** 3
+
+    w, v = np.array([0.3, -0.7, 1.1]), np.array([1.0, 0.5, -2.0])
+    _, hvp = pb.jvp(pb.grad(loss), (w,), (v,))
+    eps = 1e-6
+    want = (pb.grad(loss)(w + eps * v) - pb.grad(loss)(w - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hvp, want, rtol=1e-6)
+
+
+def test_static_argnums_in_differentiate():
+    d = pb.differentiate(lambda x, n: np.sum(x**n), static_argnums=1)
+    np.testing.assert_allclose(d.grad(np.arange(3.0), 3), 3 * np.arange(3.0) ** 2)

@@ -1,0 +1,140 @@
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.types import ArrayType
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.transforms import ad
+from pullback.transforms.cse import cse
+from pullback.transforms.dce import dce
+from pullback.transforms.jvp import jvp
+from pullback.transforms.partial_eval import partial_eval
+from pullback.transforms.simplify import simplify
+from pullback.transforms.transpose import transpose
+
+F3 = ArrayType((3,), np.float64)
+
+
+def mlp(W1, W2, x):
+    h = np.tanh(W1 @ x)
+    y = W2 @ h
+    return np.sum(y * y) + np.sum(W1[0] ** 2)
+
+
+ARGS = (np.ones((4, 3)) * 0.1, np.ones((2, 4)) * 0.2, np.arange(3.0))
+
+
+@pytest.mark.parametrize("wrt", [[True, True, False], [True, False, True], [True, True, True]])
+def test_every_stage_verifies(wrt):
+    p = pb.verify(pb.make_ir(mlp)(*ARGS))
+    j = pb.verify(jvp(p, wrt))
+    assert len(j.inputs) == 3 + sum(wrt) and len(j.outputs) == 2
+    split = ad.linearize(p, wrt)
+    pb.verify(split.known)
+    pb.verify(split.unknown)
+    pb.verify(ad.transpose_linear(split))
+    pb.verify(ad.vjp(p, wrt))
+    pb.verify(ad.value_and_grad(p, wrt))
+
+
+def test_unknown_program_is_linear_in_tangents():
+    p = pb.make_ir(mlp)(*ARGS)
+    split = ad.linearize(p, [True, True, True])
+    # every equation of the linear program reads a tangent-derived value
+    derived = {id(v) for v in split.unknown.inputs[split.n_residuals:]}
+    for eqn in split.unknown.eqns:
+        assert any(id(a) in derived for a in eqn.inputs)
+        derived.update(id(v) for v in eqn.outputs)
+    assert {e.prim.name for e in split.unknown.eqns} <= {"mul", "add", "sub", "neg", "dot_general", "reduce_sum",
+                                                          "slice", "reshape", "integer_pow"} - {"integer_pow"}
+
+
+def test_zero_tangents_emit_no_code():
+    def f(x, y):
+        return np.exp(y) * 2.0 + np.sin(x)
+
+    p = pb.make_ir(f)(np.ones(3), np.ones(3))
+    j = jvp(p, [True, False])
+    # exp(y) has a zero tangent: no equation multiplies by exp(y) except the primal one
+    assert [e.prim.name for e in j.eqns].count("exp") == 1
+    assert len([e for e in j.eqns if e.prim is ew.mul_p]) == 2  # exp(y)*2 and x_dot*cos(x)
+    out = pb.jvp(f, (np.ones(3), np.ones(3)), (np.ones(3), np.zeros(3)))[1]
+    np.testing.assert_allclose(out, np.cos(1.0))
+
+
+def test_zero_output_tangent_is_materialised():
+    p = pb.make_ir(lambda x, y: (x * 2, y + 1))(np.ones(3), np.ones(3))
+    j = pb.verify(jvp(p, [True, False]))
+    assert j.outputs[3].type == F3
+    *_, tx, ty = pb.api.Staged(j)(np.ones(3), np.ones(3), np.ones(3))
+    np.testing.assert_array_equal(tx, 2)
+    np.testing.assert_array_equal(ty, 0)
+
+
+def test_partial_eval_splits_known_and_unknown():
+    x, y, t, z = Var(F3, "x"), Var(F3, "y"), Var(F3, "t"), Var(F3, "z")
+    p = Program((x, y), (Eqn(ew.sin_p, (x,), (t,)), Eqn(ew.mul_p, (t, y), (z,))), (t, z))
+    split = partial_eval(p, [False, True], [False, True])
+    assert [e.prim for e in split.known.eqns] == [ew.sin_p]
+    assert [e.prim for e in split.unknown.eqns] == [ew.mul_p]
+    assert split.known.outputs == (t, t) and split.unknown.inputs == (t, y)
+    with pytest.raises(ValueError, match="depends on unknown inputs"):
+        partial_eval(p, [False, True], [True, False])
+
+
+def test_transpose_refuses_nonlinear_equations():
+    x, y = Var(F3, "x"), Var(F3, "y")
+    p = Program((x,), (Eqn(ew.exp_p, (x,), (y,)),), (y,))
+    with pytest.raises(pb.TracingError, match="exp is not linear"):
+        transpose(p, [True])
+    z = Var(F3)
+    p2 = Program((x,), (Eqn(ew.mul_p, (x, x), (z,)),), (z,))
+    with pytest.raises(TypeError, match="mul of two values"):
+        transpose(p2, [True])
+
+
+def test_transpose_accumulates_fan_out():
+    p = pb.make_ir(lambda x: x * 2.0 + x * 3.0 - x)(np.ones(3))
+    t = pb.verify(transpose(p, [True]))
+    fn = pb.api.Staged(t)
+    np.testing.assert_allclose(fn(np.ones(3)), 4.0)
+
+
+def test_dce_removes_dead_equations_and_constants():
+    c = np.ones(3)
+    p = pb.make_ir(lambda x: (x + 1, x * c)[0])(np.ones(3))
+    d = pb.verify(dce(p))
+    assert [e.prim.name for e in d.eqns] == ["add"] and d.constvars == ()
+
+
+def test_cse_merges_repeats():
+    p = pb.make_ir(lambda x: np.sin(x) * np.sin(x) + np.sin(x))(np.ones(3))
+    c = pb.verify(dce(cse(p)))
+    assert [e.prim.name for e in c.eqns].count("sin") == 1
+
+
+def test_simplify():
+    x = Var(F3, "x")
+    one = Var(F3, "one")
+    a, b, c, d, e = (Var(F3) for _ in range(5))
+    r1, r2 = Var(ArrayType((1, 3), np.float64)), Var(ArrayType((3, 1), np.float64))
+    eqns = (
+        Eqn(st.broadcast_in_dim_p, (Literal.of(1.0, np.float64),), (one,),
+            Params({"shape": (3,), "broadcast_dimensions": ()})),
+        Eqn(ew.mul_p, (x, one), (a,)),  # x * ones -> x
+        Eqn(ew.add_p, (a, Literal.of(0.0, np.float64)), (b,)),  # + 0 -> x
+        Eqn(ew.neg_p, (b,), (c,)),
+        Eqn(ew.neg_p, (c,), (d,)),  # -(-x) -> x
+        Eqn(st.reshape_p, (d,), (r1,), Params({"new_sizes": (1, 3)})),
+        Eqn(st.reshape_p, (r1,), (r2,), Params({"new_sizes": (3, 1)})),
+        Eqn(st.reshape_p, (r2,), (e,), Params({"new_sizes": (3,)})),  # reshape chain back -> x
+    )
+    s = pb.verify(simplify(Program((x,), eqns, (e,))))
+    assert s.eqns == () and s.outputs == (x,)
+
+
+def test_simplify_transpose_of_transpose():
+    p = pb.make_ir(lambda x: np.transpose(np.transpose(x, (1, 2, 0)), (2, 0, 1)) + x.T.T)(np.ones((2, 3, 4)))
+    assert [e.prim.name for e in simplify(p).eqns] == ["add"]

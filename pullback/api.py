@@ -115,9 +115,9 @@ class differentiate:
 
     # --- programs, per stage and signature ---------------------------------------------------
 
-    def _split_static(self, args: tuple) -> tuple[Callable, tuple, tuple]:
+    def _split_static(self, args: tuple) -> tuple[Callable, tuple]:
         if not self.static_argnums:
-            return self.fn, args, ()
+            return self.fn, args
         static = {i: args[i] for i in self.static_argnums}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static)
 
@@ -127,42 +127,64 @@ class differentiate:
 
         with_static.__name__ = getattr(self.fn, "__name__", "f")
         with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
-        return with_static, dynamic, tuple(static.values())
+        return with_static, dynamic
 
-    def _dynamic(self, args: tuple) -> tuple:
-        return args if not self.static_argnums else tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+    def _flat(self, args: tuple) -> tuple[tuple, tuple | None]:
+        """The dynamic arguments' leaves, and their structures (None when all are arrays)."""
+        dyn = args if not self.static_argnums else tuple(
+            a for i, a in enumerate(args) if i not in self.static_argnums)
+        if not any(isinstance(a, tuple | list | dict) for a in dyn):
+            return dyn, None
+        trees, leaves = [], []
+        for a in dyn:
+            arg_leaves, tree = flatten(a)
+            leaves += arg_leaves
+            trees.append(tree)
+        return tuple(leaves), tuple(trees)
 
-    def _wrt(self, program: Program, args: tuple) -> list[bool]:
-        """Reverse-mode inputs: ``argnums`` counted among all arguments, static ones included."""
-        dyn_index = [i for i in range(len(args)) if i not in self.static_argnums]
-        wanted = set(_as_tuple(self.argnums))
-        for i in wanted:
-            if not 0 <= i < len(args) or i in self.static_argnums:
+    def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:
+        """Argument position -> the range of its leaves among the program's inputs."""
+        ranges, start = {}, 0
+        dyn_positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        for i in dyn_positions:
+            n = 1 if trees is None else len(flatten(args[i])[0])
+            ranges[i] = range(start, start + n)
+            start += n
+        return ranges
+
+    def _wrt(self, program: Program, args: tuple, trees) -> tuple[list[bool], list[int]]:
+        """Reverse-mode inputs (a mask over the program's inputs), and the argnums in order."""
+        ranges = self._leaf_ranges(args, trees)
+        nums = list(_as_tuple(self.argnums))
+        for i in nums:
+            if i not in ranges:
                 raise ValueError(f"argnums {self.argnums} out of range or static for {len(args)} arguments")
-        wrt = [i in wanted for i in dyn_index]
-        for w, v, i in zip(wrt, program.inputs, dyn_index):
-            if w and not is_inexact(v.dtype):
-                raise TypeError(f"argument {i} has dtype {v.dtype.name}: only float and complex inputs can be "
-                                "differentiated")
-        return wrt
+        wanted = {k for i in nums for k in ranges[i]}
+        wrt = [k in wanted for k in range(len(program.inputs))]
+        for k, v in enumerate(program.inputs):
+            if wrt[k] and not is_inexact(v.dtype):
+                raise TypeError(f"argument {v.hint or k} has dtype {v.dtype.name}: only float and complex inputs "
+                                "can be differentiated")
+        return wrt, nums
 
-    def _stage(self, kind: str, args: tuple):
-        key = (kind, _signature(args), tuple(args[i] for i in self.static_argnums))
+    def _stage(self, kind: str, args: tuple, flat=None):
+        leaves, trees = flat or self._flat(args)
+        key = (kind, _signature(leaves), trees, tuple(args[i] for i in self.static_argnums))
         staged = self._stages.get(key)
         if staged is None:
-            staged = self._stages[key] = self._build(kind, args)
+            staged = self._stages[key] = self._build(kind, args, trees)
         return staged
 
-    def _build(self, kind: str, args: tuple):
+    def _build(self, kind: str, args: tuple, trees):
         if kind == "primal":
-            f, dyn, _ = self._split_static(args)
+            f, dyn = self._split_static(args)
             program, treedef = trace(f, dyn)
             return Staged(program, treedef)
         primal: Staged = self._stage("primal", args)
         p = primal.program
         if kind == "jvp":
             return Staged(ad.optimize(jvp_transform(p)))
-        wrt = self._wrt(p, args)
+        wrt, nums = self._wrt(p, args, trees)
         if kind in ("known", "linear", "transpose"):
             split = ad.linearize(p, wrt)
             return {"known": lambda: Staged(ad.optimize(split.known)),
@@ -175,67 +197,98 @@ class differentiate:
                 types = ", ".join(map(str, p.out_types))
                 raise TypeError(f"grad needs a function returning a real scalar; {p.name} returns {types} "
                                 "(use vjp or jvp)")
-            grads = LEAF if isinstance(self.argnums, int) else (tuple, (LEAF,) * sum(wrt))
-            return Staged(ad.value_and_grad(p, wrt), (tuple, (LEAF, grads)))
+            g = ad.value_and_grad(p, wrt)
+            value, cts = g.outputs[0], self._by_argnum(list(g.outputs[1:]), args, trees, nums)
+            outputs = (value, *[c for group in cts for c in group])
+            program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
+            return Staged(program, (tuple, (LEAF, self._grads_tree(args, trees, nums))))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
+
+    def _by_argnum(self, cts: list, args: tuple, trees, nums: list[int]) -> list[list]:
+        """Cotangents (in input order) grouped per argnum, in argnums order."""
+        ranges = self._leaf_ranges(args, trees)
+        wanted = sorted({k for i in nums for k in ranges[i]})
+        at = {k: c for k, c in zip(wanted, cts)}
+        return [[at[k] for k in ranges[i]] for i in nums]
+
+    def _grads_tree(self, args: tuple, trees, nums: list[int]):
+        dyn_positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        arg_trees = [LEAF if trees is None else trees[dyn_positions.index(i)] for i in nums]
+        return arg_trees[0] if isinstance(self.argnums, int) else (tuple, tuple(arg_trees))
 
     # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args):
-        return self._stage("primal", args)(*self._dynamic(args))
+        flat = self._flat(args)
+        return self._stage("primal", args, flat)(*flat[0])
 
     def value_and_grad(self, *args):
-        return self._stage("grad", args)(*self._dynamic(args))
+        flat = self._flat(args)
+        return self._stage("grad", args, flat)(*flat[0])
 
     def grad(self, *args):
         return self.value_and_grad(*args)[1]
 
     def jvp(self, primals: Sequence, tangents: Sequence):
-        """``(f(*primals), J(primals) @ tangents)``; one tangent per primal (those of
-        non-float inputs are ignored)."""
+        """``(f(*primals), J(primals) @ tangents)``; tangents have the primals' structure
+        (those of non-float inputs are ignored)."""
         primals, tangents = tuple(primals), tuple(tangents)
         if len(primals) != len(tangents):
             raise ValueError(f"jvp got {len(primals)} primals and {len(tangents)} tangents")
-        primal: Staged = self._stage("primal", primals)
-        dyn, dyn_t = self._dynamic(primals), self._dynamic(tangents)
-        ts = [_tangent_like(t, v) for t, v in zip(dyn_t, primal.program.inputs) if is_inexact(v.dtype)]
-        outs = self._stage("jvp", primals)(*dyn, *ts)
-        outs = outs if isinstance(outs, tuple | list) else (outs,)
+        flat = self._flat(primals)
+        flat_t = self._flat(tuple(tangents[i] if i not in self.static_argnums else primals[i]
+                                  for i in range(len(primals))))
+        if flat_t[1] != flat[1] or len(flat_t[0]) != len(flat[0]):
+            raise ValueError("tangents must have the structure of the primals")
+        primal: Staged = self._stage("primal", primals, flat)
+        ts = [_tangent_like(t, v) for t, v in zip(flat_t[0], primal.program.inputs) if is_inexact(v.dtype)]
+        outs = _as_list(self._stage("jvp", primals, flat)(*flat[0], *ts))
         m = len(primal.program.outputs)
         return unflatten(primal.treedef, outs[:m]), unflatten(primal.treedef, outs[m:])
 
-    def linearize(self, *args):
-        """``(f(*args), jvp_fn)``: the forward pass runs now, ``jvp_fn(*tangents)`` (one per
-        ``argnums`` input) reuses its residuals."""
-        primal: Staged = self._stage("primal", args)
+    def _forward(self, args: tuple):
+        """Run the known program: (primal Staged, outputs, residuals)."""
+        flat = self._flat(args)
+        primal: Staged = self._stage("primal", args, flat)
         m = len(primal.program.outputs)
-        known = _as_list(self._stage("known", args)(*self._dynamic(args)))
-        linear: Staged = self._stage("linear", args)
-        residuals = known[m:]
+        known = _as_list(self._stage("known", args, flat)(*flat[0]))
+        return primal, flat, known[:m], known[m:]
+
+    def linearize(self, *args):
+        """``(f(*args), jvp_fn)``: the forward pass runs now; ``jvp_fn(*tangents)``, one
+        tangent per ``argnums`` argument, reuses its residuals."""
+        primal, flat, outs, residuals = self._forward(args)
+        linear: Staged = self._stage("linear", args, flat)
+        nums = list(_as_tuple(self.argnums))
 
         def jvp_fn(*tangents):
-            return unflatten(primal.treedef, _as_list(linear(*residuals, *tangents)))
+            if len(tangents) != len(nums):
+                raise ValueError(f"jvp_fn takes {len(nums)} tangents, one per argnum")
+            order = sorted(range(len(nums)), key=lambda k: nums[k])  # program inputs are in argument order
+            leaves = [leaf for k in order for leaf in flatten(tangents[k])[0]]
+            return unflatten(primal.treedef, _as_list(linear(*residuals, *leaves)))
 
-        return unflatten(primal.treedef, known[:m]), jvp_fn
+        return unflatten(primal.treedef, outs), jvp_fn
 
     def vjp(self, *args):
         """``(f(*args), vjp_fn)``: ``vjp_fn(cotangent)`` returns the tuple of cotangents of
-        the ``argnums`` inputs; the forward pass runs once, now."""
-        primal: Staged = self._stage("primal", args)
-        m = len(primal.program.outputs)
-        known = _as_list(self._stage("known", args)(*self._dynamic(args)))
-        transpose: Staged = self._stage("transpose", args)
-        residuals = known[m:]
+        the ``argnums`` arguments; the forward pass runs once, now."""
+        primal, flat, outs, residuals = self._forward(args)
+        transpose: Staged = self._stage("transpose", args, flat)
         out_types = primal.program.out_types
+        nums = list(_as_tuple(self.argnums))
+        grads_tree = self._grads_tree(args, flat[1], nums)
 
         def vjp_fn(cotangent):
             cts, treedef = flatten(cotangent)
-            if treedef != primal.treedef or len(cts) != m:
+            if treedef != primal.treedef or len(cts) != len(out_types):
                 raise ValueError("the cotangent must have the structure of the function's output")
             cts = [_tangent_like(c, t) for c, t in zip(cts, out_types)]
-            return tuple(_as_list(transpose(*residuals, *cts)))
+            grouped = self._by_argnum(_as_list(transpose(*residuals, *cts)), args, flat[1], nums)
+            result = unflatten(grads_tree, [c for group in grouped for c in group])
+            return (result,) if isinstance(self.argnums, int) else result
 
-        return unflatten(primal.treedef, known[:m]), vjp_fn
+        return unflatten(primal.treedef, outs), vjp_fn
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -106,3 +106,43 @@ def test_second_order_grad_of_grad_and_hvp():
 def test_static_argnums_in_differentiate():
     d = pb.differentiate(lambda x, n: np.sum(x**n), static_argnums=1)
     np.testing.assert_allclose(d.grad(np.arange(3.0), 3), 3 * np.arange(3.0) ** 2)
+
+
+def test_structured_arguments_and_argnums_order():
+    def model(params, x):
+        W, b = params["W"], params["b"]
+        return np.sum(np.tanh(x @ W + b) ** 2)
+
+    rng = np.random.default_rng(0)
+    params = {"W": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    x = rng.standard_normal((4, 3))
+    g = pb.grad(model)(params, x)
+    assert set(g) == {"W", "b"}
+    flat = lambda W, b: model({"W": W, "b": b}, x)  # noqa: E731
+    np.testing.assert_allclose(g["W"], fd_grad(flat, (params["W"], params["b"]), 0), rtol=1e-6)
+    np.testing.assert_allclose(g["b"], fd_grad(flat, (params["W"], params["b"]), 1), rtol=1e-6)
+    assert "params_W" in pb.differentiate(model).source(params, x)
+
+    gx, gp = pb.grad(model, argnums=(1, 0))(params, x)
+    np.testing.assert_allclose(gx, fd_grad(lambda x: model(params, x), (x,), 0), rtol=1e-6)
+    np.testing.assert_allclose(gp["b"], g["b"])
+
+    out, vjp_fn = pb.differentiate(model, argnums=(1, 0)).vjp(params, x)
+    vx, vp = vjp_fn(1.0)
+    np.testing.assert_allclose(vx, gx)
+    np.testing.assert_allclose(vp["W"], g["W"])
+
+    tangents = ({"W": np.ones((3, 2)), "b": np.zeros(2)}, np.zeros((4, 3)))
+    _, t = pb.jvp(model, (params, x), tangents)
+    np.testing.assert_allclose(t, np.sum(g["W"]), rtol=1e-10)
+
+    _, lin = pb.differentiate(model, argnums=(1, 0)).linearize(params, x)
+    np.testing.assert_allclose(lin(np.zeros((4, 3)), tangents[0]), t, rtol=1e-10)
+
+
+def test_tuple_of_arrays_argument():
+    f2 = lambda ab: np.sum(ab[0] * ab[1])  # noqa: E731
+    a, b = np.arange(3.0), np.arange(3.0) + 1
+    ga, gb = pb.grad(f2)((a, b))
+    np.testing.assert_allclose(ga, b)
+    np.testing.assert_allclose(gb, a)

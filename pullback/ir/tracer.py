@@ -309,18 +309,37 @@ def input_type(x) -> tuple[ArrayType, bool]:
     )
 
 
-def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[Program, Any]:
-    """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``)."""
-    from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
-    from pullback.tree import flatten
+def _leaf_names(treedef, name: str) -> list[str]:
+    """``params`` -> ``params`` for a leaf, ``params_0``, ``params_W``, ... inside a structure."""
+    if treedef is None:
+        return [name]
+    keys = treedef[1] if treedef[0] is dict else range(len(treedef[1]))
+    subtrees = treedef[2] if treedef[0] is dict else treedef[1]
+    return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}")]
 
-    types = [input_type(a) for a in args]
-    names = _arg_names(fn, len(args))
+
+def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[Program, Any]:
+    """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
+
+    Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
+    their leaves, in ``tree.flatten`` order."""
+    from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
+    from pullback.tree import flatten, unflatten
+
+    arg_names = _arg_names(fn, len(args))
+    names, leaves, trees = [], [], []
+    for a, n in zip(args, arg_names):
+        arg_leaves, tree = flatten(a)
+        trees.append(tree)
+        leaves += arg_leaves
+        names += _leaf_names(tree, n)
+    types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(fn)
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
-        tracers = [Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types)]
-        out = fn(*tracers)
+        tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
+        structured = [unflatten(tree, tracers) for tree in trees]
+        out = fn(*structured)
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
     constvars = tuple(v for v, _ in builder.consts.values())

@@ -16,6 +16,7 @@ import numpy as np
 
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program
+from pullback.errors import LinAlgError
 from pullback.ir.core import Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, trace
 from pullback.ir.types import is_inexact
@@ -73,7 +74,12 @@ class Staged:
         fn = self._fn or self._compile()
         if any(isinstance(a, PYTHON_SCALARS) for a in args):
             args = tuple(np.asarray(a) if isinstance(a, PYTHON_SCALARS) else a for a in args)
-        return fn(*args)
+        try:
+            return fn(*args)
+        except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
+            if isinstance(e, LinAlgError):
+                raise
+            raise LinAlgError(str(e)) from None
 
 
 def _as_tuple(nums: int | Sequence[int]) -> tuple[int, ...]:

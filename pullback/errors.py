@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class PullbackError(Exception):
     """Base class of pullback's errors."""
@@ -17,5 +19,7 @@ class ConcretizationError(TracingError, TypeError):
     (``bool(x)``, ``float(x)``, ``np.asarray(x)``)."""
 
 
-class LinAlgError(PullbackError, ArithmeticError):
-    """A factorisation failed (LAPACK ``info`` != 0)."""
+class LinAlgError(PullbackError, np.linalg.LinAlgError):
+    """A factorisation or solve failed (LAPACK ``info`` > 0, a zero pivot). Generated code,
+    which depends on NumPy alone, raises ``np.linalg.LinAlgError``; pullback re-raises it
+    as this subclass, so either can be caught."""

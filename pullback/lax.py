@@ -147,5 +147,53 @@ def reduce_sum(x, axes):
     return bind(red.reduce_sum_p, x, axes=axes) if axes else x
 
 
+def reduce_max(x, axes):
+    axes = tuple(axes)
+    return bind(red.reduce_max_p, x, axes=axes) if axes else x
+
+
 def dot_general(x, y, dims: con.DotDims):
     return bind(con.dot_general_p, x, y, dims=dims)
+
+
+# --- matrices ---------------------------------------------------------------------------------
+
+
+def mT(x):
+    """Swap the last two axes."""
+    n = x.ndim
+    return transpose(x, (*range(n - 2), n - 1, n - 2))
+
+
+def H(x):
+    """Conjugate transpose of the last two axes."""
+    return conj(mT(x))
+
+
+def matmul(a, b):
+    """(..., m, k) @ (..., k, n) with equal batch axes."""
+    nb = a.ndim - 2
+    batch = tuple(range(nb))
+    return dot_general(a, b, con.DotDims((nb + 1,), (nb,), batch, batch))
+
+
+def constant(value, hint: str):
+    """A NumPy array as a named program constant."""
+    from pullback.ir.tracer import Tracer, current_builder
+
+    builder = current_builder()
+    builder.const_names.setdefault(id(value), hint)
+    return Tracer(builder.const(value), builder)
+
+
+def trsm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False, check: bool = False):
+    from pullback.primitives import linalg
+
+    return bind(linalg.trsm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal,
+                check=check)
+
+
+def trmm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False):
+    from pullback.primitives import linalg
+
+    return bind(linalg.trmm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal)

@@ -31,19 +31,19 @@ def unsupported(what: str):
 
 def refuse_conversion(x: Tracer):
     """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent."""
-    frame, scipy_frame = sys._getframe(1), None
+    frame, scipy_frames = sys._getframe(1), []
     user = user_frame(1)
     while frame is not None and frame is not user:
         if frame.f_globals.get("__name__", "").startswith("scipy."):
-            scipy_frame = frame
+            scipy_frames.append(frame)
         frame = frame.f_back
-    if scipy_frame is None:
+    named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
+    if named is None:
         raise ConcretizationError(located(
             f"a traced value {x.var.type} cannot be converted to a NumPy array (np.asarray/np.array); "
             "keep it symbolic, or compute it outside the traced function"
         ))
-    module = ".".join(p for p in scipy_frame.f_globals["__name__"].split(".") if not p.startswith("_"))
-    func = scipy_frame.f_code.co_name
+    module, func = named
     try:
         from pullback import linalg
         equivalent = getattr(linalg, func, None)
@@ -53,6 +53,24 @@ def refuse_conversion(x: Tracer):
     raise ConcretizationError(located(
         f"{module}.{func} calls np.asarray on a traced value, so it cannot be traced; {advice}"
     ))
+
+
+def _scipy_function(frame) -> tuple[str, str] | None:
+    """(public module, function) that a SciPy frame runs: its own function, or the one a
+    decorator's wrapper closes over (SciPy wraps functions that convert arguments first)."""
+    module = _public(frame.f_globals["__name__"])
+    if hasattr(sys.modules.get(module), frame.f_code.co_name):
+        return module, frame.f_code.co_name
+    for value in frame.f_locals.values():
+        name, owner = getattr(value, "__name__", None), getattr(value, "__module__", None) or ""
+        if callable(value) and owner.startswith("scipy.") and hasattr(sys.modules.get(_public(owner)), name or "_"):
+            return _public(owner), name
+    return None
+
+
+def _public(module: str) -> str:
+    """``scipy.linalg._decomp_cholesky`` -> ``scipy.linalg``."""
+    return ".".join(p for p in module.split(".") if not p.startswith("_"))
 
 
 # --- promotion and broadcasting --------------------------------------------------
@@ -671,6 +689,44 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.astype: lambda x, dtype, copy=True: astype(x, dtype), np.copy: lambda a, *args, **kw: a,
     np.linalg.norm: norm, np.matrix_transpose: matrix_transpose, np.matmul: matmul,
 }
+
+
+# --- np.linalg on traced arrays: pullback.linalg ------------------------------------------------
+
+
+def _linalg(name):
+    def call(*args, **kwargs):
+        from pullback import linalg
+
+        return getattr(linalg, name)(*args, **kwargs)
+
+    return call
+
+
+def _np_cholesky(a, /, *, upper=False):
+    return _linalg("cholesky")(a, lower=not upper)
+
+
+def _np_qr(a, mode="reduced"):
+    return _linalg("qr")(a, mode=mode)
+
+
+def _np_eigh(a, UPLO="L"):
+    if UPLO != "L":
+        unsupported("np.linalg.eigh with UPLO='U'")
+    return _linalg("eigh")(a)
+
+
+def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        unsupported("np.linalg.svd with hermitian=True")
+    return _linalg("svd")(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+FUNCTIONS.update({
+    np.linalg.cholesky: _np_cholesky, np.linalg.qr: _np_qr, np.linalg.eigh: _np_eigh,
+    np.linalg.eigvalsh: lambda a, UPLO="L": _np_eigh(a, UPLO)[0], np.linalg.svd: _np_svd,
+})
 
 
 def array_function(func, args, kwargs):

@@ -21,6 +21,10 @@ from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.tree import LEAF
 
+# Outputs of multi-result operations, by position.
+OUTPUT_HINTS = {"potrf": ("l", "info"), "gelqf": ("l", "q"), "geqrf": ("q", "r"), "syevd": ("w", "v"),
+                "gesvd": ("u", "s", "vh")}
+
 # Unnamed intermediates are named after the operation that made them.
 TEMP_HINTS = {
     "broadcast_in_dim": "bcast", "convert_element_type": "cast", "dot_general": "dot", "reduce_sum": "total",
@@ -74,7 +78,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
     namespace = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
-    ctx = backend.Context()
+    ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
 
     def expr(a: Atom) -> s.Expr:
         return s.number(a.value) if isinstance(a, Literal) else s.name(namer[a])
@@ -85,7 +89,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     for i, eqn in enumerate(program.eqns):
         ins = [expr(a) for a in eqn.inputs]
         fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
-        outs = [s.name(namer.name(v, v.hint, fallback)) for v in eqn.outputs]
+        hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+        outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
+        ctx.where = _where(eqn.source)
         emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
         stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
         comment = _comment(eqn.source)
@@ -131,6 +137,14 @@ def _comment(source: SourceInfo | None) -> tuple[str, tuple[str, int]] | None:
         return None
     where = f"{_safe(os.path.basename(source.filename))}:{stmt.first}"
     return f"# {where}  {sourcemap.statement_text(source.filename, stmt)}", (source.filename, stmt.first)
+
+
+def _where(source: SourceInfo | None) -> str:
+    """``file.py:12`` for error messages: basename and line, letters, digits and ._- only."""
+    if source is None:
+        return ""
+    name = "".join(c for c in os.path.basename(source.filename) if c.isascii() and (c.isalnum() or c in "._-"))
+    return f"{name}:{source.lineno}"
 
 
 def _safe(text: str) -> str:

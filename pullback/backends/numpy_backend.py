@@ -25,8 +25,10 @@ IMPORTS = {"np": "numpy", "scipy": "scipy"}
 class Context:
     """What an emitter may ask of the code generator."""
 
-    def __init__(self):
+    def __init__(self, fresh: Callable[[str], str] | None = None):
         self.modules: set[str] = set()
+        self.fresh = fresh or (lambda hint: hint)  # a new local name, unique in the function
+        self.where = ""  # the current equation's user file:line, sanitised for use in messages
 
     def use(self, module: str) -> None:
         """Record that the generated code needs ``import module``."""
@@ -279,3 +281,6 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
     out += [lhs[i] for i in con.free_axes(ln, d.lhs_contract, d.lhs_batch)]
     out += [rhs[i] for i in con.free_axes(rn, d.rhs_contract, d.rhs_batch)]
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
+
+
+from pullback.backends import numpy_linalg  # noqa: E402,F401  (registers the linear-algebra emitters)

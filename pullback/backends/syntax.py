@@ -89,7 +89,8 @@ def parens(e: Expr) -> Expr:
 
 def atomic(e: Expr) -> Expr:
     """``e`` parenthesised unless it is a name, attribute, call or subscript."""
-    if isinstance(e, cst.Name | cst.Attribute | cst.Call | cst.Subscript | cst.Integer | cst.Float) or e.lpar:
+    if isinstance(e, cst.Name | cst.Attribute | cst.Call | cst.Subscript | cst.Integer | cst.Float | cst.SimpleString
+                  ) or e.lpar:
         return e
     return parens(e)
 
@@ -125,7 +126,8 @@ def slice_(start: int | None, stop: int | None, step: int | None) -> cst.Slice:
 
 
 def assign(targets: Sequence[cst.Name], value: Expr) -> cst.SimpleStatementLine:
-    target: Expr = targets[0] if len(targets) == 1 else cst.Tuple([cst.Element(t) for t in targets])
+    target: Expr = targets[0] if len(targets) == 1 else cst.Tuple([cst.Element(t) for t in targets], lpar=[],
+                                                                  rpar=[])
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
 
 

@@ -381,8 +381,11 @@ def name_from_source(program: Program) -> Program:
         same_file = nxt is not None and nxt.filename == src.filename
         if same_file and sourcemap.statement_at(nxt.filename, nxt.lineno) == stmt:
             continue  # not the last equation of this run
-        if len(stmt.targets) == len(eqn.outputs):
-            for v, name in zip(eqn.outputs, stmt.targets):
+        outs = eqn.outputs
+        if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
+            outs = tuple(v for v in outs if v.dtype.kind in "fc")
+        if len(stmt.targets) == len(outs):
+            for v, name in zip(outs, stmt.targets):
                 if not v.hint:
                     hints[id(v)] = name
     return rename(program, hints) if hints else program

@@ -3,9 +3,6 @@ enumerated so that a primitive no case exercises fails the suite."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 import scipy.special
@@ -14,26 +11,10 @@ import pullback as pb
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
 from pullback.primitives import structural as st
+from tests.primitives.cases import Case, make_arg
+from tests.primitives.linalg_cases import LINALG_CASES
 
-
-@dataclass
-class Case:
-    name: str
-    fn: Callable
-    shapes: tuple
-    dtype: str = "float64"
-    positive: bool = False
-    reference: Callable | None = None  # defaults to fn itself run by NumPy
-
-
-def _arg(rng, shape, dtype, positive):
-    if dtype.startswith("complex"):
-        x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
-    else:
-        x = rng.standard_normal(shape)
-    if positive:
-        x = np.abs(x) + 0.5
-    return np.asarray(x).astype(dtype) if shape != () else np.dtype(dtype).type(x)
+_arg = make_arg
 
 
 def _eye_plus(x):
@@ -121,6 +102,7 @@ CASES += [
          ((3, 4), (4, 5), (5, 3))),
     Case("einsum-batched", lambda a, b: np.einsum("bij,bjk->bki", a, b), ((2, 3, 4), (2, 4, 5))),
     Case("norm", lambda x: (np.linalg.norm(x), np.linalg.norm(x, axis=0)), ((3, 4),), "complex128"),
+    *LINALG_CASES,
 ]
 
 

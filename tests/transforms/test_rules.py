@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback import linalg as pla
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
 from pullback.primitives import structural as st
@@ -82,6 +83,20 @@ LINEAR_CASES = [
     Case("dot-batched-rhs", lambda x: np.einsum("bij,bjk->bik", np.ones((2, 3, 5)), x), ((2, 5, 4),)),
     Case("tensordot", lambda x: np.tensordot(x, C, axes=([0, 1], [0, 1])), ((3, 4),)),
 ]
+
+
+TRI = np.tril(np.random.default_rng(10).standard_normal((3, 3))) + 3 * np.eye(3)
+for _left in (True, False):
+    for _lower in (True, False):
+        for _trans in (0, 1):
+            _a = TRI if _lower else TRI.T
+            _shape = ((3, 2),) if _left else ((2, 3),)
+            _tag = f"{'left' if _left else 'right'}-{'lower' if _lower else 'upper'}-{'NT'[_trans]}"
+            _kw = dict(trans=_trans, lower=_lower, side="left" if _left else "right")
+            LINEAR_CASES.append(Case(f"trsm-{_tag}", lambda b, a=_a, kw=_kw: pla.solve_triangular(a, b, **kw), _shape))
+            LINEAR_CASES.append(Case(f"trmm-{_tag}", lambda b, a=_a, kw=_kw: pla.trmm(a, b, **kw), _shape))
+LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack([TRI, 2 * TRI]), b, lower=True),
+                         ((2, 3, 4),)))
 
 
 @pytest.mark.parametrize("case", LINEAR_CASES, ids=lambda c: c.name)

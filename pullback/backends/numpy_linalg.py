@@ -1,0 +1,233 @@
+"""Linear-algebra primitives printed as direct SciPy LAPACK/BLAS calls.
+
+LAPACK is column-major and NumPy arrays row-major: the F-ordered view ``A.T`` of a
+C-ordered ``A`` *is* A^T in LAPACK's eyes, so calls take transposed views and flip
+``lower`` and the side instead of copying. Leading batch axes become a loop.
+Failures (LAPACK ``info`` > 0, a zero pivot) raise ``np.linalg.LinAlgError`` naming
+the operation and the user's line; pullback re-raises it as ``pullback.LinAlgError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+import numpy as np
+
+from pullback.backends import syntax as s
+from pullback.backends.numpy_backend import EMITTERS, Context
+from pullback.backends.syntax import Expr
+from pullback.ir.core import Eqn
+from pullback.primitives import linalg as la
+
+PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
+          np.dtype(np.complex128): "z"}
+
+
+def lapack(ctx: Context, name: str, dtype) -> Expr:
+    """``scipy.linalg.lapack.dpotrf`` for ``name='potrf'`` and float64."""
+    ctx.use("scipy.linalg")
+    return s.dotted(f"scipy.linalg.lapack.{PREFIX[np.dtype(dtype)]}{name}")
+
+
+def blas(ctx: Context, name: str, dtype) -> Expr:
+    ctx.use("scipy.linalg")
+    return s.dotted(f"scipy.linalg.blas.{PREFIX[np.dtype(dtype)]}{name}")
+
+
+def raise_if(test: Expr, ctx: Context, message: str, *values: Expr) -> cst.If:
+    """``if test: raise np.linalg.LinAlgError(message.format(*values))``; the message is ours."""
+    where = f" (at {ctx.where})" if ctx.where else ""
+    text = s.method(cst.SimpleString(repr(message + where)), "format", *values) if values else cst.SimpleString(
+        repr(message + where))
+    exc = cst.Raise(exc=s.call("np.linalg.LinAlgError", text))
+    return cst.If(test=test, body=cst.IndentedBlock([s.statement(exc)]))
+
+
+def assign(targets, value: Expr) -> cst.SimpleStatementLine:
+    return s.assign(targets, value)
+
+
+def kw(**kwargs) -> dict[str, Expr]:
+    return {k: s.number(v) for k, v in kwargs.items()}
+
+
+# A matrix emitter prints one 2-d instance: (ctx, eqn, inputs, output names) -> statements.
+MatrixEmitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], list[cst.BaseStatement]]
+
+
+def batched(emit: MatrixEmitter) -> Callable:
+    """Loop a matrix emitter over leading batch axes: outputs are allocated, each
+    iteration's results stored into them."""
+
+    def emitter(ctx: Context, eqn: Eqn, ins: list[Expr], outs: list[cst.Name]):
+        nb = eqn.inputs[0].type.ndim - 2
+        if nb == 0:
+            return emit(ctx, eqn, ins, outs)
+        batch = eqn.inputs[0].shape[:nb]
+        k = s.name(ctx.fresh("k"))
+        item_ins = [s.subscript(x, [k]) for x in ins]
+        item_outs = [s.name(ctx.fresh(f"{o.value}_k")) for o in outs]
+        body = emit(ctx, eqn, item_ins, item_outs)
+        body += [s.statement(cst.Assign([cst.AssignTarget(s.subscript(o, [k]))], t))
+                 for o, t in zip(outs, item_outs)]
+        alloc = [assign([o], s.call("np.empty", s.ints(v.shape), dtype=s.dtype(v.dtype)))
+                 for o, v in zip(outs, eqn.outputs)]
+        loop = cst.For(target=k, iter=s.call("np.ndindex", *map(s.number, batch)), body=cst.IndentedBlock(body))
+        return [*alloc, loop]
+
+    return emitter
+
+
+def emits(prim):
+    def register(fn: MatrixEmitter):
+        EMITTERS[prim] = batched(fn)
+        return fn
+
+    return register
+
+
+@emits(la.potrf_p)
+def _potrf(ctx, eqn, ins, outs):
+    """LAPACK factors A^T (the F-view A.T) as U^H U; L = U^T is the C-view of that factor."""
+    (a,), (l, info) = ins, outs
+    u = s.name(ctx.fresh("u"))
+    stmts = [assign([u, info], s.call(lapack(ctx, "potrf", eqn.inputs[0].dtype), s.attribute(a, "T")))]
+    if eqn.params["check"]:
+        stmts.append(raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
+                                         "(LAPACK potrf info={})", info, info))
+    return [*stmts, assign([l], s.attribute(u, "T"))]
+
+
+def _triangular(ctx, eqn, ins, outs, name: str):
+    """op(A) X = B on C arrays is X^T op(A)^T = B^T on their F-views: the other side,
+    the other triangle, the same transposition."""
+    (a, b), (x,) = ins, outs
+    p = eqn.params
+    call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), s.attribute(a, "T"), s.attribute(b, "T"),
+                  **kw(side=1 if p["left"] else 0, lower=0 if p["lower"] else 1, trans_a=int(p["trans"]),
+                       diag=int(p["unit_diagonal"])))
+    stmts = []
+    if p.get("check") and not p["unit_diagonal"]:
+        diagonal = s.call("np.diagonal", a)
+        stmts.append(raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
+                              "solve_triangular: singular matrix: diagonal element {} is zero",
+                              s.binop(s.call("np.argmin", s.call("np.abs", diagonal)), "+", s.number(1))))
+    return [*stmts, assign([x], s.attribute(call, "T"))]
+
+
+@emits(la.trsm_p)
+def _trsm(ctx, eqn, ins, outs):
+    return _triangular(ctx, eqn, ins, outs, "trsm")
+
+
+@emits(la.trmm_p)
+def _trmm(ctx, eqn, ins, outs):
+    return _triangular(ctx, eqn, ins, outs, "trmm")
+
+
+@emits(la.syrk_p)
+def _syrk(ctx, eqn, ins, outs):
+    """NumPy hands ``a @ a.T`` to BLAS syrk and mirrors the triangle."""
+    (a,) = ins
+    h = s.attribute(s.method(a, "conj"), "T") if eqn.inputs[0].dtype.kind == "c" else s.attribute(a, "T")
+    return [assign(outs, s.binop(h, "@", a) if eqn.params["trans"] else s.binop(a, "@", h))]
+
+
+@emits(la.potri_p)
+def _potri(ctx, eqn, ins, outs):
+    """potri on the F-view L.T = U leaves triu((U^H U)^{-1}); the strict upper part mirrors."""
+    (l,), (b,) = ins, outs
+    c, info = s.name(ctx.fresh("c")), s.name(ctx.fresh("info"))
+    complex_ = eqn.inputs[0].dtype.kind == "c"
+    mirror = s.attribute(s.call("np.triu", c, s.number(1)), "T")
+    full = s.binop(c, "+", s.method(mirror, "conj") if complex_ else mirror)
+    return [
+        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"))),
+        raise_if(info, ctx, "cholesky_inverse: the factor is singular (LAPACK potri info={})", info),
+        assign([b], s.call("np.conj", full) if complex_ else full),
+    ]
+
+
+def _orthonormal(ctx, dtype) -> Expr:
+    return lapack(ctx, "ungqr" if np.dtype(dtype).kind == "c" else "orgqr", dtype)
+
+
+@emits(la.gelqf_p)
+def _gelqf(ctx, eqn, ins, outs):
+    """LQ of A is the transposed QR of A^T, which the F-view A.T presents to LAPACK."""
+    (a,), (l, q) = ins, outs
+    dt, m = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2]
+    qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
+    return [
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"))),
+        assign([l], s.attribute(s.call("np.triu", s.subscript(qr, [s.slice_(None, m, None)])), "T")),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
+        assign([q], s.attribute(q, "T")),
+    ]
+
+
+@emits(la.geqrf_p)
+def _geqrf(ctx, eqn, ins, outs):
+    (a,), (q, r) = ins, outs
+    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
+    return [
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a)),
+        assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, n, None)]))),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
+    ]
+
+
+def _fix_phase(ctx, vectors: cst.Name, n: int, others: list[cst.Name], complex_: bool):
+    """Make each column's largest-magnitude entry real positive (deterministic signs);
+    the rows of ``others`` get the conjugate phase, so products like U S V^H are unchanged."""
+    big, phase = s.name(ctx.fresh("big")), s.name(ctx.fresh("phase"))
+    pivot = s.subscript(vectors, [s.call("np.argmax", s.call("np.abs", vectors), axis=s.number(0)),
+                                  s.call("np.arange", s.number(n))])
+    stmts = [assign([big], pivot)]
+    if complex_:
+        stmts.append(assign([phase], s.binop(s.call("np.abs", big), "/", big)))
+    else:
+        stmts.append(assign([phase], s.call("np.sign", big)))
+    stmts.append(assign([vectors], s.binop(vectors, "*", phase)))
+    row_phase = s.subscript(s.call("np.conj", phase) if complex_ else phase, [s.slice_(None, None, None),
+                                                                              cst.Name("None")])
+    for other in others:
+        stmts.append(assign([other], s.binop(row_phase, "*", other)))
+    return stmts
+
+
+@emits(la.syevd_p)
+def _syevd(ctx, eqn, ins, outs):
+    """syevd/heevd of the F-view A.T (A^T = A; conj(A) for Hermitian A, whence conj(V))."""
+    (a,), (w, v) = ins, outs
+    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    complex_ = dt.kind == "c"
+    info = s.name(ctx.fresh("info"))
+    stmts = [
+        assign([w, v, info], s.call(lapack(ctx, "heevd" if complex_ else "syevd", dt), s.attribute(a, "T"))),
+        raise_if(info, ctx, "eigh: the eigenvalue algorithm did not converge (LAPACK syevd info={})", info),
+    ]
+    if complex_:
+        stmts.append(assign([v], s.call("np.conj", v)))
+    return stmts + _fix_phase(ctx, v, n, [], complex_)
+
+
+@emits(la.gesvd_p)
+def _gesvd(ctx, eqn, ins, outs):
+    """SVD of the F-view A.T = W S Z^H gives A = conj(Z) S W^T: U = vt.T, V^H = w.T
+    (gesdd, divide and conquer, as NumPy uses)."""
+    (a,), (u, sv, vh) = ins, outs
+    dt = eqn.inputs[0].dtype
+    k = min(eqn.inputs[0].shape[-2:])
+    complex_ = dt.kind == "c"
+    w, z, info = s.name(ctx.fresh("w")), s.name(ctx.fresh("vt")), s.name(ctx.fresh("info"))
+    stmts = [
+        assign([w, sv, z, info], s.call(lapack(ctx, "gesdd", dt), s.attribute(a, "T"),
+                                        full_matrices=s.number(0))),
+        raise_if(info, ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})", info),
+        assign([u], s.attribute(z, "T")),
+        assign([vh], s.attribute(w, "T")),
+    ]
+    return stmts + _fix_phase(ctx, u, k, [vh], complex_)

@@ -1,0 +1,249 @@
+"""Differentiable dense linear algebra with NumPy/SciPy names and conventions.
+
+Each function traces to LAPACK/BLAS-named primitives (``potrf``, ``trsm``, ``trmm``,
+``syrk``, ``potri``, ``gelqf``, ``geqrf``, ``syevd``, ``gesvd``) and accepts leading
+batch axes ``(..., m, n)``. Outside a trace they run the same compiled code.
+
+Conventions: ``cholesky`` returns the lower factor by default (SciPy's default is
+upper: pass ``lower=False`` for it); ``solve_triangular`` follows SciPy
+(``lower=False``, ``trans=0|1|2`` or ``'N'|'T'|'C'``) and adds ``side``; ``eigh``
+returns ascending eigenvalues and eigenvectors in columns; ``svd`` returns
+``u, s, vh`` with descending ``s``. Eigen- and singular vectors get a deterministic
+phase: the largest-magnitude entry of each (left) vector is real positive.
+
+Derivatives of ``eigh`` and ``svd`` divide by eigenvalue (singular value) gaps; below
+``GAP_EPS * max|lambda|`` (about 2.2e-13 relative) the gap is clamped, so gradients
+at repeated eigenvalues stay finite (and are then approximate, as the exact
+derivative does not exist).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pullback.errors import TracingError
+from pullback.ir.tracer import Tracer, bind, located
+from pullback.primitives import linalg as la
+from pullback.primitives.linalg import GAP_EPS, Trans
+
+__all__ = [
+    "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "eigh", "gemm", "logdet",
+    "lq", "qr", "solve", "solve_triangular", "svd", "syrk", "trmm",
+]
+
+
+def _traced(fn):
+    """Run ``fn`` on tracers directly; on concrete arrays, through a compiled program."""
+    import functools
+
+    from pullback.api import jit
+
+    compiled: dict = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(a, Tracer) for a in args):
+            return fn(*args, **kwargs)
+        args = tuple(np.asarray(a) if isinstance(a, list | tuple) else a for a in args)
+        static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
+        key = (static, tuple(sorted(kwargs.items())))
+        if key not in compiled:
+            compiled[key] = jit(functools.partial(fn, **kwargs), static_argnums=static)
+        return compiled[key](*args)
+
+    return wrapper
+
+
+def _float(a):
+    """``a`` as a float/complex array value (integer matrices are promoted like NumPy does)."""
+    from pullback import numpy_api as pnp
+
+    if a.dtype.kind not in "fc":
+        return pnp.astype(a, np.float64)
+    return a
+
+
+def _trans(trans) -> Trans:
+    if isinstance(trans, str):
+        try:
+            return Trans[trans.upper()]
+        except KeyError:
+            raise ValueError(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}") from None
+    if trans not in (0, 1, 2):
+        raise ValueError(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}")
+    return Trans(trans)
+
+
+def _side(side: str) -> bool:
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right'; got {side!r}")
+    return side == "left"
+
+
+def _mT(x):
+    from pullback import numpy_api as pnp
+
+    return pnp.matrix_transpose(x)
+
+
+def _H(x):
+    from pullback import numpy_api as pnp
+
+    return pnp.conj(_mT(x))
+
+
+@_traced
+def cholesky(a, lower: bool = True):
+    """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
+    with A = L L^H, or upper U = L^H. Raises ``pullback.LinAlgError`` if A is not
+    positive definite (LAPACK's info: the order of the failing leading minor)."""
+    l, _ = bind(la.potrf_p, _float(a), check=True)
+    return l if lower else _H(l)
+
+
+@_traced
+def cholesky_ex(a, lower: bool = True):
+    """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
+    else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
+    l, info = bind(la.potrf_p, _float(a), check=False)
+    return (l if lower else _H(l)), info
+
+
+def _matrix_rhs(b, side_left: bool):
+    """A vector right-hand side as a one-column (one-row) matrix, and how to undo it."""
+    from pullback import numpy_api as pnp
+
+    if b.ndim == 1:
+        shape = (b.shape[0], 1) if side_left else (1, b.shape[0])
+        return pnp.reshape(b, shape), lambda x: pnp.reshape(x, (b.shape[0],))
+    return b, lambda x: x
+
+
+def _common(a, b):
+    from pullback import numpy_api as pnp
+
+    dt = pnp.result_dtype(a, b)
+    dt = dt if dt.kind in "fc" else np.dtype(np.float64)
+    return pnp.astype(a, dt), pnp.astype(b, dt)
+
+
+def _batch(a, b, side_left: bool):
+    """Broadcast the batch axes of a triangular matrix and a right-hand side."""
+    from pullback import numpy_api as pnp
+
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return pnp.broadcast_to(a, batch + a.shape[-2:]), pnp.broadcast_to(b, batch + b.shape[-2:])
+
+
+def _triangular(prim, a, b, lower, trans, side, unit_diagonal, **params):
+    left = _side(side)
+    a, b = _common(a, b)
+    if a.ndim < 2:
+        raise TracingError(located(f"the triangular matrix must have at least 2 axes, got shape {a.shape}"))
+    b, undo = _matrix_rhs(b, left)
+    a, b = _batch(a, b, left)
+    return undo(bind(prim, a, b, left=left, lower=bool(lower), trans=_trans(trans),
+                     unit_diagonal=bool(unit_diagonal), **params))
+
+
+@_traced
+def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = False, side: str = "left"):
+    """X with op(A) X = B (``side='left'``) or X op(A) = B (``side='right'``), op(A) = A, A^T
+    or A^H for ``trans`` 0/'N', 1/'T', 2/'C'; only A's lower or upper triangle is read.
+    ``b`` may be a vector. Raises ``pullback.LinAlgError`` on a zero diagonal entry."""
+    return _triangular(la.trsm_p, a, b, lower, trans, side, unit_diagonal, check=True)
+
+
+@_traced
+def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: bool = False, alpha=1.0):
+    """``alpha op(T) B`` (left) or ``alpha B op(T)``, T the lower/upper triangle of A."""
+    out = _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal)
+    return out if alpha == 1.0 else out * alpha
+
+
+@_traced
+def syrk(a, trans: bool = False, alpha=1.0):
+    """``alpha A A^T`` (or ``alpha A^T A`` with ``trans``) as a full symmetric matrix;
+    A A^H for complex A (herk)."""
+    out = bind(la.syrk_p, _float(a), trans=bool(trans))
+    return out if alpha == 1.0 else out * alpha
+
+
+@_traced
+def gemm(a, b, alpha=1.0, trans_a: bool = False, trans_b: bool = False):
+    """``alpha op(A) op(B)`` with op the transpose where asked (dot_general underneath)."""
+    a, b = _common(a, b)
+    out = (_mT(a) if trans_a else a) @ (_mT(b) if trans_b else b)
+    return out if alpha == 1.0 else out * alpha
+
+
+@_traced
+def cholesky_inverse(l, lower: bool = True):
+    """(L L^H)^{-1} from a Cholesky factor (lower L, or upper U = L^H), full matrix."""
+    l = _float(l)
+    return bind(la.potri_p, l if lower else _H(l))
+
+
+@_traced
+def lq(a):
+    """``(l, q)`` with A = L Q for m <= n: L (m, m) lower triangular, Q (m, n) with orthonormal rows."""
+    return bind(la.gelqf_p, _float(a))
+
+
+@_traced
+def qr(a, mode: str = "reduced"):
+    """``(q, r)`` with A = Q R for m >= n: Q (m, n) with orthonormal columns, R (n, n) upper."""
+    if mode != "reduced":
+        raise ValueError(f"only mode='reduced' is differentiable; got {mode!r}")
+    return bind(la.geqrf_p, _float(a))
+
+
+@_traced
+def eigh(a):
+    """``(w, v)``: eigenvalues ascending, eigenvectors in columns, of a symmetric (Hermitian)
+    matrix; its lower triangle is read."""
+    return bind(la.syevd_p, _float(a))
+
+
+@_traced
+def svd(a, full_matrices: bool = False, compute_uv: bool = True):
+    """``(u, s, vh)`` with A = U diag(s) V^H, thin (k = min(m, n)), ``s`` descending;
+    just ``s`` with ``compute_uv=False``. Full matrices are not differentiable for m != n."""
+    a = _float(a)
+    if compute_uv and full_matrices and a.shape[-1] != a.shape[-2]:
+        raise TracingError(located(
+            f"svd of a non-square {a.shape[-2]}x{a.shape[-1]} matrix with full_matrices=True is not supported "
+            "(NumPy's default); pass full_matrices=False"))
+    u, s, vh = bind(la.gesvd_p, a)
+    return (u, s, vh) if compute_uv else s
+
+
+@_traced
+def logdet(a):
+    """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A))))."""
+    l = cholesky(a)
+    return 2.0 * np.sum(np.log(np.real(np.diagonal(l, 0, -2, -1))), axis=-1)
+
+
+def cho_factor(a, lower: bool = False):
+    """``(c, lower)`` as in SciPy, with c the triangular factor (the other triangle zero)."""
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b):
+    """X with A X = B from ``cho_factor``'s output: two triangular solves, no inverse."""
+    c, lower = c_and_lower
+    if lower:
+        y = solve_triangular(c, b, lower=True)
+        return solve_triangular(c, y, lower=True, trans=2)
+    y = solve_triangular(c, b, lower=False, trans=2)
+    return solve_triangular(c, y, lower=False)
+
+
+def solve(a, b, assume_a: str = "pos", lower: bool = False):
+    """X with A X = B. ``assume_a='pos'`` (symmetric positive definite): Cholesky and two
+    triangular solves. General matrices need LU, which is not available yet."""
+    if assume_a not in ("pos", "positive definite"):
+        raise NotImplementedError(f"solve with assume_a={assume_a!r} needs LU, which pullback does not have yet; "
+                                  "use assume_a='pos' for symmetric positive definite matrices")
+    return cho_solve(cho_factor(a, lower=True), b)

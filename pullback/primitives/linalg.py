@@ -1,0 +1,374 @@
+"""Dense linear algebra, named as in LAPACK/BLAS (Seeger et al., "Auto-Differentiating
+Linear Algebra", section 4). Matrices are the last two axes; leading axes are a batch.
+
+JVP rules are written over linear primitives (``trsm``, ``trmm``, matmul, triangle
+masks), so transposition yields triangular solves, never explicit inverses. The
+paper's backward formulas are the oracles of the tests.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from pullback.ir.core import Primitive, ShapeError, shape_rules
+from pullback.ir.types import ArrayType, real_dtype
+
+
+class Trans(enum.IntEnum):
+    """``op(A)``: A, A^T or A^H (SciPy's ``trans=0|1|2``)."""
+
+    N = 0
+    T = 1
+    C = 2
+
+
+INFO = np.dtype(np.int32)
+
+
+def _matrix(x, name: str, square: bool = False) -> tuple[tuple[int, ...], int, int]:
+    if x.type.ndim < 2:
+        raise ShapeError(f"{name} needs a matrix (..., m, n), got shape {x.shape}")
+    if x.dtype.kind not in "fc":
+        raise ShapeError(f"{name} needs a float or complex matrix, got {x.dtype.name}")
+    *batch, m, n = x.shape
+    if square and m != n:
+        raise ShapeError(f"{name} needs a square matrix, got shape {x.shape}")
+    return tuple(batch), m, n
+
+
+def _rule(prim):
+    def register(fn):
+        shape_rules[prim] = fn
+        return fn
+
+    return register
+
+
+potrf_p = Primitive("potrf", multiple_results=True)
+
+
+@_rule(potrf_p)
+def _potrf(a, *, check: bool):
+    """Lower Cholesky factor L (A = L L^H) and LAPACK's info; ``check`` raises when info > 0."""
+    batch, _, _ = _matrix(a, "cholesky", square=True)
+    return a.type, ArrayType(batch, INFO)
+
+
+def _triangular(a, b, name: str, left: bool) -> ArrayType:
+    batch, n, _ = _matrix(a, name, square=True)
+    bbatch, m, k = _matrix(b, name)
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{name}: operands have different dtypes {a.dtype.name} and {b.dtype.name}")
+    if bbatch != batch:
+        raise ShapeError(f"{name}: batch shapes differ: {a.shape} and {b.shape}")
+    if (m if left else k) != n:
+        side = "rows" if left else "columns"
+        raise ShapeError(f"{name}: a triangular matrix of shape {a.shape} does not fit the {side} of {b.shape}")
+    return b.type
+
+
+trsm_p = Primitive("trsm")
+trmm_p = Primitive("trmm")
+
+
+@_rule(trsm_p)
+def _trsm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool, check: bool):
+    """X with op(A) X = B (left) or X op(A) = B; only A's ``lower``/upper triangle is read.
+    ``check`` raises on a zero diagonal (solves that rules create reuse a checked factor)."""
+    return _triangular(a, b, "solve_triangular", left)
+
+
+@_rule(trmm_p)
+def _trmm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool):
+    """op(T) B (left) or B op(T), T the ``lower``/upper triangle of A."""
+    return _triangular(a, b, "trmm", left)
+
+
+syrk_p = Primitive("syrk")
+
+
+@_rule(syrk_p)
+def _syrk(a, *, trans: bool):
+    """A A^H, or A^H A with ``trans`` (``herk`` for complex)."""
+    batch, m, n = _matrix(a, "syrk")
+    k = n if trans else m
+    return ArrayType((*batch, k, k), a.dtype)
+
+
+potri_p = Primitive("potri")
+
+
+@_rule(potri_p)
+def _potri(l):
+    """(L L^H)^{-1} from the lower Cholesky factor L, as a full matrix."""
+    _matrix(l, "cholesky_inverse", square=True)
+    return l.type
+
+
+gelqf_p = Primitive("gelqf", multiple_results=True)
+
+
+@_rule(gelqf_p)
+def _gelqf(a):
+    """A = L Q with L (m, m) lower triangular and Q (m, n) with orthonormal rows, m <= n."""
+    batch, m, n = _matrix(a, "lq")
+    if m > n:
+        raise ShapeError(f"lq needs m <= n, got shape {a.shape} (use qr)")
+    return ArrayType((*batch, m, m), a.dtype), a.type
+
+
+geqrf_p = Primitive("geqrf", multiple_results=True)
+
+
+@_rule(geqrf_p)
+def _geqrf(a):
+    """A = Q R with Q (m, n) with orthonormal columns and R (n, n) upper triangular, m >= n."""
+    batch, m, n = _matrix(a, "qr")
+    if m < n:
+        raise ShapeError(f"qr needs m >= n for the reduced factorisation, got shape {a.shape} (use lq)")
+    return a.type, ArrayType((*batch, n, n), a.dtype)
+
+
+syevd_p = Primitive("syevd", multiple_results=True)
+
+
+@_rule(syevd_p)
+def _syevd(a):
+    """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric/Hermitian matrix."""
+    batch, n, _ = _matrix(a, "eigh", square=True)
+    return ArrayType((*batch, n), real_dtype(a.dtype)), a.type
+
+
+gesvd_p = Primitive("gesvd", multiple_results=True)
+
+
+@_rule(gesvd_p)
+def _gesvd(a):
+    """Thin SVD: U (m, k), singular values (k,) descending, V^H (k, n), k = min(m, n)."""
+    batch, m, n = _matrix(a, "svd")
+    k = min(m, n)
+    return (ArrayType((*batch, m, k), a.dtype), ArrayType((*batch, k), real_dtype(a.dtype)),
+            ArrayType((*batch, k, n), a.dtype))
+
+
+# --- differentiation rules --------------------------------------------------------------
+
+from pullback import lax  # noqa: E402
+from pullback.ir.tracer import bind  # noqa: E402
+from pullback.transforms.jvp import Zero, jvp_rules  # noqa: E402
+from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+
+# Relative size of the eigen/singular-value gaps below which derivative denominators are
+# clamped: h(t) = sgn(t) max(|t|, eps) with eps = GAP_EPS * max|lambda| (sgn(0) = +1).
+GAP_EPS = float(1e3 * np.finfo(np.float64).eps)
+
+
+def _sym(x):
+    """The Hermitian part (X + X^H) / 2: the tangent a symmetric input really sees."""
+    return lax.mul(lax.add(x, lax.H(x)), 0.5)
+
+
+def _batched(mask: np.ndarray, like):
+    """A constant (n, n) mask broadcast to ``like``'s batch shape."""
+    c = lax.constant(mask.astype(like.dtype), "mask")
+    return lax.broadcast_in_dim(c, like.shape, (like.ndim - 2, like.ndim - 1))
+
+
+def _triangle(x, lower: bool, unit_diagonal: bool):
+    """The part of ``x`` a triangular operator reads."""
+    k = -1 if unit_diagonal else 0
+    return lax.tril(x, k) if lower else lax.triu(x, -k)
+
+
+def _op(x, trans: Trans):
+    return x if trans == Trans.N else (lax.mT(x) if trans == Trans.T else lax.H(x))
+
+
+def _potrf_jvp(primals, tangents, *, check):
+    """dL = L Phi(L^{-1} sym(dA) L^{-H}), Phi = lower triangle with half the diagonal
+    (Murray 2016; Seeger et al. 4.2). Two triangular solves and a triangular product."""
+    (a,), (da,) = primals, tangents
+    l, info = bind(potrf_p, a, check=check)
+    n = a.shape[-1]
+    x = lax.trsm(l, _sym(da), left=True, lower=True)
+    x = lax.trsm(l, x, left=False, lower=True, trans=Trans.C)
+    phi = lax.mul(x, _batched(np.tril(np.ones((n, n))) - 0.5 * np.eye(n), x))
+    return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.var.type))
+
+
+def _trsm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal, check):
+    """op(A) X = B  =>  op(A) dX = dB - op(dT) X, one more solve with the same factor."""
+    (a, b), (da, db) = primals, tangents
+    params = dict(left=left, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    x = bind(trsm_p, a, b, **params, check=check)
+    rhs = None if isinstance(db, Zero) else db
+    if not isinstance(da, Zero):
+        dop = _op(_triangle(da, lower, unit_diagonal), trans)
+        term = lax.matmul(dop, x) if left else lax.matmul(x, dop)
+        rhs = lax.neg(term) if rhs is None else lax.sub(rhs, term)
+    return x, bind(trsm_p, a, rhs, **params, check=False)
+
+
+def _trmm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal):
+    (a, b), (da, db) = primals, tangents
+    params = dict(left=left, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    out = bind(trmm_p, a, b, **params)
+    dout = None if isinstance(db, Zero) else bind(trmm_p, a, db, **params)
+    if not isinstance(da, Zero):
+        dop = _op(_triangle(da, lower, unit_diagonal), trans)
+        term = lax.matmul(dop, b) if left else lax.matmul(b, dop)
+        dout = term if dout is None else lax.add(dout, term)
+    return out, dout
+
+
+def _adjoint(a, trans: Trans):
+    """(A', trans') with op'(A') = op(A)^H."""
+    if trans == Trans.N:
+        return a, Trans.C if a.dtype.kind == "c" else Trans.T
+    if trans == Trans.T:
+        return lax.conj(a), Trans.N
+    return a, Trans.N
+
+
+def _triangular_t(prim):
+    def rule(ct, a, b, *, left, lower, trans, unit_diagonal, **check):
+        """In B: op(A)^{-1} (or op(A)) transposes to op(A)^{-H} (op(A)^H), same side."""
+        if isinstance(a, Linear):
+            raise TypeError(f"{prim.name} is not linear in its triangular operand")
+        a2, trans2 = _adjoint(a, trans)
+        check = {"check": False} if check else {}
+        return None, bind(prim, a2, ct, left=left, lower=lower, trans=trans2, unit_diagonal=unit_diagonal, **check)
+
+    return rule
+
+
+def _syrk_jvp(primals, tangents, *, trans):
+    """d(A A^H) = Y + Y^H with Y = dA A^H (Y = A^H dA for A^H A)."""
+    (a,), (da,) = primals, tangents
+    out = bind(syrk_p, a, trans=trans)
+    y = lax.matmul(lax.H(a), da) if trans else lax.matmul(da, lax.H(a))
+    return out, lax.add(y, lax.H(y))
+
+
+def _potri_jvp(primals, tangents):
+    """B = (L L^H)^{-1}: dB = -(Y + Y^H) with Y = B dL L^{-1}; potri reads L's lower triangle."""
+    (l,), (dl,) = primals, tangents
+    b = bind(potri_p, l)
+    y = lax.matmul(b, lax.trsm(l, lax.tril(dl), left=False, lower=True))
+    return b, lax.neg(lax.add(y, lax.H(y)))
+
+
+def _lq_tangents(l, q, da):
+    """A = L Q: with Y = L^{-1} dA and C = Y Q^H, L^{-1} dL = G is the lower part of C
+    and dQ Q^H = C - G is skew: G = tril(C) + triu(C, 1)^H; dL = L G, dQ = Y - G Q."""
+    y = lax.trsm(l, da, left=True, lower=True)
+    c = lax.matmul(y, lax.H(q))
+    g = lax.add(lax.tril(c), lax.H(lax.triu(c, 1)))
+    return lax.trmm(l, g, left=True, lower=True), lax.sub(y, lax.matmul(g, q))
+
+
+def _gelqf_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    l, q = bind(gelqf_p, a)
+    return (l, q), _lq_tangents(l, q, da)
+
+
+def _geqrf_jvp(primals, tangents):
+    """QR of A is the conjugate transpose of the LQ of A^H."""
+    (a,), (da,) = primals, tangents
+    q, r = bind(geqrf_p, a)
+    dl, dq = _lq_tangents(lax.H(r), lax.H(q), lax.H(da))
+    return (q, r), (lax.H(dq), lax.H(dl))
+
+
+def _inverse_gaps(d, scale):
+    """1 / h(d) off the diagonal, 0 on it: h(t) = sgn(t) max(|t|, eps), sgn(0) = +1."""
+    n = d.shape[-1]
+    eps = lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(d.dtype).tiny))
+    eps = lax.broadcast_in_dim(eps, d.shape, tuple(range(d.ndim - 2)))
+    magnitude = lax.maximum(lax.abs(d), eps)
+    h = lax.select(lax.ge(d, 0.0), magnitude, lax.neg(magnitude))
+    return lax.div(_batched(1.0 - np.eye(n), d), h)
+
+
+def _outer_difference(w):
+    """D[..., i, j] = w_j - w_i."""
+    n = w.shape[-1]
+    shape = (*w.shape, n)
+    nb = w.ndim - 1
+    rows = lax.broadcast_in_dim(w, shape, (*range(nb), nb))
+    cols = lax.broadcast_in_dim(w, shape, (*range(nb), nb + 1))
+    return lax.sub(cols, rows)
+
+
+def _largest(x):
+    return lax.reduce_max(lax.abs(x), (x.ndim - 1,))
+
+
+def _as(x, dtype):
+    return lax.convert(x, dtype)
+
+
+def _syevd_jvp(primals, tangents):
+    """dw = diag(V^H dA V); dV = V (F o V^H dA V), F_ij = 1/h(w_j - w_i) (Seeger et al. 4.4)."""
+    (a,), (da,) = primals, tangents
+    w, v = bind(syevd_p, a)
+    p = lax.matmul(lax.H(v), lax.matmul(_sym(da), v))
+    dw = lax.real(lax.diagonal(p))
+    f = _inverse_gaps(_outer_difference(w), _largest(w))
+    return (w, v), (dw, lax.matmul(v, lax.mul(_as(f, p.dtype), p)))
+
+
+def _gesvd_jvp(primals, tangents):
+    """A = U S V^H (thin). With dP = U^H dA V: ds = diag(dP);
+    dU = U (E o (dP S + S dP^H)) + (I - U U^H) dA V S^{-1},
+    dV = V (E o (S dP + dP^H S)) + (I - V V^H) dA^H U S^{-1},
+    E_ij = 1/(h(s_j - s_i) h(s_j + s_i)) (Seeger et al. 4.5; Townsend 2016)."""
+    (a,), (da,) = primals, tangents
+    u, s, vh = bind(gesvd_p, a)
+    v = lax.H(vh)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    dp = lax.matmul(lax.H(u), lax.matmul(da, v))
+    ds = lax.real(lax.diagonal(dp))
+    nb = s.ndim - 1
+    shape = (*s.shape, k)
+    s_cols = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb + 1)), dp.dtype)  # S on the right
+    s_rows = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb)), dp.dtype)  # S on the left
+    scale = _largest(s)
+    e = lax.mul(_inverse_gaps(_outer_difference(s), scale),
+                _inverse_gaps(_sum_outer(s), scale))
+    e = _as(e, dp.dtype)
+    du = lax.matmul(u, lax.mul(e, lax.add(lax.mul(dp, s_cols), lax.mul(s_rows, lax.H(dp)))))
+    dv = lax.matmul(v, lax.mul(e, lax.add(lax.mul(s_rows, dp), lax.mul(lax.H(dp), s_cols))))
+    if m > k:  # the part of dA V outside the range of U
+        z = lax.matmul(da, v)
+        du = lax.add(du, _divide_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s))
+    if n > k:
+        z = lax.matmul(lax.H(da), u)
+        dv = lax.add(dv, _divide_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s))
+    return (u, s, vh), (du, ds, lax.H(dv))
+
+
+def _sum_outer(w):
+    """S[..., i, j] = w_i + w_j."""
+    n = w.shape[-1]
+    shape = (*w.shape, n)
+    nb = w.ndim - 1
+    return lax.add(lax.broadcast_in_dim(w, shape, (*range(nb), nb)),
+                   lax.broadcast_in_dim(w, shape, (*range(nb), nb + 1)))
+
+
+def _divide_columns(x, s):
+    nb = s.ndim - 1
+    return lax.div(x, _as(lax.broadcast_in_dim(s, x.shape, (*range(nb), nb + 1)), x.dtype))
+
+
+for _prim, _rule_fn in [(potrf_p, _potrf_jvp), (trsm_p, _trsm_jvp), (trmm_p, _trmm_jvp), (syrk_p, _syrk_jvp),
+                        (potri_p, _potri_jvp), (gelqf_p, _gelqf_jvp), (geqrf_p, _geqrf_jvp), (syevd_p, _syevd_jvp),
+                        (gesvd_p, _gesvd_jvp)]:
+    jvp_rules[_prim] = _rule_fn
+transpose_rules[trsm_p] = _triangular_t(trsm_p)
+transpose_rules[trmm_p] = _triangular_t(trmm_p)

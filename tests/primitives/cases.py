@@ -1,0 +1,28 @@
+"""The case record shared by the primitive suites."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable
+    shapes: tuple
+    dtype: str = "float64"
+    positive: bool = False
+    reference: Callable | None = None  # defaults to fn itself run by NumPy
+
+
+def make_arg(rng, shape, dtype, positive):
+    if dtype.startswith("complex"):
+        x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    else:
+        x = rng.standard_normal(shape)
+    if positive:
+        x = np.abs(x) + 0.5
+    return np.asarray(x).astype(dtype) if shape != () else np.dtype(dtype).type(x)

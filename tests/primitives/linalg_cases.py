@@ -1,0 +1,116 @@
+"""Linear-algebra cases shared by the forward, JVP and transpose suites. Each takes
+unconstrained random inputs and builds the structure it needs (SPD, triangular,
+symmetric) itself, so finite differences may probe any direction."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from pullback import linalg as pla
+from tests.primitives.cases import Case
+
+
+def spd(x):
+    n = x.shape[-1]
+    return x @ np.swapaxes(x, -1, -2) / n + np.eye(n)
+
+
+def sym(x):
+    return (x + np.swapaxes(x, -1, -2)) / 2
+
+
+def tri(x, lower=True):
+    n = x.shape[-1]
+    return (np.tril(x) if lower else np.triu(x)) + 3 * np.eye(n)
+
+
+def phase(vectors, others=()):
+    """Reference vectors with pullback's deterministic sign: largest-magnitude entry positive."""
+    idx = np.argmax(np.abs(vectors), axis=-2)
+    big = np.take_along_axis(vectors, idx[..., None, :], axis=-2)
+    sign = np.sign(big)
+    return (vectors * sign, *(np.swapaxes(sign, -1, -2) * o for o in others))
+
+
+def np_eigh(a):
+    w, v = np.linalg.eigh(a)
+    return w, phase(v)[0]
+
+
+def np_svd(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    u, vh = phase(u, (vh,))
+    return u, s, vh
+
+
+def sp_trsm(a, b, lower, trans, left):
+    if left:
+        return scipy.linalg.solve_triangular(a, b, trans=trans, lower=lower)
+    # X op(A) = B  <=>  op(A)^T X^T = B^T
+    return scipy.linalg.solve_triangular(a, b.T, trans=1 - trans, lower=lower).T
+
+
+def np_trmm(a, b, lower, trans, left):
+    t = np.tril(a) if lower else np.triu(a)
+    t = t.T if trans else t
+    return t @ b if left else b @ t
+
+
+LINALG_CASES: list[Case] = [
+    Case("cholesky", lambda x: pla.cholesky(spd(x)), ((4, 4),), reference=lambda x: np.linalg.cholesky(spd(x))),
+    Case("cholesky-upper-f32", lambda x: pla.cholesky(spd(x), lower=False), ((3, 3),), "float32",
+         reference=lambda x: np.linalg.cholesky(spd(x)).T),
+    Case("cholesky-batched", lambda x: np.linalg.cholesky(spd(x)), ((2, 3, 3),)),
+    Case("cholesky_ex", lambda x: pla.cholesky_ex(spd(x))[0], ((3, 3),),
+         reference=lambda x: np.linalg.cholesky(spd(x))),
+    Case("cho_solve", lambda x, b: pla.cho_solve(pla.cho_factor(spd(x)), b), ((4, 4), (4, 2)),
+         reference=lambda x, b: np.linalg.solve(spd(x), b)),
+    Case("solve-pos", lambda x, b: pla.solve(spd(x), b), ((4, 4), (4,)),
+         reference=lambda x, b: np.linalg.solve(spd(x), b)),
+    Case("logdet", lambda x: pla.logdet(spd(x)), ((4, 4),), reference=lambda x: np.linalg.slogdet(spd(x))[1]),
+    Case("syrk", lambda x: (pla.syrk(x), pla.syrk(x, trans=True, alpha=0.5)), ((3, 5),),
+         reference=lambda x: (x @ x.T, 0.5 * x.T @ x)),
+    Case("gemm", lambda a, b: pla.gemm(a, b, alpha=2.0, trans_a=True), ((4, 3), (4, 2)),
+         reference=lambda a, b: 2.0 * a.T @ b),
+    Case("cholesky_inverse", lambda x: pla.cholesky_inverse(pla.cholesky(spd(x))), ((4, 4),),
+         reference=lambda x: np.linalg.inv(spd(x))),
+    Case("cholesky_inverse-upper", lambda x: pla.cholesky_inverse(pla.cholesky(spd(x), lower=False), lower=False),
+         ((3, 3),), reference=lambda x: np.linalg.inv(spd(x))),
+    Case("lq", lambda x: pla.lq(x), ((3, 5),),
+         reference=lambda x: tuple(m.T for m in reversed(np.linalg.qr(x.T)))),
+    Case("lq-batched", lambda x: pla.lq(x), ((2, 3, 4),),
+         reference=lambda x: tuple(np.swapaxes(m, -1, -2) for m in reversed(np.linalg.qr(np.swapaxes(x, -1, -2))))),
+    Case("qr", lambda x: np.linalg.qr(x), ((5, 3),), reference=lambda x: tuple(np.linalg.qr(x))),
+    Case("qr-square-f32", lambda x: pla.qr(x), ((3, 3),), "float32", reference=lambda x: tuple(np.linalg.qr(x))),
+    Case("eigh", lambda x: np.linalg.eigh(sym(x)), ((4, 4),), reference=lambda x: np_eigh(sym(x))),
+    Case("eigh-batched", lambda x: pla.eigh(sym(x)), ((2, 3, 3),), reference=lambda x: np_eigh(sym(x))),
+    Case("svd-wide", lambda x: pla.svd(x), ((3, 5),), reference=np_svd),
+    Case("svd-tall", lambda x: np.linalg.svd(x, full_matrices=False), ((5, 3),), reference=np_svd),
+    Case("svd-square-batched", lambda x: pla.svd(x), ((2, 3, 3),), reference=np_svd),
+    Case("svd-values", lambda x: np.linalg.svd(x, compute_uv=False), ((4, 3),),
+         reference=lambda x: np.linalg.svd(x, compute_uv=False)),
+]
+
+for _left in (True, False):
+    for _lower in (True, False):
+        for _trans in (0, 1):
+            _tag = f"{'left' if _left else 'right'}-{'lower' if _lower else 'upper'}-{'NT'[_trans]}"
+            _shapes = ((3, 3), (3, 2) if _left else (2, 3))
+            LINALG_CASES.append(Case(
+                f"trsm-{_tag}",
+                lambda a, b, lo=_lower, t=_trans, le=_left: pla.solve_triangular(
+                    tri(a, lo), b, trans=t, lower=lo, side="left" if le else "right"),
+                _shapes, reference=lambda a, b, lo=_lower, t=_trans, le=_left: sp_trsm(tri(a, lo), b, lo, t, le)))
+            LINALG_CASES.append(Case(
+                f"trmm-{_tag}",
+                lambda a, b, lo=_lower, t=_trans, le=_left: pla.trmm(
+                    a, b, trans=t, lower=lo, side="left" if le else "right"),
+                _shapes, reference=lambda a, b, lo=_lower, t=_trans, le=_left: np_trmm(a, b, lo, t, le)))
+LINALG_CASES += [
+    Case("trsm-vector-unit", lambda a, b: pla.solve_triangular(tri(a), b, lower=True, unit_diagonal=True, trans="T"),
+         ((4, 4), (4,)), reference=lambda a, b: scipy.linalg.solve_triangular(
+             tri(a), b, lower=True, unit_diagonal=True, trans="T")),
+    Case("trsm-batched-f32", lambda a, b: pla.solve_triangular(tri(a), b, lower=True), ((2, 3, 3), (2, 3, 2)),
+         "float32", reference=lambda a, b: np.linalg.solve(np.tril(tri(a)), b)),
+]

@@ -197,3 +197,21 @@ def trmm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal:
     from pullback.primitives import linalg
 
     return bind(linalg.trmm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal)
+
+
+def permute(x, perm):
+    from pullback.primitives import linalg
+
+    return bind(linalg.permute_p, x, perm)
+
+
+def unpermute(x, perm):
+    from pullback.primitives import linalg
+
+    return bind(linalg.unpermute_p, x, perm)
+
+
+def slice_last2(x, rows: tuple[int, int], cols: tuple[int, int]):
+    """x[..., r0:r1, c0:c1]."""
+    nb = x.ndim - 2
+    return slice(x, (0,) * nb + (rows[0], cols[0]), x.shape[:nb] + (rows[1], cols[1]), (1,) * x.ndim)

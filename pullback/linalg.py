@@ -28,7 +28,8 @@ from pullback.primitives.linalg import GAP_EPS, Trans
 
 __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "eigh", "gemm", "logdet",
-    "lq", "qr", "solve", "solve_triangular", "svd", "syrk", "trmm",
+    "lq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "inv", "det", "slogdet", "qr", "solve", "solve_triangular",
+    "svd", "syrk", "trmm",
 ]
 
 
@@ -44,7 +45,7 @@ def _traced(fn):
     def wrapper(*args, **kwargs):
         if any(isinstance(a, Tracer) for a in args):
             return fn(*args, **kwargs)
-        args = tuple(np.asarray(a) if isinstance(a, list | tuple) else a for a in args)
+        args = tuple(np.asarray(a) if isinstance(a, list) else a for a in args)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
         key = (static, tuple(sorted(kwargs.items())))
         if key not in compiled:
@@ -233,6 +234,11 @@ def cho_factor(a, lower: bool = False):
 def cho_solve(c_and_lower, b):
     """X with A X = B from ``cho_factor``'s output: two triangular solves, no inverse."""
     c, lower = c_and_lower
+    return _cho_solve(c, b, bool(lower))
+
+
+@_traced
+def _cho_solve(c, b, lower: bool):
     if lower:
         y = solve_triangular(c, b, lower=True)
         return solve_triangular(c, y, lower=True, trans=2)
@@ -240,10 +246,128 @@ def cho_solve(c_and_lower, b):
     return solve_triangular(c, y, lower=False)
 
 
-def solve(a, b, assume_a: str = "pos", lower: bool = False):
-    """X with A X = B. ``assume_a='pos'`` (symmetric positive definite): Cholesky and two
-    triangular solves. General matrices need LU, which is not available yet."""
-    if assume_a not in ("pos", "positive definite"):
-        raise NotImplementedError(f"solve with assume_a={assume_a!r} needs LU, which pullback does not have yet; "
-                                  "use assume_a='pos' for symmetric positive definite matrices")
-    return cho_solve(cho_factor(a, lower=True), b)
+@_traced
+def solve(a, b, assume_a: str = "gen", lower: bool = False):
+    """X with A X = B: LU with partial pivoting (``assume_a='gen'``) or, for a symmetric
+    positive definite A (``assume_a='pos'``), Cholesky; then triangular solves, never an
+    inverse. Raises ``pullback.LinAlgError`` on a singular (not positive definite) A."""
+    if assume_a in ("pos", "positive definite"):
+        return cho_solve(cho_factor(a, lower=True), b)
+    if assume_a not in ("gen", "general"):
+        raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
+    return _lu_solve(*_getrf(a, check=True)[::2], b)
+
+
+# --- LU -------------------------------------------------------------------------------------
+
+
+@_traced
+def _getrf(a, check: bool = False):
+    """(lu, piv, perm, info) of the partially pivoted LU factorisation P A = L U."""
+    return bind(la.getrf_p, _float(a), check=check)
+
+
+def _lu_solve(lu, perm, b, trans: int = 0):
+    """A X = B from P A = L U: X = U^{-1} L^{-1} (P B); with ``trans`` the transposed system."""
+    a_like, b = _common(lu, b)
+    left_b, undo = _matrix_rhs(b, True)
+    lu, left_b = _batch(a_like, left_b, True)
+    t = _trans(trans)
+    if t == Trans.N:
+        y = bind(la.trsm_p, lu, _permute(left_b, perm), left=True, lower=True, trans=t, unit_diagonal=True,
+                 check=False)
+        return undo(bind(la.trsm_p, lu, y, left=True, lower=False, trans=t, unit_diagonal=False, check=False))
+    y = bind(la.trsm_p, lu, left_b, left=True, lower=False, trans=t, unit_diagonal=False, check=False)
+    y = bind(la.trsm_p, lu, y, left=True, lower=True, trans=t, unit_diagonal=True, check=False)
+    return undo(bind(la.unpermute_p, y, perm))
+
+
+def _permute(x, perm):
+    return bind(la.permute_p, x, perm)
+
+
+@_traced
+def lu(a):
+    """``(p, l, u)`` with A = P L U (SciPy's convention; the LU notes write P^T A = L U):
+    P (M, M) a permutation matrix, L (M, K) unit lower triangular, U (K, N) upper, K = min(M, N).
+    A singular A factors without error (LAPACK semantics)."""
+    packed, _, perm, _ = _getrf(a)
+    m, n = packed.shape[-2:]
+    k = min(m, n)
+    l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
+    u = np.triu(packed[..., :k, :])
+    p = (np.arange(m)[:, None] == perm[..., None, :]).astype(packed.dtype)
+    return p, l, u
+
+
+@_traced
+def lu_factor(a):
+    """``(lu, piv)`` as in SciPy: the packed factors (differentiable) and LAPACK's 0-based
+    pivots (metadata)."""
+    packed, piv, _, _ = _getrf(a)
+    return packed, piv
+
+
+@_traced
+def lu_factor_ex(a):
+    """``(lu, piv, info)``: ``info`` > 0 reports an exactly singular U (U[info-1, info-1] = 0)."""
+    packed, piv, _, info = _getrf(a)
+    return packed, piv, info
+
+
+def lu_solve(lu_and_piv, b, trans: int = 0):
+    """X with A X = B (``trans``: A^T X = B, A^H X = B) from ``lu_factor``'s output."""
+    packed, piv = lu_and_piv
+    return _lu_solve_traced(packed, _perm_of(piv, packed), b, int(_trans(trans)))
+
+
+@_traced
+def _lu_solve_traced(packed, perm, b, trans: int):
+    return _lu_solve(packed, perm, b, trans)
+
+
+def _perm_of(piv, packed):
+    """The row permutation of the factorisation that produced ``piv``."""
+    if isinstance(piv, Tracer):  # it came from getrf in this trace: take its sibling output
+        for eqn in reversed(piv.builder.eqns):
+            if eqn.prim is la.getrf_p and eqn.outputs[1] is piv.var:
+                return Tracer(eqn.outputs[2], piv.builder)
+        raise TracingError(located("lu_solve needs the pivots returned by lu_factor in the same function"))
+    piv = np.asarray(piv)
+    perm = np.broadcast_to(np.arange(packed.shape[-2], dtype=np.int32), piv.shape[:-1] + packed.shape[-2:-1]).copy()
+    for idx in np.ndindex(piv.shape[:-1]):
+        for i, j in enumerate(piv[idx]):
+            perm[idx + (i,)], perm[idx + (j,)] = perm[idx + (j,)], perm[idx + (i,)]
+    return perm
+
+
+@_traced
+def inv(a):
+    """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
+    a = _float(a)
+    eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return solve(a, eye)
+
+
+@_traced
+def slogdet(a):
+    """``(sign, logabsdet)`` from the LU factors: sign is +-1 (a unit complex number for
+    complex A; 0 when A is singular), logabsdet = sum log |U_ii|."""
+    packed, piv, _, _ = _getrf(a)
+    k = packed.shape[-1]
+    d = np.diagonal(packed, 0, -2, -1)
+    logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
+    swaps = np.sum(piv != np.arange(k, dtype=piv.dtype), axis=-1)
+    if d.dtype.kind == "c":
+        sign = np.exp(np.sum(np.log(d / np.abs(d)), axis=-1)) * (-1.0) ** swaps
+    else:
+        sign = (-1.0) ** (swaps + np.sum(d < 0, axis=-1))
+    singular = np.sum(d == 0, axis=-1) > 0
+    return np.where(singular, 0.0, sign), logabsdet
+
+
+@_traced
+def det(a):
+    """det A = sign * exp(logabsdet) from ``slogdet``."""
+    sign, logabsdet = slogdet(a)
+    return sign * np.exp(logabsdet)

@@ -726,6 +726,8 @@ def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 FUNCTIONS.update({
     np.linalg.cholesky: _np_cholesky, np.linalg.qr: _np_qr, np.linalg.eigh: _np_eigh,
     np.linalg.eigvalsh: lambda a, UPLO="L": _np_eigh(a, UPLO)[0], np.linalg.svd: _np_svd,
+    np.linalg.solve: _linalg("solve"), np.linalg.inv: _linalg("inv"), np.linalg.det: _linalg("det"),
+    np.linalg.slogdet: _linalg("slogdet"),
 })
 
 

@@ -231,3 +231,38 @@ def _gesvd(ctx, eqn, ins, outs):
         assign([vh], s.attribute(w, "T")),
     ]
     return stmts + _fix_phase(ctx, u, k, [vh], complex_)
+
+
+@emits(la.getrf_p)
+def _getrf(ctx, eqn, ins, outs):
+    """getrf on the C array (LAPACK factors a column-major copy, as it must work in place
+    anyway); the row permutation follows from applying the pivots' swaps in order."""
+    (a,), (lu, piv, perm, info) = ins, outs
+    m = eqn.inputs[0].shape[-2]
+    i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
+    swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
+                      s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
+    stmts = [assign([lu, piv, info], s.call(lapack(ctx, "getrf", eqn.inputs[0].dtype), a))]
+    if eqn.params["check"]:
+        stmts.append(raise_if(s.binop(info, ">", s.number(0)), ctx,
+                              "singular matrix: U[{}, {}] is exactly zero (LAPACK getrf info={})",
+                              s.binop(info, "-", s.number(1)), s.binop(info, "-", s.number(1)), info))
+    return [
+        *stmts,
+        assign([perm], s.call("np.arange", s.number(m), dtype=s.dtype(np.int32))),
+        cst.For(target=s.tuple_([i, j], parens=False), iter=s.call("enumerate", piv),
+                body=cst.IndentedBlock([s.statement(swap)])),
+    ]
+
+
+@emits(la.permute_p)
+def _permute(ctx, eqn, ins, outs):
+    x, perm = ins
+    return [assign(outs, s.subscript(x, [perm]))]
+
+
+@emits(la.unpermute_p)
+def _unpermute(ctx, eqn, ins, outs):
+    (x, perm), (out,) = ins, outs
+    return [assign([out], s.call("np.empty_like", x)),
+            s.statement(cst.Assign([cst.AssignTarget(s.subscript(out, [perm]))], x))]

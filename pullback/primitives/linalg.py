@@ -372,3 +372,80 @@ for _prim, _rule_fn in [(potrf_p, _potrf_jvp), (trsm_p, _trsm_jvp), (trmm_p, _tr
     jvp_rules[_prim] = _rule_fn
 transpose_rules[trsm_p] = _triangular_t(trsm_p)
 transpose_rules[trmm_p] = _triangular_t(trmm_p)
+
+
+# --- LU (partial pivoting) ------------------------------------------------------------------
+# The notes write P A = L U; SciPy's lu returns p with A = p L U, i.e. p = P^T.
+
+getrf_p = Primitive("getrf", multiple_results=True)
+
+
+@_rule(getrf_p)
+def _getrf(a, *, check: bool):
+    """Packed factors (L strictly below the diagonal, unit diagonal implied; U on and above),
+    LAPACK's pivots (K,), the row permutation perm (M,) with (P A) = A[perm], and info
+    (> 0: U[info-1, info-1] is exactly zero). ``check`` raises on a singular U."""
+    batch, m, n = _matrix(a, "lu")
+    k = min(m, n)
+    return a.type, ArrayType((*batch, k), INFO), ArrayType((*batch, m), INFO), ArrayType(batch, INFO)
+
+
+permute_p = Primitive("permute")
+unpermute_p = Primitive("unpermute")
+
+
+def _permute_rule(x, perm):
+    """Rows of x (..., m, n) reordered: ``permute`` gives x[perm], ``unpermute`` the inverse
+    (its transpose): out[perm] = x. perm (..., m) must be a permutation."""
+    if x.type.ndim < 2 or perm.type.ndim != x.type.ndim - 1 or perm.shape != x.shape[:-1]:
+        raise ShapeError(f"cannot permute rows of {x.shape} by indices of shape {perm.shape}")
+    if perm.dtype.kind != "i":
+        raise ShapeError(f"permutation indices must be integers, got {perm.dtype.name}")
+    return x.type
+
+
+shape_rules[permute_p] = shape_rules[unpermute_p] = _permute_rule
+
+
+def _lu_tangent(lu, perm, da):
+    """The notes' forward rule on the packed factor. With K = min(M, N), L1 / U1 the
+    leading K x K blocks (read straight from the packed lu by unit-lower / upper
+    triangular solves) and F = L1^{-1} (P dA)_11 U1^{-1}:
+      dL1 = L1 tril_-(F), dU1 = triu(F) U1,
+      wide:  dU2 = L1^{-1} (P dA)_12 - tril_-(F) U2,
+      tall:  dL2 = (P dA)_21 U1^{-1} - L2 triu(F)."""
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    pda = lax.permute(da, perm)
+    lu1 = lu if m == n else lax.slice_last2(lu, (0, k), (0, k))
+    pda1 = pda if m == n else lax.slice_last2(pda, (0, k), (0, k))
+    f = lax.trsm(lu1, lax.trsm(lu1, pda1, left=True, lower=True, unit_diagonal=True), left=False, lower=False)
+    f_lower, f_upper = lax.tril(f, -1), lax.triu(f)
+    d11 = lax.add(lax.trmm(lu1, f_lower, left=True, lower=True, unit_diagonal=True),
+                  lax.trmm(lu1, f_upper, left=False, lower=False))
+    if m == n:
+        return d11
+    nb = lu.ndim - 2
+    if m < n:
+        u2 = lax.slice_last2(lu, (0, m), (m, n))
+        du2 = lax.sub(lax.trsm(lu1, lax.slice_last2(pda, (0, m), (m, n)), left=True, lower=True, unit_diagonal=True),
+                      lax.matmul(f_lower, u2))
+        return lax.concatenate([d11, du2], nb + 1)
+    l2 = lax.slice_last2(lu, (n, m), (0, n))
+    dl2 = lax.sub(lax.trsm(lu1, lax.slice_last2(pda, (n, m), (0, n)), left=False, lower=False),
+                  lax.matmul(l2, f_upper))
+    return lax.concatenate([d11, dl2], nb)
+
+
+def _getrf_jvp(primals, tangents, *, check):
+    (a,), (da,) = primals, tangents
+    lu, piv, perm, info = bind(getrf_p, a, check=check)
+    return (lu, piv, perm, info), (_lu_tangent(lu, perm, da), Zero(piv.var.type), Zero(perm.var.type),
+                                    Zero(info.var.type))
+
+
+jvp_rules[getrf_p] = _getrf_jvp
+jvp_rules[permute_p] = lambda p, t: (bind(permute_p, *p), bind(permute_p, t[0], p[1]))
+jvp_rules[unpermute_p] = lambda p, t: (bind(unpermute_p, *p), bind(unpermute_p, t[0], p[1]))
+transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), None)
+transpose_rules[unpermute_p] = lambda ct, x, perm: (bind(permute_p, ct, perm), None)

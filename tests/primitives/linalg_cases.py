@@ -92,6 +92,23 @@ LINALG_CASES: list[Case] = [
          reference=lambda x: np.linalg.svd(x, compute_uv=False)),
 ]
 
+LINALG_CASES += [
+    Case("lu-square", lambda x: pla.lu(x), ((4, 4),), reference=lambda x: tuple(scipy.linalg.lu(x))),
+    Case("lu-wide", lambda x: pla.lu(x), ((3, 5),), reference=lambda x: tuple(scipy.linalg.lu(x))),
+    Case("lu-tall-f32", lambda x: pla.lu(x), ((5, 3),), "float32", reference=lambda x: tuple(scipy.linalg.lu(x))),
+    Case("lu-batched", lambda x: pla.lu(x), ((2, 3, 3),), reference=lambda x: tuple(np.stack(m) for m in zip(
+        *[scipy.linalg.lu(xi) for xi in x]))),
+    Case("lu_factor", lambda x: pla.lu_factor(x)[0], ((4, 4),), reference=lambda x: scipy.linalg.lu_factor(x)[0]),
+    Case("lu_solve", lambda x, b: pla.lu_solve(pla.lu_factor(x), b), ((4, 4), (4, 2)),
+         reference=lambda x, b: np.linalg.solve(x, b)),
+    Case("lu_solve-trans", lambda x, b: pla.lu_solve(pla.lu_factor(x), b, trans=1), ((4, 4), (4,)),
+         reference=lambda x, b: np.linalg.solve(x.T, b)),
+    Case("solve-gen", lambda x, b: np.linalg.solve(x, b), ((4, 4), (4,)), reference=np.linalg.solve),
+    Case("inv", lambda x: np.linalg.inv(x), ((3, 3),), reference=np.linalg.inv),
+    Case("det-slogdet", lambda x: (np.linalg.det(x), np.linalg.slogdet(x)[1]), ((4, 4),),
+         reference=lambda x: (np.linalg.det(x), np.linalg.slogdet(x)[1])),
+]
+
 for _left in (True, False):
     for _lower in (True, False):
         for _trans in (0, 1):

@@ -11,6 +11,7 @@ import pullback as pb
 from pullback import linalg as pla
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
+from pullback.primitives import linalg as la
 from pullback.primitives import structural as st
 from pullback.testing import check_jvp, check_transpose, check_vjp
 from pullback.transforms.ad import linearize
@@ -95,6 +96,11 @@ for _left in (True, False):
             _kw = dict(trans=_trans, lower=_lower, side="left" if _left else "right")
             LINEAR_CASES.append(Case(f"trsm-{_tag}", lambda b, a=_a, kw=_kw: pla.solve_triangular(a, b, **kw), _shape))
             LINEAR_CASES.append(Case(f"trmm-{_tag}", lambda b, a=_a, kw=_kw: pla.trmm(a, b, **kw), _shape))
+PERM = np.array([2, 0, 3, 1], dtype=np.int32)
+LINEAR_CASES += [
+    Case("permute", lambda x: bind(la.permute_p, x, PERM), ((4, 3),)),
+    Case("unpermute", lambda x: bind(la.unpermute_p, x, PERM), ((4, 3),), "complex128"),
+]
 LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack([TRI, 2 * TRI]), b, lower=True),
                          ((2, 3, 4),)))
 

@@ -296,7 +296,7 @@ def lu(a):
     k = min(m, n)
     l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
-    p = (np.arange(m)[:, None] == perm[..., None, :]).astype(packed.dtype)
+    p = (np.arange(m)[:, None] == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
     return p, l, u
 
 

@@ -265,7 +265,11 @@ def _lq_tangents(l, q, da):
     and dQ Q^H = C - G is skew: G = tril(C) + triu(C, 1)^H; dL = L G, dQ = Y - G Q."""
     y = lax.trsm(l, da, left=True, lower=True)
     c = lax.matmul(y, lax.H(q))
-    g = lax.add(lax.tril(c), lax.H(lax.triu(c, 1)))
+    if c.dtype.kind == "c":  # LAPACK's L has a real diagonal: Im diag(C) belongs to the skew part
+        diag = lax.convert(lax.real(lax.diagonal(c)), c.dtype)
+        g = lax.add(lax.add(lax.tril(c, -1), lax.H(lax.triu(c, 1))), lax.diag_embed(diag, c.shape[-2:]))
+    else:
+        g = lax.add(lax.tril(c), lax.H(lax.triu(c, 1)))
     return lax.trmm(l, g, left=True, lower=True), lax.sub(y, lax.matmul(g, q))
 
 
@@ -318,7 +322,29 @@ def _syevd_jvp(primals, tangents):
     p = lax.matmul(lax.H(v), lax.matmul(_sym(da), v))
     dw = lax.real(lax.diagonal(p))
     f = _inverse_gaps(_outer_difference(w), _largest(w))
-    return (w, v), (dw, lax.matmul(v, lax.mul(_as(f, p.dtype), p)))
+    dv = lax.matmul(v, lax.mul(_as(f, p.dtype), p))
+    if v.dtype.kind == "c":
+        dtheta = _phase_rate(v, dv)
+        dv = lax.add(dv, _rotate_columns(v, dtheta))
+    return (w, v), (dw, dv)
+
+
+def _phase_rate(v, dv):
+    """d theta_j keeping column j's largest-magnitude entry real, as pullback normalises it:
+    Im(dv[k_j, j] e^{i d theta_j}...) = 0 gives d theta_j = -Im(dv[k_j, j]) / v[k_j, j]."""
+    magnitude = lax.abs(v)
+    nb = v.ndim - 2
+    top = lax.broadcast_in_dim(lax.reduce_max(magnitude, (v.ndim - 2,)), v.shape, (*range(nb), nb + 1))
+    at = lax.convert(lax.eq(magnitude, top), v.dtype)
+    pivot = lax.real(lax.reduce_sum(lax.mul(v, at), (v.ndim - 2,)))
+    return lax.neg(lax.div(lax.imag(lax.reduce_sum(lax.mul(dv, at), (v.ndim - 2,))), pivot))
+
+
+def _rotate_columns(x, dtheta):
+    """x diag(i d theta)."""
+    nb = x.ndim - 2
+    rate = lax.mul(lax.convert(dtheta, x.dtype), 1j)
+    return lax.mul(x, lax.broadcast_in_dim(rate, x.shape, (*range(nb), nb + 1)))
 
 
 def _gesvd_jvp(primals, tangents):
@@ -349,6 +375,13 @@ def _gesvd_jvp(primals, tangents):
     if n > k:
         z = lax.matmul(lax.H(da), u)
         dv = lax.add(dv, _divide_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s))
+    if a.dtype.kind == "c":
+        # U^H dU has a zero diagonal in the formulas above, so V^H dV carries -i Im(dP_jj) / s_j;
+        # then u_j and v_j turn together by the phase rate that keeps u's largest entry real
+        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.div(lax.imag(lax.diagonal(dp)), s))))
+        dtheta = _phase_rate(u, du)
+        du = lax.add(du, _rotate_columns(u, dtheta))
+        dv = lax.add(dv, _rotate_columns(v, dtheta))
     return (u, s, vh), (du, ds, lax.H(dv))
 
 

@@ -11,13 +11,18 @@ from pullback import linalg as pla
 from tests.primitives.cases import Case
 
 
+def H(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
 def spd(x):
+    """Symmetric (Hermitian) positive definite."""
     n = x.shape[-1]
-    return x @ np.swapaxes(x, -1, -2) / n + np.eye(n)
+    return x @ H(x) / n + np.eye(n)
 
 
 def sym(x):
-    return (x + np.swapaxes(x, -1, -2)) / 2
+    return (x + H(x)) / 2
 
 
 def tri(x, lower=True):
@@ -26,11 +31,11 @@ def tri(x, lower=True):
 
 
 def phase(vectors, others=()):
-    """Reference vectors with pullback's deterministic sign: largest-magnitude entry positive."""
+    """Reference vectors with pullback's deterministic phase: largest-magnitude entry real positive."""
     idx = np.argmax(np.abs(vectors), axis=-2)
     big = np.take_along_axis(vectors, idx[..., None, :], axis=-2)
-    sign = np.sign(big)
-    return (vectors * sign, *(np.swapaxes(sign, -1, -2) * o for o in others))
+    phase = np.abs(big) / big
+    return (vectors * phase, *(np.conj(np.swapaxes(phase, -1, -2)) * o for o in others))
 
 
 def np_eigh(a):
@@ -107,6 +112,37 @@ LINALG_CASES += [
     Case("inv", lambda x: np.linalg.inv(x), ((3, 3),), reference=np.linalg.inv),
     Case("det-slogdet", lambda x: (np.linalg.det(x), np.linalg.slogdet(x)[1]), ((4, 4),),
          reference=lambda x: (np.linalg.det(x), np.linalg.slogdet(x)[1])),
+]
+
+C, C64 = "complex128", "complex64"
+LINALG_CASES += [
+    Case("cholesky-complex", lambda x: pla.cholesky(spd(x)), ((4, 4),), C,
+         reference=lambda x: np.linalg.cholesky(spd(x))),
+    Case("cholesky-upper-c64", lambda x: pla.cholesky(spd(x), lower=False), ((3, 3),), C64,
+         reference=lambda x: H(np.linalg.cholesky(spd(x)))),
+    Case("trsm-complex", lambda a, b: (pla.solve_triangular(tri(a), b, lower=True, trans="C"),
+                                       pla.solve_triangular(tri(a, False), b, trans="T"),
+                                       pla.solve_triangular(tri(a), b.T, lower=True, side="right", trans=2)),
+         ((3, 3), (3, 2)), C, reference=lambda a, b: (
+             scipy.linalg.solve_triangular(tri(a), b, lower=True, trans="C"),
+             scipy.linalg.solve_triangular(tri(a, False), b, trans="T"),
+             b.T @ np.linalg.inv(H(np.tril(tri(a)))))),
+    Case("trmm-complex", lambda a, b: pla.trmm(a, b, trans=2), ((3, 3), (3, 2)), C,
+         reference=lambda a, b: H(np.tril(a)) @ b),
+    Case("herk", lambda x: (pla.syrk(x), pla.syrk(x, trans=True)), ((3, 4),), C,
+         reference=lambda x: (x @ H(x), H(x) @ x)),
+    Case("cholesky_inverse-complex", lambda x: pla.cholesky_inverse(pla.cholesky(spd(x))), ((3, 3),), C,
+         reference=lambda x: np.linalg.inv(spd(x))),
+    Case("lq-complex", lambda x: pla.lq(x), ((3, 5),), C,
+         reference=lambda x: tuple(np.swapaxes(m, -1, -2) for m in reversed(np.linalg.qr(np.swapaxes(x, -1, -2))))),
+    Case("qr-complex", lambda x: pla.qr(x), ((5, 3),), C, reference=lambda x: tuple(np.linalg.qr(x))),
+    Case("eigh-complex", lambda x: pla.eigh(sym(x)), ((4, 4),), C, reference=lambda x: np_eigh(sym(x))),
+    Case("svd-complex", lambda x: pla.svd(x), ((3, 4),), C, reference=np_svd),
+    Case("svd-complex-tall", lambda x: pla.svd(x), ((4, 3),), C, reference=np_svd),
+    Case("lu-complex", lambda x: pla.lu(x), ((3, 4),), C, reference=lambda x: tuple(scipy.linalg.lu(x))),
+    Case("solve-complex", lambda x, b: np.linalg.solve(x, b), ((3, 3), (3,)), C, reference=np.linalg.solve),
+    Case("slogdet-complex", lambda x: np.linalg.slogdet(x), ((3, 3),), C,
+         reference=lambda x: tuple(np.linalg.slogdet(x))),
 ]
 
 for _left in (True, False):

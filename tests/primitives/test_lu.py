@@ -24,13 +24,13 @@ def rand(shape, dtype=np.float64):
     return x.astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_reconstruction(shape, dtype):
     A = rand(shape, dtype)
     p, l, u = pla.lu(A)
     k = min(shape)
-    tol = 1e-5 if dtype == np.float32 else 1e-13
+    tol = 1e-5 if dtype in (np.float32, np.complex64) else 1e-13
     assert np.linalg.norm(p.T @ A - l @ u) <= tol * np.linalg.norm(A)  # the notes' P A = L U, P = p^T
     assert l.shape == (shape[0], k) and u.shape == (k, shape[1])
     np.testing.assert_array_equal(np.triu(l, 1), 0)
@@ -65,26 +65,28 @@ def notes_reverse(A, Lbar, Ubar):
     return P @ H(scipy.linalg.solve_triangular(U, H(Hm), lower=False))  # [H1; H2] U^{-H}
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_vjp_matches_the_notes(shape):
-    A = rand(shape)
+def test_vjp_matches_the_notes(shape, dtype):
+    A = rand(shape, dtype)
     p, l, u = pla.lu(A)
-    Lbar, Ubar = rand(l.shape), rand(u.shape)
+    Lbar, Ubar = rand(l.shape, dtype), rand(u.shape, dtype)
     (Abar,) = pb.vjp(pla.lu, A)[1]((np.zeros_like(p), Lbar, Ubar))
     np.testing.assert_allclose(Abar, notes_reverse(A, Lbar, Ubar), rtol=1e-9, atol=1e-11)
 
 
-def _hermitian(n):
-    x = rand((n, n))
-    return x + x.T
+def _hermitian(n, dtype=np.float64):
+    x = rand((n, n), dtype)
+    return x + x.conj().T
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("observable", ["dL", "dU", "mixed"])
-def test_notes_observables_against_fixed_pivot_differences(shape, observable):
-    A = rand(shape)
+def test_notes_observables_against_fixed_pivot_differences(shape, observable, dtype):
+    A = rand(shape, dtype)
     m, n = shape
-    op_l, op_u = _hermitian(m), _hermitian(n)
+    op_l, op_u = _hermitian(m, dtype), _hermitian(n, dtype)
 
     def f(A):
         _, l, u = pla.lu(A)
@@ -99,14 +101,16 @@ def test_notes_observables_against_fixed_pivot_differences(shape, observable):
     g = pb.grad(f)(A)
     eps = 1e-6
     piv = scipy.linalg.lu_factor(A)[1]
-    fd = np.zeros_like(A)
+    # dL = Re tr(G^H dA): probe the real and (for complex A) imaginary directions
+    directions = [1.0] if A.dtype.kind == "f" else [1.0, 1j]
     for idx in np.ndindex(A.shape):
-        e = np.zeros_like(A)
-        e[idx] = eps
-        for probe in (A + e, A - e):  # finite differences only where the pivots stay fixed
-            np.testing.assert_array_equal(scipy.linalg.lu_factor(probe)[1], piv)
-        fd[idx] = (f(A + e) - f(A - e)) / (2 * eps)
-    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+        for d in directions:
+            e = np.zeros_like(A)
+            e[idx] = eps * d
+            for probe in (A + e, A - e):  # finite differences only where the pivots stay fixed
+                np.testing.assert_array_equal(scipy.linalg.lu_factor(probe)[1], piv)
+            fd = (f(A + e) - f(A - e)) / (2 * eps)
+            np.testing.assert_allclose(np.real(np.conj(g[idx]) * d), fd, rtol=1e-6, atol=1e-8)
 
 
 def test_gradients_of_solve_inv_det_slogdet():

@@ -96,6 +96,15 @@ for _left in (True, False):
             _kw = dict(trans=_trans, lower=_lower, side="left" if _left else "right")
             LINEAR_CASES.append(Case(f"trsm-{_tag}", lambda b, a=_a, kw=_kw: pla.solve_triangular(a, b, **kw), _shape))
             LINEAR_CASES.append(Case(f"trmm-{_tag}", lambda b, a=_a, kw=_kw: pla.trmm(a, b, **kw), _shape))
+TRI_C = TRI + 1j * np.tril(np.random.default_rng(11).standard_normal((3, 3)))
+for _left in (True, False):
+    for _trans in (0, 1, 2):
+        _shape = ((3, 2),) if _left else ((2, 3),)
+        _kw = dict(trans=_trans, lower=True, side="left" if _left else "right")
+        _tag = f"{'left' if _left else 'right'}-{'NTC'[_trans]}-complex"
+        LINEAR_CASES.append(Case(f"trsm-{_tag}", lambda b, kw=_kw: pla.solve_triangular(TRI_C, b, **kw), _shape,
+                                 "complex128"))
+        LINEAR_CASES.append(Case(f"trmm-{_tag}", lambda b, kw=_kw: pla.trmm(TRI_C, b, **kw), _shape, "complex128"))
 PERM = np.array([2, 0, 3, 1], dtype=np.int32)
 LINEAR_CASES += [
     Case("permute", lambda x: bind(la.permute_p, x, PERM), ((4, 3),)),

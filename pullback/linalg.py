@@ -27,9 +27,9 @@ from pullback.primitives import linalg as la
 from pullback.primitives.linalg import GAP_EPS, Trans
 
 __all__ = [
-    "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "eigh", "gemm", "logdet",
-    "lq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "inv", "det", "slogdet", "qr", "solve", "solve_triangular",
-    "svd", "syrk", "trmm",
+    "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
+    "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
+    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm",
 ]
 
 
@@ -339,6 +339,29 @@ def _perm_of(piv, packed):
         for i, j in enumerate(piv[idx]):
             perm[idx + (i,)], perm[idx + (j,)] = perm[idx + (j,)], perm[idx + (i,)]
     return perm
+
+
+@_traced
+def lu_full_pivot(a):
+    """``(p, q, l, u)`` with A = P L U Q by complete pivoting (the notes' P A Q = L U with
+    their P, Q the transposes of these), for square, wide and tall A. Rank deficiency does
+    not raise: see ``lu_full_pivot_ex``."""
+    return lu_full_pivot_ex(a)[:4]
+
+
+@_traced
+def lu_full_pivot_ex(a):
+    """``(p, q, l, u, sign, info)``: also det(P Q) = +-1 and info (k > 0: the k-th pivot is
+    exactly zero, so rank(A) = k - 1). Permutations, sign and info are metadata."""
+    packed, rperm, cperm, sign, info = bind(la.getc2_p, _float(a))
+    m, n = packed.shape[-2:]
+    k = min(m, n)
+    real = np.finfo(packed.dtype).dtype
+    l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
+    u = np.triu(packed[..., :k, :])
+    p = (np.arange(m)[:, None] == rperm[..., None, :]).astype(real)
+    q = (cperm[..., :, None] == np.arange(n)[None, :]).astype(real)
+    return p, q, l, u, sign, info
 
 
 @_traced

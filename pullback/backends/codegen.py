@@ -23,7 +23,8 @@ from pullback.tree import LEAF
 
 # Outputs of multi-result operations, by position.
 OUTPUT_HINTS = {"potrf": ("l", "info"), "gelqf": ("l", "q"), "geqrf": ("q", "r"), "syevd": ("w", "v"),
-                "gesvd": ("u", "s", "vh"), "getrf": ("lu", "piv", "perm", "info")}
+                "gesvd": ("u", "s", "vh"), "getrf": ("lu", "piv", "perm", "info"),
+                "getc2": ("lu", "rperm", "cperm", "sign", "info")}
 
 # Unnamed intermediates are named after the operation that made them.
 TEMP_HINTS = {

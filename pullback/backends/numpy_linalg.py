@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+import libcst.helpers
 import numpy as np
 
 from pullback.backends import syntax as s
@@ -266,3 +267,41 @@ def _unpermute(ctx, eqn, ins, outs):
     (x, perm), (out,) = ins, outs
     return [assign([out], s.call("np.empty_like", x)),
             s.statement(cst.Assign([cst.AssignTarget(s.subscript(out, [perm]))], x))]
+
+
+# Complete pivoting, for any shape: a kernel of pullback's own, written out in the generated
+# code (LAPACK's getc2 is square-only and replaces tiny pivots, changing the factorisation).
+_FULL_PIVOT = """
+{lu} = np.array({a}, dtype={dtype})
+{rperm} = np.arange({m}, dtype=np.int32)
+{cperm} = np.arange({n}, dtype=np.int32)
+{sign} = np.int32(1)
+{info} = np.int32(0)
+for {k} in range({K}):
+    {i}, {j} = np.unravel_index(np.argmax(np.abs({lu}[{k}:, {k}:])), ({m} - {k}, {n} - {k}))
+    {i}, {j} = {i} + {k}, {j} + {k}
+    if {i} != {k}:
+        {lu}[[{k}, {i}]] = {lu}[[{i}, {k}]]
+        {rperm}[[{k}, {i}]] = {rperm}[[{i}, {k}]]
+        {sign} = -{sign}
+    if {j} != {k}:
+        {lu}[:, [{k}, {j}]] = {lu}[:, [{j}, {k}]]
+        {cperm}[[{k}, {j}]] = {cperm}[[{j}, {k}]]
+        {sign} = -{sign}
+    if {lu}[{k}, {k}] == 0:
+        {info} = np.int32({k} + 1)
+        break
+    {lu}[{k} + 1:, {k}] /= {lu}[{k}, {k}]
+    {lu}[{k} + 1:, {k} + 1:] -= np.outer({lu}[{k} + 1:, {k}], {lu}[{k}, {k} + 1:])
+"""
+
+
+@emits(la.getc2_p)
+def _getc2(ctx, eqn, ins, outs):
+    (a,), (lu, rperm, cperm, sign, info) = ins, outs
+    m, n = eqn.inputs[0].shape[-2:]
+    names = {h: s.name(ctx.fresh(h)) for h in ("k", "i", "j")}
+    module = cst.helpers.parse_template_module(
+        _FULL_PIVOT, a=a, lu=lu, rperm=rperm, cperm=cperm, sign=sign, info=info, m=s.number(m), n=s.number(n),
+        K=s.number(min(m, n)), dtype=s.dtype(eqn.inputs[0].dtype), **names)
+    return list(module.body)

@@ -440,6 +440,19 @@ def _permute_rule(x, perm):
 shape_rules[permute_p] = shape_rules[unpermute_p] = _permute_rule
 
 
+getc2_p = Primitive("getc2", multiple_results=True)
+
+
+@_rule(getc2_p)
+def _getc2(a):
+    """LU with complete pivoting, any shape: B = A[rperm][:, cperm] = L U (packed as for
+    getrf), the row and column permutations, the sign of det(P Q) (+-1) and info
+    (k > 0: the pivot of step k is exactly zero, rank k - 1)."""
+    batch, m, n = _matrix(a, "lu_full_pivot")
+    return (a.type, ArrayType((*batch, m), INFO), ArrayType((*batch, n), INFO), ArrayType(batch, INFO),
+            ArrayType(batch, INFO))
+
+
 def _lu_tangent(lu, perm, da):
     """The notes' forward rule on the packed factor. With K = min(M, N), L1 / U1 the
     leading K x K blocks (read straight from the packed lu by unit-lower / upper
@@ -447,9 +460,12 @@ def _lu_tangent(lu, perm, da):
       dL1 = L1 tril_-(F), dU1 = triu(F) U1,
       wide:  dU2 = L1^{-1} (P dA)_12 - tril_-(F) U2,
       tall:  dL2 = (P dA)_21 U1^{-1} - L2 triu(F)."""
+    return _lu_tangent_permuted(lu, lax.permute(da, perm))
+
+
+def _lu_tangent_permuted(lu, pda):
     m, n = lu.shape[-2:]
     k = min(m, n)
-    pda = lax.permute(da, perm)
     lu1 = lu if m == n else lax.slice_last2(lu, (0, k), (0, k))
     pda1 = pda if m == n else lax.slice_last2(pda, (0, k), (0, k))
     f = lax.trsm(lu1, lax.trsm(lu1, pda1, left=True, lower=True, unit_diagonal=True), left=False, lower=False)
@@ -478,6 +494,18 @@ def _getrf_jvp(primals, tangents, *, check):
 
 
 jvp_rules[getrf_p] = _getrf_jvp
+
+
+def _getc2_jvp(primals, tangents):
+    """The partial-pivot rule for B = P A Q = L U with dB = P dA Q (the notes' full-pivot extension)."""
+    (a,), (da,) = primals, tangents
+    outs = bind(getc2_p, a)
+    lu, rperm, cperm = outs[:3]
+    db = lax.mT(lax.permute(lax.mT(lax.permute(da, rperm)), cperm))
+    return outs, (_lu_tangent_permuted(lu, db), *(Zero(o.var.type) for o in outs[1:]))
+
+
+jvp_rules[getc2_p] = _getc2_jvp
 jvp_rules[permute_p] = lambda p, t: (bind(permute_p, *p), bind(permute_p, t[0], p[1]))
 jvp_rules[unpermute_p] = lambda p, t: (bind(unpermute_p, *p), bind(unpermute_p, t[0], p[1]))
 transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), None)

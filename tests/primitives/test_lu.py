@@ -153,3 +153,66 @@ def test_nan_input_gives_nan_output():
     assert np.isnan(u).any()
     lu, piv, info = pla.lu_factor_ex(A)
     assert np.isnan(lu).all()
+
+
+# --- complete pivoting ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_full_pivot_reconstruction(shape, dtype):
+    A = rand(shape, dtype)
+    p, q, l, u, sign, info = pla.lu_full_pivot_ex(A)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    assert np.linalg.norm(p.T @ A @ q.T - l @ u) <= tol * np.linalg.norm(A)  # the notes' P A Q = L U
+    assert info == 0 and sign == round(np.linalg.det(p) * np.linalg.det(q))
+    np.testing.assert_array_equal(np.triu(l, 1), 0)
+    np.testing.assert_array_equal(np.tril(u, -1), 0)
+    # complete pivoting: each pivot dominates the rest of its row of U and its column of L
+    d = np.abs(np.diagonal(u))
+    assert np.all(np.abs(u) <= d[:, None] * (1 + 1e-6))
+    assert np.all(np.abs(l) <= 1 + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_full_pivot_vjp_matches_the_notes(shape, dtype):
+    A = rand(shape, dtype)
+    p, q, l, u = pla.lu_full_pivot(A)
+    Lbar, Ubar = rand(l.shape, dtype), rand(u.shape, dtype)
+    (Abar,) = pb.vjp(pla.lu_full_pivot, A)[1]((np.zeros_like(p), np.zeros_like(q), Lbar, Ubar))
+    B = p.T @ A @ q.T
+    np.testing.assert_array_equal(scipy.linalg.lu_factor(B)[1], np.arange(min(shape)))  # B needs no pivoting
+    Bbar = notes_reverse(B, Lbar, Ubar)
+    np.testing.assert_allclose(Abar, p @ Bbar @ q, rtol=1e-9, atol=1e-11)  # A_bar = P^T B_bar Q^T (notes' P, Q)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_full_pivot_against_fixed_pivot_differences(shape):
+    A = rand(shape)
+    m, n = shape
+    op = _hermitian(n)
+
+    def f(A):
+        _, _, l, u = pla.lu_full_pivot(A)
+        v = u[0, :]
+        return v @ op @ v + np.sum(l[:, 0] ** 3)
+
+    g = pb.grad(f)(A)
+    _, _, _, _, *meta = pla.lu_full_pivot_ex(A)
+    perms = pla.lu_full_pivot_ex(A)[:2]
+    eps = 1e-6
+    for idx in np.ndindex(A.shape):
+        e = np.zeros_like(A)
+        e[idx] = eps
+        for probe in (A + e, A - e):
+            for a, b in zip(pla.lu_full_pivot_ex(probe)[:2], perms):
+                np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(g[idx], (f(A + e) - f(A - e)) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+def test_full_pivot_rank_deficiency_is_reported():
+    A = np.outer([1.0, 2.0, 3.0], [1.0, -1.0, 0.5, 2.0])  # rank 1
+    p, q, l, u, sign, info = pla.lu_full_pivot_ex(A)
+    assert info == 2
+    np.testing.assert_allclose(p @ l @ u @ q, A, atol=1e-14)

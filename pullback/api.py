@@ -18,7 +18,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, trace
+from pullback.ir.tracer import Tracer, bind, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms.jvp import jvp as jvp_transform
@@ -40,16 +40,28 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return [read(a) for a in program.outputs]
 
 
+# Operations whose generated code accepts Python scalars as well as arrays (NumPy functions
+# and operators); any other use of a scalar input (a method such as .reshape) needs an array.
+_SCALAR_SAFE = frozenset({
+    "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
+    "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
+    "ge", "integer_pow", "select", "broadcast_in_dim",
+})
+
+
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "_fn", "_source")
+    __slots__ = ("program", "treedef", "_fn", "_source", "_as_array")
 
     def __init__(self, program: Program, treedef=None):
         self.program = program
         self.treedef = treedef
         self._fn: Callable | None = None
         self._source: str | None = None
+        # inputs that must arrive as arrays when given as Python scalars
+        unsafe = {id(a) for e in program.eqns if e.prim.name not in _SCALAR_SAFE for a in e.inputs}
+        self._as_array = tuple(i for i, v in enumerate(program.inputs) if id(v) in unsafe)
 
     def _compile(self) -> Callable:
         self._fn, self._source = compile_program(self.program, out_tree=self.treedef)
@@ -59,6 +71,12 @@ class Staged:
             self._fn = lambda *a: unflatten(treedef, fn(*a) if n > 1 else [fn(*a)])
         return self._fn
 
+    def _inline(self, args):
+        outs = inline(self.program, args)
+        if self.treedef is None:
+            return outs if len(outs) != 1 else outs[0]
+        return unflatten(self.treedef, outs)
+
     @property
     def source(self) -> str:
         if self._source is None:
@@ -66,14 +84,12 @@ class Staged:
         return self._source  # type: ignore[return-value]
 
     def __call__(self, *args):
-        if any(isinstance(a, Tracer) for a in args):
-            outs = inline(self.program, args)
-            if self.treedef is None:
-                return outs if len(outs) != 1 else outs[0]
-            return unflatten(self.treedef, outs)
+        for a in args:
+            if type(a) is Tracer:
+                return self._inline(args)
         fn = self._fn or self._compile()
-        if any(isinstance(a, PYTHON_SCALARS) for a in args):
-            args = tuple(np.asarray(a) if isinstance(a, PYTHON_SCALARS) else a for a in args)
+        if self._as_array:
+            args = tuple(np.asarray(a) if i in self._as_array else a for i, a in enumerate(args))
         try:
             return fn(*args)
         except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
@@ -88,12 +104,19 @@ def _as_tuple(nums: int | Sequence[int]) -> tuple[int, ...]:
 
 def _signature(args: tuple) -> tuple:
     """Shapes and dtypes of arrays; the type of scalars (a NumPy scalar type names its dtype)."""
-    return tuple(
-        (a.shape, a.dtype) if isinstance(a, np.ndarray) else (a.shape, a.dtype, a.weak) if isinstance(a, Tracer)
-        else type(a)
-        for a in args
-    )
+    return tuple(map(_signature_of, args))
 
+
+def _signature_of(a):
+    t = type(a)
+    if t is np.ndarray:
+        return a.shape, a.dtype
+    if t is Tracer:
+        return a.shape, a.dtype, a.weak
+    return t
+
+
+_CONTAINERS = frozenset({tuple, list, dict})
 
 STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
 
@@ -139,7 +162,10 @@ class differentiate:
         """The dynamic arguments' leaves, and their structures (None when all are arrays)."""
         dyn = args if not self.static_argnums else tuple(
             a for i, a in enumerate(args) if i not in self.static_argnums)
-        if not any(isinstance(a, tuple | list | dict) for a in dyn):
+        for a in dyn:
+            if type(a) in _CONTAINERS:
+                break
+        else:
             return dyn, None
         trees, leaves = [], []
         for a in dyn:
@@ -175,7 +201,9 @@ class differentiate:
 
     def _stage(self, kind: str, args: tuple, flat=None):
         leaves, trees = flat or self._flat(args)
-        key = (kind, _signature(leaves), trees, tuple(args[i] for i in self.static_argnums))
+        key = (kind, trees, *map(_signature_of, leaves))
+        if self.static_argnums:
+            key += tuple(args[i] for i in self.static_argnums)
         staged = self._stages.get(key)
         if staged is None:
             staged = self._stages[key] = self._build(kind, args, trees)

@@ -1,0 +1,1 @@
+"""pullback's benchmarks: ``python -m benchmarks [--quick]`` writes benchmarks/RESULTS.md."""

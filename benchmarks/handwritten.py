@@ -1,0 +1,107 @@
+"""Expert hand-written NumPy/SciPy gradients: the floor pullback is measured against."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg import blas, lapack
+
+
+def scalar_grad(x, y):
+    """f = x log y + log(x y) y: df/dx = log y + y / x, df/dy = x / y + log(x y) + 1."""
+    return np.log(y) + y / x, x / y + np.log(x * y) + 1.0
+
+
+def gp_value_and_grad(theta, X, y):
+    """One Cholesky, one potri for the trace terms, O(n^2) rest (the GPML recipe)."""
+    ell, sf2, sn2 = np.exp(theta)
+    n = X.shape[0]
+    Xs = X / ell
+    sq = np.sum(Xs**2, axis=1)
+    d2 = sq[:, None] + sq[None, :] - 2 * (Xs @ Xs.T)
+    Kf = sf2 * np.exp(-0.5 * d2)
+    A = Kf + sn2 * np.eye(n)
+    L, info = lapack.dpotrf(A, lower=1, overwrite_a=1)
+    if info:
+        raise np.linalg.LinAlgError("not positive definite")
+    alpha, _ = lapack.dpotrs(L, y, lower=1)
+    value = 0.5 * (y @ alpha) + np.sum(np.log(np.diag(L))) + 0.5 * n * np.log(2 * np.pi)
+    W, _ = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle of A^{-1}
+    W = np.tril(W) + np.tril(W, -1).T
+    W -= np.outer(alpha, alpha)
+    Kf *= W
+    return value, 0.5 * np.array([np.sum(Kf * d2), np.sum(Kf), sn2 * np.trace(W)])
+
+
+def _copyltu(x):
+    return np.tril(x) + np.tril(x, -1).T
+
+
+def _sym(x):
+    return 0.5 * (x + x.T)
+
+
+def cholesky_value_and_grad(A, W):
+    """loss = sum(L o W); A_bar = 1/2 L^{-T} copyltu(L^T W) L^{-1} (Seeger et al. 4.2)."""
+    c, info = lapack.dpotrf(A.T)
+    L = c.T
+    value = np.sum(L * W)
+    P = _copyltu(blas.dtrmm(1.0, L, W, trans_a=1, lower=1))  # L^T W
+    X = blas.dtrsm(0.5, L, P, side=1, lower=1)  # P L^{-1} / 2
+    return value, blas.dtrsm(1.0, L, X, trans_a=1, lower=1)  # L^{-T} ...
+
+
+def eigh_value_and_grad(A, c, W):
+    """loss = sum(w c) + sum(V^2 o W); A_bar = V (sym(V^T V_bar o F) + diag(w_bar)) V^T."""
+    w, V = np.linalg.eigh(A)
+    value = w @ c + np.sum(V**2 * W)
+    Vbar = 2 * V * W
+    F = w[None, :] - w[:, None]
+    np.fill_diagonal(F, np.inf)
+    inner = _sym((V.T @ Vbar) / F) + np.diag(c)
+    return value, V @ inner @ V.T
+
+
+def svd_value_and_grad(A, c, W1, W2):
+    """loss = sum(s c) + sum(U^2 o W1) + sum(Vh^2 o W2), square A; Townsend's formulas."""
+    U, s, Vh = np.linalg.svd(A)
+    value = s @ c + np.sum(U**2 * W1) + np.sum(Vh**2 * W2)
+    Ubar, Vbar = 2 * U * W1, (2 * Vh * W2).T
+    V = Vh.T
+    F = s[None, :] ** 2 - s[:, None] ** 2
+    np.fill_diagonal(F, np.inf)
+    J = (U.T @ Ubar) / F
+    K = (V.T @ Vbar) / F
+    inner = (J - J.T) * s[None, :] + s[:, None] * (K - K.T) + np.diag(c)
+    return value, U @ inner @ Vh
+
+
+def qr_value_and_grad(A, W1, W2):
+    """loss = sum(Q o W1) + sum(R o W2) for m >= n, through the LQ formula of A^T."""
+    Q, R = np.linalg.qr(A)
+    value = np.sum(Q * W1) + np.sum(R * W2)
+    L, Qt, Lbar, Qtbar = R.T, Q.T, W2.T, W1.T
+    M = L.T @ Lbar - Qtbar @ Qt.T
+    Abar_t = scipy.linalg.solve_triangular(L.T, Qtbar + _copyltu(M) @ Qt, lower=False)
+    return value, Abar_t.T
+
+
+def lu_value_and_grad(A, W1, W2):
+    """loss = sum(L o W1) + sum(U o W2); the LU notes' reverse rule (square, wide, tall)."""
+    P, L, U = scipy.linalg.lu(A)
+    value = np.sum(L * W1) + np.sum(U * W2)
+    m, n = A.shape
+    solve = scipy.linalg.solve_triangular
+    if m == n:
+        Fbar = np.tril(L.T @ W1, -1) + np.triu(W2 @ U.T)
+        B = solve(L.T, Fbar, lower=False, unit_diagonal=True)
+        return value, P @ solve(U, B.T, lower=False).T
+    if m < n:
+        U1, U2, W21, W22 = U[:, :m], U[:, m:], W2[:, :m], W2[:, m:]
+        inner = np.tril(L.T @ W1 - W22 @ U2.T, -1) + np.triu(W21 @ U1.T)
+        H = np.concatenate([solve(U1, inner.T, lower=False).T, W22], axis=1)
+        return value, P @ solve(L.T, H, lower=False, unit_diagonal=True)
+    L1, L2, W11, W12 = L[:n], L[n:], W1[:n], W1[n:]
+    inner = np.tril(L1.T @ W11, -1) + np.triu(W2 @ U.T - L2.T @ W12)
+    H = np.concatenate([solve(L1.T, inner, lower=False, unit_diagonal=True), W12], axis=0)
+    return value, P @ solve(U, H.T, lower=False).T

@@ -1,0 +1,87 @@
+"""Timing, memory and reporting shared by the benchmark cases.
+
+Times are medians and minima over repeats after a warm-up call, all implementations of a
+case measured in the same run. Peak memory is the high-water mark of a fresh process
+running one implementation twice, minus that of a process that only builds the inputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Case:
+    """One benchmark: inputs per size, implementations, and the reference to compare with."""
+
+    name: str
+    sizes: list
+    quick_sizes: list
+    setup: Callable  # size -> args
+    implementations: dict[str, Callable]  # name -> fn(*args); the first is the reference
+    unit: str = "ms"
+    repeats: int = 5
+    memory: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def available(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+        return True
+    except Exception:
+        return False
+
+
+def timeit(fn: Callable, args, repeats: int, number: int = 1) -> tuple[float, float]:
+    fn(*args)  # warm-up: tracing and compiling for the staged implementations
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        times.append((time.perf_counter() - t) / number)
+    return float(np.median(times)), float(np.min(times))
+
+
+def max_rss_mb() -> float:
+    """Peak resident memory of this address space (Linux keeps ru_maxrss across exec, so a
+    child would report its parent's; /proc's VmHWM is the address space's own)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_memory_mb(case: str, impl: str, size) -> float:
+    def run(which: str) -> float:
+        out = subprocess.run([sys.executable, "-m", "benchmarks", "--child", case, which, json.dumps(size)],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])["maxrss_mb"]
+
+    return run(impl) - run("")
+
+
+def child(case: Case, impl: str, size) -> None:
+    args = case.setup(size)
+    if impl:
+        case.implementations[impl](*args)
+        case.implementations[impl](*args)
+    print(json.dumps({"maxrss_mb": max_rss_mb()}))
+
+
+def close(a, b, rtol: float) -> bool:
+    a_leaves = a if isinstance(a, tuple | list) else [a]
+    b_leaves = b if isinstance(b, tuple | list) else [b]
+    return all(np.allclose(np.asarray(x, dtype=complex), np.asarray(y, dtype=complex), rtol=rtol, atol=rtol)
+               for x, y in zip(a_leaves, b_leaves))

@@ -32,6 +32,7 @@ class Case:
     repeats: int = 5
     memory: bool = True
     notes: list[str] = field(default_factory=list)
+    skip: Callable = lambda impl, size: False  # noqa: E731  (too slow to be worth measuring)
 
 
 def available(module: str) -> bool:

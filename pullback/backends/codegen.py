@@ -15,6 +15,7 @@ from typing import Any
 
 import libcst as cst
 
+from pullback.backends import memory
 from pullback.backends import syntax as s
 from pullback.ir import sourcemap
 from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
@@ -72,9 +73,11 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     return by_eqn
 
 
-def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True) -> Generated:
+def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
+             in_place: bool = True) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
-    ``dels`` adds ``del`` statements for locals after their last use."""
+    ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
+    operation write into a dead input's buffer (see ``memory``)."""
     namer = Namer(RESERVED)
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
@@ -87,20 +90,28 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     body: list[cst.BaseStatement] = []
     last_comment: tuple[str, int] | None = None
     dead = _last_uses(program) if dels else {}
+    reuse = memory.plan(program) if in_place else {}
     for i, eqn in enumerate(program.eqns):
         ins = [expr(a) for a in eqn.inputs]
-        fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
-        hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
-        outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
         ctx.where = _where(eqn.source)
-        emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
-        stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+        ctx.reusable = reuse.get(i, frozenset())
+        k = _in_place_operand(eqn, ctx.reusable, backend)
+        if k is not None:  # the result takes over the dead operand's buffer, and its name
+            namer.alias(eqn.outputs[0], eqn.inputs[k])
+            dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
+            stmts = [backend.in_place(eqn, ins, k)]
+        else:
+            fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+            hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+            outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
+            emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+            stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
         comment = _comment(eqn.source)
         if comment is not None and comment[1] != last_comment:
             last_comment = comment[1]
             stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
         body.extend(stmts)
-        if i in dead:
+        if dead.get(i):
             names = [s.name(namer[v]) for v in dead[i]]
             body.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
     outputs = [expr(a) for a in program.outputs]
@@ -119,6 +130,14 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
     module = cst.Module(body=[*imports, func])
     return Generated(module.code, fn_name, namespace)
+
+
+def _in_place_operand(eqn, reusable: frozenset[int], backend: ModuleType) -> int | None:
+    """The operand an elementwise operation can overwrite with its result, if any."""
+    if not reusable or eqn.prim not in backend.IN_PLACE:
+        return None
+    out = eqn.outputs[0]
+    return next((k for k in sorted(reusable) if eqn.inputs[k].type == out.type), None)
 
 
 def _import(module: str, aliases: dict[str, str]) -> cst.SimpleStatementLine:

@@ -27,6 +27,7 @@ class Context:
 
     def __init__(self, fresh: Callable[[str], str] | None = None):
         self.modules: set[str] = set()
+        self.reusable: frozenset[int] = frozenset()  # inputs whose buffers the current equation may overwrite
         self.fresh = fresh or (lambda hint: hint)  # a new local name, unique in the function
         self.where = ""  # the current equation's user file:line, sanitised for use in messages
 
@@ -70,6 +71,30 @@ for _p, _op in [
     (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="), (ew.gt_p, ">"), (ew.ge_p, ">="),
 ]:
     _operator(_p, _op)
+
+
+# Elementwise operations that can write into an operand: an augmented assignment for the
+# first operand where Python has one, else the ufunc with ``out=``.
+IN_PLACE: dict[Primitive, tuple[str | None, str]] = {
+    ew.add_p: ("+=", "np.add"), ew.sub_p: ("-=", "np.subtract"), ew.mul_p: ("*=", "np.multiply"),
+    ew.div_p: ("/=", "np.divide"), ew.pow_p: ("**=", "np.power"), ew.max_p: (None, "np.maximum"),
+    ew.min_p: (None, "np.minimum"), ew.neg_p: (None, "np.negative"), ew.exp_p: (None, "np.exp"),
+    ew.log_p: (None, "np.log"), ew.log1p_p: (None, "np.log1p"), ew.expm1_p: (None, "np.expm1"),
+    ew.sqrt_p: (None, "np.sqrt"), ew.sin_p: (None, "np.sin"), ew.cos_p: (None, "np.cos"),
+    ew.tan_p: (None, "np.tan"), ew.tanh_p: (None, "np.tanh"), ew.sinh_p: (None, "np.sinh"),
+    ew.cosh_p: (None, "np.cosh"), ew.sign_p: (None, "np.sign"), ew.conj_p: (None, "np.conj"),
+}
+
+_AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign, "/=": cst.DivideAssign,
+        "**=": cst.PowerAssign}
+
+
+def in_place(eqn: Eqn, ins: list[Expr], k: int) -> cst.SimpleStatementLine:
+    """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k``."""
+    aug, ufunc = IN_PLACE[eqn.prim]
+    if aug is not None and k == 0:
+        return s.statement(cst.AugAssign(ins[0], _AUG[aug](), ins[1]))
+    return s.statement(s.call(ufunc, *ins, out=ins[k]))
 
 
 @emits(ew.neg_p)

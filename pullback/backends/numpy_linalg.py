@@ -53,6 +53,11 @@ def kw(**kwargs) -> dict[str, Expr]:
     return {k: s.number(v) for k, v in kwargs.items()}
 
 
+def overwrite(ctx: Context, position: int, flag: str = "overwrite_a") -> dict[str, Expr]:
+    """``overwrite_a=1`` when the memory plan lets this call factor the operand in place."""
+    return {flag: s.number(1)} if position in ctx.reusable else {}
+
+
 # A matrix emitter prints one 2-d instance: (ctx, eqn, inputs, output names) -> statements.
 MatrixEmitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], list[cst.BaseStatement]]
 
@@ -93,7 +98,8 @@ def _potrf(ctx, eqn, ins, outs):
     """LAPACK factors A^T (the F-view A.T) as U^H U; L = U^T is the C-view of that factor."""
     (a,), (l, info) = ins, outs
     u = s.name(ctx.fresh("u"))
-    stmts = [assign([u, info], s.call(lapack(ctx, "potrf", eqn.inputs[0].dtype), s.attribute(a, "T")))]
+    stmts = [assign([u, info], s.call(lapack(ctx, "potrf", eqn.inputs[0].dtype), s.attribute(a, "T"),
+                                      **overwrite(ctx, 0)))]
     if eqn.params["check"]:
         stmts.append(raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
                                          "(LAPACK potrf info={})", info, info))
@@ -107,7 +113,7 @@ def _triangular(ctx, eqn, ins, outs, name: str):
     p = eqn.params
     call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), s.attribute(a, "T"), s.attribute(b, "T"),
                   **kw(side=1 if p["left"] else 0, lower=0 if p["lower"] else 1, trans_a=int(p["trans"]),
-                       diag=int(p["unit_diagonal"])))
+                       diag=int(p["unit_diagonal"])), **overwrite(ctx, 1, "overwrite_b"))
     stmts = []
     if p.get("check") and not p["unit_diagonal"]:
         diagonal = s.call("np.diagonal", a)
@@ -144,7 +150,8 @@ def _potri(ctx, eqn, ins, outs):
     mirror = s.attribute(s.call("np.triu", c, s.number(1)), "T")
     full = s.binop(c, "+", s.method(mirror, "conj") if complex_ else mirror)
     return [
-        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"))),
+        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"),
+                                 **overwrite(ctx, 0, "overwrite_c"))),
         raise_if(info, ctx, "cholesky_inverse: the factor is singular (LAPACK potri info={})", info),
         assign([b], s.call("np.conj", full) if complex_ else full),
     ]
@@ -161,7 +168,7 @@ def _gelqf(ctx, eqn, ins, outs):
     dt, m = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2]
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
     return [
-        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"))),
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"), **overwrite(ctx, 0))),
         assign([l], s.attribute(s.call("np.triu", s.subscript(qr, [s.slice_(None, m, None)])), "T")),
         assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
         assign([q], s.attribute(q, "T")),
@@ -174,7 +181,7 @@ def _geqrf(ctx, eqn, ins, outs):
     dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
     return [
-        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a)),
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **overwrite(ctx, 0))),
         assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, n, None)]))),
         assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
     ]
@@ -207,7 +214,8 @@ def _syevd(ctx, eqn, ins, outs):
     complex_ = dt.kind == "c"
     info = s.name(ctx.fresh("info"))
     stmts = [
-        assign([w, v, info], s.call(lapack(ctx, "heevd" if complex_ else "syevd", dt), s.attribute(a, "T"))),
+        assign([w, v, info], s.call(lapack(ctx, "heevd" if complex_ else "syevd", dt), s.attribute(a, "T"),
+                                    **overwrite(ctx, 0))),
         raise_if(info, ctx, "eigh: the eigenvalue algorithm did not converge (LAPACK syevd info={})", info),
     ]
     if complex_:
@@ -226,7 +234,7 @@ def _gesvd(ctx, eqn, ins, outs):
     w, z, info = s.name(ctx.fresh("w")), s.name(ctx.fresh("vt")), s.name(ctx.fresh("info"))
     stmts = [
         assign([w, sv, z, info], s.call(lapack(ctx, "gesdd", dt), s.attribute(a, "T"),
-                                        full_matrices=s.number(0))),
+                                        full_matrices=s.number(0), **overwrite(ctx, 0))),
         raise_if(info, ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})", info),
         assign([u], s.attribute(z, "T")),
         assign([vh], s.attribute(w, "T")),
@@ -243,7 +251,7 @@ def _getrf(ctx, eqn, ins, outs):
     i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
     swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
                       s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
-    stmts = [assign([lu, piv, info], s.call(lapack(ctx, "getrf", eqn.inputs[0].dtype), a))]
+    stmts = [assign([lu, piv, info], s.call(lapack(ctx, "getrf", eqn.inputs[0].dtype), a, **overwrite(ctx, 0)))]
     if eqn.params["check"]:
         stmts.append(raise_if(s.binop(info, ">", s.number(0)), ctx,
                               "singular matrix: U[{}, {}] is exactly zero (LAPACK getrf info={})",

@@ -56,5 +56,9 @@ class Namer:
             self._names[key] = self.fresh(hint, fallback)
         return self._names[key]
 
+    def alias(self, obj, other) -> None:
+        """Give ``obj`` the name ``other`` already has (it takes over a dead value's buffer)."""
+        self._names[id(obj)] = self._names[id(other)]
+
     def __getitem__(self, obj) -> str:
         return self._names[id(obj)]

@@ -1,0 +1,56 @@
+"""Memory planning: which operation may write its result into an input's buffer.
+
+A local *owns* a buffer when the operation that made it returns a fresh array; views
+(transposes, reshapes, slices, broadcasts, ``.real``/``.imag``, diagonals) alias the
+buffer of their operand. An operation may overwrite an input when that input owns its
+buffer, every alias of the buffer is dead after the operation, and the buffer is not a
+user's input, a constant or an output. User arrays are therefore never mutated.
+
+Only arrays of at least ``MIN_SIZE`` elements are reused: below that an allocation is
+cheap, and a fresh name for every value reads better.
+"""
+
+from __future__ import annotations
+
+from pullback.ir.core import Literal, Program, Var
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+
+MIN_SIZE = 1 << 16
+
+# operations whose outputs are views of their first operand
+VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim_p, st.diagonal_p, ew.real_p,
+                   ew.imag_p})
+
+
+def plan(program: Program) -> dict[int, frozenset[int]]:
+    """Equation index -> positions of inputs whose buffers the equation may reuse."""
+    pinned = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+    root: dict[int, int] = {}  # var -> the var owning its buffer
+    for eqn in program.eqns:
+        for v in eqn.outputs:
+            root[id(v)] = id(v)
+        if eqn.prim in VIEWS and not isinstance(eqn.inputs[0], Literal):
+            src = eqn.inputs[0]
+            root[id(eqn.outputs[0])] = root.get(id(src), id(src))
+    for a in program.outputs:
+        if isinstance(a, Var):
+            pinned.add(root.get(id(a), id(a)))
+    last: dict[int, int] = {}  # buffer -> index of the last equation reading any of its aliases
+    for i, eqn in enumerate(program.eqns):
+        for a in eqn.inputs:
+            if isinstance(a, Var):
+                last[root.get(id(a), id(a))] = i
+    returned = {id(a) for a in program.outputs}
+    reusable: dict[int, frozenset[int]] = {}
+    for i, eqn in enumerate(program.eqns):
+        if any(id(v) in returned for v in eqn.outputs):
+            continue  # results keep their own names
+        ok = frozenset(
+            k for k, a in enumerate(eqn.inputs)
+            if isinstance(a, Var) and a.type.size >= MIN_SIZE and root.get(id(a)) == id(a) and id(a) not in pinned
+            and last.get(id(a)) == i and sum(b is a for b in eqn.inputs) == 1
+        )
+        if ok:
+            reusable[i] = ok
+    return reusable

@@ -46,10 +46,11 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
     for i, eqn in enumerate(program.eqns):
         if any(id(v) in returned for v in eqn.outputs):
             continue  # results keep their own names
+        buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
             if isinstance(a, Var) and a.type.size >= MIN_SIZE and root.get(id(a)) == id(a) and id(a) not in pinned
-            and last.get(id(a)) == i and sum(b is a for b in eqn.inputs) == 1
+            and last.get(id(a)) == i and buffers.count(id(a)) == 1  # no other operand reads this buffer
         )
         if ok:
             reusable[i] = ok

@@ -19,6 +19,7 @@ import numpy as np
 
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.lax import FOLD
+from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
@@ -82,7 +83,7 @@ def _step(program: Program) -> Program:
         elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
             ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-        result = _rewrite(prim, ins, p, out, defs)
+        result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
         if result is not None:
             if isinstance(result, Eqn):
                 eqns.append(result)
@@ -99,7 +100,7 @@ def _step(program: Program) -> Program:
                               program.name), replace)
 
 
-def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
+def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     """An atom that ``out`` equals, a replacement equation defining ``out``, or None."""
     def same(a) -> bool:
         return isinstance(a, Var) and a.type == out.type
@@ -113,6 +114,11 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
+        x, y = ins
+        for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar is a scaling
+            if isinstance(scalar, Var) and scalar.type.ndim == 0 and isinstance(other, Var) and same(other):
+                return Eqn(ew.mul_p, (other, fill_of(scalar) or scalar), (out,)) if fill_of(scalar) else None
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
     if prim is ew.add_p:

@@ -73,11 +73,15 @@ def run_case(case: harness.Case, quick: bool) -> list[str]:
 
 
 def _agrees(a, b) -> bool:
-    try:
-        va, vb = a[0], b[0]
-        return bool(np.isclose(float(va), float(vb), rtol=1e-6))
-    except Exception:
-        return True
+    """Value and gradient leaves agree (implementations return (value, gradient(s)))."""
+    def leaves(x):
+        if isinstance(x, tuple | list):
+            return [leaf for item in x for leaf in leaves(item)]
+        return [np.asarray(x.detach() if hasattr(x, "detach") else x, dtype=complex)]
+
+    la, lb = leaves(a), leaves(b)
+    return len(la) == len(lb) and all(np.allclose(x, y, rtol=1e-6, atol=1e-8 * max(1.0, np.abs(y).max(initial=0)))
+                                      for x, y in zip(la, lb))
 
 
 def main(argv=None) -> None:

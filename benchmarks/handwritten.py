@@ -105,3 +105,52 @@ def lu_value_and_grad(A, W1, W2):
     inner = np.tril(L1.T @ W11, -1) + np.triu(W2 @ U.T - L2.T @ W12)
     H = np.concatenate([solve(L1.T, inner, lower=False, unit_diagonal=True), W12], axis=0)
     return value, P @ solve(U, H.T, lower=False).T
+
+
+def _rbf(A, B, ell, sf2):
+    As, Bs = A / ell, B / ell
+    d2 = np.sum(As**2, 1)[:, None] + np.sum(Bs**2, 1)[None, :] - 2 * As @ Bs.T
+    return sf2 * np.exp(-0.5 * d2), d2
+
+
+def _chol_backward(L, Lbar):
+    """A_bar of L = chol(A): 1/2 L^{-T} copyltu(L^T L_bar) L^{-1}."""
+    P = _copyltu(L.T @ Lbar)
+    X = scipy.linalg.solve_triangular(L, P.T, lower=True, trans=1).T  # (L^{-T} P^T)^T = P L^{-1}
+    return 0.5 * scipy.linalg.solve_triangular(L, X, lower=True, trans=1)
+
+
+def sgp_value_and_grad(Z, log_ell, log_sf2, log_sn2, X, y, jitter=1e-6):
+    """Titsias' bound and its gradient with respect to Z, log lengthscale, log signal and
+    noise variance, by hand: adjoints of the two Cholesky factors (U x U) and of the
+    kernel matrices, O(n U^2) overall."""
+    ell, sf2, s = np.exp(log_ell), np.exp(log_sf2), np.exp(log_sn2)
+    n, u = X.shape[0], Z.shape[0]
+    Kuu, d2uu = _rbf(Z, Z, ell, sf2)
+    Kuf, d2uf = _rbf(Z, X, ell, sf2)
+    Lu = np.linalg.cholesky(Kuu + jitter * np.eye(u))
+    B = scipy.linalg.solve_triangular(Lu, Kuf, lower=True)
+    A = B @ B.T / s + np.eye(u)
+    La = np.linalg.cholesky(A)
+    v = B @ y
+    c = scipy.linalg.solve_triangular(La, v, lower=True)
+    sqB = np.sum(B**2)
+    value = (0.5 * n * (np.log(2 * np.pi) + log_sn2) + np.sum(np.log(np.diag(La))) + y @ y / (2 * s)
+             - c @ c / (2 * s**2) - (sqB - n * sf2) / (2 * s))
+    # backward
+    cbar = -c / s**2
+    vbar = scipy.linalg.solve_triangular(La, cbar, lower=True, trans=1)
+    Labar = np.diag(1 / np.diag(La)) - np.tril(np.outer(vbar, c))
+    Abar = _chol_backward(La, Labar)
+    Bbar = (Abar + Abar.T) @ B / s + np.outer(vbar, y) - B / s
+    sbar = (0.5 * n / s - y @ y / (2 * s**2) + c @ c / s**3 + (sqB - n * sf2) / (2 * s**2)
+            - np.sum(Abar * (B @ B.T)) / s**2)
+    Kufbar = scipy.linalg.solve_triangular(Lu, Bbar, lower=True, trans=1)
+    Lubar = -np.tril(Kufbar @ B.T)
+    Kuubar = _chol_backward(Lu, Lubar)
+    Kuubar = Kuubar + Kuubar.T  # both arguments of k(Z, Z); the diagonal counts twice here and once below
+    Guf, Guu = Kufbar * Kuf, 0.5 * Kuubar * Kuu
+    Zbar = (Guf @ X - Guf.sum(1)[:, None] * Z) / ell**2 + 2 * (Guu @ Z - Guu.sum(1)[:, None] * Z) / ell**2
+    ellbar = np.sum(Guf * d2uf) + np.sum(Guu * d2uu)
+    sf2bar = np.sum(Guf) + np.sum(Guu) + n / (2 * s)
+    return value, (Zbar, ellbar, sf2bar * sf2, sbar * s)

@@ -57,8 +57,7 @@ def scalar_case() -> Case:
         impls["PyTorch eager"] = torch_grad
     if HAVE_AUTOGRAD:
         impls["autograd"] = autograd.grad(lambda x, y: x * anp.log(y) + anp.log(x * y) * y, (0, 1))
-    return Case("scalar gradient, per call", [None], [None], lambda _: (1.5, 2.5), impls, unit="us", repeats=7,
-                memory=False)
+    return Case("scalar gradient, per call", [None], [None], lambda _: (1.5, 2.5), impls, unit="us", repeats=7)
 
 
 # --- 2. GP negative log likelihood ------------------------------------------------------------
@@ -273,7 +272,7 @@ def linalg_case(kind: str) -> Case:
     if HAVE_TORCH:
         impls["PyTorch"] = _torch_losses()[kind]
     sizes = [(512, 512), (256, 512), (512, 256)] if kind == "lu" else [(512, 512)]
-    return Case(f"{kind} forward + backward", sizes, sizes[:1], _lin_data(kind), impls, repeats=5, memory=False)
+    return Case(f"{kind} forward + backward", sizes, sizes[:1], _lin_data(kind), impls, repeats=5)
 
 
 def all_cases() -> dict[str, Case]:

@@ -68,11 +68,10 @@ def svd_value_and_grad(A, c, W1, W2):
     value = s @ c + np.sum(U**2 * W1) + np.sum(Vh**2 * W2)
     Ubar, Vbar = 2 * U * W1, (2 * Vh * W2).T
     V = Vh.T
-    F = s[None, :] ** 2 - s[:, None] ** 2
+    F = s[None, :] ** 2 - s[:, None] ** 2  # F_ij = s_j^2 - s_i^2
     np.fill_diagonal(F, np.inf)
-    J = (U.T @ Ubar) / F
-    K = (V.T @ Vbar) / F
-    inner = (J - J.T) * s[None, :] + s[:, None] * (K - K.T) + np.diag(c)
+    J, K = U.T @ Ubar, V.T @ Vbar
+    inner = ((J - J.T) / F) * s[None, :] + s[:, None] * ((K - K.T) / F) + np.diag(c)
     return value, U @ inner @ Vh
 
 

@@ -177,15 +177,6 @@ def matmul(a, b):
     return dot_general(a, b, con.DotDims((nb + 1,), (nb,), batch, batch))
 
 
-def constant(value, hint: str):
-    """A NumPy array as a named program constant."""
-    from pullback.ir.tracer import Tracer, current_builder
-
-    builder = current_builder()
-    builder.const_names.setdefault(id(value), hint)
-    return Tracer(builder.const(value), builder)
-
-
 def trsm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False, check: bool = False):
     from pullback.primitives import linalg
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.helpers
 import numpy as np
+import scipy.linalg
 
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import EMITTERS, Context
@@ -157,6 +158,14 @@ def _potri(ctx, eqn, ins, outs):
     ]
 
 
+def _qr_workspace(dtype, m: int, n: int) -> dict[str, Expr]:
+    """LAPACK's optimal workspace, asked once at print time: SciPy's wrappers default to the
+    minimum, which rules out the blocked algorithm."""
+    query = getattr(scipy.linalg.lapack, f"{PREFIX[np.dtype(dtype)]}geqrf_lwork")
+    work, info = query(m, n)
+    return {"lwork": s.number(int(np.real(work)))} if info == 0 else {}
+
+
 def _orthonormal(ctx, dtype) -> Expr:
     return lapack(ctx, "ungqr" if np.dtype(dtype).kind == "c" else "orgqr", dtype)
 
@@ -165,12 +174,13 @@ def _orthonormal(ctx, dtype) -> Expr:
 def _gelqf(ctx, eqn, ins, outs):
     """LQ of A is the transposed QR of A^T, which the F-view A.T presents to LAPACK."""
     (a,), (l, q) = ins, outs
-    dt, m = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2]
+    dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
     return [
-        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"), **overwrite(ctx, 0))),
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"),
+                                             **_qr_workspace(dt, n, m), **overwrite(ctx, 0))),
         assign([l], s.attribute(s.call("np.triu", s.subscript(qr, [s.slice_(None, m, None)])), "T")),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, n, m))),
         assign([q], s.attribute(q, "T")),
     ]
 
@@ -178,12 +188,13 @@ def _gelqf(ctx, eqn, ins, outs):
 @emits(la.geqrf_p)
 def _geqrf(ctx, eqn, ins, outs):
     (a,), (q, r) = ins, outs
-    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
     return [
-        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **overwrite(ctx, 0))),
+        assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **_qr_workspace(dt, m, n),
+                                             **overwrite(ctx, 0))),
         assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, n, None)]))),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau)),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, m, n))),
     ]
 
 

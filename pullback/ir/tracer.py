@@ -81,6 +81,24 @@ class Builder:
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
 
+    def identity(self, value) -> Var:
+        """An identity matrix made during tracing (``np.eye(n)``) is recreated by the program
+        when needed instead of living on as a constant."""
+        from pullback.primitives import structural as st
+
+        key = ("eye", value.shape, value.dtype)
+        if key not in self.consts:
+            var = Var(ArrayType.of(value), "eye")
+            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": 0}),
+                                 self.location()))
+            self.consts[key] = (var, None)
+        return self.consts[key][0]
+
+    def constants(self) -> tuple[tuple[Var, ...], tuple]:
+        """The program's constant vars and their values."""
+        consts = [(v, c) for v, c in self.consts.values() if c is not None]
+        return tuple(v for v, _ in consts), tuple(c for _, c in consts)
+
     def const(self, value) -> Var:
         key = id(value)
         if key not in self.consts:
@@ -96,8 +114,15 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
+            if id(x) not in self.const_names and _is_identity(x):
+                return self.identity(x)
             return self.const(x)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
+
+
+def _is_identity(x) -> bool:
+    return (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1
+            and x.dtype.kind in "fc" and x.flags.c_contiguous and not np.any(x - np.eye(x.shape[0], dtype=x.dtype)))
 
 
 _state = threading.local()
@@ -342,8 +367,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[P
         out = fn(*structured)
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
-    constvars = tuple(v for v, _ in builder.consts.values())
-    constvals = tuple(c for _, c in builder.consts.values())
+    constvars, constvals = builder.constants()
     fname = getattr(fn, "__name__", "f")
     program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
                       name=name or ("f" if fname == "<lambda>" else fname))

@@ -170,12 +170,6 @@ def _sym(x):
     return lax.mul(lax.add(x, lax.H(x)), 0.5)
 
 
-def _batched(mask: np.ndarray, like):
-    """A constant (n, n) mask broadcast to ``like``'s batch shape."""
-    c = lax.constant(mask.astype(like.dtype), "mask")
-    return lax.broadcast_in_dim(c, like.shape, (like.ndim - 2, like.ndim - 1))
-
-
 def _triangle(x, lower: bool, unit_diagonal: bool):
     """The part of ``x`` a triangular operator reads."""
     k = -1 if unit_diagonal else 0
@@ -194,7 +188,7 @@ def _potrf_jvp(primals, tangents, *, check):
     n = a.shape[-1]
     x = lax.trsm(l, _sym(da), left=True, lower=True)
     x = lax.trsm(l, x, left=False, lower=True, trans=Trans.C)
-    phi = lax.mul(x, _batched(np.tril(np.ones((n, n))) - 0.5 * np.eye(n), x))
+    phi = lax.sub(lax.tril(x), lax.diag_embed(lax.mul(lax.diagonal(x), 0.5), (n, n)))  # no n x n mask to keep
     return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.var.type))
 
 
@@ -293,8 +287,8 @@ def _inverse_gaps(d, scale):
     eps = lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(d.dtype).tiny))
     eps = lax.broadcast_in_dim(eps, d.shape, tuple(range(d.ndim - 2)))
     magnitude = lax.maximum(lax.abs(d), eps)
-    h = lax.select(lax.ge(d, 0.0), magnitude, lax.neg(magnitude))
-    return lax.div(_batched(1.0 - np.eye(n), d), h)
+    inverse = lax.div(1.0, lax.select(lax.ge(d, 0.0), magnitude, lax.neg(magnitude)))
+    return lax.sub(inverse, lax.diag_embed(lax.diagonal(inverse), (n, n)))  # zero diagonal, no n x n mask
 
 
 def _outer_difference(w):

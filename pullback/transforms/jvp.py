@@ -166,8 +166,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
         outs = [read(a, primal, False) for a in program.outputs]
         touts = [instantiate(read(a, tangent, True)) for a in program.outputs]
         out_atoms = tuple(builder.atom(o) for o in outs + touts)
-    constvars = tuple(v for v, _ in builder.consts.values())
-    constvals = tuple(c for _, c in builder.consts.values())
+    constvars, constvals = builder.constants()
     result = Program(program.inputs + tuple(tangent_inputs), tuple(builder.eqns), out_atoms, constvars, constvals,
                      name=f"{program.name}_jvp")
     return rename(result, hints)

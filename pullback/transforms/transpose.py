@@ -131,7 +131,6 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
             name(v, o)
         out_atoms = tuple(builder.atom(o) for o in outs)
     inputs = tuple(v for v, lin in zip(program.inputs, linear_inputs) if not lin) + tuple(ct_inputs)
-    constvars = tuple(v for v, _ in builder.consts.values())
-    constvals = tuple(c for _, c in builder.consts.values())
+    constvars, constvals = builder.constants()
     result = Program(inputs, tuple(builder.eqns), out_atoms, constvars, constvals, name=f"{program.name}_transpose")
     return rename(result, hints)

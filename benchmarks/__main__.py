@@ -118,6 +118,9 @@ def main(argv=None) -> None:
         impls = ["pullback"] + [i for i in ("JAX jit", "PyTorch") if i in all_cases()[
             "GP negative log likelihood, value and gradient"].implementations]
         lines += ["## first call of the GP gradient, n = 256 (fresh process)", "", *first_call_rows(impls), ""]
+    discussion = Path(__file__).parent / "discussion.md"
+    if discussion.exists():
+        lines += [discussion.read_text()]
     RESULTS.write_text("\n".join(lines))
     print(f"\nwrote {RESULTS}")
 

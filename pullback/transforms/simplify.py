@@ -29,6 +29,7 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
                        ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p}
 
 
+_NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
 
 
@@ -105,28 +106,25 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     def same(a) -> bool:
         return isinstance(a, Var) and a.type == out.type
 
+    if prim in _NEUTRAL:  # x * 1, 1 * x, x + 0, 0 + x
+        x, y = ins
+        if _is(y, _NEUTRAL[prim]) and same(x):
+            return x
+        if _is(x, _NEUTRAL[prim]) and same(y):
+            return y
     if prim is ew.mul_p:
         x, y = ins
-        if _is(y, 1) and same(x):
-            return x
-        if _is(x, 1) and same(y):
-            return y
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
     if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
         x, y = ins
-        for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar is a scaling
-            if isinstance(scalar, Var) and scalar.type.ndim == 0 and isinstance(other, Var) and same(other):
-                return Eqn(ew.mul_p, (other, fill_of(scalar) or scalar), (out,)) if fill_of(scalar) else None
+        for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar fill is a scaling
+            literal = fill_of(scalar) if isinstance(scalar, Var) else None
+            if literal is not None and isinstance(other, Var) and same(other):
+                return Eqn(ew.mul_p, (other, literal), (out,))
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
-    if prim is ew.add_p:
-        x, y = ins
-        if _is(y, 0) and same(x):
-            return x
-        if _is(x, 0) and same(y):
-            return y
     if prim is ew.sub_p:
         x, y = ins
         if _is(y, 0) and same(x):

@@ -83,6 +83,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
     namespace = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
     ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
+    backend.configure(ctx, program)
 
     def expr(a: Atom) -> s.Expr:
         return s.number(a.value) if isinstance(a, Literal) else s.name(namer[a])

@@ -21,6 +21,11 @@ from pullback.primitives import structural as st
 
 IMPORTS = {"np": "numpy", "scipy": "scipy"}
 
+# Matrix products at least this large go through SciPy's BLAS in programs that call
+# SciPy's LAPACK: NumPy and SciPy each bundle an OpenBLAS with its own thread pool, and
+# alternating between them makes the pools fight for the cores (2x slower eigh gradients).
+ONE_BLAS_MIN_SIZE = 1 << 16
+
 
 class Context:
     """What an emitter may ask of the code generator."""
@@ -28,12 +33,20 @@ class Context:
     def __init__(self, fresh: Callable[[str], str] | None = None):
         self.modules: set[str] = set()
         self.reusable: frozenset[int] = frozenset()  # inputs whose buffers the current equation may overwrite
+        self.one_blas = False  # print large matrix products with SciPy's BLAS (see configure)
         self.fresh = fresh or (lambda hint: hint)  # a new local name, unique in the function
         self.where = ""  # the current equation's user file:line, sanitised for use in messages
 
     def use(self, module: str) -> None:
         """Record that the generated code needs ``import module``."""
         self.modules.add(module)
+
+
+def configure(ctx: "Context", program) -> None:
+    """Program-wide printing choices, made before the first equation is printed."""
+    from pullback.backends import numpy_linalg
+
+    ctx.one_blas = any(e.prim in numpy_linalg.LINALG for e in program.eqns)
 
 
 Emitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], "Expr | list[cst.BaseStatement]"]
@@ -279,12 +292,27 @@ def _dot_general(ctx, eqn, ins, outs):
             elif rc != nb:
                 b = None
             if a is not None and b is not None:
+                if ctx.one_blas and nb == 0 and ln == rn == 2 and eqn.outputs[0].type.size >= ONE_BLAS_MIN_SIZE:
+                    return _gemm(ctx, eqn, a, b)
                 return s.binop(a, "@", b)
     if not nb:
         if not d.lhs_contract:
             return s.call("np.multiply.outer", *ins)
         return s.call("np.tensordot", *ins, axes=s.tuple_([s.ints(d.lhs_contract), s.ints(d.rhs_contract)]))
     return s.call("np.einsum", cst.SimpleString(repr(_einsum_spec(lhs.type.ndim, rhs.type.ndim, d))), *ins)
+
+
+def _gemm(ctx: Context, eqn: Eqn, a: Expr, b: Expr) -> Expr:
+    """``a @ b`` as SciPy's gemm on F-ordered views: (a b)^T = b^T a^T, so the column-major
+    product of ``b.T`` and ``a.T`` is the row-major ``a @ b`` read back through ``.T``."""
+    from pullback.backends.numpy_linalg import blas
+
+    def f_view(x: Expr) -> Expr:  # x.T, with x.T.T written as x
+        if isinstance(x, cst.Attribute) and x.attr.value == "T":
+            return x.value
+        return s.attribute(x, "T")
+
+    return s.attribute(s.call(blas(ctx, "gemm", eqn.inputs[0].dtype), s.number(1.0), f_view(b), f_view(a)), "T")
 
 
 def _matrix_transpose(x: Expr, nb: int) -> Expr:

@@ -86,9 +86,13 @@ def batched(emit: MatrixEmitter) -> Callable:
     return emitter
 
 
+LINALG: set = set()  # the primitives printed as SciPy LAPACK/BLAS calls
+
+
 def emits(prim):
     def register(fn: MatrixEmitter):
         EMITTERS[prim] = batched(fn)
+        LINALG.add(prim)
         return fn
 
     return register

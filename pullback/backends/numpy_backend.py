@@ -42,10 +42,8 @@ class Context:
         self.modules.add(module)
 
 
-def configure(ctx: "Context", program) -> None:
+def configure(ctx: Context, program) -> None:
     """Program-wide printing choices, made before the first equation is printed."""
-    from pullback.backends import numpy_linalg
-
     ctx.one_blas = any(e.prim in numpy_linalg.LINALG for e in program.eqns)
 
 

@@ -188,7 +188,7 @@ def _potrf_jvp(primals, tangents, *, check):
     n = a.shape[-1]
     x = lax.trsm(l, _sym(da), left=True, lower=True)
     x = lax.trsm(l, x, left=False, lower=True, trans=Trans.C)
-    phi = lax.sub(lax.tril(x), lax.diag_embed(lax.mul(lax.diagonal(x), 0.5), (n, n)))  # no n x n mask to keep
+    phi = lax.add(lax.tril(x), lax.diag_embed(lax.mul(lax.diagonal(x), -0.5), (n, n)))  # no n x n mask to keep
     return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.var.type))
 
 

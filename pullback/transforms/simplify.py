@@ -5,7 +5,10 @@
 - ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
-  one reshape; identity reshapes, transposes, broadcasts and conversions vanish.
+  one reshape; identity reshapes, transposes, broadcasts and conversions vanish;
+- a contraction of ``-a`` is the negated contraction of ``a`` when that is smaller: the
+  negation moves to the side of the product with fewer elements (transposed subtractions
+  make such negations of n x n cotangents).
 
 Before::
 
@@ -86,7 +89,10 @@ def _step(program: Program) -> Program:
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
         result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
         if result is not None:
-            if isinstance(result, Eqn):
+            if isinstance(result, list):
+                eqns.extend(result)
+                defs.update((id(e.outputs[0]), e) for e in result)
+            elif isinstance(result, Eqn):
                 eqns.append(result)
                 defs[id(out)] = result
             else:
@@ -102,7 +108,8 @@ def _step(program: Program) -> Program:
 
 
 def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
-    """An atom that ``out`` equals, a replacement equation defining ``out``, or None."""
+    """An atom that ``out`` equals, replacement equations defining ``out`` (one, or a list
+    ending with it), or None."""
     def same(a) -> bool:
         return isinstance(a, Var) and a.type == out.type
 
@@ -123,6 +130,14 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             literal = fill_of(scalar) if isinstance(scalar, Var) else None
             if literal is not None and isinstance(other, Var) and same(other):
                 return Eqn(ew.mul_p, (other, literal), (out,))
+    if prim is con.dot_general_p:
+        negated = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+        k = next((k for k, d in enumerate(negated) if d is not None and d.prim is ew.neg_p
+                  and ins[k].type.size > out.type.size), None)
+        if k is not None:  # (-a) . b = -(a . b), negating the smaller side
+            inner = Var(out.type, out.hint)
+            operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
+            return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
     if prim is ew.sub_p:

@@ -138,3 +138,16 @@ def test_simplify():
 def test_simplify_transpose_of_transpose():
     p = pb.make_ir(lambda x: np.transpose(np.transpose(x, (1, 2, 0)), (2, 0, 1)) + x.T.T)(np.ones((2, 3, 4)))
     assert [e.prim.name for e in simplify(p).eqns] == ["add"]
+
+
+def test_simplify_moves_a_negation_to_the_smaller_side_of_a_contraction():
+    def f(A, X):
+        N = -A
+        return N @ X, X.T @ N, N * 2.0
+    A, X = np.arange(16.0).reshape(4, 4), np.arange(8.0).reshape(4, 2)
+    p = pb.verify(simplify(pb.make_ir(f)(A, X)))
+    negated = [e.inputs[0] for e in p.eqns if e.prim is ew.neg_p]
+    assert sorted(v.shape for v in negated) == [(2, 4), (4, 2), (4, 4)]  # the 4x4 one still feeds N * 2
+    out = pb.jit(lambda A, X: f(A, X))(A, X)
+    for got, want in zip(out, f(A, X)):
+        np.testing.assert_array_equal(got, want)

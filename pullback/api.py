@@ -71,6 +71,24 @@ class Staged:
             self._fn = lambda *a: unflatten(treedef, fn(*a) if n > 1 else [fn(*a)])
         return self._fn
 
+    def runner(self) -> Callable:
+        """The compiled function with only what concrete calls need around it (no tracer
+        check): what ``differentiate``'s per-signature fast path calls."""
+        fn = self._fn or self._compile()
+        as_array = self._as_array
+
+        def run(*args):
+            if as_array:
+                args = tuple(np.asarray(a) if i in as_array else a for i, a in enumerate(args))
+            try:
+                return fn(*args)
+            except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
+                if isinstance(e, LinAlgError):
+                    raise
+                raise LinAlgError(str(e)) from None
+
+        return run
+
     def _inline(self, args):
         outs = inline(self.program, args)
         if self.treedef is None:
@@ -117,6 +135,8 @@ def _signature_of(a):
 
 
 _CONTAINERS = frozenset({tuple, list, dict})
+_SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float32, np.float64,
+                      np.complex64, np.complex128})
 
 STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
 
@@ -141,6 +161,9 @@ class differentiate:
         self.argnums = argnums
         self.static_argnums = _as_tuple(static_argnums)
         self._stages: dict[tuple, Any] = {}
+        # (stage, signature of each argument) -> runner, for calls whose arguments are all
+        # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
+        self._runners: dict[tuple, Callable] = {}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -252,13 +275,20 @@ class differentiate:
 
     # --- calling ------------------------------------------------------------------------------
 
-    def __call__(self, *args):
+    def _run(self, kind: str, args: tuple):
         flat = self._flat(args)
-        return self._stage("primal", args, flat)(*flat[0])
+        staged = self._stage(kind, args, flat)
+        if not self.static_argnums and all(type(a) is np.ndarray or type(a) in _SCALARS for a in args):
+            self._runners[(kind, *map(_signature_of, args))] = staged.runner()
+        return staged(*flat[0])
+
+    def __call__(self, *args):
+        run = self._runners.get(("primal", *map(_signature_of, args)))
+        return run(*args) if run is not None else self._run("primal", args)
 
     def value_and_grad(self, *args):
-        flat = self._flat(args)
-        return self._stage("grad", args, flat)(*flat[0])
+        run = self._runners.get(("grad", *map(_signature_of, args)))
+        return run(*args) if run is not None else self._run("grad", args)
 
     def grad(self, *args):
         return self.value_and_grad(*args)[1]

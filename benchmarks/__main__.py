@@ -109,6 +109,8 @@ def main(argv=None) -> None:
                              ("autograd", harness.available("autograd"))) if not ok]
     if peers:
         lines += [f"Skipped (not installed): {', '.join(peers)}.", ""]
+    if not any(name.startswith("GPU") for name in cases):
+        lines += ["GPU cases skipped: no CuPy or no CUDA device on this machine.", ""]
     for case in cases.values():
         if args.only and args.only not in case.name:
             continue

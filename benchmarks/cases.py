@@ -277,4 +277,8 @@ def linalg_case(kind: str) -> Case:
 
 def all_cases() -> dict[str, Case]:
     cases = [scalar_case(), gp_case(), sgp_case(), *(linalg_case(k) for k in ("cholesky", "eigh", "svd", "qr", "lu"))]
+    from benchmarks import gpu
+
+    if gpu.gpu_available():
+        cases += [gpu.gpu_gp_case(), gpu.gpu_sgp_case()]
     return {c.name: c for c in cases}

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
-from pullback.backends.compiler import compile_program
+from pullback.backends.compiler import compile_program, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Program
 from pullback.ir.tracer import Tracer, bind, trace
@@ -52,11 +53,12 @@ _SCALAR_SAFE = frozenset({
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "_fn", "_source", "_as_array")
+    __slots__ = ("program", "treedef", "backend", "_fn", "_source", "_as_array")
 
     def __init__(self, program: Program, treedef=None):
         self.program = program
         self.treedef = treedef
+        self.backend = numpy_backend  # the CuPy backend for CuPy arguments (set by differentiate)
         self._fn: Callable | None = None
         self._source: str | None = None
         # inputs that must arrive as arrays when given as Python scalars
@@ -64,7 +66,7 @@ class Staged:
         self._as_array = tuple(i for i, v in enumerate(program.inputs) if id(v) in unsafe)
 
     def _compile(self) -> Callable:
-        self._fn, self._source = compile_program(self.program, out_tree=self.treedef)
+        self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
         if self.treedef is not None and not printable_tree(self.treedef):  # dicts: rebuild in Python
             fn, treedef = self._fn, self.treedef
             n = len(self.program.outputs)
@@ -75,11 +77,11 @@ class Staged:
         """The compiled function with only what concrete calls need around it (no tracer
         check): what ``differentiate``'s per-signature fast path calls."""
         fn = self._fn or self._compile()
-        as_array = self._as_array
+        as_array, asarray = self._as_array, getattr(self.backend, "asarray", np.asarray)
 
         def run(*args):
             if as_array:
-                args = tuple(np.asarray(a) if i in as_array else a for i, a in enumerate(args))
+                args = tuple(asarray(a) if i in as_array else a for i, a in enumerate(args))
             try:
                 return fn(*args)
             except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
@@ -107,7 +109,8 @@ class Staged:
                 return self._inline(args)
         fn = self._fn or self._compile()
         if self._as_array:
-            args = tuple(np.asarray(a) if i in self._as_array else a for i, a in enumerate(args))
+            asarray = getattr(self.backend, "asarray", np.asarray)
+            args = tuple(asarray(a) if i in self._as_array else a for i, a in enumerate(args))
         try:
             return fn(*args)
         except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
@@ -131,7 +134,28 @@ def _signature_of(a):
         return a.shape, a.dtype
     if t is Tracer:
         return a.shape, a.dtype, a.weak
+    if is_cupy(a):
+        return a.shape, a.dtype, "cuda"
     return t
+
+
+def is_cupy(a) -> bool:
+    """A CuPy array, recognised without importing CuPy."""
+    return type(a).__module__.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
+
+
+def _backend_for(leaves: tuple, names=None):
+    """CuPy arguments run the CuPy program, NumPy ones the NumPy program; never both."""
+    gpu = [is_cupy(a) for a in leaves]
+    if not any(gpu):
+        return numpy_backend
+    cpu = [i for i, a in enumerate(leaves) if isinstance(a, np.ndarray)]
+    if cpu:
+        raise TypeError(f"arguments mix NumPy (CPU) and CuPy (GPU) arrays: argument {cpu[0]} is a numpy.ndarray and "
+                        f"argument {gpu.index(True)} a cupy.ndarray; move them to one device (cupy.asarray or .get())")
+    from pullback.backends import cupy_backend
+
+    return cupy_backend
 
 
 _CONTAINERS = frozenset({tuple, list, dict})
@@ -229,7 +253,10 @@ class differentiate:
             key += tuple(args[i] for i in self.static_argnums)
         staged = self._stages.get(key)
         if staged is None:
-            staged = self._stages[key] = self._build(kind, args, trees)
+            backend = _backend_for(leaves)
+            staged = self._build(kind, args, trees)
+            staged.backend = backend
+            self._stages[key] = staged
         return staged
 
     def _build(self, kind: str, args: tuple, trees):
@@ -359,8 +386,17 @@ class differentiate:
     def ir(self, *args, stage: str = "grad") -> Program:
         return self._stage(stage, args).program
 
-    def source(self, *args, program: str = "grad") -> str:
-        return self._stage(program, args).source
+    def source(self, *args, program: str = "grad", device: str = "cpu") -> str:
+        """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
+        arguments of these shapes (no GPU, nor CuPy, is needed to read it)."""
+        staged = self._stage(program, args)
+        if device == "cpu":
+            return staged.source
+        if device != "cuda":
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        from pullback.backends import cupy_backend
+
+        return print_program(staged.program, cupy_backend, out_tree=staged.treedef)
 
 
 def _as_list(out) -> list:
@@ -411,8 +447,8 @@ class jit(differentiate):
     def __new__(cls, fn=None, static_argnums=()):
         return object.__new__(cls)
 
-    def source(self, *args, program: str = "primal") -> str:
-        return super().source(*args, program=program)
+    def source(self, *args, program: str = "primal", device: str = "cpu") -> str:
+        return super().source(*args, program=program, device=device)
 
     def ir(self, *args, stage: str = "primal") -> Program:
         return super().ir(*args, stage=stage)
@@ -423,6 +459,6 @@ def make_ir(fn: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[
     return jit(fn, static_argnums).ir
 
 
-def source(fn: Callable, *args, static_argnums: int | Sequence[int] = ()) -> str:
-    """The generated Python source of ``fn`` at these arguments."""
-    return jit(fn, static_argnums).source(*args)
+def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:
+    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy)."""
+    return jit(fn, static_argnums).source(*args, device=device)

@@ -14,12 +14,19 @@ from pullback.ir.core import Program
 _counter = itertools.count()
 
 
+def print_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> str:
+    """The source ``compile_program`` would compile, without importing what it calls."""
+    return codegen.generate(program, backend, out_tree).source
+
+
 def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> tuple[Callable, str]:
     """The compiled function of ``program``, and its source."""
     gen = codegen.generate(program, backend, out_tree)
     filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
-    namespace = {"__name__": f"pullback.generated.{gen.function_name}", **gen.namespace}
+    constant = getattr(backend, "constant", None)  # e.g. CuPy moves constants to the device
+    constants = {k: constant(v) for k, v in gen.namespace.items()} if constant else gen.namespace
+    namespace = {"__name__": f"pullback.generated.{gen.function_name}", **constants}
     exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]
     fn.__pullback_source__ = gen.source

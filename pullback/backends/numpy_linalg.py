@@ -301,7 +301,7 @@ _FULL_PIVOT = """
 {sign} = np.int32(1)
 {info} = np.int32(0)
 for {k} in range({K}):
-    {i}, {j} = np.unravel_index(np.argmax(np.abs({lu}[{k}:, {k}:])), ({m} - {k}, {n} - {k}))
+    {i}, {j} = divmod(int(np.argmax(np.abs({lu}[{k}:, {k}:]))), {n} - {k})
     {i}, {j} = {i} + {k}, {j} + {k}
     if {i} != {k}:
         {lu}[[{k}, {i}]] = {lu}[[{i}, {k}]]

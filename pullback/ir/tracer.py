@@ -329,6 +329,8 @@ def input_type(x) -> tuple[ArrayType, bool]:
         return ArrayType(x.shape, x.dtype), False
     if isinstance(x, Tracer):  # a traced function called inside another trace
         return x.var.type, x.weak
+    if type(x).__module__.startswith("cupy") and hasattr(x, "__cuda_array_interface__"):  # traced like NumPy's
+        return ArrayType(x.shape, np.dtype(x.dtype)), False
     raise TypeError(
         f"pullback traces functions of NumPy arrays and scalars; got an argument of type {type(x).__name__}"
     )

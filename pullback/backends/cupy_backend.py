@@ -1,0 +1,271 @@
+"""The CuPy backend: every program the NumPy backend prints, printed for the GPU.
+
+CuPy mirrors NumPy's API, so the NumPy emitters serve here with their ``np.`` calls
+renamed ``cp.`` (``np.linalg.LinAlgError`` and host-side ``np.ndindex`` loops stay).
+The linear-algebra primitives print as cuSOLVER and cuBLAS calls:
+
+- ``potrf`` and ``getrf`` call cuSOLVER through CuPy's thin wrappers, keeping ``info`` on
+  the device; a checked factorisation reads it back once (``if info:``, one
+  device-to-host synchronisation), the ``_ex`` variants never do. ``getrf`` also copies
+  its pivots to the host once to build the row permutation (a sequence of swaps);
+- ``trsm`` is ``cupyx.scipy.linalg.solve_triangular`` (cuBLAS trsm), ``trmm`` and
+  ``syrk`` are cuBLAS products, ``potri`` is two triangular solves (as Seeger et al.);
+- QR/LQ, eigh and SVD are ``cp.linalg`` (cuSOLVER geqrf/orgqr, syevd/heevd, gesvd),
+  with the CPU backend's deterministic phases;
+- complete pivoting is the CPU backend's kernel in CuPy array operations (it reads each
+  pivot's position back, one synchronisation per step).
+
+Generated CuPy source imports only ``numpy`` and ``cupy``/``cupyx``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import numpy as np
+
+from pullback.backends import numpy_backend as npb
+from pullback.backends import numpy_linalg as npl
+from pullback.backends import syntax as s
+from pullback.backends.numpy_backend import Context
+from pullback.backends.syntax import Expr
+from pullback.primitives import elementwise as ew
+from pullback.primitives import linalg as la
+
+IMPORTS = {"np": "numpy", "cp": "cupy"}
+IN_PLACE = npb.IN_PLACE
+KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loops over batch indices
+UPPER = "cp.cuda.cublas.CUBLAS_FILL_MODE_UPPER"
+
+
+class _ToCuPy(cst.CSTTransformer):
+    """``np.exp`` -> ``cp.exp``."""
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        if isinstance(updated.value, cst.Name) and updated.value.value == "np" and updated.attr.value not in KEEP_NUMPY:
+            return updated.with_changes(value=cst.Name("cp"))
+        return updated
+
+
+_TO_CUPY = _ToCuPy()
+
+
+def to_cupy(node):
+    return [n.visit(_TO_CUPY) for n in node] if isinstance(node, list) else node.visit(_TO_CUPY)
+
+
+def _renamed(emit):
+    return lambda ctx, eqn, ins, outs: to_cupy(emit(ctx, eqn, ins, outs))
+
+
+def configure(ctx: Context, program) -> None:
+    ctx.use("cp")
+
+
+def in_place(eqn, ins, k):
+    return to_cupy(npb.in_place(eqn, ins, k))
+
+
+def constant(value):
+    """Program constants (closed-over NumPy arrays) move to the device once, at compile time."""
+    import cupy
+
+    return cupy.asarray(value)
+
+
+def asarray(value):
+    import cupy
+
+    return cupy.asarray(value)
+
+
+EMITTERS = {p: _renamed(e) for p, e in npb.EMITTERS.items()}
+
+
+def emits(prim):
+    def register(fn):
+        EMITTERS[prim] = _renamed(npl.batched(fn))
+        return fn
+
+    return register
+
+
+def _cusolver(ctx: Context, name: str, dtype) -> Expr:
+    return s.dotted(f"cp.cuda.cusolver.{npl.PREFIX[np.dtype(dtype)]}{name}")
+
+
+def _ptr(x: Expr) -> Expr:
+    return s.attribute(s.attribute(x, "data"), "ptr")
+
+
+def _cupyx(ctx: Context, name: str) -> Expr:
+    ctx.use("cupyx.scipy.linalg")
+    return s.dotted(f"cupyx.scipy.linalg.{name}")
+
+
+def _workspace(ctx, work: cst.Name, size: Expr, dtype) -> cst.SimpleStatementLine:
+    return s.assign([work], s.call("cp.empty", size, dtype=s.dtype(dtype)))
+
+
+@emits(la.potrf_p)
+def _potrf(ctx, eqn, ins, outs):
+    """cuSOLVER reads the C array column-major, as A^T = conj(A): its upper factor U
+    (conj(A) = U^H U), read back row-major, is L = U^T (CuPy's own cholesky does this)."""
+    (a,), (l, info) = ins, outs
+    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    handle, work = s.name(ctx.fresh("handle")), s.name(ctx.fresh("work"))
+    size = s.call(_cusolver(ctx, "potrf_bufferSize", dt), handle, s.dotted(UPPER), s.number(n), _ptr(l), s.number(n))
+    stmts = [
+        s.assign([l], s.call("cp.ascontiguousarray", a) if 0 in ctx.reusable else s.method(a, "copy")),
+        s.assign([info], s.call("cp.zeros", s.ints(()), dtype=s.dtype(np.int32))),
+        s.assign([handle], s.call("cp.cuda.device.get_cusolver_handle")),
+        _workspace(ctx, work, size, dt),
+        s.statement(s.call(_cusolver(ctx, "potrf", dt), handle, s.dotted(UPPER), s.number(n), _ptr(l), s.number(n),
+                           _ptr(work), s.attribute(work, "size"), _ptr(info))),
+        s.statement(cst.Del(s.tuple_([handle, work], parens=False))),
+    ]
+    if eqn.params["check"]:
+        stmts.append(npl.raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
+                                             "(cuSOLVER potrf info={})", s.call("int", info), s.call("int", info)))
+    return [*stmts, s.assign([l], s.call("cp.tril", l))]
+
+
+def _singular_check(ctx, a: Expr) -> cst.If:
+    diagonal = s.call("cp.diagonal", a)
+    return npl.raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
+                        "solve_triangular: singular matrix: diagonal element {} is zero",
+                        s.binop(s.call("int", s.call("cp.argmin", s.call("cp.abs", diagonal))), "+", s.number(1)))
+
+
+@emits(la.trsm_p)
+def _trsm(ctx, eqn, ins, outs):
+    """Left: solve_triangular as it stands. Right, X op(A) = B: op(A)^T X^T = B^T, and
+    for op = H, A X^H = B^H."""
+    (a, b), (x,) = ins, outs
+    p = eqn.params
+    trans = int(p["trans"])
+    flags = dict(lower=s.number(bool(p["lower"])), unit_diagonal=s.number(bool(p["unit_diagonal"])))
+    stmts = [_singular_check(ctx, a)] if p.get("check") and not p["unit_diagonal"] else []
+    solve = _cupyx(ctx, "solve_triangular")
+    if p["left"]:
+        return [*stmts, s.assign([x], s.call(solve, a, b, trans=s.number(trans), **flags))]
+    if trans == 2:
+        bh = s.attribute(s.method(b, "conj"), "T")
+        return [*stmts, s.assign([x], s.attribute(s.method(s.call(solve, a, bh, trans=s.number(0), **flags), "conj"),
+                                                  "T"))]
+    return [*stmts, s.assign([x], s.attribute(s.call(solve, a, s.attribute(b, "T"), trans=s.number(1 - trans),
+                                                     **flags), "T"))]
+
+
+def _op(x: Expr, trans: int, complex_: bool) -> Expr:
+    if trans == 0:
+        return x
+    return s.attribute(s.method(x, "conj") if trans == 2 and complex_ else x, "T")
+
+
+@emits(la.trmm_p)
+def _trmm(ctx, eqn, ins, outs):
+    """A triangular product is a cuBLAS product with the other triangle masked off."""
+    (a, b), (y,) = ins, outs
+    p = eqn.params
+    n = eqn.inputs[0].shape[-1]
+    dt = eqn.inputs[0].dtype
+    tri = "cp.tril" if p["lower"] else "cp.triu"
+    if p["unit_diagonal"]:
+        t = s.binop(s.call(tri, a, s.number(-1 if p["lower"] else 1)), "+",
+                    s.call("cp.eye", s.number(n), dtype=s.dtype(dt)))
+    else:
+        t = s.call(tri, a)
+    t = _op(t, int(p["trans"]), dt.kind == "c")
+    return [s.assign([y], s.binop(t, "@", b) if p["left"] else s.binop(b, "@", t))]
+
+
+@emits(la.potri_p)
+def _potri(ctx, eqn, ins, outs):
+    """(L L^H)^{-1} = L^{-H} L^{-1}: two triangular solves, no explicit product."""
+    (l,), (b,) = ins, outs
+    n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
+    c = s.name(ctx.fresh("l_inv"))
+    solve = _cupyx(ctx, "solve_triangular")
+    return [
+        s.assign([c], s.call(solve, l, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), lower=s.number(True))),
+        s.assign([b], s.call(solve, l, c, trans=s.number(2), lower=s.number(True))),
+    ]
+
+
+@emits(la.geqrf_p)
+def _geqrf(ctx, eqn, ins, outs):
+    return [s.assign(outs, s.call("cp.linalg.qr", ins[0]))]
+
+
+@emits(la.gelqf_p)
+def _gelqf(ctx, eqn, ins, outs):
+    """LQ of A is the transposed QR of A^T, as on the CPU (the same factors, phases included)."""
+    (a,), (l, q) = ins, outs
+    q_t, r_t = s.name(ctx.fresh("q_t")), s.name(ctx.fresh("r_t"))
+    return [
+        s.assign([q_t, r_t], s.call("cp.linalg.qr", s.attribute(a, "T"))),
+        s.assign([l], s.attribute(r_t, "T")),
+        s.assign([q], s.attribute(q_t, "T")),
+    ]
+
+
+@emits(la.syevd_p)
+def _syevd(ctx, eqn, ins, outs):
+    (a,), (w, v) = ins, outs
+    n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
+    return [s.assign([w, v], s.call("cp.linalg.eigh", a)), *npl._fix_phase(ctx, v, n, [], dt.kind == "c")]
+
+
+@emits(la.gesvd_p)
+def _gesvd(ctx, eqn, ins, outs):
+    (a,), (u, sv, vh) = ins, outs
+    k, dt = min(eqn.inputs[0].shape[-2:]), eqn.inputs[0].dtype
+    return [s.assign([u, sv, vh], s.call("cp.linalg.svd", a, full_matrices=s.number(False))),
+            *npl._fix_phase(ctx, u, k, [vh], dt.kind == "c")]
+
+
+@emits(la.getrf_p)
+def _getrf(ctx, eqn, ins, outs):
+    """cuSOLVER getrf on a column-major copy; 1-based pivots made 0-based; the row
+    permutation applies the pivots' swaps in order, on the host (one copy of k integers)."""
+    (a,), (lu, piv, perm, info) = ins, outs
+    dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
+    k = min(m, n)
+    handle, work = s.name(ctx.fresh("handle")), s.name(ctx.fresh("work"))
+    i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
+    size = s.call(_cusolver(ctx, "getrf_bufferSize", dt), handle, s.number(m), s.number(n), _ptr(lu), s.number(m))
+    stmts = [
+        s.assign([lu], s.call("cp.asfortranarray" if 0 in ctx.reusable else "cp.array", a,
+                              **({} if 0 in ctx.reusable else {"order": cst.SimpleString("'F'")}))),
+        s.assign([piv], s.call("cp.empty", s.number(k), dtype=s.dtype(np.int32))),
+        s.assign([info], s.call("cp.zeros", s.ints(()), dtype=s.dtype(np.int32))),
+        s.assign([handle], s.call("cp.cuda.device.get_cusolver_handle")),
+        _workspace(ctx, work, size, dt),
+        s.statement(s.call(_cusolver(ctx, "getrf", dt), handle, s.number(m), s.number(n), _ptr(lu), s.number(m),
+                           _ptr(work), _ptr(piv), _ptr(info))),
+        s.statement(cst.Del(s.tuple_([handle, work], parens=False))),
+        s.statement(cst.AugAssign(piv, cst.SubtractAssign(), s.number(1))),
+    ]
+    if eqn.params["check"]:
+        stmts.append(npl.raise_if(s.binop(info, ">", s.number(0)), ctx,
+                                  "singular matrix: U[{}, {}] is exactly zero (cuSOLVER getrf info={})",
+                                  s.binop(s.call("int", info), "-", s.number(1)),
+                                  s.binop(s.call("int", info), "-", s.number(1)), s.call("int", info)))
+    swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
+                      s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
+    return [
+        *stmts,
+        s.assign([perm], s.call("list", s.call("range", s.number(m)))),
+        cst.For(target=s.tuple_([i, j], parens=False),
+                iter=s.call("enumerate", s.method(s.method(piv, "get"), "tolist")),
+                body=cst.IndentedBlock([s.statement(swap)])),
+        s.assign([perm], s.call("cp.asarray", perm, dtype=s.dtype(np.int32))),
+    ]
+
+
+def _expit(ctx, eqn, ins, outs):
+    ctx.use("cupyx.scipy.special")
+    return s.call("cupyx.scipy.special.expit", ins[0])
+
+
+EMITTERS[ew.logistic_p] = _expit

@@ -1,0 +1,223 @@
+"""The CuPy backend. The printed source is checked everywhere (it parses, imports only
+NumPy and CuPy, and names the cuSOLVER/cuBLAS calls); the tests marked ``gpu`` run the
+CuPy programs against the CPU ones and skip where CuPy or a GPU is missing."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback import linalg as pla
+from tests.primitives.cases import make_arg
+from tests.primitives.test_forward import CASES
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+
+ALLOWED_NUMPY = {"np.linalg.LinAlgError", "np.ndindex"}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return inner and f"{inner}.{node.attr}"
+    return None
+
+
+def check_cupy_source(source: str) -> set[str]:
+    """Parse, check the imports and every ``np.`` use; return the dotted names called."""
+    tree = ast.parse(source)
+    compile(tree, "<cupy>", "exec")
+    imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imports <= {"numpy", "cupy", "cupyx.scipy.linalg", "cupyx.scipy.special"}, imports
+    assert "scipy.linalg.lapack" not in source and "scipy.linalg.blas" not in source
+    names = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    outer = {n for n in names if n and n.startswith("np.") and not any(n.startswith(a) for a in ALLOWED_NUMPY)}
+    assert {n for n in outer if n not in {"np.linalg"}} == set(), outer
+    return {_dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)} - {None}
+
+
+def _grad_fn(case):
+    """A real scalar of all the case's float outputs, so that reverse mode meets every rule."""
+    def loss(*args):
+        outs = case.fn(*args)
+        total = 0.0
+        for o in outs if isinstance(outs, tuple) else (outs,):
+            if o.dtype.kind == "c":
+                total = total + np.sum(np.real(o) * 0.5 + np.imag(o) * 0.25)
+            elif o.dtype.kind == "f":
+                total = total + np.sum(o)
+        return total
+    return loss
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_primitive_and_its_gradient_print_for_cupy(case, rng):
+    args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
+    check_cupy_source(pb.jit(case.fn).source(*args, device="cuda"))
+    inexact = _inexact(args)
+    if inexact:
+        check_cupy_source(pb.differentiate(_grad_fn(case), argnums=inexact).source(*args, device="cuda"))
+
+
+def _inexact(args) -> tuple[int, ...]:
+    return tuple(i for i, a in enumerate(args) if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.inexact))
+
+
+class _DeviceArray:
+    """Stands in for a CuPy array where CuPy cannot run: what the dispatcher looks at."""
+
+    __module__ = "cupy"
+    __cuda_array_interface__: dict = {}
+    shape, dtype = (3,), np.dtype(np.float64)
+
+
+def test_mixing_devices_is_a_clear_error():
+    with pytest.raises(TypeError, match="mix NumPy \\(CPU\\) and CuPy \\(GPU\\) arrays"):
+        pb.jit(lambda a, b: a + b)(np.ones(3), _DeviceArray())
+
+
+LINALG_CALLS = {
+    "cholesky": {"cp.cuda.cusolver.dpotrf", "cp.cuda.cusolver.dpotrf_bufferSize", "cp.tril"},
+    "solve": {"cupyx.scipy.linalg.solve_triangular", "cp.cuda.cusolver.dgetrf"},
+    "eigh": {"cp.linalg.eigh"},
+    "svd": {"cp.linalg.svd"},
+    "qr": {"cp.linalg.qr"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG_CALLS))
+def test_gradients_name_cusolver_and_cublas_calls(name, rng):
+    a = rng.standard_normal((5, 5))
+    spd = a @ a.T + 5 * np.eye(5)
+    fns = {
+        "cholesky": lambda x: np.sum(pla.cholesky(x) ** 2),
+        "solve": lambda x: np.sum(pla.solve(x, np.ones(5)) ** 2),
+        "eigh": lambda x: np.sum(pla.eigh(x)[1][:, -1] ** 2 * np.arange(5.0)) + np.sum(pla.eigh(x)[0]),
+        "svd": lambda x: np.sum(pla.svd(x)[1]) + np.sum(pla.svd(x)[0][:, 0] * np.arange(5.0)),
+        "qr": lambda x: np.sum(pla.qr(x)[1] ** 2) + np.sum(pla.qr(x)[0] * np.arange(5.0)),
+    }
+    calls = check_cupy_source(pb.differentiate(fns[name]).source(spd, device="cuda"))
+    assert LINALG_CALLS[name] <= calls, LINALG_CALLS[name] - calls
+    assert "inv" not in {c.rsplit(".", 1)[-1] for c in calls}
+
+
+def test_cupy_source_of_the_gp_gradient(rng):
+    import gp_regression
+
+    X, y = gp_regression.synthetic_data(30)
+    source = gp_regression.neg_log_marginal_likelihood.source(np.zeros(3), X, y, program="grad", device="cuda")
+    calls = check_cupy_source(source)
+    assert {"cp.cuda.cusolver.dpotrf", "cupyx.scipy.linalg.solve_triangular", "cp.exp"} <= calls
+    assert "if info:" in source  # the checked Cholesky reads info back once
+
+
+def test_unchecked_factorisations_do_not_read_info_back(rng):
+    a = rng.standard_normal((4, 4))
+    source = pb.jit(lambda x: pla.cholesky_ex(x)).source(a @ a.T + np.eye(4), device="cuda")
+    check_cupy_source(source)
+    assert "if info" not in source and "int(info)" not in source
+
+
+def test_unknown_device_is_an_error(rng):
+    with pytest.raises(ValueError, match="device must be"):
+        pb.jit(np.sin).source(np.ones(3), device="tpu")
+
+
+# --- on a GPU ----------------------------------------------------------------------------------
+
+def _cupy():
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no CUDA device")
+    except Exception as e:  # no driver
+        pytest.skip(f"no CUDA device ({e})")
+    return cupy
+
+
+def _tol(dtype):
+    return 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+
+
+def _close(got, want, dtype):
+    tol = _tol(dtype)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.max(np.abs(want), initial=0.0))))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_gpu_forward_and_vjp_agree_with_cpu(case, rng):
+    cp = _cupy()
+    args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
+    f = pb.jit(case.fn)
+    cpu, gpu = f(*args), f(*_on_gpu(cp, args))
+    cpu, gpu = (cpu, gpu) if isinstance(cpu, tuple) else ((cpu,), (gpu,))
+    for c, g in zip(cpu, gpu):
+        _close(cp.asnumpy(g), c, case.dtype)
+    inexact = _inexact(args)
+    if not inexact:
+        return
+    g = pb.differentiate(_grad_fn(case), argnums=inexact)
+    cpu_grads = g.grad(*args)
+    gpu_grads = g.grad(*_on_gpu(cp, args))
+    for c, gg in zip(cpu_grads, gpu_grads):
+        _close(cp.asnumpy(gg), c, case.dtype)
+
+
+def _on_gpu(cp, args):
+    return [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _leaves(x):
+    return [leaf for item in x for leaf in _leaves(item)] if isinstance(x, tuple | list) else [x]
+
+
+@pytest.mark.gpu
+def test_gpu_seed_applications_agree_with_cpu():
+    cp = _cupy()
+    import bayesian_linear_regression as blr
+    import gp_regression
+    import kalman_filter
+    import sparse_gp
+
+    rng = np.random.default_rng(0)
+    X, y = gp_regression.synthetic_data(200)
+    Xs = rng.uniform(-3, 3, (500, 2))
+    ys = np.sin(Xs[:, 0]) * np.cos(Xs[:, 1]) + 0.1 * rng.standard_normal(500)
+    x = rng.uniform(-1, 1, 50)
+    A, B, v = kalman_filter.simulate()
+    runs = [
+        (gp_regression.neg_log_marginal_likelihood.value_and_grad, (np.array([0.1, -0.2, -2.0]), X, y)),
+        (sparse_gp.bound.value_and_grad, (Xs[:20].copy(), 0.0, 0.0, -2.0, Xs, ys)),
+        (pb.value_and_grad(blr.blr_lq, argnums=(0, 2, 3)), (blr.features(x), 1 - 2 * x, -2.0, 0.5)),
+        (pb.value_and_grad(blr.blr_cholesky, argnums=(0, 2, 3)), (blr.features(x), 1 - 2 * x, -2.0, 0.5)),
+        (kalman_filter.nll.value_and_grad, (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))),
+    ]
+    for fn, args in runs:
+        cpu, gpu = _leaves(fn(*args)), _leaves(fn(*_on_gpu(cp, args)))
+        assert len(cpu) == len(gpu)
+        for c, g in zip(cpu, gpu):
+            _close(cp.asnumpy(g), np.asarray(c), np.float64)
+
+
+@pytest.mark.gpu
+def test_gpu_bad_input_errors_match_cpu():
+    cp = _cupy()
+    bad = np.diag([1.0, 2.0, -1.0, 4.0])
+    f = pb.jit(pla.cholesky)
+    with pytest.raises(pb.LinAlgError, match="leading minor of order 3") as cpu:
+        f(bad)
+    with pytest.raises(pb.LinAlgError, match="leading minor of order 3") as gpu:
+        f(cp.asarray(bad))
+    assert str(cpu.value).split("(")[0] == str(gpu.value).split("(")[0]
+    l, info = pb.jit(pla.cholesky_ex)(cp.asarray(bad))
+    assert int(info) == 3
+    with pytest.raises(TypeError, match="mix NumPy"):
+        pb.jit(lambda a, b: a + b)(np.ones(3), cp.ones(3))

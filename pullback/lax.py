@@ -134,6 +134,16 @@ def diag_embed(x, shape, offset: int = 0):
     return bind(st.diag_embed_p, x, shape=tuple(shape), offset=offset)
 
 
+def add_transpose(x):
+    """``x + x.T`` for a square matrix ``x``."""
+    return bind(st.add_transpose_p, x)
+
+
+def add_diagonal(x, v):
+    """``x + diag_embed(v)`` for a square matrix ``x``."""
+    return bind(st.add_diagonal_p, x, v)
+
+
 def tril(x, k: int = 0):
     return bind(st.tril_p, x, k=k)
 

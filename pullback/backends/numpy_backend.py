@@ -21,10 +21,11 @@ from pullback.primitives import structural as st
 
 IMPORTS = {"np": "numpy", "scipy": "scipy"}
 
-# Matrix products at least this large go through SciPy's BLAS in programs that call
-# SciPy's LAPACK: NumPy and SciPy each bundle an OpenBLAS with its own thread pool, and
-# alternating between them makes the pools fight for the cores (2x slower eigh gradients).
-ONE_BLAS_MIN_SIZE = 1 << 16
+# Matrix products of at least this many multiply-adds go through SciPy's BLAS in programs
+# that call SciPy's LAPACK: NumPy and SciPy each bundle an OpenBLAS with its own thread
+# pool, and alternating between them makes the pools fight for the cores (2x slower eigh
+# gradients; a 3 x 2048 by 2048 x 2048 product took 30 ms instead of 3).
+ONE_BLAS_MIN_WORK = 1 << 20
 
 
 class Context:
@@ -86,7 +87,7 @@ for _p, _op in [
 
 # Elementwise operations that can write into an operand: an augmented assignment for the
 # first operand where Python has one, else the ufunc with ``out=``.
-IN_PLACE: dict[Primitive, tuple[str | None, str]] = {
+IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.add_p: ("+=", "np.add"), ew.sub_p: ("-=", "np.subtract"), ew.mul_p: ("*=", "np.multiply"),
     ew.div_p: ("/=", "np.divide"), ew.pow_p: ("**=", "np.power"), ew.max_p: (None, "np.maximum"),
     ew.min_p: (None, "np.minimum"), ew.neg_p: (None, "np.negative"), ew.exp_p: (None, "np.exp"),
@@ -94,6 +95,7 @@ IN_PLACE: dict[Primitive, tuple[str | None, str]] = {
     ew.sqrt_p: (None, "np.sqrt"), ew.sin_p: (None, "np.sin"), ew.cos_p: (None, "np.cos"),
     ew.tan_p: (None, "np.tan"), ew.tanh_p: (None, "np.tanh"), ew.sinh_p: (None, "np.sinh"),
     ew.cosh_p: (None, "np.cosh"), ew.sign_p: (None, "np.sign"), ew.conj_p: (None, "np.conj"),
+    st.add_diagonal_p: ("+=", None),  # only the diagonal changes: x[np.diag_indices(n)] += v
 }
 
 _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign, "/=": cst.DivideAssign,
@@ -103,9 +105,50 @@ _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign,
 def in_place(eqn: Eqn, ins: list[Expr], k: int) -> cst.SimpleStatementLine:
     """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k``."""
     aug, ufunc = IN_PLACE[eqn.prim]
+    if eqn.prim is st.add_diagonal_p:
+        return s.statement(cst.AugAssign(_diagonal_of(ins[0], eqn.outputs[0].shape[0]), cst.AddAssign(), ins[1]))
     if aug is not None and k == 0:
         return s.statement(cst.AugAssign(ins[0], _AUG[aug](), ins[1]))
     return s.statement(s.call(ufunc, *ins, out=ins[k]))
+
+
+def _diagonal_of(x: Expr, n: int) -> Expr:
+    return s.subscript(x, [s.call("np.diag_indices", s.number(n))])
+
+
+@emits(st.add_diagonal_p)
+def _add_diagonal(ctx, eqn, ins, outs):
+    """A copy with the diagonal updated: one pass over x, not a dense diagonal matrix and a sum."""
+    return [s.assign(outs, s.method(ins[0], "copy")),
+            s.statement(cst.AugAssign(_diagonal_of(outs[0], eqn.outputs[0].shape[0]), cst.AddAssign(), ins[1]))]
+
+
+# Matrices at least this large are symmetrised tile by tile, so that both operands of each
+# addition fit in cache (x + x.T reads x.T across rows: 2x slower at n = 2048).
+BLOCKED_MIN_N = 512
+TILE = 64
+
+
+@emits(st.add_transpose_p)
+def _add_transpose(ctx, eqn, ins, outs):
+    (x,), (y,) = ins, outs
+    n = eqn.outputs[0].shape[0]
+    if n < BLOCKED_MIN_N or not isinstance(x, cst.Name):
+        return s.binop(x, "+", s.attribute(x, "T"))
+    i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
+
+    add = s.call("np.add", s.subscript(x, [_tile(i), _tile(j)]), s.attribute(s.subscript(x, [_tile(j), _tile(i)]), "T"),
+                 out=s.subscript(y, [_tile(i), _tile(j)]))
+    inner = cst.For(target=j, iter=s.call("range", s.number(0), s.number(n), s.number(TILE)),
+                    body=cst.IndentedBlock([s.statement(add)]))
+    outer = cst.For(target=i, iter=s.call("range", s.number(0), s.number(n), s.number(TILE)),
+                    body=cst.IndentedBlock([inner]))
+    return [s.assign([y], s.call("np.empty_like", x)), outer]
+
+
+def _tile(start: cst.Name) -> cst.Slice:
+    """``start:start + TILE``."""
+    return cst.Slice(lower=start, upper=s.binop(start, "+", s.number(TILE)))
 
 
 @emits(ew.neg_p)
@@ -290,7 +333,8 @@ def _dot_general(ctx, eqn, ins, outs):
             elif rc != nb:
                 b = None
             if a is not None and b is not None:
-                if ctx.one_blas and nb == 0 and ln == rn == 2 and eqn.outputs[0].type.size >= ONE_BLAS_MIN_SIZE:
+                work = eqn.outputs[0].type.size * lhs.shape[lc]
+                if ctx.one_blas and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
                     return _gemm(ctx, eqn, a, b)
                 return s.binop(a, "@", b)
     if not nb:

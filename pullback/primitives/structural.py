@@ -146,6 +146,30 @@ def _diag_embed(x, *, shape: tuple[int, int], offset: int):
     return ArrayType((*x.shape[:-1], *shape), x.dtype)
 
 
+add_diagonal_p = Primitive("add_diagonal")
+
+
+@_rule(add_diagonal_p)
+def _add_diagonal(x, v):
+    """``x + diag_embed(v)`` for a square matrix: n additions, not n^2 (``K + s I``)."""
+    if x.type.ndim != 2 or x.shape[0] != x.shape[1] or v.shape != x.shape[:1] or v.dtype != x.dtype:
+        raise ShapeError(f"add_diagonal needs an (n, n) matrix and an (n,) diagonal of its dtype, got "
+                         f"{x.type} and {v.type}")
+    return x.type
+
+
+add_transpose_p = Primitive("add_transpose")
+
+
+@_rule(add_transpose_p)
+def _add_transpose(x):
+    """``x + x.T`` for a square matrix (symmetrising), a primitive so that large ones can be
+    printed cache-blocked: the transposed operand is read across rows otherwise."""
+    if x.type.ndim != 2 or x.shape[0] != x.shape[1]:
+        raise ShapeError(f"add_transpose needs a square matrix, got {x.type}")
+    return x.type
+
+
 tril_p = Primitive("tril")
 triu_p = Primitive("triu")
 
@@ -195,7 +219,7 @@ from pullback.transforms.jvp import defjvp, deflinear, defzero  # noqa: E402
 from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
 
 for _p in (broadcast_in_dim_p, reshape_p, transpose_p, slice_p, pad_p, concatenate_p, diagonal_p, diag_embed_p,
-           tril_p, triu_p):
+           add_diagonal_p, add_transpose_p, tril_p, triu_p):
     deflinear(_p)
 defjvp(convert_element_type_p, lambda t, x, ans, new_dtype: lax.convert(t, new_dtype))
 defzero(iota_p)
@@ -244,6 +268,9 @@ transpose_rules[pad_p] = lambda ct, x, *, shape, start_indices, limit_indices, s
 transpose_rules[concatenate_p] = _concatenate_t
 transpose_rules[diagonal_p] = lambda ct, x, *, offset: (lax.diag_embed(ct, x.shape[-2:], offset),)
 transpose_rules[diag_embed_p] = lambda ct, x, *, shape, offset: (lax.diagonal(ct, offset),)
+transpose_rules[add_diagonal_p] = lambda ct, x, v: (ct if isinstance(x, Linear) else None,
+                                                    lax.diagonal(ct, 0) if isinstance(v, Linear) else None)
+transpose_rules[add_transpose_p] = lambda ct, x: (lax.add_transpose(ct),)  # self-adjoint
 transpose_rules[tril_p] = lambda ct, x, *, k: (lax.tril(ct, k),)
 transpose_rules[triu_p] = lambda ct, x, *, k: (lax.triu(ct, k),)
 transpose_rules[convert_element_type_p] = _convert_t

@@ -8,7 +8,11 @@
   one reshape; identity reshapes, transposes, broadcasts and conversions vanish;
 - a contraction of ``-a`` is the negated contraction of ``a`` when that is smaller: the
   negation moves to the side of the product with fewer elements (transposed subtractions
-  make such negations of n x n cotangents).
+  make such negations of n x n cotangents);
+- diagonal matrices stay vectors: ``x * eye`` is ``diag_embed(diagonal(x))``, the diagonal
+  of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
+  and ``x + diag_embed(v)`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
+- ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block.
 
 Before::
 
@@ -21,9 +25,11 @@ from __future__ import annotations
 import numpy as np
 
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.types import ArrayType
 from pullback.lax import FOLD
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
+from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
 from pullback.transforms.substitute import substitute
@@ -138,6 +144,9 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             inner = Var(out.type, out.hint)
             operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
             return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    diagonal = _diagonal_rewrite(prim, ins, p, out, defs, same)
+    if diagonal is not None:
+        return diagonal
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
     if prim is ew.sub_p:
@@ -173,4 +182,43 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         return ins[0]
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
+    return None
+
+
+def _is_square_eye(d: Eqn | None, out: Var) -> bool:
+    return (d is not None and d.prim is st.eye_p and d.params["k"] == 0 and out.type.ndim == 2
+            and out.shape[0] == out.shape[1])
+
+
+def _diag_embedded(d: Eqn | None, out: Var) -> bool:
+    return (d is not None and d.prim is st.diag_embed_p and d.params["offset"] == 0 and d.inputs[0].type.ndim == 1
+            and out.type.ndim == 2 and out.shape[0] == out.shape[1] and d.outputs[0].type == out.type)
+
+
+def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], same):
+    """The rules that keep diagonal matrices as vectors (see the module docstring)."""
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    if prim is ew.mul_p:
+        for k in (0, 1):
+            x = ins[1 - k]
+            if _is_square_eye(ds[k], out) and same(x):
+                d = Var(ArrayType(out.shape[:1], out.dtype), "diagonal")
+                return [Eqn(st.diagonal_p, (x,), (d,), Params({"offset": 0})),
+                        Eqn(st.diag_embed_p, (d,), (out,), Params({"shape": out.shape, "offset": 0}))]
+    if prim is st.diagonal_p and ds[0] is not None and ds[0].prim is st.broadcast_in_dim_p \
+            and ds[0].inputs[0].type.ndim == 0:
+        params = Params({"shape": out.shape, "broadcast_dimensions": ()})
+        return Eqn(st.broadcast_in_dim_p, ds[0].inputs, (out,), params)
+    if prim is red.reduce_sum_p and ds[0] is not None and ds[0].prim is st.diag_embed_p \
+            and len(p["axes"]) == ins[0].type.ndim:
+        v = ds[0].inputs[0]
+        return Eqn(red.reduce_sum_p, (v,), (out,), Params({"axes": tuple(range(v.type.ndim))}))
+    if prim is ew.add_p:
+        for k in (0, 1):
+            x = ins[1 - k]
+            if _diag_embedded(ds[k], out) and same(x):
+                return Eqn(st.add_diagonal_p, (x, ds[k].inputs[0]), (out,))
+            if (ds[k] is not None and ds[k].prim is st.transpose_p and ds[k].inputs[0] is x and same(x)
+                    and out.type.ndim == 2 and out.shape[0] == out.shape[1]):
+                return Eqn(st.add_transpose_p, (x,), (out,))
     return None

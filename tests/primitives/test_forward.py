@@ -29,6 +29,10 @@ def _diag_embed_batched(x):
     return bind(st.diag_embed_p, x, shape=(3, 4), offset=1)
 
 
+def _add_diagonal(x, v):
+    return bind(st.add_diagonal_p, x, v)
+
+
 def _pad(x):
     return bind(st.pad_p, x, shape=(5, 4), start_indices=(4, 0), limit_indices=(-1, 4), strides=(-2, 2))
 
@@ -102,6 +106,11 @@ CASES += [
          ((3, 4), (4, 5), (5, 3))),
     Case("einsum-batched", lambda a, b: np.einsum("bij,bjk->bki", a, b), ((2, 3, 4), (2, 4, 5))),
     Case("norm", lambda x: (np.linalg.norm(x), np.linalg.norm(x, axis=0)), ((3, 4),), "complex128"),
+    Case("add_transpose", lambda x: bind(st.add_transpose_p, x), ((5, 5),), reference=lambda x: x + x.T),
+    Case("add_transpose-blocked", lambda x: bind(st.add_transpose_p, x), ((520, 520),), "complex128",
+         reference=lambda x: x + x.T),
+    Case("add_diagonal", _add_diagonal, ((4, 4), (4,)), reference=lambda x, v: x + np.diag(v)),
+    Case("add_diagonal-complex", _add_diagonal, ((3, 3), (3,)), "complex128", reference=lambda x, v: x + np.diag(v)),
     *LINALG_CASES,
 ]
 

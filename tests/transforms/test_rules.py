@@ -109,6 +109,8 @@ PERM = np.array([2, 0, 3, 1], dtype=np.int32)
 LINEAR_CASES += [
     Case("permute", lambda x: bind(la.permute_p, x, PERM), ((4, 3),)),
     Case("unpermute", lambda x: bind(la.unpermute_p, x, PERM), ((4, 3),), "complex128"),
+    Case("add_diagonal", lambda x, v: bind(st.add_diagonal_p, x, v), ((3, 3), (3,)), "complex128"),
+    Case("add_transpose", lambda x: bind(st.add_transpose_p, x), ((3, 3),), "complex128"),
 ]
 LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack([TRI, 2 * TRI]), b, lower=True),
                          ((2, 3, 4),)))

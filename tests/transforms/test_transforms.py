@@ -151,3 +151,20 @@ def test_simplify_moves_a_negation_to_the_smaller_side_of_a_contraction():
     out = pb.jit(lambda A, X: f(A, X))(A, X)
     for got, want in zip(out, f(A, X)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_simplify_keeps_diagonal_matrices_as_vectors():
+    def f(K, s):
+        A = K + np.exp(s) * np.eye(4)  # K + s I: four additions
+        return np.sum(A * A) + np.sum(A * np.eye(4))  # trace(A): no dense identity
+    K, s = np.arange(16.0).reshape(4, 4), np.float64(0.3)
+    p = pb.verify(simplify(pb.make_ir(f)(K, s)))
+    names = [e.prim.name for e in p.eqns]
+    assert "eye" not in names and "add_diagonal" in names and "diag_embed" not in names
+    g = pb.differentiate(f, argnums=(0, 1))
+    code = [line for line in g.source(K, s, program="grad").splitlines() if not line.strip().startswith("#")]
+    assert any("np.diag_indices(4)" in line for line in code) and not any("np.eye" in line for line in code)
+    A = K + np.exp(s) * np.eye(4)
+    K_bar, s_bar = g.grad(K, s)
+    np.testing.assert_allclose(K_bar, 2 * A + np.eye(4), rtol=1e-14)
+    np.testing.assert_allclose(s_bar, np.exp(s) * (2 * np.trace(A) + 4), rtol=1e-14)

@@ -151,9 +151,10 @@ add_diagonal_p = Primitive("add_diagonal")
 
 @_rule(add_diagonal_p)
 def _add_diagonal(x, v):
-    """``x + diag_embed(v)`` for a square matrix: n additions, not n^2 (``K + s I``)."""
-    if x.type.ndim != 2 or x.shape[0] != x.shape[1] or v.shape != x.shape[:1] or v.dtype != x.dtype:
-        raise ShapeError(f"add_diagonal needs an (n, n) matrix and an (n,) diagonal of its dtype, got "
+    """``x + diag_embed(v)`` for a square matrix: n additions, not n^2 (``K + s I``); a
+    scalar ``v`` is added to every diagonal entry."""
+    if x.type.ndim != 2 or x.shape[0] != x.shape[1] or v.shape not in (x.shape[:1], ()) or v.dtype != x.dtype:
+        raise ShapeError(f"add_diagonal needs an (n, n) matrix and an (n,) or scalar diagonal of its dtype, got "
                          f"{x.type} and {v.type}")
     return x.type
 
@@ -268,8 +269,14 @@ transpose_rules[pad_p] = lambda ct, x, *, shape, start_indices, limit_indices, s
 transpose_rules[concatenate_p] = _concatenate_t
 transpose_rules[diagonal_p] = lambda ct, x, *, offset: (lax.diag_embed(ct, x.shape[-2:], offset),)
 transpose_rules[diag_embed_p] = lambda ct, x, *, shape, offset: (lax.diagonal(ct, offset),)
-transpose_rules[add_diagonal_p] = lambda ct, x, v: (ct if isinstance(x, Linear) else None,
-                                                    lax.diagonal(ct, 0) if isinstance(v, Linear) else None)
+def _add_diagonal_t(ct, x, v):
+    if not isinstance(v, Linear):
+        return ct, None
+    v_ct = lax.diagonal(ct, 0)
+    return (ct if isinstance(x, Linear) else None), (lax.reduce_sum(v_ct, (0,)) if v.shape == () else v_ct)
+
+
+transpose_rules[add_diagonal_p] = _add_diagonal_t
 transpose_rules[add_transpose_p] = lambda ct, x: (lax.add_transpose(ct),)  # self-adjoint
 transpose_rules[tril_p] = lambda ct, x, *, k: (lax.tril(ct, k),)
 transpose_rules[triu_p] = lambda ct, x, *, k: (lax.triu(ct, k),)

@@ -11,7 +11,7 @@
   make such negations of n x n cotangents);
 - diagonal matrices stay vectors: ``x * eye`` is ``diag_embed(diagonal(x))``, the diagonal
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
-  and ``x + diag_embed(v)`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
+  and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
 - ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block.
 
 Before::
@@ -217,7 +217,13 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], same):
         for k in (0, 1):
             x = ins[1 - k]
             if _diag_embedded(ds[k], out) and same(x):
-                return Eqn(st.add_diagonal_p, (x, ds[k].inputs[0]), (out,))
+                v = ds[k].inputs[0]
+                dv = defs.get(id(v)) if isinstance(v, Var) else None
+                if dv is not None and dv.prim is st.broadcast_in_dim_p and dv.inputs[0].type.ndim == 0:
+                    v = dv.inputs[0]  # the same scalar all along the diagonal
+                return Eqn(st.add_diagonal_p, (x, v), (out,))
+            if _is_square_eye(ds[k], out) and same(x):  # x + I
+                return Eqn(st.add_diagonal_p, (x, Literal.of(1, out.dtype)), (out,))
             if (ds[k] is not None and ds[k].prim is st.transpose_p and ds[k].inputs[0] is x and same(x)
                     and out.type.ndim == 2 and out.shape[0] == out.shape[1]):
                 return Eqn(st.add_transpose_p, (x,), (out,))

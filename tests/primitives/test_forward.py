@@ -109,6 +109,7 @@ CASES += [
     Case("add_transpose", lambda x: bind(st.add_transpose_p, x), ((5, 5),), reference=lambda x: x + x.T),
     Case("add_transpose-blocked", lambda x: bind(st.add_transpose_p, x), ((520, 520),), "complex128",
          reference=lambda x: x + x.T),
+    Case("add_diagonal-scalar", _add_diagonal, ((4, 4), ()), reference=lambda x, s: x + s * np.eye(4)),
     Case("add_diagonal", _add_diagonal, ((4, 4), (4,)), reference=lambda x, v: x + np.diag(v)),
     Case("add_diagonal-complex", _add_diagonal, ((3, 3), (3,)), "complex128", reference=lambda x, v: x + np.diag(v)),
     *LINALG_CASES,

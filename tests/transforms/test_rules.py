@@ -111,6 +111,7 @@ LINEAR_CASES += [
     Case("unpermute", lambda x: bind(la.unpermute_p, x, PERM), ((4, 3),), "complex128"),
     Case("add_diagonal", lambda x, v: bind(st.add_diagonal_p, x, v), ((3, 3), (3,)), "complex128"),
     Case("add_transpose", lambda x: bind(st.add_transpose_p, x), ((3, 3),), "complex128"),
+    Case("add_diagonal-scalar", lambda x, s: bind(st.add_diagonal_p, x, s), ((3, 3), ()), "complex128"),
 ]
 LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack([TRI, 2 * TRI]), b, lower=True),
                          ((2, 3, 4),)))

@@ -256,6 +256,8 @@ class differentiate:
             backend = _backend_for(leaves)
             staged = self._build(kind, args, trees)
             staged.backend = backend
+            if getattr(backend, "SCALARS_AS_ARRAYS", False):
+                staged._as_array = tuple(range(len(staged.program.inputs)))
             self._stages[key] = staged
         return staged
 
@@ -407,7 +409,7 @@ def _tangent_like(t, v):
     """A tangent or cotangent as an array of its primal's type."""
     if isinstance(t, Tracer):
         return t
-    arr = np.asarray(t)
+    arr = t if is_cupy(t) else np.asarray(t)
     if arr.shape != v.shape:
         raise ValueError(f"expected a (co)tangent of shape {v.shape}, got {arr.shape}")
     return arr.astype(v.dtype, copy=False)

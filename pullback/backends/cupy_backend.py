@@ -30,9 +30,11 @@ from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
+from pullback.primitives import structural as st
 
 IMPORTS = {"np": "numpy", "cp": "cupy"}
 IN_PLACE = npb.IN_PLACE
+SCALARS_AS_ARRAYS = True  # Python scalar arguments go to the device as 0-d arrays
 KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loops over batch indices
 UPPER = "cp.cuda.cublas.CUBLAS_FILL_MODE_UPPER"
 
@@ -269,3 +271,7 @@ def _expit(ctx, eqn, ins, outs):
 
 
 EMITTERS[ew.logistic_p] = _expit
+
+
+# One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
+EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", s.attribute(ins[0], "T"))

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg
 
 from pullback.backends import syntax as s
-from pullback.backends.numpy_backend import EMITTERS, Context
+from pullback.backends.numpy_backend import EMITTERS, ONE_BLAS_MIN_WORK, Context
 from pullback.backends.syntax import Expr
 from pullback.ir.core import Eqn
 from pullback.primitives import linalg as la
@@ -140,10 +140,24 @@ def _trmm(ctx, eqn, ins, outs):
 
 @emits(la.syrk_p)
 def _syrk(ctx, eqn, ins, outs):
-    """NumPy hands ``a @ a.T`` to BLAS syrk and mirrors the triangle."""
-    (a,) = ins
-    h = s.attribute(s.method(a, "conj"), "T") if eqn.inputs[0].dtype.kind == "c" else s.attribute(a, "T")
-    return [assign(outs, s.binop(h, "@", a) if eqn.params["trans"] else s.binop(a, "@", h))]
+    """NumPy hands ``a @ a.T`` to BLAS syrk and mirrors the triangle. Where the program
+    calls SciPy's LAPACK (one BLAS, see numpy_backend), real ones call SciPy's syrk on the
+    F-view (a a^T = M^T M for M = a.T) and mirror its upper triangle."""
+    (a,), (c,) = ins, outs
+    x = eqn.inputs[0]
+    trans = eqn.params["trans"]
+    if x.dtype.kind == "c":
+        h = s.attribute(s.method(a, "conj"), "T")
+        return [assign(outs, s.binop(h, "@", a) if trans else s.binop(a, "@", h))]
+    k = x.shape[-2] if trans else x.shape[-1]
+    if not (ctx.one_blas and eqn.outputs[0].type.size * k >= ONE_BLAS_MIN_WORK):
+        return [assign(outs, s.binop(s.attribute(a, "T"), "@", a) if trans else s.binop(a, "@", s.attribute(a, "T")))]
+    upper = s.name(ctx.fresh("upper"))
+    return [
+        assign([upper], s.call(blas(ctx, "syrk", x.dtype), s.number(1.0), s.attribute(a, "T"),
+                               trans=s.number(0 if trans else 1))),
+        assign([c], s.binop(s.call("np.triu", upper), "+", s.attribute(s.call("np.triu", upper, s.number(1)), "T"))),
+    ]
 
 
 @emits(la.potri_p)

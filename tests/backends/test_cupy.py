@@ -153,7 +153,7 @@ def _close(got, want, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_gpu_forward_and_vjp_agree_with_cpu(case, rng):
+def test_gpu_forward_jvp_and_vjp_agree_with_cpu(case, rng):
     cp = _cupy()
     args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
     f = pb.jit(case.fn)
@@ -164,6 +164,11 @@ def test_gpu_forward_and_vjp_agree_with_cpu(case, rng):
     inexact = _inexact(args)
     if not inexact:
         return
+    tangents = [make_arg(rng, np.shape(a), case.dtype, False) if i in inexact else a for i, a in enumerate(args)]
+    cpu_jvp = _leaves(pb.jvp(case.fn, args, tangents))
+    gpu_jvp = _leaves(pb.jvp(case.fn, _on_gpu(cp, args), _on_gpu(cp, tangents)))
+    for c, gg in zip(cpu_jvp, gpu_jvp):
+        _close(cp.asnumpy(gg), np.asarray(c), case.dtype)
     g = pb.differentiate(_grad_fn(case), argnums=inexact)
     cpu_grads = g.grad(*args)
     gpu_grads = g.grad(*_on_gpu(cp, args))

@@ -11,6 +11,7 @@ import scipy.linalg
 
 import pullback as pb
 from pullback import linalg as pla
+from pullback.testing import check_grads
 from tests.primitives.linalg_cases import phase, spd, sym
 
 rng = np.random.default_rng(42)
@@ -268,3 +269,22 @@ def test_generated_code_calls_lapack_on_transposed_views_without_inverses():
 def test_batched_operators_loop_in_generated_code():
     src = pb.source(lambda A: pla.cholesky(A), spd(rand(2, 3, 3)))
     assert "for k in np.ndindex(2):" in src
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_large_products_in_lapack_programs_use_scipy_blas(trans):
+    """Past ONE_BLAS_MIN_WORK multiply-adds, syrk and matmul print as SciPy's dsyrk/dgemm
+    (one OpenBLAS thread pool per program); results and gradients are unchanged."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 64) if trans else (64, 300)) / 10
+    W = rng.standard_normal((64, 64))
+
+    def f(a, W):
+        S = pla.syrk(a, trans=trans) + np.eye(64)
+        return np.sum(pla.cholesky(S) * W) + np.sum((S @ W) * W)
+
+    src = pb.differentiate(f).source(a, W)
+    assert "scipy.linalg.blas.dsyrk(" in src and "scipy.linalg.blas.dgemm(" in src
+    S = (a.T @ a if trans else a @ a.T) + np.eye(64)
+    np.testing.assert_allclose(pb.jit(f)(a, W), np.sum(np.linalg.cholesky(S) * W) + np.sum((S @ W) * W), rtol=1e-12)
+    check_grads(f, (a, W))

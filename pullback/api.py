@@ -53,13 +53,14 @@ _SCALAR_SAFE = frozenset({
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "_fn", "_source", "_as_array")
+    __slots__ = ("program", "treedef", "backend", "_fn", "_run", "_source", "_as_array")
 
     def __init__(self, program: Program, treedef=None):
         self.program = program
         self.treedef = treedef
         self.backend = numpy_backend  # the CuPy backend for CuPy arguments (set by differentiate)
         self._fn: Callable | None = None
+        self._run: Callable | None = None
         self._source: str | None = None
         # inputs that must arrive as arrays when given as Python scalars
         unsafe = {id(a) for e in program.eqns if e.prim.name not in _SCALAR_SAFE for a in e.inputs}
@@ -76,6 +77,8 @@ class Staged:
     def runner(self) -> Callable:
         """The compiled function with only what concrete calls need around it (no tracer
         check): what ``differentiate``'s per-signature fast path calls."""
+        if self._run is not None:
+            return self._run
         fn = self._fn or self._compile()
         as_array, asarray = self._as_array, getattr(self.backend, "asarray", np.asarray)
 
@@ -89,6 +92,7 @@ class Staged:
                     raise
                 raise LinAlgError(str(e)) from None
 
+        self._run = run
         return run
 
     def _inline(self, args):
@@ -107,16 +111,7 @@ class Staged:
         for a in args:
             if type(a) is Tracer:
                 return self._inline(args)
-        fn = self._fn or self._compile()
-        if self._as_array:
-            asarray = getattr(self.backend, "asarray", np.asarray)
-            args = tuple(asarray(a) if i in self._as_array else a for i, a in enumerate(args))
-        try:
-            return fn(*args)
-        except np.linalg.LinAlgError as e:  # generated code depends on NumPy alone
-            if isinstance(e, LinAlgError):
-                raise
-            raise LinAlgError(str(e)) from None
+        return (self._run or self.runner())(*args)
 
 
 def _as_tuple(nums: int | Sequence[int]) -> tuple[int, ...]:

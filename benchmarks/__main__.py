@@ -88,6 +88,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a run under a few minutes")
     parser.add_argument("--only", help="run the cases whose name contains this text")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the table (default: %(default)s)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--first-call", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -123,8 +124,8 @@ def main(argv=None) -> None:
     discussion = Path(__file__).parent / "discussion.md"
     if discussion.exists():
         lines += [discussion.read_text()]
-    RESULTS.write_text("\n".join(lines))
-    print(f"\nwrote {RESULTS}")
+    args.out.write_text("\n".join(lines))
+    print(f"\nwrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -80,18 +80,28 @@ def _gp_jax(theta, X, y):
     return 0.5 * z @ z + jnp.sum(jnp.log(jnp.diag(L))) + 0.5 * X.shape[0] * jnp.log(2 * jnp.pi)
 
 
+def _tensors(*arrays):
+    """PyTorch tensors of NumPy arrays; tensors (on the GPU, say) pass through."""
+    return [a if isinstance(a, torch.Tensor) else torch.from_numpy(np.asarray(a)) for a in arrays]
+
+
+def _leaf(v, like):
+    """A float64 leaf that requires grad, on ``like``'s device."""
+    return torch.as_tensor(v, dtype=torch.float64, device=like.device).clone().requires_grad_()
+
+
 def _gp_torch(theta, X, y):
-    t = torch.tensor(theta, requires_grad=True)
-    X, y = torch.from_numpy(X), torch.from_numpy(y)
+    X, y = _tensors(X, y)
+    t = _leaf(theta, X)
     Xs = X / torch.exp(t[0])
     sq = torch.sum(Xs**2, dim=1)
     K = torch.exp(t[1]) * torch.exp(-0.5 * (sq[:, None] + sq[None, :] - 2 * Xs @ Xs.T))
-    K = K + torch.exp(t[2]) * torch.eye(X.shape[0], dtype=torch.float64)
+    K = K + torch.exp(t[2]) * torch.eye(X.shape[0], dtype=torch.float64, device=X.device)
     L = torch.linalg.cholesky(K)
     z = torch.linalg.solve_triangular(L, y[:, None], upper=False)[:, 0]
     value = 0.5 * z @ z + torch.sum(torch.log(torch.diagonal(L))) + 0.5 * X.shape[0] * np.log(2 * np.pi)
     (g,) = torch.autograd.grad(value, t)
-    return value.item(), g.numpy()
+    return value.item(), g.cpu().numpy()
 
 
 def _gp_autograd(theta, X, y):
@@ -132,10 +142,9 @@ def sgp_data(size, seed=0):
 
 
 def _sgp_torch(Z, log_ell, log_sf2, log_sn2, X, y):
-    params = [torch.tensor(Z, requires_grad=True)] + [torch.tensor(v, dtype=torch.float64, requires_grad=True)
-                                                      for v in (log_ell, log_sf2, log_sn2)]
+    X, y = _tensors(X, y)
+    params = [_leaf(v, X) for v in (Z, log_ell, log_sf2, log_sn2)]
     Zt, ell, sf2, sn2l = params
-    X, y = torch.from_numpy(X), torch.from_numpy(y)
     n, u = X.shape[0], Zt.shape[0]
 
     def rbf(A, B):
@@ -144,13 +153,13 @@ def _sgp_torch(Z, log_ell, log_sf2, log_sn2, X, y):
         return torch.exp(sf2) * torch.exp(-0.5 * d2)
 
     sn2 = torch.exp(sn2l)
-    Lu = torch.linalg.cholesky(rbf(Zt, Zt) + sparse_gp.JITTER * torch.eye(u, dtype=torch.float64))
+    Lu = torch.linalg.cholesky(rbf(Zt, Zt) + sparse_gp.JITTER * torch.eye(u, dtype=torch.float64, device=X.device))
     B = torch.linalg.solve_triangular(Lu, rbf(Zt, X), upper=False)
-    La = torch.linalg.cholesky(B @ B.T / sn2 + torch.eye(u, dtype=torch.float64))
+    La = torch.linalg.cholesky(B @ B.T / sn2 + torch.eye(u, dtype=torch.float64, device=X.device))
     c = torch.linalg.solve_triangular(La, (B @ y)[:, None], upper=False)[:, 0]
     value = (0.5 * n * (np.log(2 * np.pi) + sn2l) + torch.sum(torch.log(torch.diagonal(La))) + y @ y / (2 * sn2)
              - c @ c / (2 * sn2**2) - (torch.sum(B**2) - n * torch.exp(sf2)) / (2 * sn2))
-    return value.item(), [g.numpy() for g in torch.autograd.grad(value, params)]
+    return value.item(), [g.cpu().numpy() for g in torch.autograd.grad(value, params)]
 
 
 def _sgp_jax(Z, log_ell, log_sf2, log_sn2, X, y):

@@ -101,9 +101,33 @@ _COMPARE = {"==": cst.Equal, "!=": cst.NotEqual, "<": cst.LessThan, "<=": cst.Le
             ">": cst.GreaterThan, ">=": cst.GreaterThanEqual}
 
 
+_PRECEDENCE = {cst.Add: 2, cst.Subtract: 2, cst.Multiply: 3, cst.Divide: 3, cst.MatrixMultiply: 3, cst.Power: 5}
+
+
+def _precedence(e: Expr) -> float:
+    """How tightly ``e`` binds, as Python's grammar says (higher binds tighter)."""
+    if e.lpar:
+        return math.inf
+    if isinstance(e, cst.BinaryOperation):
+        return _PRECEDENCE[type(e.operator)]
+    if isinstance(e, cst.Comparison):
+        return 1
+    if isinstance(e, cst.UnaryOperation):
+        return 4 if isinstance(e.operator, cst.Minus | cst.Plus | cst.BitInvert) else 0.5
+    if isinstance(e, cst.BooleanOperation | cst.IfExp | cst.Lambda):
+        return 0
+    return math.inf
+
+
 def binop(lhs: Expr, op: str, rhs: Expr) -> Expr:
-    if op == "**":  # binds tighter than unary minus on its left
-        lhs = atomic(lhs)
+    """``lhs op rhs`` with the parentheses that keep the operands' grouping."""
+    p = 1 if op in _COMPARE else _PRECEDENCE[_BINOPS[op]]
+    right_assoc = op == "**"
+    # comparisons chain (a == b == c is not (a == b) == c), so they never nest bare
+    if _precedence(lhs) < p or (_precedence(lhs) == p and (right_assoc or op in _COMPARE)):
+        lhs = parens(lhs)
+    if _precedence(rhs) < p or (_precedence(rhs) == p and not right_assoc):
+        rhs = parens(rhs)
     if op in _COMPARE:
         return cst.Comparison(left=lhs, comparisons=[cst.ComparisonTarget(_COMPARE[op](), rhs)])
     return cst.BinaryOperation(lhs, _BINOPS[op](), rhs)

@@ -88,7 +88,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a run under a few minutes")
     parser.add_argument("--only", help="run the cases whose name contains this text")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the table (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="where to write the table (default: %(default)s); the discussion appended is "
+                             "the file beside this one named for it (RESULTS-gpu.md: discussion-gpu.md)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--first-call", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -101,8 +103,9 @@ def main(argv=None) -> None:
     if args.first_call:
         first_call_child(args.first_call)
         return
+    flags = (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
     lines = ["# Benchmark results", "",
-             f"`python -m benchmarks{' --quick' if args.quick else ''}` on {platform.machine()}, "
+             f"`python -m benchmarks{flags}` on {platform.machine()}, "
              f"{platform.python_version()}, NumPy {np.__version__}; float64. Medians and minima over repeats "
              "after a warm-up, every implementation of a case in the same run; peak memory is a fresh "
              "process's high-water mark minus that of one that only builds the inputs.", ""]
@@ -121,7 +124,7 @@ def main(argv=None) -> None:
         impls = ["pullback"] + [i for i in ("JAX jit", "PyTorch") if i in all_cases()[
             "GP negative log likelihood, value and gradient"].implementations]
         lines += ["## first call of the GP gradient, n = 256 (fresh process)", "", *first_call_rows(impls), ""]
-    discussion = Path(__file__).parent / "discussion.md"
+    discussion = Path(__file__).parent / (args.out.stem.replace("RESULTS", "discussion") + ".md")
     if discussion.exists():
         lines += [discussion.read_text()]
     args.out.write_text("\n".join(lines))

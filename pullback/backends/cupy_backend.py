@@ -8,8 +8,10 @@ The linear-algebra primitives print as cuSOLVER and cuBLAS calls:
   the device; a checked factorisation reads it back once (``if info:``, one
   device-to-host synchronisation), the ``_ex`` variants never do. ``getrf`` also copies
   its pivots to the host once to build the row permutation (a sequence of swaps);
-- ``trsm`` is ``cupyx.scipy.linalg.solve_triangular`` (cuBLAS trsm), ``trmm`` and
-  ``syrk`` are cuBLAS products, ``potri`` is two triangular solves (as Seeger et al.);
+- ``trsm`` calls cuBLAS trsm on the C arrays' buffers (the CPU backend's F-view trick: no
+  transposing copies, in place when the right-hand side is dead); ``trmm`` and ``syrk``
+  are cuBLAS products (CuPy exposes no trmm); ``potri`` is two triangular solves through
+  ``cupyx.scipy.linalg.solve_triangular`` (as Seeger et al.);
 - QR/LQ, eigh and SVD are ``cp.linalg`` (cuSOLVER geqrf/orgqr, syevd/heevd, gesvd),
   with the CPU backend's deterministic phases;
 - complete pivoting is the CPU backend's kernel in CuPy array operations (it reads each
@@ -39,10 +41,16 @@ KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loo
 UPPER = "cp.cuda.cublas.CUBLAS_FILL_MODE_UPPER"
 
 
+class _HostNumPy(cst.Name):
+    """An ``np`` that stays NumPy in a CuPy program: a host value, such as cuBLAS's alpha."""
+
+
 class _ToCuPy(cst.CSTTransformer):
     """``np.exp`` -> ``cp.exp``."""
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        if isinstance(original.value, _HostNumPy):  # (libcst rebuilds the child as a plain Name)
+            return updated
         if isinstance(updated.value, cst.Name) and updated.value.value == "np" and updated.attr.value not in KEEP_NUMPY:
             return updated.with_changes(value=cst.Name("cp"))
         return updated
@@ -64,7 +72,16 @@ def configure(ctx: Context, program) -> None:
 
 
 def in_place(eqn, ins, k):
+    if eqn.prim is st.add_diagonal_p:
+        return _diagonal_update(ins[0], ins[1])
     return to_cupy(npb.in_place(eqn, ins, k))
+
+
+def _diagonal_update(x: Expr, v: Expr) -> cst.SimpleStatementLine:
+    """``cp.diagonal(x)[...] += v``: CuPy's diagonal is a writable view, so one small kernel
+    updates x (``x[cp.diag_indices(n)]`` would build index arrays and gather, then scatter)."""
+    view = s.subscript(s.call("cp.diagonal", x), [cst.Ellipsis()])
+    return s.statement(cst.AugAssign(view, cst.AddAssign(), v))
 
 
 def constant(value):
@@ -138,24 +155,56 @@ def _singular_check(ctx, a: Expr) -> cst.If:
                         s.binop(s.call("int", s.call("cp.argmin", s.call("cp.abs", diagonal))), "+", s.number(1)))
 
 
+def _solve(ctx, a: Expr, b: Expr, trans: int, lower: bool, unit: bool, complex_: bool, overwrite: bool) -> Expr:
+    """``solve_triangular`` with ``a`` handed over as ``a.T`` (flipping ``trans`` and ``lower``):
+    cuBLAS reads column-major, and the transpose of a C-ordered factor is one, so it is not
+    copied on every call (a conjugate transpose of a complex ``a`` has no such view)."""
+    if trans != 2 or not complex_:
+        a, trans, lower = s.attribute(a, "T"), 1 - min(trans, 1), not lower
+    flags = dict(trans=s.number(trans), lower=s.number(lower), unit_diagonal=s.number(unit))
+    if overwrite:
+        flags["overwrite_b"] = s.number(True)
+    return s.call(_cupyx(ctx, "solve_triangular"), a, b, **flags)
+
+
+def _cublas(name: str, dtype) -> Expr:
+    return s.dotted(f"cp.cuda.cublas.{npl.PREFIX[np.dtype(dtype)]}{name}")
+
+
+def _enum(name: str) -> Expr:
+    return s.dotted(f"cp.cuda.cublas.CUBLAS_{name}")
+
+
 @emits(la.trsm_p)
 def _trsm(ctx, eqn, ins, outs):
-    """Left: solve_triangular as it stands. Right, X op(A) = B: op(A)^T X^T = B^T, and
-    for op = H, A X^H = B^H."""
+    """cuBLAS trsm on the C arrays' buffers, read column-major as their transposes:
+    op(A) X = B is X^T op(A)^T = B^T, the other side and the other triangle with the same op
+    (as the CPU backend's F-views). No transposing copies; B is solved in place when dead.
+    A single column is its own transpose: it is solved from the left (a right-side solve
+    of one row is several times slower in cuBLAS), with op(A) = op'(A^T)."""
     (a, b), (x,) = ins, outs
-    p = eqn.params
-    trans = int(p["trans"])
-    flags = dict(lower=s.number(bool(p["lower"])), unit_diagonal=s.number(bool(p["unit_diagonal"])))
+    p, dt = eqn.params, eqn.inputs[0].dtype
+    m, n = eqn.inputs[1].shape[-2:]
+    trans = 1 if int(p["trans"]) == 2 and dt.kind != "c" else int(p["trans"])
+    handle, one = s.name(ctx.fresh("handle")), s.name(ctx.fresh("one"))
+    column = p["left"] and n == 1 and trans != 2
+    if column:
+        side, op, (m, n) = "SIDE_LEFT", ("OP_T", "OP_N")[trans], (n, m)
+    else:
+        side, op = "SIDE_RIGHT" if p["left"] else "SIDE_LEFT", ("OP_N", "OP_T", "OP_C")[trans]
+    flags = [_enum(side), _enum("FILL_MODE_UPPER" if p["lower"] else "FILL_MODE_LOWER"), _enum(op),
+             _enum("DIAG_UNIT" if p["unit_diagonal"] else "DIAG_NON_UNIT")]
+    k = s.number(eqn.inputs[0].shape[-1])
+    head = [handle, *flags, s.number(n), s.number(m), s.attribute(s.attribute(one, "ctypes"), "data"),
+            _ptr(s.call("cp.ascontiguousarray", a)), k]
     stmts = [_singular_check(ctx, a)] if p.get("check") and not p["unit_diagonal"] else []
-    solve = _cupyx(ctx, "solve_triangular")
-    if p["left"]:
-        return [*stmts, s.assign([x], s.call(solve, a, b, trans=s.number(trans), **flags))]
-    if trans == 2:
-        bh = s.attribute(s.method(b, "conj"), "T")
-        return [*stmts, s.assign([x], s.attribute(s.method(s.call(solve, a, bh, trans=s.number(0), **flags), "conj"),
-                                                  "T"))]
-    return [*stmts, s.assign([x], s.attribute(s.call(solve, a, s.attribute(b, "T"), trans=s.number(1 - trans),
-                                                     **flags), "T"))]
+    stmts += [s.assign([handle], s.call("cp.cuda.device.get_cublas_handle")),
+              s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()),
+                                     dtype=s.dtype(dt)))]
+    stmts += [s.assign([x], s.call("cp.ascontiguousarray", b) if 1 in ctx.reusable else s.method(b, "copy")),
+              s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
+              s.statement(cst.Del(s.tuple_([handle, one], parens=False)))]
+    return stmts
 
 
 def _op(x: Expr, trans: int, complex_: bool) -> Expr:
@@ -166,7 +215,8 @@ def _op(x: Expr, trans: int, complex_: bool) -> Expr:
 
 @emits(la.trmm_p)
 def _trmm(ctx, eqn, ins, outs):
-    """A triangular product is a cuBLAS product with the other triangle masked off."""
+    """A triangular product is a cuBLAS product with the other triangle masked off
+    (CuPy exposes no cuBLAS trmm)."""
     (a, b), (y,) = ins, outs
     p = eqn.params
     n = eqn.inputs[0].shape[-1]
@@ -181,16 +231,17 @@ def _trmm(ctx, eqn, ins, outs):
     return [s.assign([y], s.binop(t, "@", b) if p["left"] else s.binop(b, "@", t))]
 
 
+
 @emits(la.potri_p)
 def _potri(ctx, eqn, ins, outs):
     """(L L^H)^{-1} = L^{-H} L^{-1}: two triangular solves, no explicit product."""
     (l,), (b,) = ins, outs
     n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
     c = s.name(ctx.fresh("l_inv"))
-    solve = _cupyx(ctx, "solve_triangular")
+    flags = dict(lower=True, unit=False, complex_=dt.kind == "c", overwrite=True)
     return [
-        s.assign([c], s.call(solve, l, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), lower=s.number(True))),
-        s.assign([b], s.call(solve, l, c, trans=s.number(2), lower=s.number(True))),
+        s.assign([c], _solve(ctx, l, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), 0, **flags)),
+        s.assign([b], _solve(ctx, l, c, 2, **flags)),
     ]
 
 

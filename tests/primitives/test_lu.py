@@ -42,9 +42,10 @@ def tril_(x):
     return np.tril(x, -1)
 
 
-def notes_reverse(A, Lbar, Ubar):
-    """The notes' reverse rule, in NumPy: A_bar from (L_bar, U_bar)."""
-    P, L, U = scipy.linalg.lu(A)  # A = P L U: the notes' P is P^T
+def notes_reverse(A, Lbar, Ubar, factors=None):
+    """The notes' reverse rule, in NumPy: A_bar from (L_bar, U_bar), at SciPy's factors of A
+    or at given ones (P, L, U) with A = P L U."""
+    P, L, U = scipy.linalg.lu(A) if factors is None else factors  # A = P L U: the notes' P is P^T
     m, n = A.shape
     H = lambda x: x.conj().T  # noqa: E731
     if m == n:
@@ -181,9 +182,9 @@ def test_full_pivot_vjp_matches_the_notes(shape, dtype):
     p, q, l, u = pla.lu_full_pivot(A)
     Lbar, Ubar = rand(l.shape, dtype), rand(u.shape, dtype)
     (Abar,) = pb.vjp(pla.lu_full_pivot, A)[1]((np.zeros_like(p), np.zeros_like(q), Lbar, Ubar))
-    B = p.T @ A @ q.T
-    np.testing.assert_array_equal(scipy.linalg.lu_factor(B)[1], np.arange(min(shape)))  # B needs no pivoting
-    Bbar = notes_reverse(B, Lbar, Ubar)
+    B = p.T @ A @ q.T  # = l u, unpivoted (LAPACK might still pivot it: for complex numbers its
+    # partial pivoting compares |Re| + |Im|, complete pivoting the modulus)
+    Bbar = notes_reverse(B, Lbar, Ubar, (np.eye(shape[0]), l, u))
     np.testing.assert_allclose(Abar, p @ Bbar @ q, rtol=1e-9, atol=1e-11)  # A_bar = P^T B_bar Q^T (notes' P, Q)
 
 

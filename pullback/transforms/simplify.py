@@ -12,7 +12,10 @@
 - diagonal matrices stay vectors: ``x * eye`` is ``diag_embed(diagonal(x))``, the diagonal
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
   and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
-- ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block.
+- ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block;
+- a triangular solve with a factor of a checked Cholesky (or its transpose) skips its
+  zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
+  the check is a device-to-host synchronisation).
 
 Before::
 
@@ -29,6 +32,7 @@ from pullback.ir.types import ArrayType
 from pullback.lax import FOLD
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
+from pullback.primitives import linalg as la
 from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
@@ -130,6 +134,8 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    if prim is la.trsm_p and p["check"] and _checked_cholesky_factor(ins[0], defs):
+        return Eqn(prim, ins, (out,), Params({**p, "check": False}))
     if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
         x, y = ins
         for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar fill is a scaling
@@ -183,6 +189,15 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
     return None
+
+
+def _checked_cholesky_factor(a, defs: dict[int, Eqn]) -> bool:
+    """``a`` is L, or L transposed, of a potrf that raises unless it succeeded."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is not None and d.prim is st.transpose_p:
+        a = d.inputs[0]
+        d = defs.get(id(a)) if isinstance(a, Var) else None
+    return d is not None and d.prim is la.potrf_p and d.params["check"] and a is d.outputs[0]
 
 
 def _is_square_eye(d: Eqn | None, out: Var) -> bool:

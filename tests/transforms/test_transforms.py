@@ -168,3 +168,24 @@ def test_simplify_keeps_diagonal_matrices_as_vectors():
     K_bar, s_bar = g.grad(K, s)
     np.testing.assert_allclose(K_bar, 2 * A + np.eye(4), rtol=1e-14)
     np.testing.assert_allclose(s_bar, np.exp(s) * (2 * np.trace(A) + 4), rtol=1e-14)
+
+
+def test_solves_with_a_checked_cholesky_factor_skip_the_zero_diagonal_check():
+    from pullback import linalg as pla
+
+    def gp(K, y):  # the factor and its transpose: the Cholesky raised unless the diagonal is positive
+        L = pla.cholesky(K)
+        return pla.solve_triangular(L.T, pla.solve_triangular(L, y, lower=True), lower=False)
+
+    def unchecked(K, y):  # cholesky_ex does not raise: its factor's diagonal may hold zeros
+        return pla.solve_triangular(pla.cholesky_ex(K)[0], y, lower=True)
+
+    def checks(fn, *args):
+        return sum(e.params.get("check", False) for e in simplify(pb.make_ir(fn)(*args)).eqns
+                   if e.prim.name == "trsm")
+
+    K, y = np.array([[4.0, 2.0], [2.0, 3.0]]), np.array([1.0, 2.0])
+    assert checks(gp, K, y) == 0 and checks(unchecked, K, y) == 1
+    np.testing.assert_allclose(pb.jit(gp)(K, y), np.linalg.solve(K, y), rtol=1e-14)
+    with pytest.raises(pb.LinAlgError, match="singular"):  # the kept check still fires
+        pb.jit(unchecked)(np.array([[0.0, 0.0], [0.0, 1.0]]), y)

@@ -19,7 +19,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Program
-from pullback.ir.tracer import Tracer, bind, trace
+from pullback.ir.tracer import Tracer, bind, is_cupy, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms.jvp import jvp as jvp_transform
@@ -81,6 +81,8 @@ class Staged:
             return self._run
         fn = self._fn or self._compile()
         as_array, asarray = self._as_array, getattr(self.backend, "asarray", np.asarray)
+        if getattr(self.backend, "SCALARS_AS_ARRAYS", False):
+            as_array = tuple(range(len(self.program.inputs)))
 
         def run(*args):
             if as_array:
@@ -129,14 +131,11 @@ def _signature_of(a):
         return a.shape, a.dtype
     if t is Tracer:
         return a.shape, a.dtype, a.weak
+    if t in _SCALARS:
+        return t
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
     return t
-
-
-def is_cupy(a) -> bool:
-    """A CuPy array, recognised without importing CuPy."""
-    return type(a).__module__.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
 
 
 def _backend_for(leaves: tuple, names=None):
@@ -249,11 +248,8 @@ class differentiate:
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
-            staged = self._build(kind, args, trees)
+            staged = self._stages[key] = self._build(kind, args, trees)
             staged.backend = backend
-            if getattr(backend, "SCALARS_AS_ARRAYS", False):
-                staged._as_array = tuple(range(len(staged.program.inputs)))
-            self._stages[key] = staged
         return staged
 
     def _build(self, kind: str, args: tuple, trees):

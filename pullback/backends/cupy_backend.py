@@ -38,7 +38,6 @@ IMPORTS = {"np": "numpy", "cp": "cupy"}
 IN_PLACE = npb.IN_PLACE
 SCALARS_AS_ARRAYS = True  # Python scalar arguments go to the device as 0-d arrays
 KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loops over batch indices
-UPPER = "cp.cuda.cublas.CUBLAS_FILL_MODE_UPPER"
 
 
 class _HostNumPy(cst.Name):
@@ -112,6 +111,14 @@ def _cusolver(ctx: Context, name: str, dtype) -> Expr:
     return s.dotted(f"cp.cuda.cusolver.{npl.PREFIX[np.dtype(dtype)]}{name}")
 
 
+def _cublas(name: str, dtype) -> Expr:
+    return s.dotted(f"cp.cuda.cublas.{npl.PREFIX[np.dtype(dtype)]}{name}")
+
+
+def _enum(name: str) -> Expr:
+    return s.dotted(f"cp.cuda.cublas.CUBLAS_{name}")
+
+
 def _ptr(x: Expr) -> Expr:
     return s.attribute(s.attribute(x, "data"), "ptr")
 
@@ -132,13 +139,14 @@ def _potrf(ctx, eqn, ins, outs):
     (a,), (l, info) = ins, outs
     dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
     handle, work = s.name(ctx.fresh("handle")), s.name(ctx.fresh("work"))
-    size = s.call(_cusolver(ctx, "potrf_bufferSize", dt), handle, s.dotted(UPPER), s.number(n), _ptr(l), s.number(n))
+    upper = _enum("FILL_MODE_UPPER")
+    size = s.call(_cusolver(ctx, "potrf_bufferSize", dt), handle, upper, s.number(n), _ptr(l), s.number(n))
     stmts = [
         s.assign([l], s.call("cp.ascontiguousarray", a) if 0 in ctx.reusable else s.method(a, "copy")),
         s.assign([info], s.call("cp.zeros", s.ints(()), dtype=s.dtype(np.int32))),
         s.assign([handle], s.call("cp.cuda.device.get_cusolver_handle")),
         _workspace(ctx, work, size, dt),
-        s.statement(s.call(_cusolver(ctx, "potrf", dt), handle, s.dotted(UPPER), s.number(n), _ptr(l), s.number(n),
+        s.statement(s.call(_cusolver(ctx, "potrf", dt), handle, upper, s.number(n), _ptr(l), s.number(n),
                            _ptr(work), s.attribute(work, "size"), _ptr(info))),
         s.statement(cst.Del(s.tuple_([handle, work], parens=False))),
     ]
@@ -146,33 +154,6 @@ def _potrf(ctx, eqn, ins, outs):
         stmts.append(npl.raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
                                              "(cuSOLVER potrf info={})", s.call("int", info), s.call("int", info)))
     return [*stmts, s.assign([l], s.call("cp.tril", l))]
-
-
-def _singular_check(ctx, a: Expr) -> cst.If:
-    diagonal = s.call("cp.diagonal", a)
-    return npl.raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
-                        "solve_triangular: singular matrix: diagonal element {} is zero",
-                        s.binop(s.call("int", s.call("cp.argmin", s.call("cp.abs", diagonal))), "+", s.number(1)))
-
-
-def _solve(ctx, a: Expr, b: Expr, trans: int, lower: bool, unit: bool, complex_: bool, overwrite: bool) -> Expr:
-    """``solve_triangular`` with ``a`` handed over as ``a.T`` (flipping ``trans`` and ``lower``):
-    cuBLAS reads column-major, and the transpose of a C-ordered factor is one, so it is not
-    copied on every call (a conjugate transpose of a complex ``a`` has no such view)."""
-    if trans != 2 or not complex_:
-        a, trans, lower = s.attribute(a, "T"), 1 - min(trans, 1), not lower
-    flags = dict(trans=s.number(trans), lower=s.number(lower), unit_diagonal=s.number(unit))
-    if overwrite:
-        flags["overwrite_b"] = s.number(True)
-    return s.call(_cupyx(ctx, "solve_triangular"), a, b, **flags)
-
-
-def _cublas(name: str, dtype) -> Expr:
-    return s.dotted(f"cp.cuda.cublas.{npl.PREFIX[np.dtype(dtype)]}{name}")
-
-
-def _enum(name: str) -> Expr:
-    return s.dotted(f"cp.cuda.cublas.CUBLAS_{name}")
 
 
 @emits(la.trsm_p)
@@ -197,14 +178,14 @@ def _trsm(ctx, eqn, ins, outs):
     k = s.number(eqn.inputs[0].shape[-1])
     head = [handle, *flags, s.number(n), s.number(m), s.attribute(s.attribute(one, "ctypes"), "data"),
             _ptr(s.call("cp.ascontiguousarray", a)), k]
-    stmts = [_singular_check(ctx, a)] if p.get("check") and not p["unit_diagonal"] else []
-    stmts += [s.assign([handle], s.call("cp.cuda.device.get_cublas_handle")),
-              s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()),
-                                     dtype=s.dtype(dt)))]
-    stmts += [s.assign([x], s.call("cp.ascontiguousarray", b) if 1 in ctx.reusable else s.method(b, "copy")),
-              s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
-              s.statement(cst.Del(s.tuple_([handle, one], parens=False)))]
-    return stmts
+    return [
+        *to_cupy(npl.singular_check(ctx, eqn, a)),
+        s.assign([handle], s.call("cp.cuda.device.get_cublas_handle")),
+        s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()), dtype=s.dtype(dt))),
+        s.assign([x], s.call("cp.ascontiguousarray", b) if 1 in ctx.reusable else s.method(b, "copy")),
+        s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
+        s.statement(cst.Del(s.tuple_([handle, one], parens=False))),
+    ]
 
 
 def _op(x: Expr, trans: int, complex_: bool) -> Expr:
@@ -231,17 +212,21 @@ def _trmm(ctx, eqn, ins, outs):
     return [s.assign([y], s.binop(t, "@", b) if p["left"] else s.binop(b, "@", t))]
 
 
-
 @emits(la.potri_p)
 def _potri(ctx, eqn, ins, outs):
-    """(L L^H)^{-1} = L^{-H} L^{-1}: two triangular solves, no explicit product."""
+    """(L L^H)^{-1} = L^{-H} L^{-1}: two triangular solves, no explicit product. ``l.T`` is
+    the column-major view cuBLAS reads, so the factor is not copied (``l^H`` has no view)."""
     (l,), (b,) = ins, outs
     n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
     c = s.name(ctx.fresh("l_inv"))
-    flags = dict(lower=True, unit=False, complex_=dt.kind == "c", overwrite=True)
+    solve = _cupyx(ctx, "solve_triangular")
+    lt, overwrite = s.attribute(l, "T"), s.number(True)
+    second = (s.call(solve, l, c, trans=s.number(2), lower=s.number(True), overwrite_b=overwrite) if dt.kind == "c"
+              else s.call(solve, lt, c, trans=s.number(0), lower=s.number(False), overwrite_b=overwrite))
     return [
-        s.assign([c], _solve(ctx, l, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), 0, **flags)),
-        s.assign([b], _solve(ctx, l, c, 2, **flags)),
+        s.assign([c], s.call(solve, lt, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), trans=s.number(1),
+                             lower=s.number(False), overwrite_b=overwrite)),
+        s.assign([b], second),
     ]
 
 

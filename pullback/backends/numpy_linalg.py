@@ -119,13 +119,17 @@ def _triangular(ctx, eqn, ins, outs, name: str):
     call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), s.attribute(a, "T"), s.attribute(b, "T"),
                   **kw(side=1 if p["left"] else 0, lower=0 if p["lower"] else 1, trans_a=int(p["trans"]),
                        diag=int(p["unit_diagonal"])), **overwrite(ctx, 1, "overwrite_b"))
-    stmts = []
-    if p.get("check") and not p["unit_diagonal"]:
-        diagonal = s.call("np.diagonal", a)
-        stmts.append(raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
-                              "solve_triangular: singular matrix: diagonal element {} is zero",
-                              s.binop(s.call("np.argmin", s.call("np.abs", diagonal)), "+", s.number(1))))
-    return [*stmts, assign([x], s.attribute(call, "T"))]
+    return [*singular_check(ctx, eqn, a), assign([x], s.attribute(call, "T"))]
+
+
+def singular_check(ctx, eqn: Eqn, a: Expr) -> list[cst.If]:
+    """A checked, non-unit triangular solve raises on a zero diagonal entry (1-based in the message)."""
+    if not eqn.params.get("check") or eqn.params["unit_diagonal"]:
+        return []
+    diagonal = s.call("np.diagonal", a)
+    position = s.binop(s.call("int", s.call("np.argmin", s.call("np.abs", diagonal))), "+", s.number(1))
+    return [raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
+                     "solve_triangular: singular matrix: diagonal element {} is zero", position)]
 
 
 @emits(la.trsm_p)

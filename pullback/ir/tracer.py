@@ -321,6 +321,11 @@ def _closure_names(fn: Callable) -> dict[int, str]:
     return names
 
 
+def is_cupy(a) -> bool:
+    """A CuPy array, recognised without importing CuPy."""
+    return type(a).__module__.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
+
+
 def input_type(x) -> tuple[ArrayType, bool]:
     """The IR type of an argument, and whether it is weakly typed (a Python scalar)."""
     if isinstance(x, PYTHON_SCALARS):
@@ -329,7 +334,7 @@ def input_type(x) -> tuple[ArrayType, bool]:
         return ArrayType(x.shape, x.dtype), False
     if isinstance(x, Tracer):  # a traced function called inside another trace
         return x.var.type, x.weak
-    if type(x).__module__.startswith("cupy") and hasattr(x, "__cuda_array_interface__"):  # traced like NumPy's
+    if is_cupy(x):  # traced like NumPy's
         return ArrayType(x.shape, np.dtype(x.dtype)), False
     raise TypeError(
         f"pullback traces functions of NumPy arrays and scalars; got an argument of type {type(x).__name__}"

@@ -269,6 +269,8 @@ transpose_rules[pad_p] = lambda ct, x, *, shape, start_indices, limit_indices, s
 transpose_rules[concatenate_p] = _concatenate_t
 transpose_rules[diagonal_p] = lambda ct, x, *, offset: (lax.diag_embed(ct, x.shape[-2:], offset),)
 transpose_rules[diag_embed_p] = lambda ct, x, *, shape, offset: (lax.diagonal(ct, offset),)
+
+
 def _add_diagonal_t(ct, x, v):
     if not isinstance(v, Linear):
         return ct, None

@@ -26,3 +26,17 @@ def make_arg(rng, shape, dtype, positive):
     if positive:
         x = np.abs(x) + 0.5
     return np.asarray(x).astype(dtype) if shape != () else np.dtype(dtype).type(x)
+
+
+def collect(attr: str) -> list[Case]:
+    """The ``attr`` lists (``CASES``, ``JVP_CASES``, ``LINEAR_CASES``) of every
+    ``tests/primitives/*_cases.py`` module: a family adds its cases in a module of its own,
+    and the registry-wide tests see them."""
+    import importlib
+    from pathlib import Path
+
+    found: list[Case] = []
+    for path in sorted(Path(__file__).parent.glob("*_cases.py")):
+        module = importlib.import_module(f"tests.primitives.{path.stem}")
+        found += getattr(module, attr, [])
+    return found

@@ -171,3 +171,5 @@ LINALG_CASES += [
     Case("trsm-batched-f32", lambda a, b: pla.solve_triangular(tri(a), b, lower=True), ((2, 3, 3), (2, 3, 2)),
          "float32", reference=lambda a, b: np.linalg.solve(np.tril(tri(a)), b)),
 ]
+
+CASES = LINALG_CASES  # collected by the forward, JVP and transpose suites

@@ -11,8 +11,7 @@ import pullback as pb
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
 from pullback.primitives import structural as st
-from tests.primitives.cases import Case, make_arg
-from tests.primitives.linalg_cases import LINALG_CASES
+from tests.primitives.cases import Case, collect, make_arg
 
 _arg = make_arg
 
@@ -112,7 +111,7 @@ CASES += [
     Case("add_diagonal-scalar", _add_diagonal, ((4, 4), ()), reference=lambda x, s: x + s * np.eye(4)),
     Case("add_diagonal", _add_diagonal, ((4, 4), (4,)), reference=lambda x, v: x + np.diag(v)),
     Case("add_diagonal-complex", _add_diagonal, ((3, 3), (3,)), "complex128", reference=lambda x, v: x + np.diag(v)),
-    *LINALG_CASES,
+    *collect("CASES"),
 ]
 
 

@@ -17,6 +17,7 @@ from pullback.testing import check_jvp, check_transpose, check_vjp
 from pullback.transforms.ad import linearize
 from pullback.transforms.jvp import jvp_rules
 from pullback.transforms.transpose import transpose_rules
+from tests.primitives.cases import collect
 from tests.primitives.test_forward import CASES, Case, _arg
 
 # the forward cases with differentiable inputs, plus scalars and second-order-relevant shapes
@@ -27,6 +28,7 @@ JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye"))] + [
          reference=lambda x: x * np.arange(3.0)[:, None]),
     Case("eye", lambda x: x @ bind(st.eye_p, dtype=x.dtype, shape=(4, 4), k=0), ((3, 4),), reference=lambda x: x),
     Case("max-ties", lambda x: np.maximum(x, x).sum() + x.max(), ((5,),)),
+    *collect("JVP_CASES"),
 ]
 
 
@@ -115,6 +117,9 @@ LINEAR_CASES += [
 ]
 LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack([TRI, 2 * TRI]), b, lower=True),
                          ((2, 3, 4),)))
+
+
+LINEAR_CASES += collect("LINEAR_CASES")
 
 
 @pytest.mark.parametrize("case", LINEAR_CASES, ids=lambda c: c.name)

@@ -1,6 +1,10 @@
 """NumPy on traced arrays: ufuncs, array functions, operators and indexing,
 lowered to primitives with NumPy's promotion (NEP 50: Python scalars are weak)
-and broadcasting made explicit (``broadcast_in_dim``)."""
+and broadcasting made explicit (``broadcast_in_dim``).
+
+This module holds the core (promotion, broadcasting, the dispatch tables and the
+basic vocabulary); the submodules add families of NumPy functions and register them
+with ``implements`` / ``implements_ufunc``."""
 
 from __future__ import annotations
 
@@ -731,6 +735,26 @@ FUNCTIONS.update({
 })
 
 
+def implements(*funcs: Callable) -> Callable:
+    """Register the decorated function as the traced implementation of NumPy's ``funcs``."""
+    def register(impl):
+        for f in funcs:
+            FUNCTIONS[f] = impl
+        return impl
+
+    return register
+
+
+def implements_ufunc(*ufuncs) -> Callable:
+    """Register the decorated function as the traced implementation of the ufuncs."""
+    def register(impl):
+        for u in ufuncs:
+            UFUNCS[u] = impl
+        return impl
+
+    return register
+
+
 def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
     if impl is None:
@@ -739,3 +763,6 @@ def array_function(func, args, kwargs):
 
 
 Tracer._api = sys.modules[__name__]
+
+# The families of NumPy functions beyond the core register themselves on import.
+from pullback.numpy_api import _families  # noqa: E402,F401

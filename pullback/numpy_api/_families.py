@@ -1,0 +1,2 @@
+"""Imports every family module of ``pullback.numpy_api`` so that each registers its
+functions; a family is added by importing it here."""

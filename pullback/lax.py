@@ -11,6 +11,7 @@ from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, bind
 from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
+from pullback.primitives import cumulative as cum
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
@@ -160,6 +161,32 @@ def reduce_sum(x, axes):
 def reduce_max(x, axes):
     axes = tuple(axes)
     return bind(red.reduce_max_p, x, axes=axes) if axes else x
+
+
+def reduce_prod(x, axes):
+    axes = tuple(axes)
+    return bind(cum.reduce_prod_p, x, axes=axes) if axes else x
+
+
+def cumsum(x, axis: int, reverse: bool = False):
+    return bind(cum.cumsum_p, x, axis=axis, reverse=reverse)
+
+
+def cumprod(x, axis: int, reverse: bool = False):
+    return bind(cum.cumprod_p, x, axis=axis, reverse=reverse)
+
+
+def slice_axis(x, axis: int, start: int, limit: int, stride: int = 1):
+    """``x[..., start:limit:stride, ...]`` along one axis."""
+    starts, limits, strides = [0] * x.ndim, list(x.shape), [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice(x, starts, limits, strides)
+
+
+def rev(x, axis: int):
+    """``x`` reversed along ``axis``."""
+    n = x.shape[axis]
+    return x if n <= 1 else slice_axis(x, axis, n - 1, -1, -1)
 
 
 def dot_general(x, y, dims: con.DotDims):

@@ -15,6 +15,7 @@ from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
 from pullback.ir.core import Eqn, Literal, Primitive
 from pullback.primitives import contractions as con
+from pullback.primitives import cumulative as cum
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
@@ -312,6 +313,25 @@ def _reduce(ctx, eqn, ins, outs):
     return s.call(func, ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
 
 
+@emits(cum.reduce_prod_p)
+def _reduce_prod(ctx, eqn, ins, outs):
+    axes = eqn.params["axes"]
+    if len(axes) == eqn.inputs[0].type.ndim:
+        return s.call("np.prod", ins[0])
+    return s.call("np.prod", ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
+
+
+@emits(cum.cumsum_p, cum.cumprod_p)
+def _cumulative(ctx, eqn, ins, outs):
+    """``np.cumsum(x, axis=k)``; in reverse, on the flipped axis: ``np.cumsum(x[::-1])[::-1]``."""
+    axis, reverse = eqn.params["axis"], eqn.params["reverse"]
+    flip = [s.slice_(None, None, None)] * axis + [s.slice_(None, None, -1)]
+    x = s.subscript(ins[0], flip) if reverse else ins[0]
+    kw = {"axis": s.number(axis)} if eqn.inputs[0].type.ndim > 1 else {}
+    out = s.call(f"np.{eqn.prim.name}", x, **kw)
+    return s.subscript(out, flip) if reverse else out
+
+
 @emits(con.dot_general_p)
 def _dot_general(ctx, eqn, ins, outs):
     lhs, rhs = eqn.inputs
@@ -337,6 +357,9 @@ def _dot_general(ctx, eqn, ins, outs):
                 if ctx.one_blas and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
                     return _gemm(ctx, eqn, a, b)
                 return s.binop(a, "@", b)
+    ln, rn = lhs.type.ndim, rhs.type.ndim
+    if not nb and ((rn == 1 and d.lhs_contract == (ln - 1,)) or (ln == 1 and rn > 2 and d.rhs_contract == (rn - 2,))):
+        return s.binop(ins[0], "@", ins[1])  # a stack of matrices times a vector, or a vector times one
     if not nb:
         if not d.lhs_contract:
             return s.call("np.multiply.outer", *ins)

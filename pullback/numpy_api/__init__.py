@@ -491,21 +491,21 @@ def dot_general(a, b, dims: con.DotDims):
 
 
 def matmul(a, b):
+    """NumPy's matmul: a 1-d operand is a vector contracted directly (no batch axes to
+    broadcast); otherwise the batch axes broadcast and the last two axes multiply."""
     a, b = _promote_pair(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise TracingError(located("matmul: input operand does not have enough dimensions (use * for scalars)"))
-    if a.ndim <= 2 and b.ndim <= 2:
-        return dot_general(a, b, con.DotDims((a.ndim - 1,), (0,)))
-    a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
-    b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
-    batch = _shape(np.broadcast_to(0, a2.shape[:-2]), np.broadcast_to(0, b2.shape[:-2]))
-    a2 = broadcast_to(a2, batch + a2.shape[-2:])
-    b2 = broadcast_to(b2, batch + b2.shape[-2:])
+    k_a, k_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if k_a != k_b:
+        raise TracingError(located(f"matmul: size mismatch in its core dimension: {a.shape} @ {b.shape}"))
+    if a.ndim <= 2 and b.ndim <= 2 or a.ndim == 1 or b.ndim == 1:
+        return dot_general(a, b, con.DotDims((a.ndim - 1,), (builtins.max(b.ndim - 2, 0),)))
+    batch = _shape(np.broadcast_to(0, a.shape[:-2]), np.broadcast_to(0, b.shape[:-2]))
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b, batch + b.shape[-2:])
     nb = len(batch)
-    out = dot_general(a2, b2, con.DotDims((nb + 1,), (nb,), tuple(range(nb)), tuple(range(nb))))
-    if a.ndim == 1 or b.ndim == 1:
-        out = reshape(out, batch + ((a2.shape[-2],) if b.ndim != 1 else ()) + ((b2.shape[-1],) if a.ndim != 1 else ()))
-    return out
+    return dot_general(a, b, con.DotDims((nb + 1,), (nb,), tuple(range(nb)), tuple(range(nb))))
 
 
 def dot(a, b, out=None):
@@ -544,9 +544,12 @@ def tensordot(a, b, axes=2):
 
 
 def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
-    """Contract pairwise with ``dot_general``, in the order ``np.einsum_path`` picks."""
-    if out is not None or not isinstance(subscripts, str):
-        unsupported("np.einsum with out= or the interleaved operand form")
+    """Contract pairwise with ``dot_general``, in the order ``np.einsum_path`` picks
+    (``optimize`` is accepted; the greedy order is always used)."""
+    if out is not None:
+        unsupported("np.einsum with out=")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _interleaved_subscripts((subscripts, *operands))
     ops = [_lift(x) for x in operands]
     d = result_dtype(*ops) if dtype is None else canonical_dtype(dtype)
     ops = [astype(x, d) for x in ops]
@@ -562,14 +565,29 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
         path = np.einsum_path(",".join(s for _, s in terms) + "->" + outs, *dummies, optimize="greedy")[0][1:]
     else:
         path = []
-    for pair in path:
-        i, j = sorted(pair, reverse=True)
-        (b, sb), (a, sa) = terms.pop(i), terms.pop(j)
+    for group in path:  # usually a pair; scalars may come in larger groups
+        picked = [terms.pop(i) for i in sorted(group, reverse=True)][::-1]
         keep = set(outs).union(*(s for _, s in terms))
-        terms.append(_contract(a, sa, b, sb, keep))
+        x, sx = picked[0]
+        for k, (y, sy) in enumerate(picked[1:], 2):
+            x, sx = _contract(x, sx, y, sy, keep.union(*(s for _, s in picked[k:])))
+        terms.append((x, sx))
     x, spec = terms[0]
     x, spec = _sum_out(x, spec, set(outs))
     return transpose(x, [spec.index(c) for c in outs])
+
+
+def _interleaved_subscripts(args: tuple) -> tuple[str, list]:
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as ``einsum("ab,bc->ac", a, b)``."""
+    def letters(sublist) -> str:
+        try:
+            return "".join("..." if i is Ellipsis else string.ascii_letters[i] for i in sublist)
+        except (TypeError, IndexError):
+            raise TracingError(located(f"einsum: subscripts must be ints in [0, 52) or ..., got {sublist!r}")) from None
+
+    operands, specs = list(args[0:-1:2] if len(args) % 2 else args[0::2]), list(args[1::2])
+    out = "->" + letters(args[-1]) if len(args) % 2 else ""
+    return ",".join(letters(s) for s in specs) + out, operands
 
 
 def _parse_einsum(subscripts: str, ndims: list[int]) -> tuple[list[str], str]:
@@ -620,6 +638,8 @@ def _sum_out(x, spec: str, keep: set[str]):
 def _contract(a, sa: str, b, sb: str, keep: set[str]):
     a, sa = _sum_out(a, sa, keep | set(sb))
     b, sb = _sum_out(b, sb, keep | set(sa))
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b), sa + sb
     batch = [c for c in sa if c in sb and c in keep]
     contract = [c for c in sa if c in sb and c not in keep]
     dims = con.DotDims(

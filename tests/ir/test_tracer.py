@@ -31,11 +31,11 @@ def test_control_flow_on_traced_value_names_user_line():
 
 def test_unsupported_numpy_function_is_named():
     def f(x):
-        return np.cumsum(x)
+        return np.unique(x)
 
-    with pytest.raises(pb.TracingError, match="numpy.cumsum") as e:
+    with pytest.raises(pb.TracingError, match="numpy.unique") as e:
         pb.make_ir(f)(np.ones(3))
-    assert _line_of(f, "np.cumsum") in str(e.value)
+    assert _line_of(f, "np.unique") in str(e.value)
 
 
 def test_unsupported_ufunc_is_named():

@@ -1,0 +1,196 @@
+"""Statistics, products, cumulative operations, differences and ranges on traced arrays:
+``np.var``, ``np.std``, ``np.average``, ``np.prod``, ``np.cumsum``, ``np.cumprod``,
+``np.diff``, ``np.ediff1d`` and ``np.linspace``, with NumPy's dtypes and shapes."""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from pullback import numpy_api as core
+from pullback.errors import TracingError
+from pullback.ir.tracer import Tracer, bind, located
+from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.primitives import cumulative as cum
+from pullback.primitives import structural as st
+
+_NO = np._NoValue
+
+
+def _accumulation_dtype(a, dtype) -> np.dtype:
+    """NumPy's dtype for sums and products: bools and integers accumulate in the default int."""
+    if dtype is not None:
+        return canonical_dtype(dtype)
+    return np.dtype(np.int64) if a.dtype.kind in "bi" else a.dtype
+
+
+def _no_out(name: str, out, *others) -> None:
+    if out is not None or any(o is not _NO for o in others):
+        core.unsupported(f"np.{name} with out=, initial=, where= or mean=")
+
+
+@core.implements(np.prod)
+def prod(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+    _no_out("prod", out, initial, where)
+    a = core._lift(a)
+    a = core.astype(a, _accumulation_dtype(a, dtype))
+    axes = core._axes(axis, a.ndim)
+    res = bind(cum.reduce_prod_p, a, axes=axes) if axes else a
+    return core._keep(res, a, axes, keepdims is True)
+
+
+def _cumulative(prim, name):
+    def accumulate(a, axis=None, dtype=None, out=None):
+        _no_out(name, out)
+        a = core._lift(a)
+        if axis is None:
+            a, axis = core.reshape(a, (-1,)), 0
+        elif a.ndim == 0:
+            raise TracingError(located(f"np.{name}: axis {axis} is out of bounds for a 0-d array"))
+        a = core.astype(a, _accumulation_dtype(a, dtype))
+        return bind(prim, a, axis=core._axis(axis, a.ndim), reverse=False)
+
+    return accumulate
+
+
+cumsum = core.implements(np.cumsum)(_cumulative(cum.cumsum_p, "cumsum"))
+cumprod = core.implements(np.cumprod)(_cumulative(cum.cumprod_p, "cumprod"))
+
+
+def _moment_dtype(a, dtype) -> np.dtype:
+    if dtype is not None:
+        return canonical_dtype(dtype)
+    return a.dtype if is_inexact(a.dtype) else np.dtype(np.float64)
+
+
+@core.implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
+    """``sum(|a - mean(a)|^2) / (n - ddof)``; complex input gives a real result, as in NumPy."""
+    _no_out("var", out, where, mean)
+    if correction is not _NO:
+        if ddof != 0:
+            raise TracingError(located("np.var: ddof and correction can't be provided simultaneously"))
+        ddof = correction
+    a = core._lift(a)
+    a = core.astype(a, _moment_dtype(a, dtype))
+    axes = core._axes(axis, a.ndim)
+    n = math.prod(a.shape[i] for i in axes)
+    centred = core.subtract(a, core.divide(core.sum(a, axes, keepdims=True), n))
+    if is_complex(a.dtype):
+        re, im = core.real(centred), core.imag(centred)
+        squares = core.add(core.multiply(re, re), core.multiply(im, im))
+    else:
+        squares = core.multiply(centred, centred)
+    return core.divide(core.sum(squares, axes, keepdims=keepdims is True), builtins.max(n - ddof, 0))
+
+
+@core.implements(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
+    return core.UFUNCS[np.sqrt](var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
+
+
+@core.implements(np.average)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
+    """``sum(a * w) / sum(w)``; 1-d weights lie along ``axis``, as in NumPy."""
+    from pullback.numpy_api import mean as mean_
+
+    a = core._lift(a)
+    keep = keepdims is True
+    if weights is None:
+        avg = mean_(a, axis, keepdims=keep)
+        scale = a.size // builtins.max(avg.size, 1) if a.size else 0
+        return (avg, core.broadcast_to(core.astype(scale, avg.dtype), avg.shape)) if returned else avg
+    w = core._lift(weights)
+    if w.shape != a.shape:
+        if axis is None:
+            raise TracingError(located("np.average: axis must be specified when shapes of a and weights differ"))
+        if w.ndim != 1:
+            raise TracingError(located("np.average: 1D weights expected when shapes of a and weights differ"))
+        ax = core._axis(axis, a.ndim)
+        if w.shape[0] != a.shape[ax]:
+            raise TracingError(located("np.average: length of weights not compatible with specified axis"))
+        w = core.broadcast_to(core.reshape(w, tuple(-1 if i == ax else 1 for i in range(a.ndim))), a.shape)
+    d = core.result_dtype(a, w)
+    d = np.result_type(d, np.float64) if a.dtype.kind in "bi" else d
+    a, w = core.astype(a, d), core.astype(w, d)
+    scale = core.sum(w, axis, keepdims=keep)
+    avg = core.divide(core.sum(core.multiply(a, w), axis, keepdims=keep), scale)
+    return (avg, core.broadcast_to(scale, avg.shape)) if returned else avg
+
+
+def _along(a, axis: int, index) -> tuple:
+    return (slice(None),) * axis + (index,)
+
+
+@core.implements(np.diff)
+def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
+    """``a[1:] - a[:-1]`` along ``axis``, ``n`` times (``!=`` for booleans, as NumPy)."""
+    if not isinstance(n, int | np.integer) or n < 0:
+        raise TracingError(located(f"np.diff: order must be non-negative but got {n!r}"))
+    if n == 0:
+        return a
+    a = core._lift(a)
+    if a.ndim == 0:
+        raise TracingError(located("np.diff requires input that is at least one dimensional"))
+    ax = core._axis(axis, a.ndim)
+    ends = []
+    for end in (prepend, append):
+        if end is _NO:
+            ends.append(None)
+            continue
+        shape = tuple(1 if i == ax else s for i, s in enumerate(a.shape))
+        if isinstance(end, Tracer | np.generic | int | float | complex) and np.ndim(end) == 0:
+            dtype = end.dtype if isinstance(end, Tracer) else np.asarray(end).dtype  # strong, as NumPy's asanyarray
+            end = core.full_like(a, end, dtype=dtype, shape=shape)
+        ends.append(end)
+    if ends[0] is not None or ends[1] is not None:
+        a = core.concatenate([x for x in (ends[0], a, ends[1]) if x is not None], axis=ax)
+    op = core.not_equal if a.dtype == np.bool_ else core.subtract
+    for _ in range(n):
+        a = op(getitem_(a, _along(a, ax, slice(1, None))), getitem_(a, _along(a, ax, slice(None, -1))))
+    return a
+
+
+def getitem_(a, key):
+    return core.getitem(a, key) if isinstance(a, Tracer) else a[key]
+
+
+@core.implements(np.ediff1d)
+def ediff1d(ary, to_end=None, to_begin=None):
+    ary = core.reshape(core._lift(ary), (-1,))
+    pieces = [diff(ary)]
+    for end, first in ((to_begin, True), (to_end, False)):
+        if end is not None:
+            end = core.astype(core.reshape(core._lift(end), (-1,)), ary.dtype)
+            pieces.insert(0, end) if first else pieces.append(end)
+    return core.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+
+@core.implements(np.linspace)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    """``start + arange(num) * step`` with ``stop`` itself as the last sample (``endpoint``);
+    array bounds give a new axis of samples at ``axis``, as in NumPy."""
+    if not isinstance(num, int | np.integer) or num < 0:
+        raise TracingError(located(f"np.linspace: number of samples, {num!r}, must be a non-negative integer"))
+    num = int(num)
+    start, stop = core._lift(start), core._lift(stop)
+    dt = core.result_dtype(start, stop, 0.0)
+    if dtype is not None and not is_inexact(canonical_dtype(dtype)):
+        core.unsupported("np.linspace with an integer dtype")
+    start, stop = core.astype(start, dt), core.astype(stop, dt)
+    div = num - 1 if endpoint else num
+    delta = core.subtract(stop, start)
+    shape = np.broadcast_shapes(start.shape, stop.shape)
+    steps = core.reshape(bind(st.iota_p, dtype=dt, shape=(num,), dimension=0), (num,) + (1,) * len(shape))
+    step = core.divide(delta, div) if div > 0 else core.multiply(delta, np.nan)
+    samples = core.add(core.multiply(steps, step if div > 0 else delta), start)
+    if endpoint and num > 1:
+        last = core.broadcast_to(core.astype(stop, samples.dtype), (1,) + shape)
+        samples = core.concatenate([getitem_(samples, slice(None, -1)), last], axis=0)
+    if dtype is not None:
+        samples = core.astype(samples, dtype)
+    samples = core.moveaxis(samples, 0, axis) if axis != 0 else samples
+    return (samples, step) if retstep else samples
+

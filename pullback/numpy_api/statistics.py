@@ -83,7 +83,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, 
         squares = core.add(core.multiply(re, re), core.multiply(im, im))
     else:
         squares = core.multiply(centred, centred)
-    return core.divide(core.sum(squares, axes, keepdims=keepdims is True), builtins.max(n - ddof, 0))
+    total = core.sum(squares, axes, dtype, keepdims=keepdims is True)  # in ``dtype`` if given, as NumPy
+    return core.divide(total, builtins.max(n - ddof, 0))
 
 
 @core.implements(np.std)
@@ -101,7 +102,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     if weights is None:
         avg = mean_(a, axis, keepdims=keep)
         scale = a.size // builtins.max(avg.size, 1) if a.size else 0
-        return (avg, core.broadcast_to(core.astype(scale, avg.dtype), avg.shape)) if returned else avg
+        return (avg, core.full_like(avg, scale)) if returned else avg
     w = core._lift(weights)
     if w.shape != a.shape:
         if axis is None:
@@ -175,16 +176,15 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not isinstance(num, int | np.integer) or num < 0:
         raise TracingError(located(f"np.linspace: number of samples, {num!r}, must be a non-negative integer"))
     num = int(num)
-    start, stop = core._lift(start), core._lift(stop)
     dt = core.result_dtype(start, stop, 0.0)
     if dtype is not None and not is_inexact(canonical_dtype(dtype)):
         core.unsupported("np.linspace with an integer dtype")
-    start, stop = core.astype(start, dt), core.astype(stop, dt)
+    start, stop = (core.astype(x, dt) if isinstance(x, Tracer) else np.asarray(x, dt) for x in (start, stop))
     div = num - 1 if endpoint else num
     delta = core.subtract(stop, start)
     shape = np.broadcast_shapes(start.shape, stop.shape)
     steps = core.reshape(bind(st.iota_p, dtype=dt, shape=(num,), dimension=0), (num,) + (1,) * len(shape))
-    step = core.divide(delta, div) if div > 0 else core.multiply(delta, np.nan)
+    step = core.divide(delta, div) if div > 0 else np.nan  # undefined, a float NaN as in NumPy
     samples = core.add(core.multiply(steps, step if div > 0 else delta), start)
     if endpoint and num > 1:
         last = core.broadcast_to(core.astype(stop, samples.dtype), (1,) + shape)

@@ -273,12 +273,12 @@ class Tracer:
     def max(self, axis=None, keepdims=False): return self._api.max(self, axis, keepdims=keepdims)
     def min(self, axis=None, keepdims=False): return self._api.min(self, axis, keepdims=keepdims)
     def conj(self): return self._api.conj(self)
-    def prod(self, axis=None, dtype=None, keepdims=False): return self._api.statistics.prod(self, axis, dtype,
-                                                                                          keepdims=keepdims)
-    def cumsum(self, axis=None, dtype=None): return self._api.statistics.cumsum(self, axis, dtype)
-    def cumprod(self, axis=None, dtype=None): return self._api.statistics.cumprod(self, axis, dtype)
-    def std(self, axis=None, dtype=None, ddof=0, keepdims=False): return self._api.statistics.std(
-        self, axis, dtype, ddof=ddof, keepdims=keepdims)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False): return self._api.statistics.prod(
+        self, axis, dtype, out, keepdims)
+    def cumsum(self, axis=None, dtype=None, out=None): return self._api.statistics.cumsum(self, axis, dtype, out)
+    def cumprod(self, axis=None, dtype=None, out=None): return self._api.statistics.cumprod(self, axis, dtype, out)
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False): return self._api.statistics.std(
+        self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
     conjugate = conj
     def astype(self, dtype): return self._api.astype(self, dtype)

@@ -26,6 +26,10 @@ def _accumulation_dtype(a, dtype) -> np.dtype:
     return np.dtype(np.int64) if a.dtype.kind in "bi" else a.dtype
 
 
+def _flag(keepdims) -> bool:
+    return False if keepdims is _NO else bool(keepdims)
+
+
 def _no_out(name: str, out, *others) -> None:
     if out is not None or any(o is not _NO for o in others):
         core.unsupported(f"np.{name} with out=, initial=, where= or mean=")
@@ -38,7 +42,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_N
     a = core.astype(a, _accumulation_dtype(a, dtype))
     axes = core._axes(axis, a.ndim)
     res = bind(cum.reduce_prod_p, a, axes=axes) if axes else a
-    return core._keep(res, a, axes, keepdims is True)
+    return core._keep(res, a, axes, _flag(keepdims))
 
 
 def _cumulative(prim, name):
@@ -83,7 +87,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, 
         squares = core.add(core.multiply(re, re), core.multiply(im, im))
     else:
         squares = core.multiply(centred, centred)
-    total = core.sum(squares, axes, dtype, keepdims=keepdims is True)  # in ``dtype`` if given, as NumPy
+    total = core.sum(squares, axes, dtype, keepdims=_flag(keepdims))  # in ``dtype`` if given, as NumPy
     return core.divide(total, builtins.max(n - ddof, 0))
 
 
@@ -98,7 +102,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     from pullback.numpy_api import mean as mean_
 
     a = core._lift(a)
-    keep = keepdims is True
+    keep = _flag(keepdims)
     if weights is None:
         avg = mean_(a, axis, keepdims=keep)
         scale = a.size // builtins.max(avg.size, 1) if a.size else 0

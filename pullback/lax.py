@@ -183,12 +183,6 @@ def slice_axis(x, axis: int, start: int, limit: int, stride: int = 1):
     return slice(x, starts, limits, strides)
 
 
-def rev(x, axis: int):
-    """``x`` reversed along ``axis``."""
-    n = x.shape[axis]
-    return x if n <= 1 else slice_axis(x, axis, n - 1, -1, -1)
-
-
 def dot_general(x, y, dims: con.DotDims):
     return bind(con.dot_general_p, x, y, dims=dims)
 

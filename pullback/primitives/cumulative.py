@@ -42,6 +42,7 @@ shape_rules[reduce_prod_p] = _reduce_prod
 # --- differentiation rules --------------------------------------------------------------
 
 from pullback import lax  # noqa: E402
+from pullback.primitives.contractions import DotDims  # noqa: E402
 from pullback.transforms.jvp import defjvp, deflinear  # noqa: E402
 from pullback.transforms.transpose import transpose_rules  # noqa: E402
 
@@ -89,25 +90,20 @@ def _cumprod_jvp(t, x, *, ans, axis, reverse):
     product y_i; the product of row i without entry k (exclusive forward times exclusive
     reverse cumulative products, no division) is dy_i/dx_k for k <= i. Its lower triangle
     times t is the tangent. Exact where x has zeros, at O(n^2) cost in the axis length n
-    (a division-free O(n) form needs a scan). ``reverse`` flips the axis around this."""
+    (a division-free O(n) form needs a scan). ``reverse`` swaps lower and upper triangles."""
     n = x.shape[axis]
     last = x.ndim - 1
     perm = tuple(i for i in range(x.ndim) if i != axis) + (axis,)
-    inv = tuple(perm.index(i) for i in range(x.ndim))
     xs, ts = lax.transpose(x, perm), lax.transpose(t, perm)
-    if reverse:
-        xs, ts = lax.rev(xs, last), lax.rev(ts, last)
     square = xs.shape + (n,)
     rows = lax.broadcast_in_dim(xs, square, tuple(range(last)) + (last + 1,))  # rows[..., i, k] = x_k
-    m = lax.add(lax.tril(rows), lax.triu(lax.full(square, 1, x.dtype), 1))
-    d = lax.tril(_product_except_self(m, last + 1))
+    ones = lax.full(square, 1, x.dtype)
+    inside, outside = (lax.triu, lax.tril) if reverse else (lax.tril, lax.triu)
+    m = lax.add(inside(rows), outside(ones, -1 if reverse else 1))
+    d = inside(_product_except_self(m, last + 1))
     nb = tuple(range(last))
-    from pullback.primitives.contractions import DotDims
-
     out = lax.dot_general(d, ts, DotDims((last + 1,), (last,), nb, nb))
-    if reverse:
-        out = lax.rev(out, last)
-    return lax.transpose(out, inv)
+    return lax.transpose(out, tuple(perm.index(i) for i in range(x.ndim)))
 
 
 defjvp(reduce_prod_p, _reduce_prod_jvp)

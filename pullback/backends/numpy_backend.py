@@ -304,21 +304,14 @@ def _eye(ctx, eqn, ins, outs):
     return s.call("np.eye", *args, dtype=s.dtype(eqn.params["dtype"]))
 
 
-@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p)
+@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p)
 def _reduce(ctx, eqn, ins, outs):
-    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min"}[eqn.prim.name]
+    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod"}[
+        eqn.prim.name]
     axes = eqn.params["axes"]
     if len(axes) == eqn.inputs[0].type.ndim:
         return s.call(func, ins[0])
     return s.call(func, ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
-
-
-@emits(cum.reduce_prod_p)
-def _reduce_prod(ctx, eqn, ins, outs):
-    axes = eqn.params["axes"]
-    if len(axes) == eqn.inputs[0].type.ndim:
-        return s.call("np.prod", ins[0])
-    return s.call("np.prod", ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
 
 
 @emits(cum.cumsum_p, cum.cumprod_p)

@@ -281,6 +281,7 @@ class Tracer:
     def trace(self, offset=0, axis1=0, axis2=1): return self._api.trace(self, offset, axis1, axis2)
     def dot(self, o): return self._api.dot(self, o)
     def ravel(self): return self._api.reshape(self, (-1,))
+    def repeat(self, repeats, axis=None): return self._api.manipulation.repeat(self, repeats, axis)
     flatten = ravel
     def copy(self): return self
 

@@ -1,2 +1,3 @@
 """Imports every family module of ``pullback.numpy_api`` so that each registers its
 functions; a family is added by importing it here."""
+from pullback.numpy_api import manipulation  # noqa: F401

@@ -34,7 +34,6 @@ from pullback.numpy_api import (
     negative,
     reshape,
     result_dtype,
-    stack,
     subtract,
     sum,
     transpose,
@@ -55,27 +54,26 @@ def _stretch(a, axis: int, n: int):
     return broadcast_to(a, a.shape[:axis] + (n,) + a.shape[axis + 1:])
 
 
-def _gather(a, axis: int, index: list[int]):
-    """``a`` at the static positions ``index`` along ``axis``, as a concatenation of one slice
-    per run of consecutive (step 1 or -1) or repeated (step 0) positions."""
-    n = a.shape[axis]
-    if index == list(range(n)):
-        return a
-    pieces, i = [], 0
+def _pieces(a, axis: int, index: list[int]) -> list:
+    """``a`` at the static positions ``index`` along ``axis``, as slices to concatenate: one
+    per run of consecutive (step 1 or -1) or repeated (step 0, broadcast) positions; a run
+    that recurs is sliced once."""
+    pieces, seen, i = [], {}, 0
     while i < len(index):
         j = i + 1
         step = index[j] - index[i] if j < len(index) and abs(index[j] - index[i]) <= 1 else 1
         while j < len(index) and index[j] - index[j - 1] == step:
             j += 1
-        first, last = index[i], index[j - 1]
-        if step == 0:
-            pieces.append(_stretch(_take(a, axis, first, first + 1), axis, j - i))
-        else:
-            pieces.append(_take(a, axis, first, last + step if last + step >= 0 else None, step))
+        key = (index[i], index[j - 1], step, j - i)
+        if key not in seen:
+            first, last = index[i], index[j - 1]
+            if step == 0:
+                seen[key] = _stretch(_take(a, axis, first, first + 1), axis, j - i)
+            else:
+                seen[key] = _take(a, axis, first, last + step if last + step >= 0 else None, step)
+        pieces.append(seen[key])
         i = j
-    if not pieces:
-        return _take(a, axis, 0, 0)
-    return concatenate(pieces, axis=axis)
+    return pieces
 
 
 def _as_arrays(arrays) -> list:
@@ -178,6 +176,8 @@ def _repeat_block(a, axis: int, r: int):
     """Each element of ``a`` along ``axis`` ``r`` times in a row: broadcast a new axis, merge it."""
     if r == 1:
         return a
+    if a.shape[axis] == 1:
+        return _stretch(a, axis, r)
     shape = a.shape[:axis + 1] + (r,) + a.shape[axis + 1:]
     merged = a.shape[:axis] + (a.shape[axis] * r,) + a.shape[axis + 1:]
     return reshape(broadcast_to(expand_dims(a, axis + 1), shape), merged)
@@ -412,8 +412,10 @@ def pad(array, pad_width, mode="constant", **kwargs):
         if n == 0 and (before or after):
             raise ArgumentError(located(
                 f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'"))
-        if before or after:
-            array = _gather(array, axis, _pad_index(mode, n, before, after))
+        if before or after:  # the borders, each a few slices, around the array itself
+            index = _pad_index(mode, n, before, after)
+            pieces = _pieces(array, axis, index[:before]) + [array] + _pieces(array, axis, index[before + n:])
+            array = concatenate(pieces, axis)
     return array
 
 
@@ -472,11 +474,12 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
                       "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=3)
     dtype = result_dtype(a, b)
     a, b = astype(a, dtype), astype(b, dtype)
-    ai = [getitem(a, (Ellipsis, i)) for i in range(a.shape[-1])]
-    bi = [getitem(b, (Ellipsis, i)) for i in range(b.shape[-1])]
+    # components as width-1 slices (the vector axis kept), so nothing is reshaped until the end
+    ai = [_take(a, a.ndim - 1, i, i + 1) for i in range(a.shape[-1])]
+    bi = [_take(b, b.ndim - 1, i, i + 1) for i in range(b.shape[-1])]
     z = subtract(multiply(ai[0], bi[1]), multiply(ai[1], bi[0]))
     if len(ai) == 2 and len(bi) == 2:
-        return z
+        return reshape(z, z.shape[:-1])
     if len(ai) == 2:
         c = [multiply(ai[1], bi[2]), negative(multiply(ai[0], bi[2]))]
     elif len(bi) == 2:
@@ -485,7 +488,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         c = [subtract(multiply(ai[1], bi[2]), multiply(ai[2], bi[1])),
              subtract(multiply(ai[2], bi[0]), multiply(ai[0], bi[2]))]
     shape = _shape(*c, z)
-    out = stack([broadcast_to(x, shape) for x in (*c, z)], -1)
+    out = concatenate([broadcast_to(x, shape) for x in (*c, z)], -1)
     return moveaxis(out, -1, _axis(axisc, out.ndim))
 
 

@@ -167,7 +167,8 @@ def test_cross_of_2_vectors_warns_as_numpy_does():
 
 
 @pytest.mark.parametrize("fn, args", [
-    (lambda x: np.sin(np.pad(x, ((1, 2), (3, 0)), mode="reflect")) * np.roll(np.pad(x, ((1, 2), (3, 0)), mode="wrap"), 1), (X,)),
+    (lambda x: np.sin(np.pad(x, ((1, 2), (3, 0)), mode="reflect")) * np.roll(np.pad(x, ((1, 2), (3, 0)), "wrap"), 1),
+     (X,)),
     (lambda x: np.repeat(x, [2, 0, 1], axis=0) ** 2 + np.tile(np.flip(x), (1, 2))[:, :4] ** 3, (X,)),
     (lambda a, b: np.cross(a, b * a) ** 2, (X[:, :3], X[0, 1:])),
     (lambda x: np.kron(x, np.rot90(x)) ** 2, (X[:2, :3],)),
@@ -192,10 +193,12 @@ def test_printed_pad_is_borders_around_the_array():
     assert sum("[" in line and "=" in line for line in lines) == 2  # one slice per border
 
 
-def test_printed_roll_gradient_is_slices():
-    """The gradient of a roll reads as slices and a concatenation (or the pads they transpose to):
-    no index arrays, no loops."""
-    src = pb.differentiate(lambda x: np.sum(np.roll(x, 1, axis=0) * X)).source(X)
-    code = _code(src)
-    assert any("np.concatenate(" in line for line in code)
-    assert not any(name in "\n".join(code) for name in ("np.roll", "np.take", "for ", "arange", "np.array("))
+def test_printed_roll_and_split_gradients_are_concatenations():
+    """The gradient of a roll, or of a split, is the cotangents' pieces concatenated: no
+    zero-padded copies summed, no index arrays, no loops."""
+    for f in (lambda x: np.sum(np.roll(x, 1, axis=0) * X),
+              lambda x: sum(np.sum(np.sin(p)) for p in np.split(x, [1, 3], axis=1))):
+        code = _code(pb.differentiate(f).source(X))
+        grad = [line for line in code if line.startswith("x_bar =")]
+        assert len(grad) == 1 and grad[0].startswith("x_bar = np.concatenate(")
+        assert not any(name in "\n".join(code) for name in ("np.zeros", "np.take", "for ", "arange", "np.array("))

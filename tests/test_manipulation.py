@@ -62,6 +62,7 @@ def assert_same(fn, *args, rtol=1e-12):
     lambda x: np.meshgrid(x[0], x[1, :2], x[2, :3]),
     lambda x: np.meshgrid(x[0], sparse=True, indexing="ij"),
     lambda x: np.broadcast_arrays(x, x[:1], 2.0),
+    lambda x: (np.pad(x, {1: 2}, mode="wrap"), np.pad(x, {-2: (0, 1), 1: (2, 0)}, constant_values=-1.0)),
     lambda x: (np.squeeze(x[0, 0], axis=0), np.expand_dims(x, (-1, 0)), np.squeeze(x[None, :, None], (0, 2))),
 ])
 def test_argument_forms_match_numpy(fn):
@@ -73,6 +74,12 @@ def test_complex_and_float32_keep_their_dtype():
     assert_same(lambda z: (np.pad(z, 1, constant_values=1 + 2j), np.kron(z, z[0]), np.cross(z[:, :3], z[1, :3])), z)
     f = X.astype(np.float32)
     assert_same(lambda x: (np.pad(x, 2, mode="symmetric"), np.select([x > 0], [x]), np.vstack([x, x])), f, rtol=1e-6)
+
+
+def test_pad_empty_mode_keeps_the_array_inside():
+    ours = pb.jit(lambda x: np.pad(x, ((1, 2), (0, 3)), mode="empty"))(X)
+    assert ours.shape == (6, 7)
+    np.testing.assert_array_equal(ours[1:4, :4], X)
 
 
 def test_tuple_repeats_and_row_stack():

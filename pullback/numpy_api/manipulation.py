@@ -359,7 +359,7 @@ def _pairs(x, ndim: int, what: str, integral: bool) -> list[tuple]:
         unsupported(f"a traced {what} in np.pad")
     arr = np.asarray(x)
     if integral:
-        if arr.dtype.kind not in "iub":
+        if arr.dtype.kind != "i":
             raise ArgumentTypeError(located("`pad_width` must be of integral type."))
         if (arr < 0).any():
             raise ArgumentError(located("index can't contain negative values"))
@@ -388,15 +388,15 @@ def _pad_index(mode: str, n: int, before: int, after: int) -> list[int]:
     return [position(p) for p in range(-before, n + after)]
 
 
-_PAD_OPTIONS = {"constant": {"constant_values"}, "edge": set(), "wrap": set(), "reflect": {"reflect_type"},
-                "symmetric": {"reflect_type"}}
+_PAD_OPTIONS = {"constant": {"constant_values"}, "empty": set(), "edge": set(), "wrap": set(),
+                "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
 
 
 @implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
     array = _lift(array)
     if not isinstance(mode, str) or mode not in _PAD_OPTIONS:
-        if isinstance(mode, str) and mode not in ("empty", "linear_ramp", "maximum", "mean", "median", "minimum"):
+        if isinstance(mode, str) and mode not in ("linear_ramp", "maximum", "mean", "median", "minimum"):
             raise ArgumentError(located(f"mode {mode!r} is not supported"))
         unsupported(f"np.pad with mode={mode!r}")
     extra = set(kwargs) - _PAD_OPTIONS[mode]
@@ -404,8 +404,13 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise ArgumentError(located(f"unsupported keyword arguments for mode {mode!r}: {extra}"))
     if kwargs.get("reflect_type", "even") != "even":
         unsupported("np.pad with reflect_type='odd'")
+    if isinstance(pad_width, dict):  # {axis: width or (before, after)}, other axes unpadded
+        seq = [(0, 0)] * array.ndim
+        for axis, width in pad_width.items():
+            seq[_axis(axis, array.ndim)] = (width, width) if np.ndim(width) == 0 else tuple(width)
+        pad_width = seq
     widths = _pairs(pad_width, array.ndim, "pad_width", integral=True)
-    if mode == "constant":
+    if mode in ("constant", "empty"):  # 'empty' leaves the border undefined: zeros are as good as any
         return _pad_constant(array, widths, kwargs.get("constant_values", 0))
     for axis, (before, after) in enumerate(widths):
         n = array.shape[axis]

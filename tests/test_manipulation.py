@@ -44,7 +44,7 @@ def assert_same(fn, *args, rtol=1e-12):
     lambda x: np.column_stack((x[0], x.T, 1.0 * x[1])),
     lambda x: np.dstack((x, x[:, :, None])),
     lambda x: (np.atleast_1d(x[0, 0]), *np.atleast_2d(x[0], 1.0), np.atleast_3d(x)),
-    lambda x: (np.ravel(x), np.ravel(x, order="F"), np.ravel(x[0, 0])),
+    lambda x: (np.ravel(x), np.ravel(x, order="F"), np.ravel(x[0, 0]), x.ravel("F"), x.flatten(order="F")),
     lambda x: (np.append(x, 1.0), np.append(x, [[1.0, 2.0, 3.0, 4.0]], axis=0), np.append(x[0], x)),
     lambda x: (x.repeat(2), x.repeat([1, 0, 3], axis=0), np.repeat(x[0, 0], 3), np.repeat(x, np.array([2]), 1)),
     lambda x: (np.tile(x, ()), np.tile(x[0, 0], 3), np.tile(x, [2]), np.tile(x[0], (2, 1, 1))),

@@ -152,6 +152,9 @@ def _raises(fn, *args):
     lambda x: np.select([x], [x]),
     lambda x: np.cross(x, x),
     lambda x: np.meshgrid(x[0], indexing="yx"),
+    lambda x: np.cross(x[:, None, :3], x[:2, None, 1:]),
+    lambda x: np.broadcast_arrays(x, x[:2]),
+    lambda x: np.reshape(x, (5, -1)),
 ])
 def test_errors_match_numpy(fn):
     _raises(fn, X)

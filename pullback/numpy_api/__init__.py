@@ -121,7 +121,7 @@ def broadcast_to(x, shape):
         return x
     nd = len(shape) - x.ndim
     if nd < 0:
-        raise TracingError(located(f"cannot broadcast shape {x.shape} to {shape}"))
+        raise ArgumentError(located(f"cannot broadcast shape {x.shape} to {shape}"))
     return bind(st.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=tuple(range(nd, len(shape))))
 
 
@@ -130,7 +130,7 @@ def _shape(*xs) -> tuple[int, ...]:
         return np.broadcast_shapes(*(np.shape(x) for x in xs if not isinstance(x, PYTHON_SCALARS)))
     except ValueError:
         shapes = " ".join(str(np.shape(x)) for x in xs if not isinstance(x, PYTHON_SCALARS))
-        raise TracingError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
+        raise ArgumentError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
 
 
 def _weak_result(out, xs):
@@ -297,10 +297,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if shape.count(-1) == 1:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or a.size % known:
-            raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+            raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
         shape = tuple(a.size // known if s == -1 else s for s in shape)
     if math.prod(shape) != a.size or any(s < 0 for s in shape):
-        raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+        raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
     return a if shape == a.shape else bind(st.reshape_p, a, new_sizes=shape)
 
 
@@ -357,7 +357,7 @@ def broadcast_to_(array, shape, subok=False):
     array = _lift(array)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if _shape(array, np.broadcast_to(0, shape)) != shape:
-        raise TracingError(located(f"cannot broadcast shape {array.shape} to {shape}"))
+        raise ArgumentError(located(f"cannot broadcast shape {array.shape} to {shape}"))
     return broadcast_to(array, shape)
 
 

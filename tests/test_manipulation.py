@@ -63,6 +63,7 @@ def assert_same(fn, *args, rtol=1e-12):
     lambda x: np.meshgrid(x[0], sparse=True, indexing="ij"),
     lambda x: np.broadcast_arrays(x, x[:1], 2.0),
     lambda x: (np.pad(x, {1: 2}, mode="wrap"), np.pad(x, {-2: (0, 1), 1: (2, 0)}, constant_values=-1.0)),
+    lambda x: (np.expand_dims(x, ()), np.squeeze(x, ()), np.squeeze(x[:1, None], axis=None), x[:, :1].squeeze(-1)),
     lambda x: (np.squeeze(x[0, 0], axis=0), np.expand_dims(x, (-1, 0)), np.squeeze(x[None, :, None], (0, 2))),
 ])
 def test_argument_forms_match_numpy(fn):

@@ -23,3 +23,16 @@ class LinAlgError(PullbackError, np.linalg.LinAlgError):
     """A factorisation or solve failed (LAPACK ``info`` > 0, a zero pivot). Generated code,
     which depends on NumPy alone, raises ``np.linalg.LinAlgError``; pullback re-raises it
     as this subclass, so either can be caught."""
+
+
+class ArgumentError(TracingError, ValueError):
+    """Arguments for which NumPy raises ValueError (a repeated axis, an unequal split), so
+    code that catches NumPy's error catches pullback's."""
+
+
+class ArgumentTypeError(TracingError, TypeError):
+    """Arguments for which NumPy raises TypeError (a cast its ``casting`` rule forbids)."""
+
+
+class AxisError(ArgumentError, np.exceptions.AxisError):
+    """An axis out of range for an array's rank: NumPy's ``AxisError`` (a ValueError and an IndexError)."""

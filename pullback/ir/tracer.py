@@ -287,7 +287,8 @@ class Tracer:
     def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return self._api.trace(self, offset, axis1, axis2)
     def dot(self, o): return self._api.dot(self, o)
-    def ravel(self): return self._api.reshape(self, (-1,))
+    def ravel(self, order="C"): return self._api.manipulation.ravel(self, order)
+    def repeat(self, repeats, axis=None): return self._api.manipulation.repeat(self, repeats, axis)
     flatten = ravel
     def copy(self): return self
 

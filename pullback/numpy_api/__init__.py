@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.special
 
-from pullback.errors import ConcretizationError, TracingError
+from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, ConcretizationError, TracingError
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, located, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
@@ -121,7 +121,7 @@ def broadcast_to(x, shape):
         return x
     nd = len(shape) - x.ndim
     if nd < 0:
-        raise TracingError(located(f"cannot broadcast shape {x.shape} to {shape}"))
+        raise ArgumentError(located(f"cannot broadcast shape {x.shape} to {shape}"))
     return bind(st.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=tuple(range(nd, len(shape))))
 
 
@@ -130,7 +130,7 @@ def _shape(*xs) -> tuple[int, ...]:
         return np.broadcast_shapes(*(np.shape(x) for x in xs if not isinstance(x, PYTHON_SCALARS)))
     except ValueError:
         shapes = " ".join(str(np.shape(x)) for x in xs if not isinstance(x, PYTHON_SCALARS))
-        raise TracingError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
+        raise ArgumentError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
 
 
 def _weak_result(out, xs):
@@ -262,13 +262,20 @@ def array_ufunc(ufunc, method, inputs, kwargs):
 
 
 def _lift(x):
-    """A Python scalar as a 0-d NumPy array, so structural ops can treat it as an array."""
+    """A Python scalar as a 0-d NumPy array, a (nested) list as an array (stacked if it holds
+    tracers), so structural ops can treat them as arrays."""
+    if isinstance(x, list | tuple):
+        return stack([_lift(e) for e in x]) if _holds_tracer(x) else np.asarray(x)
     return np.asarray(x) if isinstance(x, PYTHON_SCALARS) else x
+
+
+def _holds_tracer(x) -> bool:
+    return isinstance(x, Tracer) or (isinstance(x, list | tuple) and builtins.any(map(_holds_tracer, x)))
 
 
 def _axis(axis: int, ndim: int) -> int:
     if not isinstance(axis, int | np.integer) or not -ndim <= axis < ndim:
-        raise TracingError(located(f"axis {axis} is out of bounds for an array of rank {ndim}"))
+        raise AxisError(located(f"axis {axis} is out of bounds for an array of rank {ndim}"))
     return int(axis) % ndim
 
 
@@ -277,7 +284,7 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     axes = tuple(_axis(a, ndim) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     if len(set(axes)) != len(axes):
-        raise TracingError(located(f"repeated axis in {axis}"))
+        raise ArgumentError(located(f"repeated axis in {axis}"))
     return tuple(sorted(axes))
 
 
@@ -290,10 +297,10 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if shape.count(-1) == 1:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or a.size % known:
-            raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+            raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
         shape = tuple(a.size // known if s == -1 else s for s in shape)
     if math.prod(shape) != a.size or any(s < 0 for s in shape):
-        raise TracingError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
+        raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
     return a if shape == a.shape else bind(st.reshape_p, a, new_sizes=shape)
 
 
@@ -328,9 +335,12 @@ def moveaxis(a, source, destination):
 
 
 def squeeze(a, axis=None):
+    if a.ndim == 0 and axis is not None:  # NumPy accepts axis 0 (or -1) of a 0-d array
+        _axes(axis, 1)
+        return a
     axes = [i for i, n in enumerate(a.shape) if n == 1] if axis is None else _axes(axis, a.ndim)
     if any(a.shape[i] != 1 for i in axes):
-        raise TracingError(located(f"cannot squeeze axes {axis} of shape {a.shape}: size is not 1"))
+        raise ArgumentError(located(f"cannot squeeze axes {axis} of shape {a.shape}: size is not 1"))
     return reshape(a, tuple(n for i, n in enumerate(a.shape) if i not in axes))
 
 
@@ -338,7 +348,7 @@ def expand_dims(a, axis):
     a = _lift(a)
     axis = axis if isinstance(axis, tuple | list) else (axis,)
     out_ndim = a.ndim + len(axis)
-    new = {_axis(x, out_ndim) for x in axis}
+    new = _axes(axis, out_ndim)  # raises NumPy's ValueError for a repeated axis
     it = iter(a.shape)
     return reshape(a, tuple(1 if i in new else next(it) for i in range(out_ndim)))
 
@@ -347,31 +357,51 @@ def broadcast_to_(array, shape, subok=False):
     array = _lift(array)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if _shape(array, np.broadcast_to(0, shape)) != shape:
-        raise TracingError(located(f"cannot broadcast shape {array.shape} to {shape}"))
+        raise ArgumentError(located(f"cannot broadcast shape {array.shape} to {shape}"))
     return broadcast_to(array, shape)
 
 
-def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None:
         unsupported("np.concatenate with out=")
     arrays = [_lift(a) for a in arrays]
+    if not arrays:
+        raise ArgumentError(located("need at least one array to concatenate"))
     if axis is None:
         arrays, axis = [reshape(a, (-1,)) for a in arrays], 0
+    if any(a.ndim == 0 for a in arrays):
+        raise ArgumentError(located("zero-dimensional arrays cannot be concatenated"))
     dt = canonical_dtype(dtype) if dtype is not None else result_dtype(*arrays)
-    arrays = [astype(a, dt) for a in arrays]
+    for a in arrays:
+        if dtype is not None and not np.can_cast(a.dtype, dt, casting):
+            raise ArgumentTypeError(located(f"cannot cast array data from {a.dtype} to {dt} by rule {casting!r}"))
     ax = _axis(axis, arrays[0].ndim)
+    first = arrays[0]
+    for i, a in enumerate(arrays[1:], 1):
+        if a.ndim != first.ndim:
+            raise ArgumentError(located(
+                f"all the input arrays must have same number of dimensions, but the array at index 0 has "
+                f"{first.ndim} dimension(s) and the array at index {i} has {a.ndim} dimension(s)"))
+        for d, (m, n) in enumerate(zip(first.shape, a.shape)):
+            if d != ax and m != n:
+                raise ArgumentError(located(
+                    f"all the input array dimensions except for the concatenation axis must match exactly, but "
+                    f"along dimension {d}, the array at index 0 has size {m} and the array at index {i} has size {n}"))
+    arrays = [astype(a, dt) for a in arrays]
     return arrays[0] if len(arrays) == 1 and isinstance(arrays[0], Tracer) else bind(
         st.concatenate_p, *arrays, dimension=ax
     )
 
 
-def stack(arrays, axis=0, out=None, dtype=None, casting=None):
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     arrays = [_lift(a) for a in arrays]
+    if not arrays:
+        raise ArgumentError(located("need at least one array to stack"))
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
-        raise TracingError(located(f"all input arrays must have the same shape, got {sorted(shapes)}"))
+        raise ArgumentError(located(f"all input arrays must have the same shape, got {sorted(shapes)}"))
     ax = _axis(axis, arrays[0].ndim + 1)
-    return concatenate([expand_dims(a, ax) for a in arrays], axis=ax, out=out, dtype=dtype)
+    return concatenate([expand_dims(a, ax) for a in arrays], axis=ax, out=out, dtype=dtype, casting=casting)
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):

@@ -13,6 +13,10 @@
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
   and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
 - ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block;
+- pads of adjacent slabs of one axis, added, are one pad of their concatenation (no pad at
+  all when the slabs cover the axis), and a concatenation of a concatenation along the same
+  axis is one: the transpose of splitting an array into slices (``np.split``, ``np.roll``,
+  ``np.repeat``) is then a concatenation of the cotangents, not a sum of zero-padded copies;
 - a triangular solve with a factor of a checked Cholesky (or its transpose) skips its
   zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
   the check is a device-to-host synchronisation).
@@ -153,6 +157,17 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     diagonal = _diagonal_rewrite(prim, ins, p, out, defs, same)
     if diagonal is not None:
         return diagonal
+    if prim is ew.add_p:
+        joined = _adjacent_pads(ins, out, defs)
+        if joined is not None:
+            return joined
+    if prim is st.concatenate_p:
+        dim = p["dimension"]
+        ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+        if any(d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim for d in ds):
+            flat = tuple(x for a, d in zip(ins, ds) for x in (
+                d.inputs if d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim else (a,)))
+            return Eqn(st.concatenate_p, flat, (out,), p)
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
     if prim is ew.sub_p:
@@ -189,6 +204,44 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
     return None
+
+
+def _slab(d: Eqn | None, out: Var) -> tuple[int, int, int] | None:
+    """(axis, start, stop) when ``d`` pads its operand into ``out`` along one axis alone, with stride 1."""
+    if d is None or d.prim is not st.pad_p or d.outputs[0].type != out.type:
+        return None
+    p = d.params
+    partial = [i for i, (n, a, b, k) in enumerate(zip(out.shape, p["start_indices"], p["limit_indices"],
+                                                      p["strides"])) if (a, b, k) != (0, n, 1)]
+    if len(partial) != 1 or p["strides"][partial[0]] != 1:
+        return None
+    axis = partial[0]
+    return axis, p["start_indices"][axis], p["limit_indices"][axis]
+
+
+def _adjacent_pads(ins, out: Var, defs: dict[int, Eqn]):
+    """``pad(a) + pad(b)`` of adjacent slabs of one axis: one pad of ``concatenate(a, b)``, or
+    the concatenation itself when it fills the axis."""
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    slabs = [_slab(d, out) for d in ds]
+    if None in slabs or slabs[0][0] != slabs[1][0]:
+        return None
+    (axis, s0, e0), (_, s1, e1) = slabs
+    if e0 != s1 and e1 != s0:
+        return None
+    parts = (ds[0].inputs[0], ds[1].inputs[0]) if e0 == s1 else (ds[1].inputs[0], ds[0].inputs[0])
+    start, stop = min(s0, s1), max(e0, e1)
+    concat = Eqn(st.concatenate_p, parts, (out,), Params({"dimension": axis}))
+    if (start, stop) == (0, out.shape[axis]):
+        return concat
+    shape = out.shape[:axis] + (stop - start,) + out.shape[axis + 1:]
+    joined = Var(ArrayType(shape, out.dtype))
+    n = out.type.ndim
+    return [Eqn(st.concatenate_p, parts, (joined,), Params({"dimension": axis})),
+            Eqn(st.pad_p, (joined,), (out,), Params({
+                "shape": out.shape, "start_indices": tuple(start if i == axis else 0 for i in range(n)),
+                "limit_indices": tuple(stop if i == axis else out.shape[i] for i in range(n)),
+                "strides": (1,) * n}))]
 
 
 def _checked_cholesky_factor(a, defs: dict[int, Eqn]) -> bool:

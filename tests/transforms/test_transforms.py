@@ -3,6 +3,7 @@ import pytest
 
 import pullback as pb
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.tracer import bind
 from pullback.ir.types import ArrayType
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -189,3 +190,32 @@ def test_solves_with_a_checked_cholesky_factor_skip_the_zero_diagonal_check():
     np.testing.assert_allclose(pb.jit(gp)(K, y), np.linalg.solve(K, y), rtol=1e-14)
     with pytest.raises(pb.LinAlgError, match="singular"):  # the kept check still fires
         pb.jit(unchecked)(np.array([[0.0, 0.0], [0.0, 1.0]]), y)
+
+
+def _pad(x, shape, start, stop, axis):
+    n = len(shape)
+    return bind(st.pad_p, x, shape=shape, start_indices=tuple(start if i == axis else 0 for i in range(n)),
+                limit_indices=tuple(stop if i == axis else shape[i] for i in range(n)), strides=(1,) * n)
+
+
+def test_simplify_joins_pads_of_adjacent_slabs():
+    """Zero-padded slabs that tile an axis, added, are their concatenation; slabs covering part
+    of it are one pad of their concatenation; slabs that overlap or leave a gap stay sums."""
+    def f(a, b, c):
+        whole = _pad(b, (5, 2), 1, 4, 0) + _pad(a, (5, 2), 0, 1, 0) + _pad(c, (5, 2), 4, 5, 0)
+        part = _pad(a, (5, 2), 1, 2, 0) + _pad(b, (5, 2), 2, 5, 0)
+        gap = _pad(a, (5, 2), 0, 1, 0) + _pad(c, (5, 2), 2, 3, 0)
+        return whole, part, gap
+    args = (np.arange(2.0).reshape(1, 2), np.arange(6.0).reshape(3, 2) + 5, np.array([[-1.0, -2.0]]))
+    p = pb.verify(simplify(pb.make_ir(f)(*args)))
+    names = [e.prim.name for e in p.eqns]
+    assert names.count("concatenate") == 2 and names.count("pad") == 3 and names.count("add") == 1
+    whole = next(e for e in p.eqns if e.outputs[0] is p.outputs[0])
+    assert whole.prim is st.concatenate_p and whole.inputs == (p.inputs[0], p.inputs[1], p.inputs[2])
+    want = [np.zeros((5, 2)) for _ in range(3)]
+    a, b, c = args
+    want[0][:1], want[0][1:4], want[0][4:] = a, b, c
+    want[1][1:2], want[1][2:] = a, b
+    want[2][:1], want[2][2:3] = a, c
+    for got, w in zip(pb.jit(f)(*args), want):
+        np.testing.assert_array_equal(got, w)

@@ -458,6 +458,9 @@ def _extremum(prim, name):
         axes = _axes(axis, a.ndim)
         if any(a.shape[i] == 0 for i in axes):
             raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
+        if axes and is_complex(a.dtype):  # NumPy's lexicographic order
+            from pullback.numpy_api.ufuncs import complex_extremum
+            return complex_extremum(a, axes, keepdims, largest=name == "max")
         res = bind(prim, a, axes=axes) if axes else a
         return _keep(res, a, axes, keepdims)
 

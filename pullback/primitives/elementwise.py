@@ -378,21 +378,23 @@ defjvp(copysign_p, lambda t, x, y, ans: lax.mul(t, lax.mul(lax.sign(x), lax.sign
 _extremum_jvp(fmax_p, lambda a, b: lax.gt(a, b), lambda b: lax.isnan(b))
 _extremum_jvp(fmin_p, lambda a, b: lax.lt(a, b), lambda b: lax.isnan(b))
 
-_SINC_CURVATURE = -float(np.pi) ** 2 / 3  # sinc''(0)
+_PI = float(np.pi)
 
 
 def _sinc_jvp(primals, tangents):
-    """sinc'(x) = (cos(pi x) - sinc(x)) / x, and at 0 the line sinc''(0) x, so the derivative is exact at 0
-    to second order. The quotient sees x with its zeros replaced by 1, so no NaN reaches a cotangent
-    through the branch ``select`` discards."""
+    """sinc'(x) = (cos(pi x) - sinc(x)) / x cancels catastrophically near 0, where its Maclaurin
+    polynomial -pi^2/3 x + pi^4/30 x^3 takes over (below eps**(1/6), where the two errors balance:
+    ~1e-11 relative in float64); so the rule is exact at 0 to third order. The quotient sees x with
+    those entries replaced by 1: no NaN reaches a cotangent through the branch ``select`` discards."""
     (x,), (t,) = primals, tangents
     ans = lax.sinc(x)
     if isinstance(t, Zero):
         return ans, t
-    at_zero = lax.eq(x, 0)
-    safe = lax.select(at_zero, 1, x)
-    slope = lax.div(lax.sub(lax.cos(lax.mul(safe, float(np.pi))), lax.sinc(safe)), safe)
-    return ans, lax.mul(t, lax.select(at_zero, lax.mul(x, _SINC_CURVATURE), slope))
+    near = lax.lt(lax.abs(x), float(np.finfo(x.dtype).eps) ** (1 / 6))
+    safe = lax.select(near, 1, x)
+    slope = lax.div(lax.sub(lax.cos(lax.mul(safe, _PI)), lax.sinc(safe)), safe)
+    series = lax.mul(x, lax.add(lax.mul(lax.integer_pow(x, 2), _PI**4 / 30), -_PI**2 / 3))
+    return ans, lax.mul(t, lax.select(near, series, slope))
 
 
 jvp_rules[sinc_p] = _sinc_jvp

@@ -32,7 +32,8 @@ FOLD = {
     ew.log2_p: np.log2, ew.exp2_p: np.exp2, ew.arcsin_p: np.arcsin, ew.arccos_p: np.arccos, ew.arctan_p: np.arctan,
     ew.arcsinh_p: np.arcsinh, ew.arccosh_p: np.arccosh, ew.arctanh_p: np.arctanh, ew.cbrt_p: np.cbrt,
     ew.sinc_p: np.sinc, ew.floor_divide_p: np.floor_divide, ew.rem_p: np.remainder, ew.fmod_p: np.fmod,
-    ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot,
+    ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot, ew.isnan_p: np.isnan, ew.isinf_p: np.isinf,
+    ew.isfinite_p: np.isfinite,
 }
 
 

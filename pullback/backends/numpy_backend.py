@@ -107,7 +107,7 @@ IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.rint_p: (None, "np.rint"), ew.log10_p: (None, "np.log10"), ew.log2_p: (None, "np.log2"),
     ew.exp2_p: (None, "np.exp2"), ew.arcsin_p: (None, "np.arcsin"), ew.arccos_p: (None, "np.arccos"),
     ew.arctan_p: (None, "np.arctan"), ew.arcsinh_p: (None, "np.arcsinh"), ew.arccosh_p: (None, "np.arccosh"),
-    ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"), ew.sinc_p: (None, "np.sinc"),
+    ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"),
     st.add_diagonal_p: ("+=", None),  # only the diagonal changes: x[np.diag_indices(n)] += v
 }
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.ir.tracer import PYTHON_SCALARS, located
+from pullback.ir.tracer import PYTHON_SCALARS, bind, located
 from pullback.ir.types import is_complex, is_inexact
 from pullback.numpy_api import (
     _float_unary,
@@ -93,20 +93,12 @@ def round_(a, decimals=0, out=None):
         unsupported("np.round with out=")
     if result_dtype(a).kind in "iu" and decimals >= 0:
         return a
-    return ew_round(a, int(decimals))
-
-
-def ew_round(a, decimals: int):
-    from pullback.ir.tracer import bind
-
-    return bind(ew.round_p, a, decimals=decimals)
+    return bind(ew.round_p, a, decimals=int(decimals))
 
 
 @implements_ufunc(np.fabs)
 def fabs(x):
-    if is_complex(result_dtype(x)):
-        raise TracingError(located("np.fabs does not accept complex input (NumPy raises TypeError; use np.abs)"))
-    return elementwise(ew.abs_p, _float(x))
+    return elementwise(ew.abs_p, _real_float(x, "fabs"))
 
 
 @implements_ufunc(np.floor_divide)
@@ -135,19 +127,24 @@ def divmod_(a, b):
 
 @implements(np.angle)
 def angle(z, deg=False):
-    z = astype(z, result_dtype(z)) if isinstance(z, PYTHON_SCALARS) else z
     out = elementwise(ew.angle_p, z if is_complex(result_dtype(z)) else _float(z))
     return multiply(out, 180 / math.pi) if deg else out
 
 
+def _real_float(x, name: str):
+    if is_complex(result_dtype(x)):
+        raise TracingError(located(f"np.{name} does not accept complex input (NumPy raises TypeError)"))
+    return _float(x)
+
+
 @implements_ufunc(np.deg2rad, np.radians)
 def deg2rad(x):
-    return multiply(_float(x), math.pi / 180)
+    return multiply(_real_float(x, "deg2rad"), math.pi / 180)
 
 
 @implements_ufunc(np.rad2deg, np.degrees)
 def rad2deg(x):
-    return multiply(_float(x), 180 / math.pi)
+    return multiply(_real_float(x, "rad2deg"), 180 / math.pi)
 
 
 @implements(np.sinc)
@@ -159,8 +156,6 @@ def sinc(x):
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if not is_inexact(result_dtype(x)):
         return x
-    from pullback.ir.tracer import bind
-
     return bind(ew.nan_to_num_p, x, nan=float(nan), posinf=None if posinf is None else float(posinf),
                 neginf=None if neginf is None else float(neginf))
 
@@ -214,8 +209,6 @@ def complex_extremum(a, axes: tuple[int, ...], keepdims: bool, largest: bool):
     """max/min of complex values over ``axes`` in NumPy's order: the extreme real part, then,
     among the entries that have it, the extreme imaginary part. Derivatives follow the real and
     imaginary reductions (ties share the tangent)."""
-    from pullback.ir.tracer import bind
-
     prim = red.reduce_max_p if largest else red.reduce_min_p
     kept = tuple(1 if i in axes else n for i, n in enumerate(a.shape))
     re, im = real(a), imag(a)

@@ -166,6 +166,14 @@ def test_float16_computes_in_float16_as_numpy_does(i):
     np.testing.assert_allclose(ours.astype(float), want.astype(float), rtol=2e-3, atol=2e-3)
 
 
+def test_float16_mean_accumulates_in_float32_as_numpy_does():
+    x = np.full((70000,), 1.0, np.float16)
+    ours = pb.jit(lambda x: (np.mean(x), x.mean(axis=0, keepdims=True)))(x)
+    for o, w in zip(ours, (np.mean(x), x.mean(axis=0, keepdims=True))):
+        assert o.dtype == w.dtype == np.float16
+        np.testing.assert_array_equal(o, w)
+
+
 def test_float16_gradient_matches_float64():
     def f(x):
         return np.sum(np.sin(x) * np.arctan(x) + np.sqrt(x))

@@ -33,7 +33,7 @@ FOLD = {
     ew.arcsinh_p: np.arcsinh, ew.arccosh_p: np.arccosh, ew.arctanh_p: np.arctanh, ew.cbrt_p: np.cbrt,
     ew.sinc_p: np.sinc, ew.floor_divide_p: np.floor_divide, ew.rem_p: np.remainder, ew.fmod_p: np.fmod,
     ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot, ew.isnan_p: np.isnan, ew.isinf_p: np.isinf,
-    ew.isfinite_p: np.isfinite,
+    ew.isfinite_p: np.isfinite, ew.clip_p: np.clip,
 }
 
 
@@ -69,6 +69,11 @@ arcsinh, arccosh, arctanh = (_unary(p) for p in (ew.arcsinh_p, ew.arccosh_p, ew.
 floor_divide, rem, fmod = (_binary(p) for p in (ew.floor_divide_p, ew.rem_p, ew.fmod_p))
 arctan2, hypot, copysign = (_binary(p) for p in (ew.arctan2_p, ew.hypot_p, ew.copysign_p))
 logaddexp, logaddexp2, fmax, fmin = (_binary(p) for p in (ew.logaddexp_p, ew.logaddexp2_p, ew.fmax_p, ew.fmin_p))
+
+
+def clip(x, lo, hi):
+    lo, hi = (Literal.of(b, x.dtype) if isinstance(b, PYTHON_SCALARS) else b for b in (lo, hi))
+    return _apply(ew.clip_p, x, lo, hi)
 
 
 def round(x, decimals: int = 0):

@@ -136,10 +136,22 @@ def test_second_order_of_the_new_rules():
     check_grads(lambda x: (np.deg2rad(x), np.rad2deg(x), np.angle(x), np.floor(x), np.round(x, 1)), [x], order=2)
 
 
+def test_clip_derivative_goes_to_the_operand_chosen():
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 2.0, 0.3])
+    lo, hi = np.array([-1.0, -0.5, -1.0, -1.0, -1.0, 0.4]), np.array([1.0, 1.0, 1.0, 0.5, 1.0, 0.35])
+    gx, glo, ghi = pb.grad(lambda x, lo, hi: np.sum(np.clip(x, lo, hi) * np.arange(1, 7)), argnums=(0, 1, 2))(x, lo, hi)
+    # ties (x = lo, x = hi) go to x; where lo > hi NumPy returns hi
+    np.testing.assert_array_equal(gx, [0, 2, 3, 4, 0, 0])
+    np.testing.assert_array_equal(glo, [1, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(ghi, [0, 0, 0, 0, 5, 6])
+    assert "x_bar = np.where(clipped == x, " in pb.differentiate(lambda x: np.sum(np.clip(x, -1.0, 1.0))).source(x)
+    assert pb.grad(lambda x: np.sum(np.clip(x, -1, 1)))(x).tolist() == [0, 1, 1, 1, 0, 1]
+
+
 def test_printed_as_the_numpy_calls():
     source = pb.source(lambda x, y: np.arcsin(x) + np.arctan2(x, y) + np.logaddexp(x, y) + np.round(x, 2)
-                       + np.nan_to_num(y, posinf=1.0), np.zeros(3), np.ones(3))
-    for call in ("np.arcsin(x)", "np.arctan2(x, y)", "np.logaddexp(x, y)", "np.round(x, 2)",
+                       + np.nan_to_num(y, posinf=1.0) + np.clip(x, -1.0, y), np.zeros(3), np.ones(3))
+    for call in ("np.clip(x, -1.0, y)", "np.arcsin(x)", "np.arctan2(x, y)", "np.logaddexp(x, y)", "np.round(x, 2)",
                  "np.nan_to_num(y, posinf=1.0)"):
         assert call in source
 

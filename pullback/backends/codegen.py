@@ -33,7 +33,7 @@ TEMP_HINTS = {
     "reduce_max": "largest", "reduce_min": "smallest", "integer_pow": "power", "concatenate": "concat",
     "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
     "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
-    "round": "rounded",
+    "round": "rounded", "clip": "clipped",
 }
 
 

@@ -81,7 +81,7 @@ for _p, _path in [
     (ew.arccosh_p, "np.arccosh"), (ew.arctanh_p, "np.arctanh"), (ew.cbrt_p, "np.cbrt"), (ew.sinc_p, "np.sinc"),
     (ew.angle_p, "np.angle"), (ew.fmod_p, "np.fmod"), (ew.arctan2_p, "np.arctan2"), (ew.hypot_p, "np.hypot"),
     (ew.logaddexp_p, "np.logaddexp"), (ew.logaddexp2_p, "np.logaddexp2"), (ew.fmax_p, "np.fmax"),
-    (ew.fmin_p, "np.fmin"), (ew.copysign_p, "np.copysign"),
+    (ew.fmin_p, "np.fmin"), (ew.copysign_p, "np.copysign"), (ew.clip_p, "np.clip"),
 ]:
     _function(_p, _path)
 
@@ -107,7 +107,7 @@ IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.rint_p: (None, "np.rint"), ew.log10_p: (None, "np.log10"), ew.log2_p: (None, "np.log2"),
     ew.exp2_p: (None, "np.exp2"), ew.arcsin_p: (None, "np.arcsin"), ew.arccos_p: (None, "np.arccos"),
     ew.arctan_p: (None, "np.arctan"), ew.arcsinh_p: (None, "np.arcsinh"), ew.arccosh_p: (None, "np.arccosh"),
-    ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"),
+    ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"), ew.clip_p: (None, "np.clip"),
     st.add_diagonal_p: ("+=", None),  # only the diagonal changes: x[np.diag_indices(n)] += v
 }
 

@@ -4,7 +4,7 @@ NumPy's lexicographic order on complex numbers for ``maximum``/``minimum``/``max
 
 Each function a person calls by name lowers to the primitive of that name, so it prints
 as the same call; those that read the same as a composition (``deg2rad`` is a product,
-``clip`` a ``maximum`` then a ``minimum``) are compositions."""
+``clip`` with one bound a ``maximum`` or ``minimum``) are compositions."""
 
 from __future__ import annotations
 
@@ -220,13 +220,16 @@ def complex_extremum(a, axes: tuple[int, ...], keepdims: bool, largest: bool):
 
 @implements(np.clip)
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
-    """``minimum(maximum(a, a_min), a_max)``, as NumPy defines it; either bound may be None."""
+    """``np.clip`` itself with both bounds; with one, ``maximum`` or ``minimum`` (NumPy's definition
+    is ``minimum(maximum(a, a_min), a_max)``), and so in NumPy's order for complex values."""
     if out is not None or kwargs:
         unsupported("np.clip with out= or ufunc keyword arguments")
     lo = a_min if min is None else min
     hi = a_max if max is None else max
     if lo is None and hi is None:
         raise TracingError(located("np.clip needs a_min or a_max (at least one must be given)"))
+    if lo is not None and hi is not None and not is_complex(result_dtype(a, lo, hi)):
+        return elementwise(ew.clip_p, a, lo, hi)
     out = a
     if lo is not None:
         out = maximum(out, lo)

@@ -126,6 +126,8 @@ fmax_p = binary("fmax", REAL)
 fmin_p = binary("fmin", REAL)
 copysign_p = binary("copysign", REAL_FLOAT)
 
+clip_p = _register("clip", 3, REAL, _same)  # clip(x, lo, hi) = minimum(maximum(x, lo), hi), as NumPy defines it
+
 round_p = Primitive("round")
 
 
@@ -430,3 +432,18 @@ def _nan_to_num_jvp(primals, tangents, **params):
 
 
 jvp_rules[nan_to_num_p] = _nan_to_num_jvp
+
+
+def _clip_jvp(primals, tangents):
+    """The tangent of whichever operand the result is: x where it is within the bounds (ties
+    included), else the bound it was clipped to; so ``x_bar = where(clipped == x, g, 0)``."""
+    x, lo, hi = primals
+    ans = lax.clip(x, lo, hi)
+    if all(isinstance(t, Zero) for t in tangents):
+        return ans, Zero(ans.var.type)
+    t_x, t_lo, t_hi = (0.0 if isinstance(t, Zero) else t for t in tangents)
+    bound = 0.0 if isinstance(t_lo, float) and isinstance(t_hi, float) else lax.select(lax.eq(ans, lo), t_lo, t_hi)
+    return ans, lax.select(lax.eq(ans, x), t_x, bound)
+
+
+jvp_rules[clip_p] = _clip_jvp

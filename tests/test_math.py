@@ -204,3 +204,13 @@ def test_float16_linear_algebra_is_refused_as_numpy_does():
     for f in (np.linalg.cholesky, np.linalg.inv, lambda a: np.linalg.solve(a, a), np.linalg.eigh):
         with pytest.raises(TypeError, match="array type float16 is unsupported in linalg"):
             pb.jit(f)(a)
+
+
+def test_float16_products_beside_linear_algebra_stay_numpy_products():
+    """A program that calls LAPACK prints large products with SciPy's BLAS, which has no float16."""
+    a, h = np.eye(4) * 2, np.full((128, 128), 0.01, np.float16)  # 2M multiply-adds: over ONE_BLAS_MIN_WORK
+
+    def f(a, h):
+        return np.linalg.cholesky(a).sum() + (h @ h).sum()
+
+    np.testing.assert_allclose(pb.jit(f)(a, h), f(a, h), rtol=1e-2)

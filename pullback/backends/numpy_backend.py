@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+import numpy as np
 
 from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
@@ -361,7 +362,8 @@ def _dot_general(ctx, eqn, ins, outs):
                 b = None
             if a is not None and b is not None:
                 work = eqn.outputs[0].type.size * lhs.shape[lc]
-                if ctx.one_blas and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
+                blas_dtype = lhs.dtype != np.float16  # BLAS has no half precision
+                if ctx.one_blas and blas_dtype and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
                     return _gemm(ctx, eqn, a, b)
                 return s.binop(a, "@", b)
     if not nb:

@@ -88,6 +88,15 @@ def test_fmax_fmin_ignore_nan_in_value_and_derivative():
     np.testing.assert_array_equal(gy, [1, 1, 0, 0])
 
 
+def test_complex_fmax_fmin_ignore_nan_in_numpy_order():
+    z = np.array([1 + 2j, complex(np.nan, 1), 3 + 0j, 1 + 5j, complex(1, np.nan)])
+    w = np.array([1 + 3j, 2 + 2j, complex(0, np.nan), 0 + 9j, complex(np.nan, 0)])
+    for f in (np.fmax, np.fmin):
+        np.testing.assert_array_equal(pb.jit(f)(z, w), f(z, w))
+    check_grads(np.fmax, [RNG.standard_normal(4) + 1j * RNG.standard_normal(4),
+                          RNG.standard_normal(4) + 1j * RNG.standard_normal(4)], order=2)
+
+
 def _lexicographic_ties():
     """Complex values whose real parts tie, so the imaginary part decides."""
     return np.array([[1 + 2j, 1 - 3j, -2 + 5j], [1 + 4j, 0.5 + 9j, -2 - 1j]])

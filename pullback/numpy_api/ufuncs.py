@@ -16,6 +16,7 @@ from pullback.errors import TracingError
 from pullback.ir.tracer import PYTHON_SCALARS, bind, located
 from pullback.ir.types import is_complex, is_inexact
 from pullback.numpy_api import (
+    UFUNCS,
     _float_unary,
     _inexact,
     _keep,
@@ -176,8 +177,6 @@ implements_ufunc(np.isfinite)(_classify(ew.isfinite_p, ones_like))
 
 # --- extrema: NaN-ignoring, clipping, complex order ------------------------------------------
 
-implements_ufunc(np.fmax)(lambda a, b: elementwise(ew.fmax_p, a, b))
-implements_ufunc(np.fmin)(lambda a, b: elementwise(ew.fmin_p, a, b))
 
 
 def _re(x):
@@ -203,6 +202,21 @@ def maximum(a, b):
 @implements_ufunc(np.minimum)
 def minimum(a, b):
     return _lexicographic(a, b, False) if is_complex(result_dtype(a, b)) else _real_minimum(a, b)
+
+
+def _nan_ignoring(prim, greater_than: bool):
+    """fmax/fmin; on complex values NumPy's order, and the other operand where one has a NaN part."""
+    def call(a, b):
+        if not is_complex(result_dtype(a, b)):
+            return elementwise(prim, a, b)
+        isnan = UFUNCS[np.isnan]
+        return where(isnan(b), a, where(isnan(a), b, _lexicographic(a, b, greater_than)))
+
+    return call
+
+
+implements_ufunc(np.fmax)(_nan_ignoring(ew.fmax_p, True))
+implements_ufunc(np.fmin)(_nan_ignoring(ew.fmin_p, False))
 
 
 def complex_extremum(a, axes: tuple[int, ...], keepdims: bool, largest: bool):

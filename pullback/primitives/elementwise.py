@@ -94,7 +94,7 @@ le_p = binary("le", REAL, _bool)
 gt_p = binary("gt", REAL, _bool)
 ge_p = binary("ge", REAL, _bool)
 
-# rounding: piecewise constant (zero derivative)
+# piecewise constant (zero derivative): rounding, integer quotients, classification
 floor_p = unary("floor", REAL)
 ceil_p = unary("ceil", REAL)
 trunc_p = unary("trunc", REAL)
@@ -207,6 +207,8 @@ def _sub_jvp(primals, tangents):
 jvp_rules[sub_p] = _sub_jvp
 defjvp(mul_p, lambda t, x, y, ans: lax.mul(t, y), lambda t, x, y, ans: lax.mul(x, t))
 defjvp(div_p, lambda t, x, y, ans: lax.div(t, y), lambda t, x, y, ans: lax.mul(t, lax.neg(lax.div(ans, y))))
+
+
 def _replace_zero(x):
     """x with its zeros replaced by 1: d(x**y)/dy = log(x) x**y is 0, not NaN, where x = 0 (as in JAX)."""
     if isinstance(x, Literal):

@@ -29,6 +29,12 @@ def _pair(x, y):
 FOLD = {
     ew.add_p: np.add, ew.sub_p: np.subtract, ew.mul_p: np.multiply, ew.div_p: np.divide, ew.pow_p: np.power,
     ew.neg_p: np.negative, ew.log_p: np.log, ew.exp_p: np.exp, ew.sqrt_p: np.sqrt, ew.conj_p: np.conj,
+    ew.floor_p: np.floor, ew.ceil_p: np.ceil, ew.trunc_p: np.trunc, ew.rint_p: np.rint, ew.log10_p: np.log10,
+    ew.log2_p: np.log2, ew.exp2_p: np.exp2, ew.arcsin_p: np.arcsin, ew.arccos_p: np.arccos, ew.arctan_p: np.arctan,
+    ew.arcsinh_p: np.arcsinh, ew.arccosh_p: np.arccosh, ew.arctanh_p: np.arctanh, ew.cbrt_p: np.cbrt,
+    ew.sinc_p: np.sinc, ew.floor_divide_p: np.floor_divide, ew.rem_p: np.remainder, ew.fmod_p: np.fmod,
+    ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot, ew.isnan_p: np.isnan, ew.isinf_p: np.isinf,
+    ew.isfinite_p: np.isfinite, ew.clip_p: np.clip,
 }
 
 
@@ -55,6 +61,28 @@ neg, exp, log, log1p, expm1, sqrt = (_unary(p) for p in (ew.neg_p, ew.exp_p, ew.
 sin, cos, tan, tanh, sinh, cosh = (_unary(p) for p in (ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p, ew.sinh_p,
                                                        ew.cosh_p))
 abs, sign, logistic = _unary(ew.abs_p), _unary(ew.sign_p), _unary(ew.logistic_p)
+floor, ceil, trunc, rint = (_unary(p) for p in (ew.floor_p, ew.ceil_p, ew.trunc_p, ew.rint_p))
+isnan, isinf, isfinite = (_unary(p) for p in (ew.isnan_p, ew.isinf_p, ew.isfinite_p))
+log10, log2, exp2, cbrt, sinc, angle = (_unary(p) for p in (ew.log10_p, ew.log2_p, ew.exp2_p, ew.cbrt_p, ew.sinc_p,
+                                                            ew.angle_p))
+arcsin, arccos, arctan = (_unary(p) for p in (ew.arcsin_p, ew.arccos_p, ew.arctan_p))
+arcsinh, arccosh, arctanh = (_unary(p) for p in (ew.arcsinh_p, ew.arccosh_p, ew.arctanh_p))
+floor_divide, rem, fmod = (_binary(p) for p in (ew.floor_divide_p, ew.rem_p, ew.fmod_p))
+arctan2, hypot, copysign = (_binary(p) for p in (ew.arctan2_p, ew.hypot_p, ew.copysign_p))
+logaddexp, logaddexp2, fmax, fmin = (_binary(p) for p in (ew.logaddexp_p, ew.logaddexp2_p, ew.fmax_p, ew.fmin_p))
+
+
+def clip(x, lo, hi):
+    lo, hi = (Literal.of(b, x.dtype) if isinstance(b, PYTHON_SCALARS) else b for b in (lo, hi))
+    return _apply(ew.clip_p, x, lo, hi)
+
+
+def round(x, decimals: int = 0):
+    return bind(ew.round_p, x, decimals=decimals)
+
+
+def nan_to_num(x, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
+    return bind(ew.nan_to_num_p, x, nan=nan, posinf=posinf, neginf=neginf)
 
 
 def integer_pow(x, y: int):

@@ -56,12 +56,19 @@ def _traced(fn):
 
 
 def _float(a):
-    """``a`` as a float/complex array value (integer matrices are promoted like NumPy does)."""
+    """``a`` as a float/complex array value (integer matrices are promoted like NumPy does;
+    half precision is refused, as NumPy does: LAPACK has no float16)."""
     from pullback import numpy_api as pnp
 
+    _no_half(a.dtype)
     if a.dtype.kind not in "fc":
         return pnp.astype(a, np.float64)
     return a
+
+
+def _no_half(dtype) -> None:
+    if np.dtype(dtype) == np.float16:
+        raise TypeError(located("array type float16 is unsupported in linalg"))
 
 
 def _trans(trans) -> Trans:
@@ -124,6 +131,7 @@ def _common(a, b):
     from pullback import numpy_api as pnp
 
     dt = pnp.result_dtype(a, b)
+    _no_half(dt)
     dt = dt if dt.kind in "fc" else np.dtype(np.float64)
     return pnp.astype(a, dt), pnp.astype(b, dt)
 

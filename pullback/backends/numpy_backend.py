@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+import numpy as np
 
 from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
@@ -75,13 +76,21 @@ for _p, _path in [
     (ew.sqrt_p, "np.sqrt"), (ew.sin_p, "np.sin"), (ew.cos_p, "np.cos"), (ew.tan_p, "np.tan"),
     (ew.tanh_p, "np.tanh"), (ew.sinh_p, "np.sinh"), (ew.cosh_p, "np.cosh"), (ew.abs_p, "np.abs"),
     (ew.sign_p, "np.sign"), (ew.conj_p, "np.conj"), (ew.max_p, "np.maximum"), (ew.min_p, "np.minimum"),
-    (ew.select_p, "np.where"),
+    (ew.select_p, "np.where"), (ew.floor_p, "np.floor"), (ew.ceil_p, "np.ceil"), (ew.trunc_p, "np.trunc"),
+    (ew.rint_p, "np.rint"), (ew.isnan_p, "np.isnan"), (ew.isinf_p, "np.isinf"), (ew.isfinite_p, "np.isfinite"),
+    (ew.log10_p, "np.log10"), (ew.log2_p, "np.log2"), (ew.exp2_p, "np.exp2"), (ew.arcsin_p, "np.arcsin"),
+    (ew.arccos_p, "np.arccos"), (ew.arctan_p, "np.arctan"), (ew.arcsinh_p, "np.arcsinh"),
+    (ew.arccosh_p, "np.arccosh"), (ew.arctanh_p, "np.arctanh"), (ew.cbrt_p, "np.cbrt"), (ew.sinc_p, "np.sinc"),
+    (ew.angle_p, "np.angle"), (ew.fmod_p, "np.fmod"), (ew.arctan2_p, "np.arctan2"), (ew.hypot_p, "np.hypot"),
+    (ew.logaddexp_p, "np.logaddexp"), (ew.logaddexp2_p, "np.logaddexp2"), (ew.fmax_p, "np.fmax"),
+    (ew.fmin_p, "np.fmin"), (ew.copysign_p, "np.copysign"), (ew.clip_p, "np.clip"),
 ]:
     _function(_p, _path)
 
 for _p, _op in [
     (ew.add_p, "+"), (ew.sub_p, "-"), (ew.mul_p, "*"), (ew.div_p, "/"), (ew.pow_p, "**"),
     (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="), (ew.gt_p, ">"), (ew.ge_p, ">="),
+    (ew.floor_divide_p, "//"), (ew.rem_p, "%"),
 ]:
     _operator(_p, _op)
 
@@ -96,6 +105,11 @@ IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.sqrt_p: (None, "np.sqrt"), ew.sin_p: (None, "np.sin"), ew.cos_p: (None, "np.cos"),
     ew.tan_p: (None, "np.tan"), ew.tanh_p: (None, "np.tanh"), ew.sinh_p: (None, "np.sinh"),
     ew.cosh_p: (None, "np.cosh"), ew.sign_p: (None, "np.sign"), ew.conj_p: (None, "np.conj"),
+    ew.floor_p: (None, "np.floor"), ew.ceil_p: (None, "np.ceil"), ew.trunc_p: (None, "np.trunc"),
+    ew.rint_p: (None, "np.rint"), ew.log10_p: (None, "np.log10"), ew.log2_p: (None, "np.log2"),
+    ew.exp2_p: (None, "np.exp2"), ew.arcsin_p: (None, "np.arcsin"), ew.arccos_p: (None, "np.arccos"),
+    ew.arctan_p: (None, "np.arctan"), ew.arcsinh_p: (None, "np.arcsinh"), ew.arccosh_p: (None, "np.arccosh"),
+    ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"), ew.clip_p: (None, "np.clip"),
     st.add_diagonal_p: ("+=", None),  # only the diagonal changes: x[np.diag_indices(n)] += v
 }
 
@@ -166,6 +180,20 @@ def _integer_pow(ctx, eqn, ins, outs):
 def _logistic(ctx, eqn, ins, outs):
     ctx.use("scipy.special")
     return s.call("scipy.special.expit", *ins)
+
+
+@emits(ew.round_p)
+def _round(ctx, eqn, ins, outs):
+    decimals = eqn.params["decimals"]
+    return s.call("np.round", ins[0], *([s.number(decimals)] if decimals else []))
+
+
+@emits(ew.nan_to_num_p)
+def _nan_to_num(ctx, eqn, ins, outs):
+    """Only the replacements that differ from NumPy's defaults are spelled out."""
+    p = eqn.params
+    kw = {k: s.number(p[k]) for k in ("nan", "posinf", "neginf") if p[k] is not None and (k != "nan" or p[k] != 0)}
+    return s.call("np.nan_to_num", ins[0], **kw)
 
 
 @emits(ew.real_p, ew.imag_p)
@@ -347,7 +375,8 @@ def _dot_general(ctx, eqn, ins, outs):
                 b = None
             if a is not None and b is not None:
                 work = eqn.outputs[0].type.size * lhs.shape[lc]
-                if ctx.one_blas and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
+                blas_dtype = lhs.dtype != np.float16  # BLAS has no half precision
+                if ctx.one_blas and blas_dtype and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
                     return _gemm(ctx, eqn, a, b)
                 return s.binop(a, "@", b)
     ln, rn = lhs.type.ndim, rhs.type.ndim

@@ -96,12 +96,13 @@ def atomic(e: Expr) -> Expr:
 
 
 _BINOPS = {"+": cst.Add, "-": cst.Subtract, "*": cst.Multiply, "/": cst.Divide, "**": cst.Power,
-           "@": cst.MatrixMultiply}
+           "@": cst.MatrixMultiply, "//": cst.FloorDivide, "%": cst.Modulo}
 _COMPARE = {"==": cst.Equal, "!=": cst.NotEqual, "<": cst.LessThan, "<=": cst.LessThanEqual,
             ">": cst.GreaterThan, ">=": cst.GreaterThanEqual}
 
 
-_PRECEDENCE = {cst.Add: 2, cst.Subtract: 2, cst.Multiply: 3, cst.Divide: 3, cst.MatrixMultiply: 3, cst.Power: 5}
+_PRECEDENCE = {cst.Add: 2, cst.Subtract: 2, cst.Multiply: 3, cst.Divide: 3, cst.MatrixMultiply: 3, cst.Power: 5,
+               cst.FloorDivide: 3, cst.Modulo: 3}
 
 
 def _precedence(e: Expr) -> float:

@@ -251,8 +251,12 @@ class Tracer:
     def __gt__(self, o): return self._api.greater(self, o)
     def __ge__(self, o): return self._api.greater_equal(self, o)
 
-    def __floordiv__(self, o): return self._api.unsupported("//")
-    __rfloordiv__ = __mod__ = __rmod__ = __floordiv__
+    def __floordiv__(self, o): return self._api.ufuncs.floor_divide(self, o)
+    def __rfloordiv__(self, o): return self._api.ufuncs.floor_divide(o, self)
+    def __mod__(self, o): return self._api.ufuncs.remainder(self, o)
+    def __rmod__(self, o): return self._api.ufuncs.remainder(o, self)
+    def __divmod__(self, o): return self._api.ufuncs.divmod_(self, o)
+    def __rdivmod__(self, o): return self._api.ufuncs.divmod_(o, self)
 
     # --- array methods --------------------------------------------------------
     T = property(lambda self: self._api.transpose(self))
@@ -272,6 +276,8 @@ class Tracer:
     def mean(self, axis=None, dtype=None, keepdims=False): return self._api.mean(self, axis, dtype, keepdims=keepdims)
     def max(self, axis=None, keepdims=False): return self._api.max(self, axis, keepdims=keepdims)
     def min(self, axis=None, keepdims=False): return self._api.min(self, axis, keepdims=keepdims)
+    def clip(self, min=None, max=None): return self._api.ufuncs.clip(self, min, max)
+    def round(self, decimals=0): return self._api.ufuncs.round_(self, decimals)
     def conj(self): return self._api.conj(self)
     def prod(self, axis=None, dtype=None, out=None, keepdims=False): return self._api.statistics.prod(
         self, axis, dtype, out, keepdims)

@@ -1,4 +1,4 @@
-"""Array types: a concrete shape and one of seven dtypes, printed like ``f64[3,4]``."""
+"""Array types: a concrete shape and one of eight dtypes, printed like ``f64[3,4]``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ DTYPES: dict[np.dtype, str] = {
     np.dtype(np.bool_): "bool",
     np.dtype(np.int32): "i32",
     np.dtype(np.int64): "i64",
+    np.dtype(np.float16): "f16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
     np.dtype(np.complex64): "c64",

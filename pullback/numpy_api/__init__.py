@@ -472,12 +472,14 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     a = _lift(a)
+    half = dtype is None and a.dtype == np.float16  # NumPy accumulates float16 in float32
     if dtype is None:
-        dtype = a.dtype if is_inexact(a.dtype) else np.dtype(np.float64)
+        dtype = np.dtype(np.float32) if half else a.dtype if is_inexact(a.dtype) else np.dtype(np.float64)
     axes = _axes(axis, a.ndim)
     count = math.prod(a.shape[i] for i in axes)
     total = sum(astype(a, dtype), axis=axes, keepdims=keepdims, out=out, where=where)
-    return divide(total, astype(count, dtype).value if count else float("nan"))
+    res = divide(total, astype(count, dtype).value if count else float("nan"))
+    return astype(res, np.float16) if half else res
 
 
 def _extremum(prim, name):
@@ -488,6 +490,9 @@ def _extremum(prim, name):
         axes = _axes(axis, a.ndim)
         if any(a.shape[i] == 0 for i in axes):
             raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
+        if axes and is_complex(a.dtype):  # NumPy's lexicographic order
+            from pullback.numpy_api.ufuncs import complex_extremum
+            return complex_extremum(a, axes, keepdims, largest=name == "max")
         res = bind(prim, a, axes=axes) if axes else a
         return _keep(res, a, axes, keepdims)
 

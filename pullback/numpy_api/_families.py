@@ -1,7 +1,6 @@
 """Imports every family module of ``pullback.numpy_api`` so that each registers its
 functions; a family is added by importing it here."""
 
-from pullback.numpy_api import (
-    manipulation,  # noqa: F401
-    statistics,  # noqa: F401
-)
+import pullback.numpy_api.manipulation  # noqa: F401
+import pullback.numpy_api.statistics  # noqa: F401
+import pullback.numpy_api.ufuncs  # noqa: F401

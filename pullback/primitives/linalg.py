@@ -30,8 +30,8 @@ INFO = np.dtype(np.int32)
 def _matrix(x, name: str, square: bool = False) -> tuple[tuple[int, ...], int, int]:
     if x.type.ndim < 2:
         raise ShapeError(f"{name} needs a matrix (..., m, n), got shape {x.shape}")
-    if x.dtype.kind not in "fc":
-        raise ShapeError(f"{name} needs a float or complex matrix, got {x.dtype.name}")
+    if x.dtype.kind not in "fc" or x.dtype == np.float16:
+        raise ShapeError(f"{name} needs a float or complex matrix (not float16: LAPACK has none), got {x.dtype.name}")
     *batch, m, n = x.shape
     if square and m != n:
         raise ShapeError(f"{name} needs a square matrix, got shape {x.shape}")

@@ -40,11 +40,11 @@ def test_unsupported_numpy_function_is_named():
 
 def test_unsupported_ufunc_is_named():
     def f(x):
-        return np.arctan2(x, x)
+        return np.heaviside(x, x)
 
-    with pytest.raises(pb.TracingError, match="numpy.arctan2") as e:
+    with pytest.raises(pb.TracingError, match="numpy.heaviside") as e:
         pb.make_ir(f)(np.ones(3))
-    assert _line_of(f, "arctan2") in str(e.value)
+    assert _line_of(f, "heaviside") in str(e.value)
 
 
 def test_scipy_function_calling_asarray_is_named():

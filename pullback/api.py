@@ -41,19 +41,10 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return [read(a) for a in program.outputs]
 
 
-# Operations whose generated code accepts Python scalars as well as arrays (NumPy functions
-# and operators); any other use of a scalar input (a method such as .reshape) needs an array.
-_SCALAR_SAFE = frozenset({
-    "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
-    "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
-    "ge", "integer_pow", "select", "broadcast_in_dim",
-})
-
-
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "_fn", "_run", "_source", "_as_array")
+    __slots__ = ("program", "treedef", "backend", "_fn", "_run", "_source")
 
     def __init__(self, program: Program, treedef=None):
         self.program = program
@@ -62,9 +53,6 @@ class Staged:
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
-        # inputs that must arrive as arrays when given as Python scalars
-        unsafe = {id(a) for e in program.eqns if e.prim.name not in _SCALAR_SAFE for a in e.inputs}
-        self._as_array = tuple(i for i, v in enumerate(program.inputs) if id(v) in unsafe)
 
     def _compile(self) -> Callable:
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
@@ -80,7 +68,9 @@ class Staged:
         if self._run is not None:
             return self._run
         fn = self._fn or self._compile()
-        as_array, asarray = self._as_array, getattr(self.backend, "asarray", np.asarray)
+        # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
+        as_array: tuple[int, ...] = ()
+        asarray = getattr(self.backend, "asarray", np.asarray)
         if getattr(self.backend, "SCALARS_AS_ARRAYS", False):
             as_array = tuple(range(len(self.program.inputs)))
 

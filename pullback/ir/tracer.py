@@ -77,6 +77,9 @@ class Builder:
         self.consts: dict[int, tuple[Var, Any]] = {}  # id(array) -> (var, array)
         self.const_names: dict[int, str] = {}
         self.source: SourceInfo | None = None  # set by transforms tracing a rule
+        # A user function's trace lifts the tracers of enclosing traces it meets into extra
+        # inputs (closure conversion): id(outer var) -> (inner var, outer tracer). None: not allowed.
+        self.captures: dict[int, tuple[Var, Tracer]] | None = None
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
@@ -109,7 +112,7 @@ class Builder:
     def atom(self, x) -> Atom:
         if isinstance(x, Tracer):
             if x.builder is not self:
-                raise TracingError(located("a traced value escaped the trace it belongs to"))
+                return self._capture(x)
             return x.var
         if isinstance(x, Literal):
             return x
@@ -118,6 +121,16 @@ class Builder:
                 return self.identity(x)
             return self.const(x)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
+
+
+    def _capture(self, x: Tracer) -> Var:
+        """A tracer of an enclosing trace on this thread becomes an input of this one, to be
+        passed the outer tracer when the traced program is inlined into the outer trace."""
+        if self.captures is None or x.builder not in getattr(_state, "stack", ()):
+            raise TracingError(located("a traced value escaped the trace it belongs to"))
+        if id(x.var) not in self.captures:
+            self.captures[id(x.var)] = (Var(x.var.type, x.var.hint), x)
+        return self.captures[id(x.var)][0]
 
 
 def _is_identity(x) -> bool:
@@ -350,11 +363,14 @@ def _leaf_names(treedef, name: str) -> list[str]:
     return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}")]
 
 
-def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[Program, Any]:
+def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
+          captures: list | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
-    their leaves, in ``tree.flatten`` order."""
+    their leaves, in ``tree.flatten`` order. Given a ``captures`` list, tracers of enclosing
+    traces that ``fn`` closes over become further inputs, after the leaves, and the list
+    receives those outer tracers in the same order (a nested ``grad`` inside a traced function)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
@@ -368,6 +384,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[P
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(fn)
+        if captures is not None:
+            builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
         structured = [unflatten(tree, tracers) for tree in trees]
@@ -376,6 +394,9 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[P
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
     constvars, constvals = builder.constants()
     fname = getattr(fn, "__name__", "f")
+    if builder.captures:
+        captures.extend(outer for _, outer in builder.captures.values())  # type: ignore[union-attr]
+        in_vars += tuple(inner for inner, _ in builder.captures.values())
     program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
                       name=name or ("f" if fname == "<lambda>" else fname))
     return name_from_source(program), treedef

@@ -140,6 +140,10 @@ def _is_identity(x) -> bool:
 
 _state = threading.local()
 
+# (on_enter, on_leave) called as each trace starts and ends, in any thread (numpy_api.construct
+# installs its NumPy wrappers while any trace runs).
+TRACE_HOOKS: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
 
 def current_builder() -> Builder:
     stack = getattr(_state, "stack", None)
@@ -152,11 +156,15 @@ def current_builder() -> Builder:
 def new_trace():
     builder = Builder()
     stack = _state.__dict__.setdefault("stack", [])
+    for enter, _ in TRACE_HOOKS:
+        enter()
     stack.append(builder)
     try:
         yield builder
     finally:
         stack.pop()
+        for _, leave in TRACE_HOOKS:
+            leave()
 
 
 def bind(prim: Primitive, *args, **params):

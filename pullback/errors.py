@@ -9,12 +9,13 @@ class PullbackError(Exception):
     """Base class of pullback's errors."""
 
 
-class TracingError(PullbackError):
+class TracingError(PullbackError, TypeError):
     """A function cannot be traced: control flow on a traced value, an
-    unsupported NumPy function, a shape mismatch, ..."""
+    unsupported NumPy function, a shape mismatch, ... A TypeError, as JAX's and
+    autograd's tracing errors are, so code catching those catches it."""
 
 
-class ConcretizationError(TracingError, TypeError):
+class ConcretizationError(TracingError):
     """A traced value was asked for a concrete Python or NumPy value
     (``bool(x)``, ``float(x)``, ``np.asarray(x)``)."""
 

@@ -80,6 +80,9 @@ class Builder:
         # A user function's trace lifts the tracers of enclosing traces it meets into extra
         # inputs (closure conversion): id(outer var) -> (inner var, outer tracer). None: not allowed.
         self.captures: dict[int, tuple[Var, Tracer]] | None = None
+        # the user's NumPy/SciPy function being lowered (``numpy.max``), set by numpy_api's
+        # dispatch: shape errors from ``bind`` name it rather than the primitive
+        self.lowering: str | None = None
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
@@ -174,7 +177,7 @@ def bind(prim: Primitive, *args, **params):
     try:
         types = output_types(prim, atoms, params)
     except ShapeError as e:
-        raise TracingError(located(f"{prim.name}: {e}", builder.location())) from None
+        raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     outs = tuple(Var(t) for t in types)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
     tracers = tuple(Tracer(v, builder) for v in outs)
@@ -415,6 +418,8 @@ def _output_atom(builder: Builder, leaf) -> Atom:
         return Literal.of(leaf, np.asarray(leaf).dtype)
     try:
         return builder.atom(leaf)
+    except TracingError:
+        raise
     except TypeError:
         raise TypeError(
             f"a traced function must return arrays or scalars (in tuples, lists or dicts); "

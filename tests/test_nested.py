@@ -77,3 +77,10 @@ def test_a_tracer_kept_after_its_trace_still_escapes():
     pb.jit(lambda x: kept.append(x) or x)(1.0)
     with pytest.raises(TracingError, match="escaped"):
         pb.jit(lambda y: y * kept[0])(2.0)
+
+
+def test_jvp_of_inner_jvp_closing_over_x():
+    # d/dy (x y^3) at y = 1 along 1 is 3x; along x: 3
+    f = lambda x: pb.jvp(lambda y: x * y ** 3, (1.0,), (1.0,))[1]  # noqa: E731
+    out, out_dot = pb.jvp(f, (2.0,), (1.0,))
+    assert (out, out_dot) == pytest.approx((6.0, 3.0))

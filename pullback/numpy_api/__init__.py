@@ -771,8 +771,8 @@ FUNCTIONS.update({
 def implements(*funcs: Callable) -> Callable:
     """Register the decorated function as the traced implementation of NumPy's ``funcs``."""
     def register(impl):
-        for f in funcs:
-            FUNCTIONS[f] = impl
+        for f in funcs:  # NumPy's function even if imported while construct's wrapper stands in for it
+            FUNCTIONS[getattr(f, "__pullback_wraps__", f)] = impl
         return impl
 
     return register

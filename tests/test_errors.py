@@ -92,3 +92,11 @@ def test_shape_error_inside_a_list_built_argument_names_the_function():
 
     msg = _message(f, 1.0)
     assert "numpy.dot: size mismatch" in msg and _line_of(f, "np.dot") in msg
+
+
+def test_shape_error_of_the_matmul_operator_names_it():
+    def f(x):
+        return x @ np.ones(4)
+
+    msg = _message(f, np.ones((3, 3)))
+    assert "@: size mismatch" in msg and "dot_general" not in msg and _line_of(f, "x @") in msg

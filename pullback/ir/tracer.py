@@ -125,7 +125,6 @@ class Builder:
             return self.const(x)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
-
     def _capture(self, x: Tracer) -> Var:
         """A tracer of an enclosing trace on this thread becomes an input of this one, to be
         passed the outer tracer when the traced program is inlined into the outer trace."""
@@ -266,8 +265,8 @@ class Tracer:
     def __rtruediv__(self, o): return self._api.divide(o, self)
     def __pow__(self, o): return self._api.power(self, o)
     def __rpow__(self, o): return self._api.power(o, self)
-    def __matmul__(self, o): return self._api.matmul(self, o)
-    def __rmatmul__(self, o): return self._api.matmul(o, self)
+    def __matmul__(self, o): return self._api.lowering("@", self._api.matmul, (self, o), {})
+    def __rmatmul__(self, o): return self._api.lowering("@", self._api.matmul, (o, self), {})
     def __eq__(self, o): return self._api.equal(self, o)  # type: ignore[override]
     def __ne__(self, o): return self._api.not_equal(self, o)  # type: ignore[override]
     def __lt__(self, o): return self._api.less(self, o)

@@ -39,6 +39,11 @@ def as_tuples(a, b):
     (lambda v: np.stack([v, [1.0, 2.0]], axis=1), (np.array([3.0, 4.0]),)),
     (lambda v, a: np.concatenate([v, [a, a * a]]), (np.array([3.0, 4.0]), 0.5)),
     (lambda v, a: np.dot([a, 1.0], v), (np.array([3.0, 4.0]), 0.5)),
+    (lambda t, v: np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) @ v, (0.3, np.array([1.0, 2.0]))),
+    # constant lists beside them are arrays too, as NumPy makes them
+    (lambda x: np.where([True, False], [x[0], x[1]], 0.0), (np.array([1.0, 2.0]),)),
+    (lambda x: np.einsum("i,i", [x[0], x[1]], x) + np.dot([1.0, 2.0], [x[1], x[0]]), (np.array([1.0, 2.0]),)),
+    (lambda x: np.sum([x, x * x], axis=(0,)), (np.array([1.0, 2.0]),)),
 ])
 def test_values_and_derivatives(f, args):
     np.testing.assert_allclose(pb.jit(f)(*args), f(*args))

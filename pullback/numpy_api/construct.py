@@ -40,6 +40,7 @@ from pullback.ir.types import canonical_dtype
 
 _SEQUENCES = (list, tuple)
 _ARRAY_SEQUENCE_PARAMS = frozenset({"arrays", "tup", "arys"})  # NumPy's names for sequences of arrays
+_ARRAY_PARAMS = frozenset({"a", "b", "x", "y", "x1", "x2", "m", "v", "val", "condition", "array", "ary", "operands"})
 
 
 def _holds_tracer(x) -> bool:
@@ -163,12 +164,16 @@ class _Concatenator:
 # --- the wrappers ---------------------------------------------------------------------------------
 
 
-def _convert(value, sequence_of_arrays: bool):
-    if not isinstance(value, _SEQUENCES) or not _holds_tracer(value):
+def _convert(value, param: str):
+    """An argument of pullback's implementation: lists where NumPy takes an array become arrays
+    (constant ones too, as NumPy would make them), other lists only if they hold tracers."""
+    if not isinstance(value, _SEQUENCES):
         return value
-    if sequence_of_arrays:  # np.stack([a, [b, c]]): each element is one array
+    if param in _ARRAY_SEQUENCE_PARAMS:  # np.stack([a, [b, c]]): each element is one array
         return [array(e) if isinstance(e, _SEQUENCES) else e for e in value]
-    return array(value)
+    if param in _ARRAY_PARAMS or _holds_tracer(value):
+        return array(value)
+    return value
 
 
 def _positional_names(func: Callable) -> tuple[list[str], str | None]:
@@ -189,8 +194,8 @@ def _wrap(func: Callable, impl: Callable | None = None) -> Callable:
     def call(*args, **kwargs):
         if _tracing() and (any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values()))):
             names = positional + [star or ""] * (len(args) - len(positional))
-            args = tuple(_convert(a, n in _ARRAY_SEQUENCE_PARAMS) for n, a in zip(names, args))
-            kwargs = {k: _convert(v, k in _ARRAY_SEQUENCE_PARAMS) for k, v in kwargs.items()}
+            args = tuple(_convert(a, n) for n, a in zip(names, args))
+            kwargs = {k: _convert(v, k) for k, v in kwargs.items()}
             if impl is not None:
                 return impl(*args, **kwargs)
             return api.array_function(func, args, kwargs)

@@ -84,3 +84,16 @@ def test_jvp_of_inner_jvp_closing_over_x():
     f = lambda x: pb.jvp(lambda y: x * y ** 3, (1.0,), (1.0,))[1]  # noqa: E731
     out, out_dot = pb.jvp(f, (2.0,), (1.0,))
     assert (out, out_dot) == pytest.approx((6.0, 3.0))
+
+
+def test_inner_transform_called_on_the_outer_value_it_closes_over():
+    # d/dy sin(x y) x at y = x is x^2 cos(x^2); its derivative 2x cos(x^2) - 2x^3 sin(x^2)
+    x = 0.7
+    outer = lambda x: pb.grad(lambda y: np.sin(x * y) * x)(x)  # noqa: E731
+    assert pb.grad(outer)(x) == pytest.approx(2 * x * np.cos(x * x) - 2 * x ** 3 * np.sin(x * x))
+    assert pb.grad(lambda x: pb.grad(lambda y: x * y)(x))(3.0) == pytest.approx(1.0)
+
+
+def test_inner_jit_and_value_and_grad_closing_over_x():
+    assert pb.grad(lambda x: pb.jit(lambda y: x * y)(2.0))(3.0) == pytest.approx(2.0)
+    assert pb.grad(lambda x: pb.value_and_grad(lambda y: x * y * y)(2.0)[0])(3.0) == pytest.approx(4.0)

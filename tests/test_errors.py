@@ -99,4 +99,4 @@ def test_shape_error_of_the_matmul_operator_names_it():
         return x @ np.ones(4)
 
     msg = _message(f, np.ones((3, 3)))
-    assert "@: size mismatch" in msg and "dot_general" not in msg and _line_of(f, "x @") in msg
+    assert "size mismatch" in msg and "dot_general" not in msg and _line_of(f, "x @") in msg

@@ -211,6 +211,8 @@ _active = 0  # traces running in the process, all threads
 _saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
 
 
+# NumPy's dispatch of np.block sees tracers at any depth of its nested lists
+_NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
 
 
@@ -218,7 +220,8 @@ _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
 def _names(n_functions: int) -> tuple[tuple[object, str], ...]:
     """(module, name) of every object the wrappers replace (recomputed if a family registers more)."""
     names = [(module, name) for module in (np, np.linalg) for name, value in vars(module).items()
-             if not name.startswith("_") and not isinstance(value, np.ufunc) and _known(value)]
+             if not name.startswith("_") and name not in _NOT_WRAPPED and not isinstance(value, np.ufunc)
+             and _known(value)]
     return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_")))
 
 

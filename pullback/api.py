@@ -18,17 +18,20 @@ from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, print_program
 from pullback.errors import LinAlgError
-from pullback.ir.core import Program
-from pullback.ir.tracer import Tracer, bind, is_cupy, trace
+from pullback.ir.core import Literal, Program
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, is_cupy, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms.jvp import jvp as jvp_transform
+from pullback.transforms.jvp import tangent_type
 from pullback.tree import LEAF, flatten, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
-    """Evaluate ``program`` on traced ``args`` inside the current trace."""
-    env: dict[int, Any] = {id(v): a for v, a in zip(program.inputs, args)}
+    """Evaluate ``program`` on traced ``args`` inside the current trace. Python scalars among
+    ``args`` become literals of their inputs' types; literal outputs come back as NumPy scalars."""
+    env: dict[int, Any] = {id(v): Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a
+                           for v, a in zip(program.inputs, args)}
     env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
 
     def read(a):
@@ -38,33 +41,26 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
         outs = bind(eqn.prim, *map(read, eqn.inputs), **eqn.params)
         for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
             env[id(v)] = o
-    return [read(a) for a in program.outputs]
-
-
-# Operations whose generated code accepts Python scalars as well as arrays (NumPy functions
-# and operators); any other use of a scalar input (a method such as .reshape) needs an array.
-_SCALAR_SAFE = frozenset({
-    "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
-    "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
-    "ge", "integer_pow", "select", "broadcast_in_dim",
-})
+    return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in map(read, program.outputs)]
 
 
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "_fn", "_run", "_source", "_as_array")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "_fn", "_run", "_source")
 
-    def __init__(self, program: Program, treedef=None):
+    def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
         self.treedef = treedef
+        # tracers of enclosing traces the function closes over: the program's inputs from
+        # ``capture_at`` on (after the primal leaves, before any tangents or cotangents), passed
+        # when it is inlined into the enclosing trace (such a program is never compiled)
+        self.captures = captures
+        self.capture_at = capture_at
         self.backend = numpy_backend  # the CuPy backend for CuPy arguments (set by differentiate)
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
-        # inputs that must arrive as arrays when given as Python scalars
-        unsafe = {id(a) for e in program.eqns if e.prim.name not in _SCALAR_SAFE for a in e.inputs}
-        self._as_array = tuple(i for i, v in enumerate(program.inputs) if id(v) in unsafe)
 
     def _compile(self) -> Callable:
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
@@ -80,7 +76,9 @@ class Staged:
         if self._run is not None:
             return self._run
         fn = self._fn or self._compile()
-        as_array, asarray = self._as_array, getattr(self.backend, "asarray", np.asarray)
+        # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
+        as_array: tuple[int, ...] = ()
+        asarray = getattr(self.backend, "asarray", np.asarray)
         if getattr(self.backend, "SCALARS_AS_ARRAYS", False):
             as_array = tuple(range(len(self.program.inputs)))
 
@@ -98,6 +96,8 @@ class Staged:
         return run
 
     def _inline(self, args):
+        if self.captures:
+            args = (*args[:self.capture_at], *self.captures, *args[self.capture_at:])
         outs = inline(self.program, args)
         if self.treedef is None:
             return outs if len(outs) != 1 else outs[0]
@@ -110,6 +110,8 @@ class Staged:
         return self._source  # type: ignore[return-value]
 
     def __call__(self, *args):
+        if self.captures:
+            return self._inline(args)
         for a in args:
             if type(a) is Tracer:
                 return self._inline(args)
@@ -248,27 +250,33 @@ class differentiate:
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
-            staged = self._stages[key] = self._build(kind, args, trees)
+            staged = self._build(kind, args, trees)
             staged.backend = backend
+            if not staged.captures:  # captures are found again by each trace
+                self._stages[key] = staged
         return staged
 
     def _build(self, kind: str, args: tuple, trees):
         if kind == "primal":
             f, dyn = self._split_static(args)
-            program, treedef = trace(f, dyn)
-            return Staged(program, treedef)
+            captures: list = []
+            program, treedef = trace(f, dyn, captures=captures)
+            return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program
-        if kind == "jvp":
-            return Staged(ad.optimize(jvp_transform(p)))
+        closed = functools.partial(Staged, captures=primal.captures, capture_at=primal.capture_at)
+        if kind == "jvp":  # the captures get no tangents: the inner derivative holds them constant
+            n = primal.capture_at
+            wrt = [i < n and tangent_type(v.type) is not None for i, v in enumerate(p.inputs)]
+            return closed(ad.optimize(jvp_transform(p, wrt)))
         wrt, nums = self._wrt(p, args, trees)
         if kind in ("known", "linear", "transpose"):
             split = ad.linearize(p, wrt)
-            return {"known": lambda: Staged(ad.optimize(split.known)),
+            return {"known": lambda: closed(ad.optimize(split.known)),
                     "linear": lambda: Staged(ad.optimize(split.unknown)),
                     "transpose": lambda: Staged(ad.transpose_linear(split))}[kind]()
         if kind == "vjp":
-            return Staged(ad.vjp(p, wrt))
+            return closed(ad.vjp(p, wrt))
         if kind == "grad":
             if not ad.is_real_scalar(p):
                 types = ", ".join(map(str, p.out_types))
@@ -278,7 +286,7 @@ class differentiate:
             value, cts = g.outputs[0], self._by_argnum(list(g.outputs[1:]), args, trees, nums)
             outputs = (value, *[c for group in cts for c in group])
             program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
-            return Staged(program, (tuple, (LEAF, self._grads_tree(args, trees, nums))))
+            return closed(program, (tuple, (LEAF, self._grads_tree(args, trees, nums))))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
 
     def _by_argnum(self, cts: list, args: tuple, trees, nums: list[int]) -> list[list]:
@@ -298,7 +306,8 @@ class differentiate:
     def _run(self, kind: str, args: tuple):
         flat = self._flat(args)
         staged = self._stage(kind, args, flat)
-        if not self.static_argnums and all(type(a) is np.ndarray or type(a) in _SCALARS for a in args):
+        concrete = all(type(a) is np.ndarray or type(a) in _SCALARS for a in args)
+        if concrete and not staged.captures and not self.static_argnums:
             self._runners[(kind, *map(_signature_of, args))] = staged.runner()
         return staged(*flat[0])
 

@@ -9,12 +9,13 @@ class PullbackError(Exception):
     """Base class of pullback's errors."""
 
 
-class TracingError(PullbackError):
+class TracingError(PullbackError, TypeError):
     """A function cannot be traced: control flow on a traced value, an
-    unsupported NumPy function, a shape mismatch, ..."""
+    unsupported NumPy function, a shape mismatch, ... A TypeError, as JAX's and
+    autograd's tracing errors are, so code catching those catches it."""
 
 
-class ConcretizationError(TracingError, TypeError):
+class ConcretizationError(TracingError):
     """A traced value was asked for a concrete Python or NumPy value
     (``bool(x)``, ``float(x)``, ``np.asarray(x)``)."""
 
@@ -30,9 +31,12 @@ class ArgumentError(TracingError, ValueError):
     code that catches NumPy's error catches pullback's."""
 
 
-class ArgumentTypeError(TracingError, TypeError):
-    """Arguments for which NumPy raises TypeError (a cast its ``casting`` rule forbids)."""
+class ArgumentTypeError(TracingError):
+    """Arguments for which NumPy raises TypeError (a cast its ``casting`` rule forbids); every
+    TracingError is a TypeError."""
 
 
 class AxisError(ArgumentError, np.exceptions.AxisError):
     """An axis out of range for an array's rank: NumPy's ``AxisError`` (a ValueError and an IndexError)."""
+
+    __str__ = Exception.__str__  # the located message, not NumPy's (axis, ndim) formatting

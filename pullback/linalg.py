@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pullback import lax
 from pullback.errors import TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.primitives import linalg as la
@@ -210,8 +211,16 @@ def qr(a, mode: str = "reduced"):
 @_traced
 def eigh(a):
     """``(w, v)``: eigenvalues ascending, eigenvectors in columns, of a symmetric (Hermitian)
-    matrix; its lower triangle is read."""
-    return bind(la.syevd_p, _float(a))
+    matrix; its lower triangle is read.
+
+    Like NumPy, only the lower triangle is read, so what is computed, and differentiated, is
+    the decomposition of ``tril(A) + tril(A, -1)^H``: for a non-symmetric ``A`` the value is
+    NumPy's and the derivative is that value's (as in autograd); the gradient with respect to
+    ``A`` lies in its lower triangle, the diagonal once and the strictly lower part twice, since
+    the upper triangle is never read. (JAX symmetrises ``(A + A^H) / 2`` instead, which changes
+    the value for a non-symmetric ``A``.)"""
+    a = _float(a)
+    return bind(la.syevd_p, lax.add(lax.tril(a), lax.H(lax.tril(a, -1))))
 
 
 @_traced

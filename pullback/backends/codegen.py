@@ -58,6 +58,35 @@ def _structure(treedef, leaves) -> s.Expr:
     return s.tuple_(items)
 
 
+# Operations whose printed code accepts Python scalars as well as arrays (NumPy functions and
+# operators). A Python scalar argument stays a Python scalar through operators (``x < y`` is a
+# bool), so a value derived from one may reach an operation printed as a method (``.astype``,
+# ``.reshape``), which Python scalars lack.
+SCALAR_SAFE = frozenset({
+    "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
+    "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
+    "ge", "integer_pow", "select", "broadcast_in_dim",
+})
+
+
+def scalar_inputs(program: Program) -> list[Var]:
+    """The 0-d inputs that must be made arrays on entry: those from which a value flows, through
+    scalar-safe operations only, into an operation that is not scalar-safe."""
+    roots: dict[int, frozenset[int]] = {id(v): frozenset({id(v)}) for v in program.inputs if v.type.shape == ()}
+    needed: set[int] = set()
+    for eqn in program.eqns:
+        found = [roots[id(a)] for a in eqn.inputs if isinstance(a, Var) and id(a) in roots]
+        if not found:
+            continue
+        if eqn.prim.name not in SCALAR_SAFE:
+            needed.update(*found)
+            continue
+        for v in eqn.outputs:
+            if v.type.shape == ():
+                roots[id(v)] = frozenset().union(*found)
+    return [v for v in program.inputs if id(v) in needed]
+
+
 def _last_uses(program: Program) -> dict[int, list[Var]]:
     """Equation index -> the locals whose last use it is (outputs and inputs are kept)."""
     keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
@@ -91,6 +120,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         return s.number(a.value) if isinstance(a, Literal) else s.name(namer[a])
 
     body: list[cst.BaseStatement] = []
+    if not getattr(backend, "SCALARS_AS_ARRAYS", False):  # Python scalar arguments stay scalars: see SCALAR_SAFE
+        for v in scalar_inputs(program):
+            body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
     last_comment: tuple[str, int] | None = None
     dead = _last_uses(program) if dels else {}
     reuse = memory.plan(program) if in_place else {}

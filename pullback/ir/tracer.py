@@ -77,6 +77,12 @@ class Builder:
         self.consts: dict[int, tuple[Var, Any]] = {}  # id(array) -> (var, array)
         self.const_names: dict[int, str] = {}
         self.source: SourceInfo | None = None  # set by transforms tracing a rule
+        # A user function's trace lifts the tracers of enclosing traces it meets into extra
+        # inputs (closure conversion): id(outer var) -> (inner var, outer tracer). None: not allowed.
+        self.captures: dict[int, tuple[Var, Tracer]] | None = None
+        # the user's NumPy/SciPy function being lowered (``numpy.max``), set by numpy_api's
+        # dispatch: shape errors from ``bind`` name it rather than the primitive
+        self.lowering: str | None = None
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
@@ -109,7 +115,7 @@ class Builder:
     def atom(self, x) -> Atom:
         if isinstance(x, Tracer):
             if x.builder is not self:
-                raise TracingError(located("a traced value escaped the trace it belongs to"))
+                return self._capture(x)
             return x.var
         if isinstance(x, Literal):
             return x
@@ -119,6 +125,15 @@ class Builder:
             return self.const(x)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
+    def _capture(self, x: Tracer) -> Var:
+        """A tracer of an enclosing trace on this thread becomes an input of this one, to be
+        passed the outer tracer when the traced program is inlined into the outer trace."""
+        if self.captures is None or x.builder not in getattr(_state, "stack", ()):
+            raise TracingError(located("a traced value escaped the trace it belongs to"))
+        if id(x.var) not in self.captures:
+            self.captures[id(x.var)] = (Var(x.var.type, x.var.hint), x)
+        return self.captures[id(x.var)][0]
+
 
 def _is_identity(x) -> bool:
     return (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1
@@ -126,6 +141,10 @@ def _is_identity(x) -> bool:
 
 
 _state = threading.local()
+
+# (on_enter, on_leave) called as each trace starts and ends, in any thread (numpy_api.construct
+# installs its NumPy wrappers while any trace runs).
+TRACE_HOOKS: list[tuple[Callable[[], None], Callable[[], None]]] = []
 
 
 def current_builder() -> Builder:
@@ -139,11 +158,15 @@ def current_builder() -> Builder:
 def new_trace():
     builder = Builder()
     stack = _state.__dict__.setdefault("stack", [])
+    for enter, _ in TRACE_HOOKS:
+        enter()
     stack.append(builder)
     try:
         yield builder
     finally:
         stack.pop()
+        for _, leave in TRACE_HOOKS:
+            leave()
 
 
 def bind(prim: Primitive, *args, **params):
@@ -153,7 +176,7 @@ def bind(prim: Primitive, *args, **params):
     try:
         types = output_types(prim, atoms, params)
     except ShapeError as e:
-        raise TracingError(located(f"{prim.name}: {e}", builder.location())) from None
+        raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     outs = tuple(Var(t) for t in types)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
     tracers = tuple(Tracer(v, builder) for v in outs)
@@ -242,8 +265,8 @@ class Tracer:
     def __rtruediv__(self, o): return self._api.divide(o, self)
     def __pow__(self, o): return self._api.power(self, o)
     def __rpow__(self, o): return self._api.power(o, self)
-    def __matmul__(self, o): return self._api.matmul(self, o)
-    def __rmatmul__(self, o): return self._api.matmul(o, self)
+    def __matmul__(self, o): return self._api.lowering("@", self._api.matmul, (self, o), {})
+    def __rmatmul__(self, o): return self._api.lowering("@", self._api.matmul, (o, self), {})
     def __eq__(self, o): return self._api.equal(self, o)  # type: ignore[override]
     def __ne__(self, o): return self._api.not_equal(self, o)  # type: ignore[override]
     def __lt__(self, o): return self._api.less(self, o)
@@ -364,11 +387,14 @@ def _leaf_names(treedef, name: str) -> list[str]:
     return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}")]
 
 
-def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[Program, Any]:
+def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
+          captures: list | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
-    their leaves, in ``tree.flatten`` order."""
+    their leaves, in ``tree.flatten`` order. Given a ``captures`` list, tracers of enclosing
+    traces that ``fn`` closes over become further inputs, after the leaves, and the list
+    receives those outer tracers in the same order (a nested ``grad`` inside a traced function)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
@@ -382,6 +408,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[P
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(fn)
+        if captures is not None:
+            builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
         structured = [unflatten(tree, tracers) for tree in trees]
@@ -390,6 +418,9 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None) -> tuple[P
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
     constvars, constvals = builder.constants()
     fname = getattr(fn, "__name__", "f")
+    if builder.captures:
+        captures.extend(outer for _, outer in builder.captures.values())  # type: ignore[union-attr]
+        in_vars += tuple(inner for inner, _ in builder.captures.values())
     program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
                       name=name or ("f" if fname == "<lambda>" else fname))
     return name_from_source(program), treedef
@@ -400,6 +431,8 @@ def _output_atom(builder: Builder, leaf) -> Atom:
         return Literal.of(leaf, np.asarray(leaf).dtype)
     try:
         return builder.atom(leaf)
+    except TracingError:
+        raise
     except TypeError:
         raise TypeError(
             f"a traced function must return arrays or scalars (in tuples, lists or dicts); "

@@ -19,7 +19,7 @@ import scipy.special
 
 from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, ConcretizationError, TracingError
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, located, user_frame
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
@@ -247,7 +247,7 @@ UFUNCS: dict[np.ufunc, Callable] = {
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
-    name = f"numpy.{ufunc.__name__}"
+    name = ufunc_name(ufunc)
     if method != "__call__":
         unsupported(f"{name}.{method}")
     if kwargs:
@@ -255,7 +255,40 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     impl = UFUNCS.get(ufunc)
     if impl is None:
         unsupported(name)
-    return impl(*inputs)
+    return lowering(name, impl, inputs, {})
+
+
+_UFUNC_MODULES = (np, scipy.special, np.linalg)
+_ufunc_names: dict = {}
+
+
+def ufunc_name(ufunc) -> str:
+    """The public name of a ufunc, ``numpy.arctan2`` or ``scipy.special.gammaln``: found in the
+    namespaces users call ufuncs from (``__name__`` alone does not say which module)."""
+    name = _ufunc_names.get(ufunc)
+    if name is None:
+        for module in _UFUNC_MODULES:
+            if getattr(module, ufunc.__name__, None) is ufunc:
+                name = f"{module.__name__}.{ufunc.__name__}"
+                break
+        else:
+            name = next((f"{m.__name__}.{k}" for m in _UFUNC_MODULES for k, v in vars(m).items() if v is ufunc),
+                        ufunc.__name__)
+        _ufunc_names[ufunc] = name
+    return name
+
+
+def lowering(name: str, impl: Callable, args, kwargs):
+    """``impl(*args, **kwargs)``, lowering the user's ``name``: shape errors from ``bind`` name it
+    (the outermost function the user called, not those it is implemented with)."""
+    builder = current_builder()
+    if builder.lowering is not None:
+        return impl(*args, **kwargs)
+    builder.lowering = name
+    try:
+        return impl(*args, **kwargs)
+    finally:
+        builder.lowering = None
 
 
 # --- structure ----------------------------------------------------------------------
@@ -793,8 +826,8 @@ FUNCTIONS.update({
 def implements(*funcs: Callable) -> Callable:
     """Register the decorated function as the traced implementation of NumPy's ``funcs``."""
     def register(impl):
-        for f in funcs:
-            FUNCTIONS[f] = impl
+        for f in funcs:  # NumPy's function even if imported while construct's wrapper stands in for it
+            FUNCTIONS[getattr(f, "__pullback_wraps__", f)] = impl
         return impl
 
     return register
@@ -812,9 +845,10 @@ def implements_ufunc(*ufuncs) -> Callable:
 
 def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
+    name = f"{func.__module__}.{func.__name__}"
     if impl is None:
-        unsupported(f"{func.__module__}.{func.__name__}")
-    return impl(*args, **kwargs)
+        unsupported(name)
+    return lowering(name, impl, args, kwargs)
 
 
 Tracer._api = sys.modules[__name__]

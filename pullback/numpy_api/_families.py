@@ -1,6 +1,7 @@
 """Imports every family module of ``pullback.numpy_api`` so that each registers its
 functions; a family is added by importing it here."""
 
+import pullback.numpy_api.construct  # noqa: F401
 import pullback.numpy_api.manipulation  # noqa: F401
 import pullback.numpy_api.statistics  # noqa: F401
 import pullback.numpy_api.ufuncs  # noqa: F401

@@ -129,6 +129,8 @@ def test_syevd_vjp_matches_paper():
     F = 1 / h(w[:, None] - w[None, :], eps)
     np.fill_diagonal(F, 0)
     want = U.T @ (sym(Ubar @ U.T * F) + np.diag(wbar)) @ U
+    # eigh reads the lower triangle, M = tril(A) + tril(A, -1)^T: the cotangent of A is L^T(want)
+    want = np.tril(want) + np.tril(want.T, -1)
     np.testing.assert_allclose(Abar, want, rtol=1e-9, atol=1e-11)
 
 

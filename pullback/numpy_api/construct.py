@@ -1,0 +1,273 @@
+"""Building arrays from traced values: ``np.array([x, y])``, ``np.asarray``, ``np.asanyarray``,
+``np.r_[...]``, ``np.c_[...]``, and Python lists of traced values given to any NumPy function
+pullback implements (``np.mean([a, b])``, ``np.linalg.norm([a, b])``, ``np.max([a, b])``).
+
+NumPy does not dispatch ``np.array`` to ``__array_function__``, and a function's dispatcher
+does not look inside a list given where an array is expected, so NumPy would call
+``np.asarray`` on the list and fail on the tracers in it. Instead, while any trace is active
+in the process, the ``numpy`` and ``numpy.linalg`` modules hold wrappers of ``array``,
+``asarray``, ``asanyarray``, ``r_``, ``c_`` and of every (non-ufunc) function in
+``FUNCTIONS``. A wrapper called on this thread while it traces, with a (nested) list or tuple
+holding a tracer among its arguments, makes that list a traced array (``array`` below) and
+calls pullback's implementation; in any other case it calls NumPy's function with the
+arguments unchanged, so other threads, and calls without such lists, see NumPy's behaviour.
+The wrappers are installed when the first trace of the process starts and the very same
+objects are put back when the last one ends (reference-counted under a lock; see
+``tracer.TRACE_HOOKS``), also when a trace ends by an exception.
+
+Limits: a name bound before the trace (``from numpy import array``, ``mean = np.mean``) is
+NumPy's own function, which does not see the tracers in a list; ufuncs (``np.add([a, b], 1)``)
+are not wrapped; ``np.asarray(x)`` of a tracer itself still refuses (a concrete array is what
+it promises); ``np.zeros``/``np.ones`` never return tracers. Dtypes follow NumPy's array
+coercion, in which Python scalars are not weak: ``np.array([np.float32(1), 2.0])`` is
+float64, as is the list of a float32 tracer and ``2.0``; a ``dtype=`` argument casts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from pullback import numpy_api as api
+from pullback.errors import TracingError
+from pullback.ir import tracer as tr
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
+from pullback.ir.types import canonical_dtype
+
+_SEQUENCES = (list, tuple)
+# NumPy's names for parameters that take a sequence of arrays
+_ARRAY_SEQUENCE_PARAMS = frozenset({"arrays", "tup", "arys", "condlist", "choicelist", "xi"})
+_ARRAY_PARAMS = frozenset({"a", "b", "x", "y", "x1", "x2", "m", "v", "val", "condition", "array", "ary", "operands"})
+
+
+def _holds_tracer(x) -> bool:
+    if type(x) is Tracer:
+        return True
+    return isinstance(x, _SEQUENCES) and any(map(_holds_tracer, x))
+
+
+def _is_traced_sequence(x) -> bool:
+    return isinstance(x, _SEQUENCES) and _holds_tracer(x)
+
+
+def _tracing() -> bool:
+    return bool(getattr(tr._state, "stack", None))
+
+
+# --- pullback's np.array ------------------------------------------------------------------------
+
+
+def _leaf_dtypes(x, out: list) -> None:
+    if isinstance(x, _SEQUENCES):
+        for e in x:
+            _leaf_dtypes(e, out)
+    elif isinstance(x, Tracer | np.ndarray | np.generic):
+        out.append(x.dtype)
+    elif isinstance(x, PYTHON_SCALARS):
+        out.append(np.asarray(x).dtype)  # NumPy's array coercion: Python scalars are not weak
+    else:
+        api.unsupported(f"an array element of type {type(x).__name__}")
+
+
+def _leaves(x, out: list) -> tuple[int, ...]:
+    """Append the leaves of a nested list (arrays, tracers, scalars, at any depth) to ``out`` in
+    row-major order; return the shape of the array they make."""
+    if not isinstance(x, _SEQUENCES):
+        out.append(x)
+        return np.shape(x)
+    shapes = {_leaves(e, out) for e in x}
+    if len(shapes) > 1:
+        raise TracingError(located(
+            f"cannot build an array from a list of elements of different shapes {sorted(shapes)}"))
+    return (len(x), *(shapes.pop() if shapes else ()))
+
+
+def array(obj, dtype=None):
+    """``np.array(obj, dtype)`` for a (nested) list or tuple that may hold tracers: the leaves,
+    raveled, are concatenated (each run of constant ones as one NumPy constant) and reshaped."""
+    if isinstance(obj, Tracer):
+        return obj if dtype is None else api.astype(obj, dtype)
+    if dtype is None:
+        dtypes: list = []
+        _leaf_dtypes(obj, dtypes)
+        dtype = np.result_type(*dtypes) if dtypes else np.float64
+    dtype = canonical_dtype(dtype)
+    if not _holds_tracer(obj):
+        return np.asarray(obj, dtype)
+    leaves: list = []
+    shape = _leaves(obj, leaves)
+    pieces, run = [], []
+    for leaf in leaves:
+        if isinstance(leaf, Tracer):
+            if run:
+                pieces.append(np.concatenate(run))
+                run = []
+            pieces.append(api.reshape(api.astype(leaf, dtype), (-1,)))
+        else:
+            run.append(np.asarray(leaf, dtype).reshape(-1))
+    if run:
+        pieces.append(np.concatenate(run))
+    return api.reshape(api.concatenate(pieces, axis=0), shape)
+
+
+def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    if ndmin or like is not None:
+        api.unsupported("np.array with ndmin= or like= on a list of traced values")
+    return array(obj, dtype)
+
+
+def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+    if like is not None:
+        api.unsupported("np.asarray with like= on a list of traced values")
+    return array(a, dtype)
+
+
+# --- np.r_ and np.c_ ------------------------------------------------------------------------------
+
+
+def _concat_item(item, columns: bool):
+    if isinstance(item, str):
+        api.unsupported("np.r_/np.c_ with a string directive on traced values")
+    if isinstance(item, slice):
+        item = np.r_[item]
+    a = array(item) if isinstance(item, _SEQUENCES) else item
+    a = api._lift(a)
+    if columns:  # np.c_ is np.r_['-1,2,0']: 1-d pieces become columns
+        return api.reshape(a, (1, 1)) if a.ndim == 0 else api.reshape(a, (-1, 1)) if a.ndim == 1 else a
+    return api.reshape(a, (1,)) if a.ndim == 0 else a
+
+
+class _Concatenator:
+    """``np.r_`` / ``np.c_`` while tracing: pullback's for keys holding tracers, NumPy's otherwise."""
+
+    def __init__(self, original, columns: bool):
+        self._original = original
+        self._columns = columns
+
+    def __getitem__(self, key):
+        if _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):  # np.r_[x] with x traced too
+            items = key if isinstance(key, tuple) else (key,)
+            pieces = [_concat_item(item, self._columns) for item in items]
+            return api.concatenate(pieces, axis=-1 if self._columns else 0)
+        return self._original[key]
+
+    def __len__(self):
+        return len(self._original)
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+# --- the wrappers ---------------------------------------------------------------------------------
+
+
+def _convert(value, param: str):
+    """An argument of pullback's implementation: lists where NumPy takes an array become arrays
+    (constant ones too, as NumPy would make them), other lists only if they hold tracers."""
+    if not isinstance(value, _SEQUENCES):
+        return value
+    if param in _ARRAY_SEQUENCE_PARAMS:  # np.stack([a, [b, c]]): each element is one array
+        return [array(e) if isinstance(e, _SEQUENCES) else e for e in value]
+    if param in _ARRAY_PARAMS or _holds_tracer(value):
+        return array(value)
+    return value
+
+
+def _positional_names(func: Callable) -> tuple[list[str], str | None]:
+    """The names of ``func``'s positional parameters, and of its ``*args`` if any."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return [], None
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    return positional, star
+
+
+def _wrap(func: Callable, impl: Callable | None = None) -> Callable:
+    """``func`` that makes lists holding tracers arrays and calls pullback's implementation."""
+    positional, star = _positional_names(func)
+
+    def call(*args, **kwargs):
+        if _tracing() and (any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values()))):
+            names = positional + [star or ""] * (len(args) - len(positional))
+            args = tuple(_convert(a, n) for n, a in zip(names, args))
+            kwargs = {k: _convert(v, k) for k, v in kwargs.items()}
+            if impl is not None:
+                return impl(*args, **kwargs)
+            return api.array_function(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    functools.update_wrapper(call, func)
+    call.__pullback_wraps__ = func  # type: ignore[attr-defined]
+    return call
+
+
+_lock = threading.Lock()
+_active = 0  # traces running in the process, all threads
+_saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
+
+
+# NumPy's dispatch of np.block sees tracers at any depth of its nested lists
+_NOT_WRAPPED = frozenset({"block"})
+_WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
+
+
+@functools.cache
+def _names(n_functions: int) -> tuple[tuple[object, str], ...]:
+    """(module, name) of every object the wrappers replace (recomputed if a family registers more)."""
+    names = [(module, name) for module in (np, np.linalg) for name, value in vars(module).items()
+             if not name.startswith("_") and name not in _NOT_WRAPPED and not isinstance(value, np.ufunc)
+             and _known(value)]
+    return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_")))
+
+
+def _known(value) -> bool:
+    try:
+        return value in api.FUNCTIONS
+    except TypeError:  # unhashable
+        return False
+
+
+_wrappers: dict[int, tuple[object, object]] = {}  # id(NumPy's object) -> (it, its wrapper)
+
+
+def _wrapper(module, name: str, original):
+    found = _wrappers.get(id(original))
+    if found is None or found[0] is not original:
+        if name in ("r_", "c_"):
+            wrapper = _Concatenator(original, columns=name == "c_")
+        else:
+            wrapper = _wrap(original, _WRAPPED.get(name) if module is np else None)
+        found = _wrappers[id(original)] = (original, wrapper)
+    return found[1]
+
+
+def enter() -> None:
+    """A trace starts: the first one installs the wrappers."""
+    global _active
+    with _lock:
+        _active += 1
+        if _active == 1:
+            for module, name in _names(len(api.FUNCTIONS)):
+                original = getattr(module, name)
+                _saved.append((module, name, original))
+                setattr(module, name, _wrapper(module, name, original))
+
+
+def leave() -> None:
+    """A trace ends: the last one puts NumPy's objects back."""
+    global _active
+    with _lock:
+        _active -= 1
+        if _active == 0:
+            while _saved:
+                module, name, original = _saved.pop()
+                setattr(module, name, original)
+
+
+tr.TRACE_HOOKS.append((enter, leave))

@@ -1,0 +1,158 @@
+"""np.array, np.asarray, np.r_, np.c_ and Python lists of traced values given to NumPy functions:
+values against NumPy, derivatives against finite differences, and NumPy left as it was."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.errors import TracingError
+from pullback.testing import check_grads
+
+A = np.array([0.3, -1.2])
+
+
+def nested(a, b):
+    return np.array([[a, 2.0], [b, a * b]])
+
+
+def mixed(a, v):  # rows from a tracer, a NumPy array, and a list of scalars and tracers
+    return np.asarray([v, A, [a, 1.0]])
+
+
+def as_tuples(a, b):
+    return np.asanyarray(((a, b), (b, -a)))
+
+
+@pytest.mark.parametrize("f, args", [
+    (nested, (1.5, 3.0)),
+    (mixed, (0.7, np.array([2.0, -0.5]))),
+    (as_tuples, (0.4, 1.1)),
+    (lambda a, b: np.r_[a, b, [1.0, 2.0], np.ones(2)], (1.0, 2.0)),
+    (lambda a, b: np.r_[np.array([a, b]), A, 3.0:5.0], (1.0, 2.0)),
+    (lambda a, v: np.c_[v, np.array([a, 2 * a]), A], (0.5, np.array([1.0, 2.0]))),
+    (lambda a, b: np.mean([a, b, 2 * a]), (1.0, 4.0)),
+    (lambda a, b: np.linalg.norm([a, b]), (3.0, 4.0)),
+    (lambda a, b: np.max([a, b]), (1.0, 4.0)),
+    (lambda a, b: np.sum([[a, b], [b, 1.0]], axis=0), (1.0, 4.0)),
+    (lambda v: np.stack([v, [1.0, 2.0]], axis=1), (np.array([3.0, 4.0]),)),
+    (lambda v, a: np.concatenate([v, [a, a * a]]), (np.array([3.0, 4.0]), 0.5)),
+    (lambda v, a: np.dot([a, 1.0], v), (np.array([3.0, 4.0]), 0.5)),
+    (lambda t, v: np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) @ v, (0.3, np.array([1.0, 2.0]))),
+    # constant lists beside them are arrays too, as NumPy makes them
+    (lambda x: np.where([True, False], [x[0], x[1]], 0.0), (np.array([1.0, 2.0]),)),
+    (lambda x: np.einsum("i,i", [x[0], x[1]], x) + np.dot([1.0, 2.0], [x[1], x[0]]), (np.array([1.0, 2.0]),)),
+    (lambda x: np.sum([x, x * x], axis=(0,)), (np.array([1.0, 2.0]),)),
+])
+def test_values_and_derivatives(f, args):
+    np.testing.assert_allclose(pb.jit(f)(*args), f(*args))
+    check_grads(f, args, order=2)
+
+
+def test_gradient_of_a_built_matrix():
+    # sum of squares of [[a, 2], [b, a b]]: d/da = 2a + 2a b^2, d/db = 2b + 2a^2 b
+    ga, gb = pb.grad(lambda a, b: np.sum(nested(a, b) ** 2), argnums=(0, 1))(1.5, 3.0)
+    assert (ga, gb) == pytest.approx((2 * 1.5 + 2 * 1.5 * 9, 2 * 3 + 2 * 2.25 * 3))
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda x: np.array([x, 2.0]), np.float64),  # NumPy's array coercion: Python floats are float64
+    (lambda x: np.array([x, np.float32(2)]), np.float32),
+    (lambda x: np.array([x, 2]), np.float64),  # ... and Python ints int64
+    (lambda x: np.array([x, np.float64(2)]), np.float64),  # NumPy scalars are strong
+    (lambda x: np.array([x, 2.0], dtype=np.float32), np.float32),
+    (lambda x: np.array([x, 1j]), np.complex128),
+    (lambda x: np.array([[x, x], np.ones(2, np.float32)]), np.float32),
+])
+def test_dtypes_follow_numpy(make, expected):
+    x = np.float32(1.5)
+    assert make(x).dtype == expected  # NumPy's own answer
+    out = pb.jit(make)(np.ones((), np.float32) * x)
+    assert out.dtype == expected
+    np.testing.assert_array_equal(out, make(x))
+
+
+def test_python_int_and_bool_inputs():
+    f = lambda i, b: np.array([i, b, 3])  # noqa: E731
+    out = pb.jit(f)(2, True)
+    assert out.dtype == f(2, True).dtype == np.int64
+    np.testing.assert_array_equal(out, f(2, True))
+
+
+def _numpy_namespace():
+    return {m.__name__: dict(vars(m)) for m in (np, np.linalg)}
+
+
+def _same_objects(before, after):
+    return all(before[m].keys() == after[m].keys() and all(after[m][k] is v for k, v in before[m].items())
+               for m in before)
+
+
+def test_numpy_is_restored_after_a_trace():
+    before = _numpy_namespace()
+    seen = {}
+
+    def f(a):
+        seen["array"] = np.array
+        return np.sum(np.array([a, a]))
+
+    assert pb.grad(f)(1.0) == 2.0
+    assert seen["array"] is not before["numpy"]["array"]  # wrapped while tracing
+    assert _same_objects(before, _numpy_namespace())
+
+
+def test_numpy_is_restored_after_an_exception_in_the_trace():
+    before = _numpy_namespace()
+
+    def f(a):
+        np.array([a, 1.0])
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        pb.jit(f)(1.0)
+    assert _same_objects(before, _numpy_namespace())
+
+
+def test_other_threads_see_numpy_during_a_trace():
+    results = {}
+    started, done = threading.Event(), threading.Event()
+
+    def other():
+        started.wait(5)
+        results["array"] = np.array([1, 2.5])
+        results["mean"] = np.mean([1.0, 2.0])
+        results["r_"] = np.r_[1.0, [2.0, 3.0]]
+        done.set()
+
+    def f(a):
+        started.set()
+        done.wait(5)
+        return np.array([a, 1.0])
+
+    t = threading.Thread(target=other)
+    t.start()
+    np.testing.assert_array_equal(pb.jit(f)(2.0), [2.0, 1.0])
+    t.join()
+    np.testing.assert_array_equal(results["array"], [1, 2.5])
+    assert results["mean"] == 1.5
+    np.testing.assert_array_equal(results["r_"], [1.0, 2.0, 3.0])
+
+
+def test_ragged_list_is_a_tracing_error():
+    with pytest.raises(TracingError, match="different shapes"):
+        pb.jit(lambda v, a: np.array([v, [a]]))(np.ones(2), 1.0)
+
+
+def test_asarray_of_a_tracer_itself_still_refuses():
+    with pytest.raises(TypeError, match="cannot be converted to a NumPy array"):
+        pb.jit(lambda x: np.asarray(x) + 1)(np.ones(2))
+
+
+def test_zeros_stay_numpy():
+    def f(a):
+        z = np.zeros(2)
+        assert type(z) is np.ndarray
+        return np.array([a, 1.0]) + z
+
+    np.testing.assert_array_equal(pb.jit(f)(3.0), [3.0, 1.0])

@@ -1,0 +1,102 @@
+"""Error types and messages: TracingError is a TypeError; unsupported functions and shape
+errors name the function the user called (not a primitive) and the user's file:line."""
+
+import inspect
+
+import numpy as np
+import pytest
+import scipy.special
+
+import pullback as pb
+from pullback.errors import ConcretizationError, TracingError
+
+
+def _line_of(fn, text: str) -> str:
+    lines, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if text in line:
+            return f"{inspect.getsourcefile(fn)}:{start + i}"
+    raise AssertionError(text)
+
+
+def _message(fn, *args) -> str:
+    with pytest.raises(TracingError) as e:
+        pb.jit(fn)(*args)
+    return str(e.value)
+
+
+def test_tracing_errors_are_type_errors():
+    assert issubclass(TracingError, TypeError) and issubclass(ConcretizationError, TracingError)
+
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match="bool"):
+        pb.grad(f)(1.0)
+
+
+def test_escaped_tracer_returned_keeps_its_message():
+    kept = []
+    pb.jit(lambda x: kept.append(x) or x)(1.0)
+    with pytest.raises(TracingError, match="escaped"):
+        pb.jit(lambda y: kept[0])(2.0)
+
+
+def test_unsupported_scipy_special_ufunc_is_named_by_its_module():
+    def f(x):
+        return scipy.special.struve(1.0, x)
+
+    msg = _message(f, np.ones(3))
+    assert "scipy.special.struve is not supported" in msg and "numpy.struve" not in msg
+    assert _line_of(f, "scipy.special.struve") in msg
+
+
+def test_unsupported_numpy_ufunc_and_method_are_named():
+    def f(x):
+        return np.spacing(x)
+
+    msg = _message(f, np.ones(3))
+    assert "numpy.spacing is not supported" in msg and _line_of(f, "np.spacing") in msg
+
+    def g(x):
+        return np.multiply.accumulate(x)
+
+    msg = _message(g, np.ones(3))
+    assert "numpy.multiply.accumulate is not supported" in msg and _line_of(g, "accumulate") in msg
+
+
+def test_unsupported_linalg_function_is_named():
+    def f(a):
+        return np.linalg.matrix_rank(a)
+
+    msg = _message(f, np.eye(3))
+    assert "numpy.linalg.matrix_rank is not supported" in msg and _line_of(f, "matrix_rank") in msg
+
+
+@pytest.mark.parametrize("fn, text, primitive", [
+    (lambda x: np.dot(x, np.ones(4)), "numpy.dot: size mismatch", "dot_general"),
+    (lambda x: np.linalg.cholesky(x[:, :2]), "numpy.linalg.cholesky: ", "potrf"),
+    (lambda x: np.linalg.solve(x, np.ones(4)), "numpy.linalg.solve: ", "permute"),
+])
+def test_shape_errors_name_the_numpy_function(fn, text, primitive):
+    msg = _message(fn, np.ones((3, 3)))
+    assert text in msg and not msg.split(": ", 2)[1].startswith(primitive)
+    assert _line_of(fn, "lambda x") in msg
+
+
+def test_shape_error_inside_a_list_built_argument_names_the_function():
+    def f(x):
+        return np.dot([x, x], np.ones(4))
+
+    msg = _message(f, 1.0)
+    assert "numpy.dot: size mismatch" in msg and _line_of(f, "np.dot") in msg
+
+
+def test_shape_error_of_the_matmul_operator_names_it():
+    def f(x):
+        return x @ np.ones(4)
+
+    msg = _message(f, np.ones((3, 3)))
+    assert "size mismatch" in msg and "dot_general" not in msg and _line_of(f, "x @") in msg

@@ -32,7 +32,8 @@ TEMP_HINTS = {
     "broadcast_in_dim": "bcast", "convert_element_type": "cast", "dot_general": "dot", "reduce_sum": "total",
     "reduce_max": "largest", "reduce_min": "smallest", "integer_pow": "power", "concatenate": "concat",
     "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
-    "add_diagonal": "shifted", "add_transpose": "symmetric",
+    "add_diagonal": "shifted", "add_transpose": "symmetric", "gather": "picked", "scatter": "updated",
+    "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }
 
 

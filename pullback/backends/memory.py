@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pullback.ir.core import Literal, Program, Var
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_SIZE = 1 << 16
@@ -21,6 +22,10 @@ MIN_SIZE = 1 << 16
 # operations whose outputs are views of their first operand
 VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim_p, st.diagonal_p, ew.real_p,
                    ew.imag_p})
+
+# operations that update a copy of their first operand (``out = x.copy(); out[key] = v``): writing
+# into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size
+UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
 
 
 def plan(program: Program) -> dict[int, frozenset[int]]:
@@ -47,9 +52,11 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
         if any(id(v) in returned for v in eqn.outputs):
             continue  # results keep their own names
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
+        update = eqn.prim in UPDATES
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
-            if isinstance(a, Var) and a.type.size >= MIN_SIZE and root.get(id(a)) == id(a) and id(a) not in pinned
+            if isinstance(a, Var) and (a.type.size >= MIN_SIZE or update) and (k == 0 or not update)
+            and root.get(id(a)) == id(a) and id(a) not in pinned
             and last.get(id(a)) == i and buffers.count(id(a)) == 1  # no other operand reads this buffer
         )
         if ok:

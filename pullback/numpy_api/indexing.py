@@ -24,7 +24,7 @@ import numpy as np
 
 from pullback import lax
 from pullback.errors import TracingError
-from pullback.ir.core import Literal
+from pullback.ir.core import Literal, ShapeError
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, located
 from pullback.numpy_api import (
     UFUNC_METHODS,
@@ -173,6 +173,10 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
             operands.append(k if plain else np.where(k < 0, k + n, k).astype(np.int64))
         axis += 1
     index = tuple(index)
+    try:
+        ix.indexed_shape(x.shape, index, [np.shape(o) for o in operands])
+    except ShapeError as e:
+        raise TracingError(located(f"IndexError: {e}")) from None
     return _Key(index, operands, not operands or (constant and _distinct(x.shape, index, operands)))
 
 

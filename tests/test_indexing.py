@@ -364,3 +364,25 @@ def test_errors():
         np.add.at(x[1:], [0], 1.0)
 
     _error(add_at_view, X, match="assignment into a view")
+
+
+def test_a_gather_by_scalar_positions_is_a_view_to_memory_planning():
+    """x[i] with a traced 0-d i prints as NumPy basic indexing (a view of x): no operation may
+    then write into it in place, or the caller's x would change."""
+    x = RNG.standard_normal((2, 300, 300))
+    keep = x.copy()
+
+    def f(x):
+        t = x[np.argmax(x[:, 0, 0])]
+        return np.exp(t) + 1.0
+
+    np.testing.assert_allclose(pb.jit(f)(x), f(x))
+    np.testing.assert_array_equal(x, keep)
+
+
+def test_repeats_in_constant_keys_are_found_when_tracing():
+    """Gradients of reads scatter with += where constant indices are distinct, np.add.at where they repeat."""
+    distinct = pb.differentiate(lambda x: np.sum(x[np.array([2, 0, 1]), 1:] ** 2)).source(X)
+    repeated = pb.differentiate(lambda x: np.sum(x[np.array([2, 0, 2]), 1:] ** 2)).source(X)
+    assert "np.add.at" not in distinct and "+=" in distinct
+    assert "np.add.at" in repeated

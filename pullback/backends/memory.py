@@ -23,6 +23,14 @@ MIN_SIZE = 1 << 16
 VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim_p, st.diagonal_p, ew.real_p,
                    ew.imag_p})
 
+
+
+def makes_view(prim, inputs) -> bool:
+    """Whether the output aliases the first operand: a view primitive, or a gather whose index
+    arrays are all 0-d (NumPy reads those as integers: basic indexing, a view)."""
+    return prim in VIEWS or (prim is ix.gather_p and all(a.type.ndim == 0 for a in inputs[1:]))
+
+
 # operations that update a copy of their first operand (``out = x.copy(); out[key] = v``): writing
 # into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size
 UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
@@ -35,7 +43,7 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
     for eqn in program.eqns:
         for v in eqn.outputs:
             root[id(v)] = id(v)
-        if eqn.prim in VIEWS and not isinstance(eqn.inputs[0], Literal):
+        if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
     for a in program.outputs:

@@ -161,16 +161,16 @@ def bind(prim: Primitive, *args, **params):
     outs = tuple(Var(t) for t in types)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
     tracers = tuple(Tracer(v, builder) for v in outs)
-    if prim in _views() and isinstance(args[0], Tracer):  # remember the base, to refuse writes through views
+    if isinstance(args[0] if args else None, Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
 
 
-def _views():
-    from pullback.backends.memory import VIEWS
+def _makes_view(prim: Primitive, atoms) -> bool:
+    from pullback.backends.memory import makes_view
 
-    return VIEWS
+    return makes_view(prim, atoms)
 
 
 class Tracer:

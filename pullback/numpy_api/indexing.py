@@ -18,8 +18,6 @@ an assignment into its base.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from pullback import lax
@@ -181,12 +179,20 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
 
 
 def _distinct(shape, index, operands) -> bool:
-    """Whether a key of constant arrays addresses each position at most once."""
-    numpy_key = tuple(None if isinstance(e, ix.NewAxis) else e.value if isinstance(e, ix.Int)
-                      else operands[e.k] if isinstance(e, ix.Operand) else slice(e.start, e.stop if e.stop >= 0 else
-                                                                                   None, e.step) for e in index)
-    positions = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[numpy_key]
-    return np.unique(positions).size == positions.size
+    """Whether a key of constant arrays addresses each position at most once: slices and integers
+    never repeat, so only the broadcast index arrays' tuples of positions need to be distinct."""
+    axes = [n for n, e in _axis_sizes(shape, index) if isinstance(e, ix.Operand)]
+    arrays = np.broadcast_arrays(*operands)
+    if not arrays[0].size:
+        return True
+    flat = np.ravel_multi_index(tuple(a.ravel() for a in arrays), axes)
+    return np.unique(flat).size == flat.size
+
+
+def _axis_sizes(shape, index):
+    """(size of the axis an entry addresses, entry); 1 for new axes."""
+    sizes = iter(shape)
+    return [(1 if isinstance(e, ix.NewAxis) else next(sizes), e) for e in index]
 
 
 def _gather(x, key: _Key):

@@ -270,10 +270,11 @@ def scatter_winners(shape, idx, index):
     return eq(gather(written, idx, index), pos)
 
 
-def take_along_axis(x, indices, axis: int):
-    """``np.take_along_axis`` for equal ranks: an index array per axis, ``arange`` on the others."""
+def take_along_axis(x, indices, axis: int, unique_indices: bool = False):
+    """``np.take_along_axis`` for equal ranks: an index array per axis, ``arange`` on the others
+    (``unique_indices``: ``indices`` is a permutation along ``axis``)."""
     from pullback.primitives import indexing as ix
 
     idx = [indices if a == axis else iota(ix.INDEX_DTYPE, [n if i == a else 1 for i, n in enumerate(indices.shape)], a)
            for a in range(x.ndim)]
-    return gather(x, idx, [ix.Operand(a) for a in range(x.ndim)])
+    return gather(x, idx, [ix.Operand(a) for a in range(x.ndim)], unique_indices)

@@ -290,7 +290,8 @@ def _iota(ctx, eqn, ins, outs):
         return r
     expanded = [1] * len(shape)
     expanded[dim] = shape[dim]
-    return s.call("np.broadcast_to", s.method(r, "reshape", *map(s.number, expanded)), s.ints(shape))
+    r = s.method(r, "reshape", *map(s.number, expanded))
+    return r if tuple(expanded) == tuple(shape) else s.call("np.broadcast_to", r, s.ints(shape))
 
 
 @emits(st.eye_p)

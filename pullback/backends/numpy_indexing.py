@@ -23,24 +23,25 @@ def slice_expr(n: int, start: int, stop: int, step: int) -> cst.Slice:
 
 def key(shape: tuple[int, ...], index, idx: list[Expr], subscript: bool = True) -> list:
     """The entries of ``x[key]``; for a call argument (``subscript=False``) slices are ``slice(...)``."""
+    sizes = iter(shape)
+    entries = [(1 if isinstance(e, ix.NewAxis) else next(sizes), e) for e in index]
+    while len(entries) > 1 and isinstance(entries[-1][1], ix.Slice) and entries[-1][1] == ix.Slice(
+            0, entries[-1][0], 1):
+        entries.pop()  # trailing full slices are implied
     out: list = []
-    axis = 0
-    for e in index:
+    for n, e in entries:
         if isinstance(e, ix.NewAxis):
             out.append(s.name("None"))
-            continue
-        n = shape[axis]
-        axis += 1
-        if isinstance(e, ix.Int):
+        elif isinstance(e, ix.Int):
             out.append(s.number(e.value))
         elif isinstance(e, ix.Operand):
             out.append(idx[e.k])
         else:
             sl = slice_expr(n, e.start, e.stop, e.step)
-            out.append(sl if subscript else s.call("slice", *(p or s.name("None") for p in (sl.lower, sl.upper,
-                                                                                               sl.step))))
-    while len(out) > 1 and isinstance(out[-1], cst.Slice) and not (out[-1].lower or out[-1].upper or out[-1].step):
-        out.pop()  # trailing full slices are implied
+            if not subscript:
+                parts = [sl.lower or s.name("None"), sl.upper or s.name("None")] + ([sl.step] if sl.step else [])
+                sl = s.call("slice", *(parts if sl.lower or sl.upper or sl.step else parts[:1]))
+            out.append(sl)
     return out or [cst.Ellipsis()]
 
 

@@ -261,7 +261,7 @@ def _sort_jvp(primals, tangents, *, axis):
     (x,), (t,) = primals, tangents
     ans = bind(sort_p, x, axis=axis)
     perm = bind(argsort_p, x, axis=axis, stable=True)
-    return ans, lax.take_along_axis(t, perm, axis)
+    return ans, lax.take_along_axis(t, perm, axis, unique_indices=True)
 
 
 jvp_rules[sort_p] = _sort_jvp

@@ -26,6 +26,9 @@ class Int:
 
     value: int
 
+    def __repr__(self) -> str:
+        return str(self.value)
+
 
 @dataclass(frozen=True, slots=True)
 class Slice:
@@ -39,10 +42,16 @@ class Slice:
     def __len__(self) -> int:
         return len(range(self.start, self.stop, self.step))
 
+    def __repr__(self) -> str:
+        return f"{self.start}:{self.stop}:{self.step}"
+
 
 @dataclass(frozen=True, slots=True)
 class NewAxis:
     """``None`` in a key: a new axis of length 1."""
+
+    def __repr__(self) -> str:
+        return "None"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,9 @@ class Operand:
     """The integer index array passed as index operand ``k``."""
 
     k: int
+
+    def __repr__(self) -> str:
+        return f"#{self.k}"
 
 
 Entry = Int | Slice | NewAxis | Operand

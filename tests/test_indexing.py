@@ -262,6 +262,7 @@ def test_np_add_at_rebinds_and_accumulates():
     def f(x, v):
         y = x * 2.0
         np.add.at(y, (idx, slice(1, 3)), v)
+        np.subtract.at(y, idx, 1.0)
         return y
 
     v = RNG.standard_normal((4, 2))

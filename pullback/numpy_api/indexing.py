@@ -32,6 +32,7 @@ from pullback.numpy_api import (
     implements,
     maximum,
     minimum,
+    negative,
     reshape,
     result_dtype,
     unsupported,
@@ -331,7 +332,13 @@ def add_at(a, indices, b=None):
     rebind(a, _add(a, indices, b))
 
 
+def subtract_at(a, indices, b=None):
+    """``np.subtract.at(a, indices, b)``: ``np.add.at`` of ``-b``."""
+    add_at(a, indices, None if b is None else negative(b))
+
+
 UFUNC_METHODS[np.add, "at"] = add_at
+UFUNC_METHODS[np.subtract, "at"] = subtract_at
 
 
 # --- take -------------------------------------------------------------------------------------------

@@ -387,3 +387,15 @@ def test_repeats_in_constant_keys_are_found_when_tracing():
     repeated = pb.differentiate(lambda x: np.sum(x[np.array([2, 0, 2]), 1:] ** 2)).source(X)
     assert "np.add.at" not in distinct and "+=" in distinct
     assert "np.add.at" in repeated
+
+
+def test_assignment_into_0d_values():
+    def f(x):
+        t = x.sum(axis=(0, 1), keepdims=True).reshape(()).copy()  # a NumPy scalar in the generated code
+        t[...] = 2.0 * t
+        u = x[0, :1].copy().reshape(()).copy()
+        u[()] += t
+        return t, u
+
+    _same(pb.jit(f)(X), f(X))
+    check_grads(f, [X], order=2)

@@ -32,7 +32,8 @@ def makes_view(prim, inputs) -> bool:
 
 
 # operations that update a copy of their first operand (``out = x.copy(); out[key] = v``): writing
-# into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size
+# into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size (0-d values
+# excepted: generated code may hold those as NumPy scalars, which cannot be written into)
 UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
 
 
@@ -63,7 +64,7 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
         update = eqn.prim in UPDATES
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
-            if isinstance(a, Var) and (a.type.size >= MIN_SIZE or update) and (k == 0 or not update)
+            if isinstance(a, Var) and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
             and root.get(id(a)) == id(a) and id(a) not in pinned
             and last.get(id(a)) == i and buffers.count(id(a)) == 1  # no other operand reads this buffer
         )

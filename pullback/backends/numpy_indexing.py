@@ -68,7 +68,8 @@ def _gather(ctx, eqn, ins, outs):
 
 @emits(ix.scatter_p, ix.scatter_add_p)
 def _scatter(ctx, eqn, ins, outs):
-    return [s.assign(outs, s.method(ins[0], "copy")), _update(eqn, outs[0], ins)]
+    x = ins[0] if eqn.inputs[0].type.ndim else s.call("np.array", ins[0])  # a 0-d value may be a NumPy scalar
+    return [s.assign(outs, s.method(x, "copy") if eqn.inputs[0].type.ndim else x), _update(eqn, outs[0], ins)]
 
 
 def in_place(eqn, ins: list[Expr]) -> cst.SimpleStatementLine:

@@ -293,6 +293,12 @@ def test_empty_and_size_one_axes(n):
     _same(pb.jit(f)(x), f(x))
 
 
+def test_constant_arrays_at_traced_positions():
+    c = np.arange(4.0) ** 2
+    x = np.array([3.0, 1.0, 2.0, 0.0])
+    _same(pb.jit(lambda x: np.take_along_axis(c, np.argsort(x), 0) * x)(x), c[np.argsort(x)] * x)
+
+
 def test_take_modes():
     idx = np.array([[5, -1], [0, 9]])
 
@@ -350,6 +356,15 @@ def test_errors():
         return row + 1
 
     _error(stale, X, match="used after an assignment")
+
+    def stale_copy(x):
+        y = x * 1.0
+        row = y[0]
+        y[0] = 5.0
+        return row.copy()
+
+    _error(stale_copy, X, match="used after an assignment")
+    _error(lambda x: np.arange(4.0)[np.argsort(x)], np.ones(4), match="np.take_along_axis")
 
     def complex_into_real(x):
         x[0] = 1j

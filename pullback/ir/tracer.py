@@ -303,6 +303,7 @@ class Tracer:
 
     def copy(self):
         """A new array (not a view) with this value: assigning into it changes neither."""
+        self.builder.atom(self)  # a stale view raises
         return Tracer(self.var, self.builder, self.weak)
 
     def sort(self, axis=-1, kind=None, order=None):

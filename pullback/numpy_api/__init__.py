@@ -43,9 +43,11 @@ def refuse_conversion(x: Tracer):
         frame = frame.f_back
     named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
     if named is None:
+        hint = (" (to index a NumPy array by traced positions, use np.take_along_axis(a, positions, axis), "
+                "which pullback traces)") if x.dtype.kind == "i" else ""
         raise ConcretizationError(located(
             f"a traced value {x.var.type} cannot be converted to a NumPy array (np.asarray/np.array); "
-            "keep it symbolic, or compute it outside the traced function"
+            f"keep it symbolic, or compute it outside the traced function{hint}"
         ))
     module, func = named
     try:

@@ -18,6 +18,8 @@ an assignment into its base.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pullback import lax
@@ -176,7 +178,8 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
         ix.indexed_shape(x.shape, index, [np.shape(o) for o in operands])
     except ShapeError as e:
         raise TracingError(located(f"IndexError: {e}")) from None
-    return _Key(index, operands, not operands or (constant and _distinct(x.shape, index, operands)))
+    single = math.prod(np.broadcast_shapes(*(np.shape(o) for o in operands))) <= 1 if operands else True
+    return _Key(index, operands, single or (constant and _distinct(x.shape, index, operands)))
 
 
 def _distinct(shape, index, operands) -> bool:

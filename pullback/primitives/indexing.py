@@ -248,7 +248,9 @@ def _scatter_add_t(ct, x, updates, *idx, index, unique_indices):
 def _scatter_t(ct, x, updates, *idx, index, unique_indices):
     """x's cotangent is ``ct`` with the written positions zeroed; the updates' is ``ct`` at
     those positions, for the write that NumPy keeps where indices repeat (the last)."""
-    zeroed = lax.scatter(ct, Literal.of(0, ct.dtype), idx, index, unique_indices)
+    zeroed = None
+    if isinstance(x, Linear) or updates.shape == ():
+        zeroed = lax.scatter(ct, Literal.of(0, ct.dtype), idx, index, unique_indices)
     ct_u = None
     if isinstance(updates, Linear):
         if updates.shape == ():  # each written position counts once, however often it was written
@@ -269,11 +271,12 @@ transpose_rules[scatter_p] = _scatter_t
 
 
 def _sort_jvp(primals, tangents, *, axis):
-    """The tangent follows its entry: gathered with the (stable) sorting permutation."""
+    """Each tangent entry follows its value: both are gathered with the (stable) sorting
+    permutation, one sort and two gathers rather than two sorts."""
     (x,), (t,) = primals, tangents
-    ans = bind(sort_p, x, axis=axis)
     perm = bind(argsort_p, x, axis=axis, stable=True)
-    return ans, lax.take_along_axis(t, perm, axis, unique_indices=True)
+    return (lax.take_along_axis(x, perm, axis, unique_indices=True),
+            lax.take_along_axis(t, perm, axis, unique_indices=True))
 
 
 jvp_rules[sort_p] = _sort_jvp

@@ -320,6 +320,12 @@ def test_printed_code_is_numpys_indexing():
     src = pb.jit(f).source(X, np.ones((3, 2)))
     assert "y[idx, 1:3] = v" in src  # y is dead afterwards: written in place, no copy
     assert "[idx, None, ::-1]" in src
+    grad = pb.differentiate(lambda x: np.sum(np.sin(x[I]))).source(X)
+    assert "x_bar = np.zeros((3, 4), dtype=np.float64)" in grad and "np.add.at(x_bar, I, " in grad
+    assert ".copy()" not in grad  # the gradient accumulates in its own buffer
+    want = np.zeros_like(X)
+    np.add.at(want, I, np.cos(X[I]))
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(np.sin(x[I])))(X), want)
 
 
 # --- errors -----------------------------------------------------------------------------------------

@@ -299,6 +299,15 @@ def test_constant_arrays_at_traced_positions():
     _same(pb.jit(lambda x: np.take_along_axis(c, np.argsort(x), 0) * x)(x), c[np.argsort(x)] * x)
 
 
+def test_index_arrays_are_read_when_tracing():
+    idx = np.array([0, 1])
+    f = pb.jit(lambda x: x[idx])
+    np.testing.assert_array_equal(f(X), X[[0, 1]])
+    assert "x[idx]" in f.source(X)  # the program's copy keeps the user's name
+    idx[:] = [2, 2]  # a distinct key when traced: a later repeat must not reach the compiled program
+    np.testing.assert_array_equal(f(X), X[[0, 1]])
+
+
 def test_take_modes():
     idx = np.array([[5, -1], [0, 9]])
 

@@ -6,7 +6,9 @@ Keys of integers, slices, ``None`` and ``...`` alone are basic indexing (``slice
 ``reshape``); integer arrays and lists anywhere in a key, and boolean masks known when
 tracing (turned into index arrays by ``np.nonzero``), are advanced indexing (``gather``).
 A boolean mask computed from traced values has a data-dependent number of entries, so it
-cannot be read with; assigning a scalar through it is ``np.where``.
+cannot be read with; assigning a scalar through it is ``np.where``. Index arrays and masks
+known before tracing are read when tracing: the program keeps copies of them (unlike other
+closed-over arrays, captured by reference).
 
 Assignment follows NumPy's semantics on the traced value, with one difference: pullback
 never mutates arrays. ``x[key] = v`` rebinds the tracer ``x`` (and every name bound to the
@@ -25,7 +27,7 @@ import numpy as np
 from pullback import lax
 from pullback.errors import TracingError
 from pullback.ir.core import Literal, ShapeError
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, located
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located
 from pullback.numpy_api import (
     UFUNC_METHODS,
     _axis,
@@ -162,7 +164,7 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
                                            f"indexed array's axes {x.shape[axis:axis + k.ndim]}"))
             for nz in np.nonzero(k):
                 index.append(ix.Operand(len(operands)))
-                operands.append(nz.astype(np.int64))
+                operands.append(_snapshot(k, nz.astype(np.int64)))
             axis += k.ndim
             continue
         else:
@@ -170,8 +172,7 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
                 bad = k[(k < -n) | (k >= n)].flat[0]
                 _out_of_bounds(int(bad), axis, n)
             index.append(ix.Operand(len(operands)))
-            plain = k.dtype == np.int64 and not (k.size and k.min() < 0)  # the user's own array keeps its name
-            operands.append(k if plain else np.where(k < 0, k + n, k).astype(np.int64))
+            operands.append(_snapshot(k, np.where(k < 0, k + n, k).astype(np.int64)))
         axis += 1
     index = tuple(index)
     try:
@@ -180,6 +181,16 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
         raise TracingError(located(f"IndexError: {e}")) from None
     single = math.prod(np.broadcast_shapes(*(np.shape(o) for o in operands))) <= 1 if operands else True
     return _Key(index, operands, single or (constant and _distinct(x.shape, index, operands)))
+
+
+def _snapshot(user, value: np.ndarray) -> np.ndarray:
+    """Constant index arrays are read when tracing (whether they repeat decides how gradients
+    print), so the program keeps its own copy, named after the user's array."""
+    builder = current_builder()
+    name = builder.const_names.get(id(user))
+    if name is not None:
+        builder.const_names[id(value)] = name
+    return value
 
 
 def _distinct(shape, index, operands) -> bool:

@@ -638,6 +638,17 @@ def _contract(a, sa: str, b, sb: str, keep: set[str]):
     return dot_general(a, b, dims), spec
 
 
+# --- indexing: pullback.numpy_api.indexing ------------------------------------------------------
+
+
+def getitem(x, key):
+    """``x[key]`` with NumPy's indexing, for families that slice (the implementation lives in
+    ``numpy_api.indexing``, which imports this module)."""
+    from pullback.numpy_api import indexing
+
+    return indexing.getitem(x, key)
+
+
 # --- array functions ------------------------------------------------------------------------
 
 FUNCTIONS: dict[Callable, Callable] = {

@@ -298,8 +298,8 @@ class Tracer:
     def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
     def trace(self, offset=0, axis1=0, axis2=1): return self._api.trace(self, offset, axis1, axis2)
     def dot(self, o): return self._api.dot(self, o)
-    def ravel(self): return self._api.reshape(self, (-1,))
-    def flatten(self): return self.ravel().copy()
+    def ravel(self, order="C"): return self._api.reshape(self, (-1,), order=order)
+    def flatten(self, order="C"): return self.ravel(order).copy()
 
     def copy(self):
         """A new array (not a view) with this value: assigning into it changes neither."""

@@ -265,3 +265,65 @@ def slice_last2(x, rows: tuple[int, int], cols: tuple[int, int]):
     """x[..., r0:r1, c0:c1]."""
     nb = x.ndim - 2
     return slice(x, (0,) * nb + (rows[0], cols[0]), x.shape[:nb] + (rows[1], cols[1]), (1,) * x.ndim)
+
+
+# --- indexing (pullback.primitives.indexing) ----------------------------------------------------
+
+
+def iota(dtype, shape, dimension: int):
+    return bind(st.iota_p, dtype=np.dtype(dtype), shape=tuple(shape), dimension=dimension)
+
+
+def gather(x, idx, index, unique_indices: bool = False):
+    """``x[key]``; a key without index arrays is a slice and a reshape."""
+    from pullback.primitives import indexing as ix
+
+    if ix.is_advanced(index):
+        return bind(ix.gather_p, x, *idx, index=tuple(index), unique_indices=unique_indices)
+    starts, limits, strides, shape = [], [], [], []
+    for e in index:
+        if isinstance(e, ix.NewAxis):
+            shape.append(1)
+        elif isinstance(e, ix.Int):
+            starts.append(e.value), limits.append(e.value + 1), strides.append(1)
+        else:
+            starts.append(e.start), limits.append(e.stop), strides.append(e.step)
+            shape.append(len(e))
+    if (tuple(starts), tuple(limits), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        x = slice(x, starts, limits, strides)
+    return reshape(x, shape)
+
+
+def scatter_add(x, updates, idx, index, unique_indices: bool = False):
+    """A copy of ``x`` with ``np.add.at(out, key, updates)``."""
+    from pullback.primitives import indexing as ix
+
+    return bind(ix.scatter_add_p, x, updates, *idx, index=tuple(index), unique_indices=unique_indices)
+
+
+def scatter(x, updates, idx, index, unique_indices: bool = False):
+    """A copy of ``x`` with ``out[key] = updates``."""
+    from pullback.primitives import indexing as ix
+
+    return bind(ix.scatter_p, x, updates, *idx, index=tuple(index), unique_indices=unique_indices)
+
+
+def scatter_winners(shape, idx, index):
+    """Where ``out[key] = updates`` repeats indices, True for the write NumPy keeps: each
+    update writes its own position, and reads back whose position stayed."""
+    from pullback.primitives import indexing as ix
+
+    upd = ix.indexed_shape(tuple(shape), tuple(index), [i.shape for i in idx])
+    pos = reshape(iota(ix.INDEX_DTYPE, (int(np.prod(upd, dtype=np.int64)),), 0), upd)
+    written = scatter(full(shape, -1, ix.INDEX_DTYPE), pos, idx, index)
+    return eq(gather(written, idx, index), pos)
+
+
+def take_along_axis(x, indices, axis: int, unique_indices: bool = False):
+    """``np.take_along_axis`` for equal ranks: an index array per axis, ``arange`` on the others
+    (``unique_indices``: ``indices`` is a permutation along ``axis``)."""
+    from pullback.primitives import indexing as ix
+
+    idx = [indices if a == axis else iota(ix.INDEX_DTYPE, [n if i == a else 1 for i, n in enumerate(indices.shape)], a)
+           for a in range(x.ndim)]
+    return gather(x, idx, [ix.Operand(a) for a in range(x.ndim)], unique_indices)

@@ -34,6 +34,8 @@ TEMP_HINTS = {
     "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
     "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
     "round": "rounded", "clip": "clipped",
+    "gather": "picked", "scatter": "updated",
+    "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }
 
 
@@ -126,6 +128,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     last_comment: tuple[str, int] | None = None
     dead = _last_uses(program) if dels else {}
     reuse = memory.plan(program) if in_place else {}
+    returned = {id(a) for a in program.outputs}
+    for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
+        eqn = program.eqns[i]
+        if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
+            namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
+            namer.alias(eqn.inputs[0], eqn.outputs[0])
     for i, eqn in enumerate(program.eqns):
         ins = [expr(a) for a in eqn.inputs]
         ctx.where = _where(eqn.source)

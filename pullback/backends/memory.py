@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pullback.ir.core import Literal, Program, Var
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_SIZE = 1 << 16
@@ -23,6 +24,19 @@ VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim
                    ew.imag_p})
 
 
+
+def makes_view(prim, inputs) -> bool:
+    """Whether the output aliases the first operand: a view primitive, or a gather whose index
+    arrays are all 0-d (NumPy reads those as integers: basic indexing, a view)."""
+    return prim in VIEWS or (prim is ix.gather_p and all(a.type.ndim == 0 for a in inputs[1:]))
+
+
+# operations that update a copy of their first operand (``out = x.copy(); out[key] = v``): writing
+# into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size (0-d values
+# excepted: generated code may hold those as NumPy scalars, which cannot be written into)
+UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
+
+
 def plan(program: Program) -> dict[int, frozenset[int]]:
     """Equation index -> positions of inputs whose buffers the equation may reuse."""
     pinned = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
@@ -30,7 +44,7 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
     for eqn in program.eqns:
         for v in eqn.outputs:
             root[id(v)] = id(v)
-        if eqn.prim in VIEWS and not isinstance(eqn.inputs[0], Literal):
+        if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
     for a in program.outputs:
@@ -44,12 +58,14 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
     returned = {id(a) for a in program.outputs}
     reusable: dict[int, frozenset[int]] = {}
     for i, eqn in enumerate(program.eqns):
-        if any(id(v) in returned for v in eqn.outputs):
-            continue  # results keep their own names
+        if any(id(v) in returned for v in eqn.outputs) and eqn.prim not in UPDATES:
+            continue  # results keep their own names (an updated buffer takes the result's name: see codegen)
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
+        update = eqn.prim in UPDATES
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
-            if isinstance(a, Var) and a.type.size >= MIN_SIZE and root.get(id(a)) == id(a) and id(a) not in pinned
+            if isinstance(a, Var) and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
+            and root.get(id(a)) == id(a) and id(a) not in pinned
             and last.get(id(a)) == i and buffers.count(id(a)) == 1  # no other operand reads this buffer
         )
         if ok:

@@ -120,6 +120,8 @@ _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign,
 def in_place(eqn: Eqn, ins: list[Expr], k: int) -> cst.SimpleStatementLine:
     """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k``."""
     aug, ufunc = IN_PLACE[eqn.prim]
+    if eqn.prim in numpy_indexing.UPDATES:
+        return numpy_indexing.in_place(eqn, ins)
     if eqn.prim is st.add_diagonal_p:
         return s.statement(cst.AugAssign(_diagonal_of(ins[0], eqn.outputs[0].shape[0]), cst.AddAssign(), ins[1]))
     if aug is not None and k == 0:
@@ -243,12 +245,7 @@ def _slice(ctx, eqn, ins, outs):
 
 
 def _slice_index(shape, starts, limits, strides) -> list[cst.Slice]:
-    index = []
-    for n, start, limit, stride in zip(shape, starts, limits, strides):
-        if stride > 0:
-            index.append(s.slice_(start or None, None if limit == n else limit, None if stride == 1 else stride))
-        else:
-            index.append(s.slice_(None if start == n - 1 else start, None if limit < 0 else limit, stride))
+    index = [numpy_indexing.slice_expr(*args) for args in zip(shape, starts, limits, strides)]
     while len(index) > 1 and _full(index[-1]):
         index.pop()
     return index
@@ -322,7 +319,8 @@ def _iota(ctx, eqn, ins, outs):
         return r
     expanded = [1] * len(shape)
     expanded[dim] = shape[dim]
-    return s.call("np.broadcast_to", s.method(r, "reshape", *map(s.number, expanded)), s.ints(shape))
+    r = s.method(r, "reshape", *map(s.number, expanded))
+    return r if tuple(expanded) == tuple(shape) else s.call("np.broadcast_to", r, s.ints(shape))
 
 
 @emits(st.eye_p)
@@ -423,4 +421,4 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-from pullback.backends import numpy_linalg  # noqa: E402,F401  (registers the linear-algebra emitters)
+from pullback.backends import numpy_indexing, numpy_linalg  # noqa: E402,F401  (register their emitters)

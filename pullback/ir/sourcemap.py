@@ -39,6 +39,8 @@ def statement_text(filename: str, stmt: Statement, max_len: int = 100) -> str:
 def _names(target: ast.expr) -> tuple[str, ...] | None:
     if isinstance(target, ast.Name):
         return (target.id,)
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return (target.value.id,)  # `y[i] = v` makes a new value of y
     if isinstance(target, ast.Tuple | ast.List):
         names = [_names(t) for t in target.elts]
         if all(n is not None and len(n) == 1 for n in names):

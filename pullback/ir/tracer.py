@@ -116,6 +116,10 @@ class Builder:
         if isinstance(x, Tracer):
             if x.builder is not self:
                 return self._capture(x)
+            if x.view is not None and x.view[0].version != x.view[1]:
+                raise TracingError(located(
+                    "a view (slice, reshape, transpose, ...) of an array is used after an assignment into "
+                    "that array: pullback does not update views; take the view again after the assignment"))
             return x.var
         if isinstance(x, Literal):
             return x
@@ -180,13 +184,22 @@ def bind(prim: Primitive, *args, **params):
     outs = tuple(Var(t) for t in types)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
     tracers = tuple(Tracer(v, builder) for v in outs)
+    if isinstance(args[0] if args else None, Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
+        root = args[0].view[0] if args[0].view is not None else args[0]
+        tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
+
+
+def _makes_view(prim: Primitive, atoms) -> bool:
+    from pullback.backends.memory import makes_view
+
+    return makes_view(prim, atoms)
 
 
 class Tracer:
     """A traced array. Behaves like a NumPy array under NumPy's protocols."""
 
-    __slots__ = ("var", "builder", "weak")
+    __slots__ = ("var", "builder", "weak", "view", "version")
     __array_priority__ = 1000
     _api: ModuleType  # pullback.numpy_api, installed when it is imported
 
@@ -194,6 +207,8 @@ class Tracer:
         self.var = var
         self.builder = builder
         self.weak = weak  # a Python scalar argument: NumPy's weak promotion applies
+        self.view: tuple[Tracer, int] | None = None  # a view's base array, and the base's version it saw
+        self.version = 0  # assignments into this array so far (``x[i] = v`` rebinds ``var``)
 
     # --- static properties -------------------------------------------------
     shape = property(lambda self: self.var.type.shape)
@@ -247,13 +262,16 @@ class Tracer:
         return self._api.array_function(func, args, kwargs)
 
     def __getitem__(self, key):
-        return self._api.getitem(self, key)
+        return self._api.indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
-        raise TracingError(located("in-place assignment to a traced array is not supported"))
+        """``x[key] = value`` rebinds this tracer to an updated copy (see ``numpy_api.indexing``)."""
+        self._api.indexing.setitem(self, key, value)
+
+    at = property(lambda self: self._api.indexing.IndexUpdates(self))
 
     def __neg__(self): return self._api.negative(self)
-    def __pos__(self): return self
+    def __pos__(self): return self.copy()
     def __abs__(self): return self._api.absolute(self)
     def __add__(self, o): return self._api.add(self, o)
     def __radd__(self, o): return self._api.add(o, self)
@@ -310,7 +328,7 @@ class Tracer:
         self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
     conjugate = conj
-    def astype(self, dtype): return self._api.astype(self, dtype)
+    def astype(self, dtype): return self._api.astype(self, dtype).copy()
     def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
     def squeeze(self, axis=None): return self._api.squeeze(self, axis)
     def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
@@ -318,8 +336,23 @@ class Tracer:
     def dot(self, o): return self._api.dot(self, o)
     def ravel(self, order="C"): return self._api.manipulation.ravel(self, order)
     def repeat(self, repeats, axis=None): return self._api.manipulation.repeat(self, repeats, axis)
-    flatten = ravel
-    def copy(self): return self
+    def flatten(self, order="C"): return self.ravel(order).copy()
+
+    def copy(self):
+        """A new array (not a view) with this value: assigning into it changes neither."""
+        self.builder.atom(self)  # a stale view raises
+        return Tracer(self.var, self.builder, self.weak)
+
+    def sort(self, axis=-1, kind=None, order=None):
+        """In place, as NumPy's: rebinds this tracer to the sorted value."""
+        self._api.indexing.rebind(self, self._api.indexing.sort(self, axis, kind, order))
+
+    def argsort(self, axis=-1, kind=None, order=None): return self._api.indexing.argsort(self, axis, kind, order)
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        return self._api.indexing.argmax(self, axis, out, keepdims)
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        return self._api.indexing.argmin(self, axis, out, keepdims)
+    def take(self, indices, axis=None, mode="raise"): return self._api.indexing.take(self, indices, axis, mode=mode)
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:

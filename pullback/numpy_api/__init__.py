@@ -43,9 +43,11 @@ def refuse_conversion(x: Tracer):
         frame = frame.f_back
     named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
     if named is None:
+        hint = (" (to index a NumPy array by traced positions, use np.take_along_axis(a, positions, axis), "
+                "which pullback traces)") if x.dtype.kind == "i" else ""
         raise ConcretizationError(located(
             f"a traced value {x.var.type} cannot be converted to a NumPy array (np.asarray/np.array); "
-            "keep it symbolic, or compute it outside the traced function"
+            f"keep it symbolic, or compute it outside the traced function{hint}"
         ))
     module, func = named
     try:
@@ -246,9 +248,15 @@ UFUNCS: dict[np.ufunc, Callable] = {
 }
 
 
+# ufunc methods other than calls, by (ufunc, method): ``np.add.at`` is (np.add, "at")
+UFUNC_METHODS: dict[tuple[np.ufunc, str], Callable] = {}
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
     name = ufunc_name(ufunc)
     if method != "__call__":
+        if (ufunc, method) in UFUNC_METHODS:
+            return UFUNC_METHODS[ufunc, method](*inputs, **kwargs)
         unsupported(f"{name}.{method}")
     if kwargs:
         unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
@@ -718,52 +726,15 @@ def _contract(a, sa: str, b, sb: str, keep: set[str]):
     return dot_general(a, b, dims), spec
 
 
-# --- indexing -----------------------------------------------------------------------------
+# --- indexing: pullback.numpy_api.indexing ------------------------------------------------------
 
 
-def getitem(x: Tracer, key):
-    key = key if isinstance(key, tuple) else (key,)
-    for k in key:
-        basic = k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)
-        if not basic or isinstance(k, bool | np.bool_):
-            unsupported(f"indexing with {type(k).__name__} (only static basic indexing: ints, slices, None, ...)")
-        if isinstance(k, slice) and not all(
-            v is None or isinstance(v, int | np.integer) for v in (k.start, k.stop, k.step)
-        ):
-            unsupported("a slice with non-integer bounds")
-    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    if n_real > x.ndim:
-        raise TracingError(located(f"too many indices for array of rank {x.ndim}"))
-    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
-        raise TracingError(located("an index can only have a single ellipsis"))
-    if Ellipsis not in key:
-        key = key + (Ellipsis,)
-    i = key.index(Ellipsis)
-    key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1 :]
-    starts, limits, strides, out_shape = [], [], [], []
-    axis = 0
-    for k in key:
-        if k is None:
-            out_shape.append(1)
-            continue
-        n = x.shape[axis]
-        if isinstance(k, slice):
-            start, limit, step = k.indices(n)
-            starts.append(start)
-            limits.append(limit)
-            strides.append(step)
-            out_shape.append(len(range(start, limit, step)))
-        else:
-            if not -n <= k < n:
-                raise TracingError(located(f"index {k} is out of bounds for axis {axis} with size {n}"))
-            starts.append(int(k) % n)
-            limits.append(int(k) % n + 1)
-            strides.append(1)
-        axis += 1
-    out = x
-    if (tuple(starts), tuple(limits), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
-        out = bind(st.slice_p, x, start_indices=tuple(starts), limit_indices=tuple(limits), strides=tuple(strides))
-    return reshape(out, tuple(out_shape))
+def getitem(x, key):
+    """``x[key]`` with NumPy's indexing, for families that slice (the implementation lives in
+    ``numpy_api.indexing``, which imports this module)."""
+    from pullback.numpy_api import indexing
+
+    return indexing.getitem(x, key)
 
 
 # --- array functions ------------------------------------------------------------------------

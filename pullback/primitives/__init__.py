@@ -1,6 +1,13 @@
 """Primitives by family. Importing this package registers all of them."""
 
 from pullback.ir.core import PRIMITIVES
-from pullback.primitives import contractions, cumulative, elementwise, reductions, structural  # noqa: F401
+from pullback.primitives import (  # noqa: F401
+    contractions,
+    cumulative,
+    elementwise,
+    indexing,
+    reductions,
+    structural,
+)
 
 __all__ = ["PRIMITIVES"]

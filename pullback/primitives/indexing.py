@@ -1,0 +1,284 @@
+"""NumPy's indexing as primitives: ``gather`` (``x[key]``), ``scatter`` (``out[key] = v``),
+``scatter_add`` (``np.add.at``), and the ordering functions (``sort``, ``argsort``,
+``argmax``, ``argmin``).
+
+A key is the static param ``index``: a tuple with one entry per position of NumPy's
+index tuple (``Ellipsis`` already expanded), each an ``Int``, a ``Slice``, ``NewAxis``, or
+an ``Operand``, an integer index array passed as an extra operand. Shapes follow NumPy's
+advanced-indexing rules: the index arrays broadcast together, and integers count as
+index arrays when any array is present; the broadcast axes stand where the advanced
+indices are when these are adjacent in the key, else first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pullback.ir.core import Primitive, ShapeError, shape_rules
+from pullback.ir.types import ArrayType
+
+
+@dataclass(frozen=True, slots=True)
+class Int:
+    """An integer index, in ``range(n)``."""
+
+    value: int
+
+    def __repr__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """``start:stop:step`` as ``slice.indices`` normalises it (``range`` semantics: a stop of
+    -1 with a negative step runs down to index 0)."""
+
+    start: int
+    stop: int
+    step: int
+
+    def __len__(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
+    def __repr__(self) -> str:
+        return f"{self.start}:{self.stop}:{self.step}"
+
+
+@dataclass(frozen=True, slots=True)
+class NewAxis:
+    """``None`` in a key: a new axis of length 1."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    """The integer index array passed as index operand ``k``."""
+
+    k: int
+
+    def __repr__(self) -> str:
+        return f"#{self.k}"
+
+
+Entry = Int | Slice | NewAxis | Operand
+
+
+def is_advanced(index: tuple[Entry, ...]) -> bool:
+    return any(isinstance(e, Operand) for e in index)
+
+
+def indexed_shape(shape: tuple[int, ...], index: tuple[Entry, ...], operand_shapes) -> tuple[int, ...]:
+    """The shape of ``x[key]`` for ``x`` of ``shape``: NumPy's rules."""
+    if sum(not isinstance(e, NewAxis) for e in index) != len(shape):
+        raise ShapeError(f"index {index} does not address every axis of shape {shape}")
+    advanced = is_advanced(index)
+    out: list = []  # sizes, and the marker ``None`` where the advanced group goes
+    positions, group = [], []
+    axis = 0
+    for pos, e in enumerate(index):
+        if isinstance(e, NewAxis):
+            out.append(1)
+            continue
+        n = shape[axis]
+        axis += 1
+        if isinstance(e, Slice):
+            r = range(e.start, e.stop, e.step)
+            if e.step == 0 or (len(r) and not (0 <= r[0] < n and 0 <= r[-1] < n)):
+                raise ShapeError(f"slice {e.start}:{e.stop}:{e.step} out of bounds for an axis of size {n}")
+            out.append(len(r))
+        elif isinstance(e, Int):
+            if not 0 <= e.value < n:
+                raise ShapeError(f"index {e.value} out of bounds for an axis of size {n}")
+            if advanced:
+                positions.append(pos)
+                group.append(())
+        else:
+            if not 0 <= e.k < len(operand_shapes):
+                raise ShapeError(f"index operand {e.k} does not exist")
+            positions.append(pos)
+            group.append(tuple(operand_shapes[e.k]))
+        if advanced and not isinstance(e, Slice) and (len(positions) == 1):
+            out.append(None)
+    if not advanced:
+        return tuple(out)
+    try:
+        broadcast = tuple(np.broadcast_shapes(*group))
+    except ValueError:
+        raise ShapeError(f"index arrays of shapes {group} do not broadcast together") from None
+    at = out.index(None)
+    out.remove(None)
+    if positions != list(range(positions[0], positions[-1] + 1)):
+        at = 0  # separated by a slice or a new axis: the broadcast axes go first
+    return tuple(out[:at]) + broadcast + tuple(out[at:])
+
+
+def _check_operands(index, idx) -> None:
+    ks = [e.k for e in index if isinstance(e, Operand)]
+    if ks != list(range(len(idx))):
+        raise ShapeError(f"index {index} must name operands 0..{len(idx) - 1} once each, in order")
+    for i in idx:
+        if i.dtype.kind != "i":
+            raise ShapeError(f"index arrays must be integers, got {i.dtype.name}")
+
+
+gather_p = Primitive("gather")
+
+
+def _gather(x, *idx, index: tuple[Entry, ...], unique_indices: bool):
+    """``x[key]`` with at least one index array (keys of slices and integers alone are
+    ``slice`` and ``reshape``)."""
+    _check_operands(index, idx)
+    if not idx:
+        raise ShapeError("gather needs an index array (basic keys are slices)")
+    return ArrayType(indexed_shape(x.shape, index, [i.shape for i in idx]), x.dtype)
+
+
+shape_rules[gather_p] = _gather
+
+scatter_p = Primitive("scatter")
+scatter_add_p = Primitive("scatter_add")
+
+
+def _scatter(x, updates, *idx, index: tuple[Entry, ...], unique_indices: bool):
+    """A copy of ``x`` with ``out[key] = updates`` (``scatter``: where indices repeat, the last
+    write stays) or ``np.add.at(out, key, updates)`` (``scatter_add``: repeats accumulate).
+    ``updates`` has the indexed shape, or is a scalar written everywhere in it."""
+    _check_operands(index, idx)
+    shape = indexed_shape(x.shape, index, [i.shape for i in idx])
+    if updates.shape not in (shape, ()) or updates.dtype != x.dtype:
+        raise ShapeError(f"updates {updates.type} do not fit {x.dtype.name}{list(shape)} indexed in {x.type}")
+    return x.type
+
+
+shape_rules[scatter_p] = shape_rules[scatter_add_p] = _scatter
+
+
+# --- ordering ---------------------------------------------------------------------------------
+
+sort_p = Primitive("sort")
+argsort_p = Primitive("argsort")
+argmax_p = Primitive("argmax")
+argmin_p = Primitive("argmin")
+INDEX_DTYPE = np.dtype(np.int64)
+
+
+def _check_axis(x, axis: int) -> None:
+    if not 0 <= axis < x.type.ndim:
+        raise ShapeError(f"axis {axis} out of range for shape {x.shape}")
+    if x.dtype.kind not in "bifc":
+        raise ShapeError(f"cannot order dtype {x.dtype.name}")
+
+
+def _sort(x, *, axis: int):
+    """Ascending along ``axis`` (complex: lexicographic, as NumPy)."""
+    _check_axis(x, axis)
+    return x.type
+
+
+def _argsort(x, *, axis: int, stable: bool):
+    """The permutation that sorts along ``axis``; ``stable`` keeps ties in order."""
+    _check_axis(x, axis)
+    return ArrayType(x.shape, INDEX_DTYPE)
+
+
+def _argextremum(x, *, axis: int):
+    """The first position of the extremum along ``axis``, which is removed."""
+    _check_axis(x, axis)
+    if x.shape[axis] == 0:
+        raise ShapeError("attempt to get argmax/argmin of an empty sequence")
+    return ArrayType(tuple(n for i, n in enumerate(x.shape) if i != axis), INDEX_DTYPE)
+
+
+shape_rules[sort_p] = _sort
+shape_rules[argsort_p] = _argsort
+shape_rules[argmax_p] = shape_rules[argmin_p] = _argextremum
+
+
+# --- differentiation rules --------------------------------------------------------------
+
+from pullback import lax  # noqa: E402
+from pullback.ir.core import Literal  # noqa: E402
+from pullback.ir.tracer import bind  # noqa: E402
+from pullback.transforms.jvp import Zero, defzero, instantiate, jvp_rules  # noqa: E402
+from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+
+
+def _gather_jvp(primals, tangents, **params):
+    x, *idx = primals
+    ans = bind(gather_p, *primals, **params)
+    t = tangents[0]
+    return ans, Zero(ans.var.type) if isinstance(t, Zero) else bind(gather_p, t, *idx, **params)
+
+
+def _scatter_add_jvp(primals, tangents, **params):
+    x, updates, *idx = primals
+    ans = bind(scatter_add_p, *primals, **params)
+    tx, tu = tangents[:2]
+    if isinstance(tu, Zero):
+        return ans, tx
+    return ans, bind(scatter_add_p, instantiate(tx), tu, *idx, **params)
+
+
+def _scatter_jvp(primals, tangents, **params):
+    x, updates, *idx = primals
+    ans = bind(scatter_p, *primals, **params)
+    tx, tu = tangents[:2]
+    if isinstance(tu, Zero):
+        tu = Literal.of(0, x.dtype)
+    return ans, bind(scatter_p, instantiate(tx), tu, *idx, **params)
+
+
+def _gather_t(ct, x, *idx, index, unique_indices):
+    return (lax.scatter_add(lax.zeros(x.type), ct, idx, index, unique_indices), *(None,) * len(idx))
+
+
+def _scatter_add_t(ct, x, updates, *idx, index, unique_indices):
+    ct_u = None
+    if isinstance(updates, Linear):
+        ct_u = lax.gather(ct, idx, index, unique_indices)
+        if updates.shape == () and ct_u.shape != ():
+            ct_u = lax.reduce_sum(ct_u, range(ct_u.ndim))
+    return (ct if isinstance(x, Linear) else None), ct_u, *(None,) * len(idx)
+
+
+def _scatter_t(ct, x, updates, *idx, index, unique_indices):
+    """x's cotangent is ``ct`` with the written positions zeroed; the updates' is ``ct`` at
+    those positions, for the write that NumPy keeps where indices repeat (the last)."""
+    zeroed = None
+    if isinstance(x, Linear) or updates.shape == ():
+        zeroed = lax.scatter(ct, Literal.of(0, ct.dtype), idx, index, unique_indices)
+    ct_u = None
+    if isinstance(updates, Linear):
+        if updates.shape == ():  # each written position counts once, however often it was written
+            ct_u = lax.reduce_sum(lax.sub(ct, zeroed), range(ct.ndim))
+        else:
+            ct_u = lax.gather(ct, idx, index, unique_indices)
+            if not unique_indices:
+                ct_u = lax.select(lax.scatter_winners(x.shape, idx, index), ct_u, 0)
+    return (zeroed if isinstance(x, Linear) else None), ct_u, *(None,) * len(idx)
+
+
+jvp_rules[gather_p] = _gather_jvp
+jvp_rules[scatter_add_p] = _scatter_add_jvp
+jvp_rules[scatter_p] = _scatter_jvp
+transpose_rules[gather_p] = _gather_t
+transpose_rules[scatter_add_p] = _scatter_add_t
+transpose_rules[scatter_p] = _scatter_t
+
+
+def _sort_jvp(primals, tangents, *, axis):
+    """Each tangent entry follows its value: both are gathered with the (stable) sorting
+    permutation, one sort and two gathers rather than two sorts."""
+    (x,), (t,) = primals, tangents
+    perm = bind(argsort_p, x, axis=axis, stable=True)
+    return (lax.take_along_axis(x, perm, axis, unique_indices=True),
+            lax.take_along_axis(t, perm, axis, unique_indices=True))
+
+
+jvp_rules[sort_p] = _sort_jvp
+for _p in (argsort_p, argmax_p, argmin_p):
+    defzero(_p)

@@ -237,3 +237,11 @@ def slice_last2(x, rows: tuple[int, int], cols: tuple[int, int]):
     """x[..., r0:r1, c0:c1]."""
     nb = x.ndim - 2
     return slice(x, (0,) * nb + (rows[0], cols[0]), x.shape[:nb] + (rows[1], cols[1]), (1,) * x.ndim)
+
+
+def fft(x, kind, axes, lengths, norm):
+    """The ``kind`` transform over ``axes`` of lengths ``lengths`` (see ``primitives.fft``)."""
+    from pullback.primitives import fft as fft_
+
+    return bind(fft_.fft_p, x, kind=fft_.FftKind(kind), axes=tuple(axes), lengths=tuple(lengths),
+                norm=fft_.FftNorm(norm))

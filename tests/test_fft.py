@@ -11,6 +11,9 @@ import pytest
 
 import pullback as pb
 from pullback.errors import TracingError
+from pullback.ir.core import ShapeError, Var, shape_rules
+from pullback.ir.types import ArrayType
+from pullback.primitives.fft import FftKind, FftNorm, fft_p
 from pullback.testing import check_grads
 
 fft = np.fft
@@ -179,3 +182,28 @@ def test_printed_calls_are_numpys(rng):
     grad_src = pb.differentiate(lambda x: np.sum(np.abs(fft.rfft(x, n=5)) ** 2)).source(x)
     assert "np.fft.irfft(" in grad_src and "n=5" in grad_src
     assert "cp.fft.rfft2(x)" in pb.jit(f).source(x, device="cuda")
+
+
+@pytest.mark.parametrize("kind, axes, lengths, dtype, message", [
+    ("FORWARD", (1,), (4,), np.float64, "needs a complex operand"),
+    ("REAL_FORWARD", (1,), (4,), np.complex128, "needs a real operand"),
+    ("FORWARD", (1, 1), (4, 4), np.complex128, "distinct axes"),
+    ("FORWARD", (2,), (4,), np.complex128, "distinct axes"),
+    ("INVERSE", (), (), np.complex128, "distinct axes"),
+    ("REAL_INVERSE", (0,), (0,), np.complex128, "positive int"),
+    ("REAL_INVERSE", (0, 1), (3,), np.complex128, "positive int"),
+])
+def test_shape_rule_rejects_bad_params(kind, axes, lengths, dtype, message):
+    x = Var(ArrayType((3, 4), np.dtype(dtype)))
+    with pytest.raises(ShapeError, match=message):
+        shape_rules[fft_p](x, kind=FftKind[kind], axes=axes, lengths=lengths, norm=FftNorm.ORTHO)
+
+
+@pytest.mark.parametrize("kind, dtype, want", [
+    ("FORWARD", np.complex64, ((5, 7), np.complex64)), ("INVERSE", np.complex128, ((5, 7), np.complex128)),
+    ("REAL_FORWARD", np.float32, ((5, 4), np.complex64)), ("REAL_INVERSE", np.complex64, ((5, 7), np.float32)),
+])
+def test_shape_rule_types(kind, dtype, want):
+    out = shape_rules[fft_p](Var(ArrayType((3, 4), np.dtype(dtype))), kind=FftKind[kind], axes=(0, 1),
+                             lengths=(5, 7), norm=FftNorm.BACKWARD)
+    assert (out.shape, out.dtype) == want

@@ -82,7 +82,6 @@ def _fft(x, *, kind: FftKind, axes: tuple[int, ...], lengths: tuple[int, ...], n
         shape[a] = n
     if kind is FftKind.REAL_FORWARD:
         shape[axes[-1]] = half_spectrum(lengths[-1])
-    if kind is FftKind.REAL_FORWARD:
         dtype = canonical_dtype(np.result_type(x.dtype, 1j))
     elif kind is FftKind.REAL_INVERSE:
         dtype = canonical_dtype(np.finfo(x.dtype).dtype)
@@ -100,10 +99,10 @@ from pullback import lax  # noqa: E402
 from pullback.transforms.jvp import deflinear  # noqa: E402
 from pullback.transforms.transpose import transpose_rules  # noqa: E402
 
-deflinear(fft_p)
+deflinear(fft_p)  # every kind is (real-)linear: the tangent's transform is the transform's tangent
 
 
-def scale_interior(x, axis: int, n: int, factor: float):
+def _scale_interior(x, axis: int, n: int, factor: float):
     """The half spectrum of a length-``n`` real signal along ``axis`` with its interior bins
     ``1 .. (n - 1) // 2`` scaled by ``factor``: the bins whose mirror images ``n - k`` it
     leaves out (bin 0, and bin ``n / 2`` for even ``n``, are their own mirror images)."""
@@ -117,7 +116,7 @@ def scale_interior(x, axis: int, n: int, factor: float):
     return lax.concatenate(pieces, axis)
 
 
-def fit(x, shape: tuple[int, ...]):
+def _fit(x, shape: tuple[int, ...]):
     """``x`` truncated (where longer) and zero-padded (where shorter) to ``shape``, axis by axis:
     the transpose of a transform's padding/truncation to its lengths."""
     if any(a > b for a, b in zip(x.shape, shape)):
@@ -151,11 +150,11 @@ def _fft_t(ct, x, *, kind: FftKind, axes, lengths, norm: FftNorm):
     """
     last, n = axes[-1], lengths[-1]
     if kind is FftKind.REAL_FORWARD:
-        ct = scale_interior(ct, last, n, 0.5)
+        ct = _scale_interior(ct, last, n, 0.5)
     out = lax.fft(ct, kind.conjugate, axes, lengths, norm.swapped)
     if kind is FftKind.REAL_INVERSE:
-        out = scale_interior(out, last, n, 2.0)
-    return (fit(out, x.shape),)
+        out = _scale_interior(out, last, n, 2.0)
+    return (_fit(out, x.shape),)
 
 
 transpose_rules[fft_p] = _fft_t

@@ -185,8 +185,8 @@ def test_printed_calls_are_numpys(rng):
 
 
 @pytest.mark.parametrize("kind, axes, lengths, dtype, message", [
-    ("FORWARD", (1,), (4,), np.float64, "needs a complex operand"),
-    ("REAL_FORWARD", (1,), (4,), np.complex128, "needs a real operand"),
+    ("FORWARD", (1,), (4,), np.float64, "needs a complex64 or complex128 operand"),
+    ("REAL_FORWARD", (1,), (4,), np.complex128, "needs a float32 or float64 operand"),
     ("FORWARD", (1, 1), (4, 4), np.complex128, "distinct axes"),
     ("FORWARD", (2,), (4,), np.complex128, "distinct axes"),
     ("INVERSE", (), (), np.complex128, "distinct axes"),

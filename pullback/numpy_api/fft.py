@@ -47,13 +47,13 @@ def _no_out(name: str, out) -> None:
 
 def _operand(name: str, a, kind: FftKind):
     """``a`` in the dtype the transform reads: complex for the complex kinds and ``irfft``
-    (real input promoted, as NumPy's ``result_type(a, 1j)``), real for ``rfft``."""
+    (real input promoted, as NumPy's ``result_type(a, 1j)``), its real counterpart for ``rfft``."""
     a = core._lift(a)
     if kind is FftKind.REAL_FORWARD:
         if a.dtype.kind == "c":
             _fail(name, f"real input expected, got {a.dtype.name} (NumPy's rfft has no complex loop)")
-        return core.astype(a, canonical_dtype(np.result_type(a.dtype, 1.0)))
-    return core.astype(a, canonical_dtype(np.result_type(a.dtype, 1j)))
+    spectrum = canonical_dtype(np.result_type(a.dtype, 1j))  # float16 and integers as NumPy: complex64, complex128
+    return core.astype(a, np.finfo(spectrum).dtype if kind is FftKind.REAL_FORWARD else spectrum)
 
 
 def _transform(name: str, a, kind: FftKind, axes: list[int], lengths: list[int], norm: FftNorm):

@@ -74,9 +74,10 @@ def _fft(x, *, kind: FftKind, axes: tuple[int, ...], lengths: tuple[int, ...], n
         raise ShapeError(f"fft axes {axes} must be distinct axes of a rank-{ndim} operand")
     if len(lengths) != len(axes) or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ShapeError(f"fft lengths {lengths} must be one positive int per axis {axes}")
-    want = "f" if kind is FftKind.REAL_FORWARD else "c"
-    if x.dtype.kind != want:
-        raise ShapeError(f"{kind.value} needs a {'real' if want == 'f' else 'complex'} operand, got {x.dtype.name}")
+    want = (np.float32, np.float64) if kind is FftKind.REAL_FORWARD else (np.complex64, np.complex128)
+    if x.dtype not in want:
+        raise ShapeError(f"{kind.value} needs a {' or '.join(np.dtype(d).name for d in want)} operand, "
+                         f"got {x.dtype.name}")
     shape = list(x.shape)
     for a, n in zip(axes, lengths):
         shape[a] = n

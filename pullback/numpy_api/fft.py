@@ -59,8 +59,9 @@ def _operand(name: str, a, kind: FftKind):
 def _transform(name: str, a, kind: FftKind, axes: list[int], lengths: list[int], norm: FftNorm):
     a = core._lift(a)
     out = bind(fft_p, _operand(name, a, kind), kind=kind, axes=tuple(axes), lengths=tuple(lengths), norm=norm)
-    if kind is FftKind.REAL_INVERSE and len(axes) == 1:  # NumPy's irfft returns result_type(a.real, 1.0): a
-        # float16 signal stays float16 (irfftn's last transform reads the complex64 of the others)
+    if kind is FftKind.REAL_INVERSE and len(axes) == 1:
+        # NumPy's irfft returns result_type(a.real, 1.0), so a float16 signal gives float16 (over several
+        # axes its last transform reads the others' complex64, giving float32, as the primitive does)
         real = np.result_type(np.empty(0, a.dtype).real.dtype, 1.0)
         out = core.astype(out, real) if real.itemsize < out.dtype.itemsize else out
     return out

@@ -142,10 +142,11 @@ def _fft_t(ct, x, *, kind: FftKind, axes, lengths, norm: FftNorm):
       adjoint is ``irfft`` (swapped norm) of ``c`` with its interior bins halved.
     - ``irfft(z) = (1/n) Re sum_k w_k z_k exp(2 pi i jk / n)`` with ``w_k = 2`` on interior
       bins and 1 on bin 0 (and ``n / 2``), so ``<irfft(z), y> = Re sum_k conj(w_k rfft(y)_k / n) z_k``:
-      the adjoint is ``rfft`` (swapped norm) of ``y`` with its interior bins doubled. The
-      imaginary parts of bins 0 and ``n / 2``, which ``irfft`` ignores, get the zero gradient
-      they should, since ``rfft`` of a real signal is real there. Over several axes the other
-      axes are complex transforms, which commute with the weighting along the last axis.
+      the adjoint is ``rfft`` (swapped norm) of ``y`` with its interior bins doubled. On one
+      axis the imaginary parts of bins 0 and ``n / 2``, which ``irfft`` ignores, get the zero
+      gradient they should: ``rfft`` of a real signal is real there. Over several axes the
+      other axes are complex transforms, which commute with the weighting along the last axis
+      (``irfftn`` is ``irfft`` of ``ifftn`` over the others; its adjoint composes the two).
     - The forward map first pads (truncates) ``x`` to the transform lengths; its transpose
       truncates (pads) the cotangent back to ``x``'s shape.
     """

@@ -106,15 +106,17 @@ deflinear(fft_p)  # every kind is (real-)linear: the tangent's transform is the 
 def _scale_interior(x, axis: int, n: int, factor: float):
     """The half spectrum of a length-``n`` real signal along ``axis`` with its interior bins
     ``1 .. (n - 1) // 2`` scaled by ``factor``: the bins whose mirror images ``n - k`` it
-    leaves out (bin 0, and bin ``n / 2`` for even ``n``, are their own mirror images)."""
+    leaves out (bin 0, and bin ``n / 2`` for even ``n``, are their own mirror images). One
+    product with a vector of weights: a pass over ``x`` that can run in place, where slicing
+    out the interior and concatenating it back would copy ``x`` twice."""
     k = (n - 1) // 2
     if k == 0:
         return x
     m = x.shape[axis]
-    pieces = [lax.slice_axis(x, axis, 0, 1), lax.mul(lax.slice_axis(x, axis, 1, 1 + k), factor)]
+    weights = [lax.full((1,), 1, x.dtype), lax.full((k,), factor, x.dtype)]
     if 1 + k < m:
-        pieces.append(lax.slice_axis(x, axis, 1 + k, m))
-    return lax.concatenate(pieces, axis)
+        weights.append(lax.full((m - 1 - k,), 1, x.dtype))
+    return lax.mul(x, lax.broadcast_in_dim(lax.concatenate(weights, 0), x.shape, (axis,)))
 
 
 def _fit(x, shape: tuple[int, ...]):

@@ -207,3 +207,18 @@ def test_shape_rule_types(kind, dtype, want):
     out = shape_rules[fft_p](Var(ArrayType((3, 4), np.dtype(dtype))), kind=FftKind[kind], axes=(0, 1),
                              lengths=(5, 7), norm=FftNorm.BACKWARD)
     assert (out.shape, out.dtype) == want
+
+
+def smoothed_energy(x, h):
+    spectrum = np.fft.rfft(x, n=8, axis=0)
+    smooth = np.fft.irfft(spectrum * h, n=8, axis=0, norm="ortho")
+    return np.sum(smooth**2)
+
+
+def test_gradient_source_golden():
+    """How a transform's transpose prints: the conjugate-direction call with the swapped norm,
+    the Hermitian weights as one product, and the padding undone by a slice."""
+    from tests.conftest import check_golden
+
+    src = pb.differentiate(smoothed_energy).source(np.ones((6, 3)), np.ones((5, 1)))
+    check_golden("grad_fft.py.txt", src)

@@ -327,3 +327,11 @@ def take_along_axis(x, indices, axis: int, unique_indices: bool = False):
     idx = [indices if a == axis else iota(ix.INDEX_DTYPE, [n if i == a else 1 for i, n in enumerate(indices.shape)], a)
            for a in range(x.ndim)]
     return gather(x, idx, [ix.Operand(a) for a in range(x.ndim)], unique_indices)
+
+
+def fft(x, kind, axes, lengths, norm):
+    """The ``kind`` transform over ``axes`` of lengths ``lengths`` (see ``primitives.fft``)."""
+    from pullback.primitives import fft as fft_
+
+    return bind(fft_.fft_p, x, kind=fft_.FftKind(kind), axes=tuple(axes), lengths=tuple(lengths),
+                norm=fft_.FftNorm(norm))

@@ -18,6 +18,7 @@ from pullback.ir.core import Eqn, Literal, Primitive
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
 from pullback.primitives import elementwise as ew
+from pullback.primitives import fft as fft_
 from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
 
@@ -422,3 +423,34 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
 
 
 from pullback.backends import numpy_indexing, numpy_linalg  # noqa: E402,F401  (register their emitters)
+
+
+@emits(fft_.fft_p)
+def _fft(ctx, eqn, ins, outs):
+    """``np.fft.fft(x, n=8, axis=0, norm="ortho")``; several axes as ``fft2`` (the last two) or
+    ``fftn``; ``n``/``s``, ``axis``/``axes`` and ``norm`` printed only where not NumPy's default."""
+    p, (x,) = eqn.params, eqn.inputs
+    kind, axes, lengths, norm = p["kind"], p["axes"], p["lengths"], p["norm"]
+    ndim = x.type.ndim
+    default = [x.shape[a] for a in axes]
+    if kind is fft_.FftKind.REAL_INVERSE:
+        default[-1] = 2 * (default[-1] - 1)
+    kw = {}
+    if len(axes) == 1:
+        func = kind.value
+        if lengths[0] != default[0]:
+            kw["n"] = s.number(lengths[0])
+        if axes[0] != ndim - 1:
+            kw["axis"] = s.number(axes[0])
+    else:
+        two = axes == (ndim - 2, ndim - 1)
+        func = kind.value + ("2" if two else "n")
+        if list(lengths) != default:
+            kw["s"] = s.ints(lengths)
+        if not two and (axes != tuple(range(ndim)) or "s" in kw):
+            kw["axes"] = s.ints(axes)
+    if norm is not fft_.FftNorm.BACKWARD:
+        kw["norm"] = cst.SimpleString(repr(norm.value))
+    return s.call(f"np.fft.{func}", ins[0], **kw)
+
+

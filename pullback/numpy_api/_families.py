@@ -2,6 +2,7 @@
 functions; a family is added by importing it here."""
 
 import pullback.numpy_api.construct  # noqa: F401
+import pullback.numpy_api.fft  # noqa: F401
 import pullback.numpy_api.indexing  # noqa: F401
 import pullback.numpy_api.manipulation  # noqa: F401
 import pullback.numpy_api.statistics  # noqa: F401

@@ -1,13 +1,13 @@
-"""Primitives by family. Importing this package registers all of them."""
+"""Primitives by family. Importing this package registers all of them (a family is added
+by importing it here, one line each)."""
 
+import pullback.primitives.contractions  # noqa: F401
+import pullback.primitives.cumulative  # noqa: F401
+import pullback.primitives.elementwise  # noqa: F401
+import pullback.primitives.fft  # noqa: F401
+import pullback.primitives.indexing  # noqa: F401
+import pullback.primitives.reductions  # noqa: F401
+import pullback.primitives.structural  # noqa: F401
 from pullback.ir.core import PRIMITIVES
-from pullback.primitives import (  # noqa: F401
-    contractions,
-    cumulative,
-    elementwise,
-    indexing,
-    reductions,
-    structural,
-)
 
 __all__ = ["PRIMITIVES"]

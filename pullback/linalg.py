@@ -347,7 +347,7 @@ def _perm_of(piv, packed):
     """The row permutation of the factorisation that produced ``piv``."""
     if isinstance(piv, Tracer):  # it came from getrf in this trace: take its sibling output
         for eqn in reversed(piv.builder.eqns):
-            if eqn.prim is la.getrf_p and eqn.outputs[1] is piv.var:
+            if eqn.prim is la.getrf_p and eqn.outputs[1] is piv.ssa:
                 return Tracer(eqn.outputs[2], piv.builder)
         raise TracingError(located("lu_solve needs the pivots returned by lu_factor in the same function"))
     piv = np.asarray(piv)

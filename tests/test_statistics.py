@@ -214,3 +214,12 @@ def test_products_over_all_axis_combinations_match_numpy(rng):
         for axes in itertools.combinations(range(3), r):
             _assert_matches(lambda x, axes=axes: (np.prod(x, axis=axes), np.var(x, axis=axes)), x)
     assert math.isclose(pb.jit(np.prod)(x), np.prod(x))
+
+
+def test_var_method_matches_numpy():
+    """``x.var()`` is NumPy's method (the tracer's IR value lives in ``ssa``, not ``var``)."""
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    got = pb.jit(lambda x: (x.var(), x.var(axis=0, ddof=1), x.var(1, keepdims=True)))(x)
+    for g, w in zip(got, (x.var(), x.var(axis=0, ddof=1), x.var(1, keepdims=True))):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    np.testing.assert_allclose(pb.grad(lambda x: x.var())(x), 2 * (x - x.mean()) / x.size, atol=1e-15)

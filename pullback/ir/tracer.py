@@ -120,7 +120,7 @@ class Builder:
                 raise TracingError(located(
                     "a view (slice, reshape, transpose, ...) of an array is used after an assignment into "
                     "that array: pullback does not update views; take the view again after the assignment"))
-            return x.var
+            return x.ssa
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
@@ -134,9 +134,9 @@ class Builder:
         passed the outer tracer when the traced program is inlined into the outer trace."""
         if self.captures is None or x.builder not in getattr(_state, "stack", ()):
             raise TracingError(located("a traced value escaped the trace it belongs to"))
-        if id(x.var) not in self.captures:
-            self.captures[id(x.var)] = (Var(x.var.type, x.var.hint), x)
-        return self.captures[id(x.var)][0]
+        if id(x.ssa) not in self.captures:
+            self.captures[id(x.ssa)] = (Var(x.ssa.type, x.ssa.hint), x)
+        return self.captures[id(x.ssa)][0]
 
 
 def _is_identity(x) -> bool:
@@ -199,22 +199,22 @@ def _makes_view(prim: Primitive, atoms) -> bool:
 class Tracer:
     """A traced array. Behaves like a NumPy array under NumPy's protocols."""
 
-    __slots__ = ("var", "builder", "weak", "view", "version")
+    __slots__ = ("ssa", "builder", "weak", "view", "version")
     __array_priority__ = 1000
     _api: ModuleType  # pullback.numpy_api, installed when it is imported
 
     def __init__(self, var: Var, builder: Builder, weak: bool = False):
-        self.var = var
+        self.ssa = var  # the IR value this array stands for (not ``var``: that is NumPy's x.var())
         self.builder = builder
         self.weak = weak  # a Python scalar argument: NumPy's weak promotion applies
         self.view: tuple[Tracer, int] | None = None  # a view's base array, and the base's version it saw
-        self.version = 0  # assignments into this array so far (``x[i] = v`` rebinds ``var``)
+        self.version = 0  # assignments into this array so far (``x[i] = v`` rebinds ``ssa``)
 
     # --- static properties -------------------------------------------------
-    shape = property(lambda self: self.var.type.shape)
-    dtype = property(lambda self: self.var.type.dtype)
-    ndim = property(lambda self: self.var.type.ndim)
-    size = property(lambda self: self.var.type.size)
+    shape = property(lambda self: self.ssa.type.shape)
+    dtype = property(lambda self: self.ssa.type.dtype)
+    ndim = property(lambda self: self.ssa.type.ndim)
+    size = property(lambda self: self.ssa.type.size)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -225,14 +225,14 @@ class Tracer:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        return f"Tracer({self.var.type})"
+        return f"Tracer({self.ssa.type})"
 
     __hash__ = object.__hash__
 
     # --- refusing concrete values -------------------------------------------
     def _concrete(self, what: str):
         raise ConcretizationError(located(
-            f"{what} of a traced value {self.var.type}: Python control flow and conversions "
+            f"{what} of a traced value {self.ssa.type}: Python control flow and conversions "
             "cannot depend on traced values (use np.where for elementwise choices)"
         ))
 
@@ -324,6 +324,8 @@ class Tracer:
         self, axis, dtype, out, keepdims)
     def cumsum(self, axis=None, dtype=None, out=None): return self._api.statistics.cumsum(self, axis, dtype, out)
     def cumprod(self, axis=None, dtype=None, out=None): return self._api.statistics.cumprod(self, axis, dtype, out)
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False): return self._api.statistics.var(
+        self, axis, dtype, out, ddof, keepdims)
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False): return self._api.statistics.std(
         self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
@@ -341,7 +343,7 @@ class Tracer:
     def copy(self):
         """A new array (not a view) with this value: assigning into it changes neither."""
         self.builder.atom(self)  # a stale view raises
-        return Tracer(self.var, self.builder, self.weak)
+        return Tracer(self.ssa, self.builder, self.weak)
 
     def sort(self, axis=-1, kind=None, order=None):
         """In place, as NumPy's: rebinds this tracer to the sorted value."""
@@ -403,7 +405,7 @@ def input_type(x) -> tuple[ArrayType, bool]:
     if isinstance(x, np.ndarray | np.generic):
         return ArrayType(x.shape, x.dtype), False
     if isinstance(x, Tracer):  # a traced function called inside another trace
-        return x.var.type, x.weak
+        return x.ssa.type, x.weak
     if is_cupy(x):  # traced like NumPy's
         return ArrayType(x.shape, np.dtype(x.dtype)), False
     raise TypeError(

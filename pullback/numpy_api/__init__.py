@@ -46,7 +46,7 @@ def refuse_conversion(x: Tracer):
         hint = (" (to index a NumPy array by traced positions, use np.take_along_axis(a, positions, axis), "
                 "which pullback traces)") if x.dtype.kind == "i" else ""
         raise ConcretizationError(located(
-            f"a traced value {x.var.type} cannot be converted to a NumPy array (np.asarray/np.array); "
+            f"a traced value {x.ssa.type} cannot be converted to a NumPy array (np.asarray/np.array); "
             f"keep it symbolic, or compute it outside the traced function{hint}"
         ))
     module, func = named

@@ -255,7 +255,7 @@ def _updates(x, key: _Key, value):
 def rebind(x: Tracer, new) -> None:
     """Make ``x`` stand for ``new``: how traced code 'mutates' an array."""
     _not_a_view(x)
-    x.var = new.var
+    x.ssa = new.ssa
     x.version += 1
 
 

@@ -243,7 +243,7 @@ def _sign_jvp(primals, tangents):
     (z,), (t,) = primals, tangents
     s = lax.sign(z)
     if z.dtype.kind != "c":
-        return s, Zero(s.var.type)
+        return s, Zero(s.ssa.type)
     r = lax.convert(lax.abs(z), z.dtype)
     radial = lax.convert(lax.real(lax.mul(t, lax.conj(s))), z.dtype)
     return s, lax.div(lax.sub(t, lax.mul(radial, s)), r)
@@ -287,7 +287,7 @@ def _select_jvp(primals, tangents):
     _, t_true, t_false = tangents
     ans = lax.select(pred, on_true, on_false)
     if isinstance(t_true, Zero) and isinstance(t_false, Zero):
-        return ans, Zero(ans.var.type)
+        return ans, Zero(ans.ssa.type)
     zero = 0.0 if ans.dtype.kind == "f" else 0j
     return ans, lax.select(pred, zero if isinstance(t_true, Zero) else t_true,
                            zero if isinstance(t_false, Zero) else t_false)
@@ -409,7 +409,7 @@ def _angle_jvp(primals, tangents):
     (z,), (t,) = primals, tangents
     ans = lax.angle(z)
     if z.dtype.kind != "c" or isinstance(t, Zero):
-        return ans, Zero(ans.var.type)
+        return ans, Zero(ans.ssa.type)
     return ans, lax.imag(lax.div(t, z))
 
 
@@ -442,7 +442,7 @@ def _clip_jvp(primals, tangents):
     x, lo, hi = primals
     ans = lax.clip(x, lo, hi)
     if all(isinstance(t, Zero) for t in tangents):
-        return ans, Zero(ans.var.type)
+        return ans, Zero(ans.ssa.type)
     t_x, t_lo, t_hi = (0.0 if isinstance(t, Zero) else t for t in tangents)
     bound = 0.0 if isinstance(t_lo, float) and isinstance(t_hi, float) else lax.select(lax.eq(ans, lo), t_lo, t_hi)
     return ans, lax.select(lax.eq(ans, x), t_x, bound)

@@ -211,7 +211,7 @@ def _gather_jvp(primals, tangents, **params):
     x, *idx = primals
     ans = bind(gather_p, *primals, **params)
     t = tangents[0]
-    return ans, Zero(ans.var.type) if isinstance(t, Zero) else bind(gather_p, t, *idx, **params)
+    return ans, Zero(ans.ssa.type) if isinstance(t, Zero) else bind(gather_p, t, *idx, **params)
 
 
 def _scatter_add_jvp(primals, tangents, **params):

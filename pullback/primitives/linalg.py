@@ -189,7 +189,7 @@ def _potrf_jvp(primals, tangents, *, check):
     x = lax.trsm(l, _sym(da), left=True, lower=True)
     x = lax.trsm(l, x, left=False, lower=True, trans=Trans.C)
     phi = lax.add(lax.tril(x), lax.diag_embed(lax.mul(lax.diagonal(x), -0.5), (n, n)))  # no n x n mask to keep
-    return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.var.type))
+    return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.ssa.type))
 
 
 def _trsm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal, check):
@@ -483,8 +483,8 @@ def _lu_tangent_permuted(lu, pda):
 def _getrf_jvp(primals, tangents, *, check):
     (a,), (da,) = primals, tangents
     lu, piv, perm, info = bind(getrf_p, a, check=check)
-    return (lu, piv, perm, info), (_lu_tangent(lu, perm, da), Zero(piv.var.type), Zero(perm.var.type),
-                                    Zero(info.var.type))
+    return (lu, piv, perm, info), (_lu_tangent(lu, perm, da), Zero(piv.ssa.type), Zero(perm.ssa.type),
+                                    Zero(info.ssa.type))
 
 
 jvp_rules[getrf_p] = _getrf_jvp
@@ -496,7 +496,7 @@ def _getc2_jvp(primals, tangents):
     outs = bind(getc2_p, a)
     lu, rperm, cperm = outs[:3]
     db = lax.mT(lax.permute(lax.mT(lax.permute(da, rperm)), cperm))
-    return outs, (_lu_tangent_permuted(lu, db), *(Zero(o.var.type) for o in outs[1:]))
+    return outs, (_lu_tangent_permuted(lu, db), *(Zero(o.ssa.type) for o in outs[1:]))
 
 
 jvp_rules[getc2_p] = _getc2_jvp

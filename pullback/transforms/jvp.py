@@ -73,7 +73,7 @@ def defjvp(prim: Primitive, *partials: Callable | None) -> None:
                 continue
             term = partial(t, *primals, ans=ans, **params)
             out = term if out is None else lax.add(out, term)
-        return ans, Zero(ans.var.type) if out is None else out
+        return ans, Zero(ans.ssa.type) if out is None else out
 
     jvp_rules[prim] = rule
 
@@ -85,7 +85,7 @@ def deflinear(prim: Primitive) -> None:
     def rule(primals, tangents, **params):
         ans = bind(prim, *primals, **params)
         if all(isinstance(t, Zero) for t in tangents):
-            return ans, Zero(ans.var.type)
+            return ans, Zero(ans.ssa.type)
         return ans, bind(prim, *(instantiate(t) for t in tangents), **params)
 
     jvp_rules[prim] = rule
@@ -97,7 +97,7 @@ def defzero(prim: Primitive) -> None:
     def rule(primals, tangents, **params):
         ans = bind(prim, *primals, **params)
         outs = ans if prim.multiple_results else (ans,)
-        zeros = tuple(Zero(o.var.type) for o in outs)
+        zeros = tuple(Zero(o.ssa.type) for o in outs)
         return ans, zeros if prim.multiple_results else zeros[0]
 
     jvp_rules[prim] = rule
@@ -156,12 +156,12 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
             touts = (None,) * len(outs) if touts is None else (touts if eqn.prim.multiple_results else (touts,))
             for v, o, t in zip(eqn.outputs, outs, touts):
                 primal[id(v)] = o
-                if v.hint and not o.var.hint:
-                    hints.setdefault(id(o.var), v.hint)
+                if v.hint and not o.ssa.hint:
+                    hints.setdefault(id(o.ssa), v.hint)
                 if t is not None and not isinstance(t, Zero) and tangent_type(v.type) is not None:
                     tangent[id(v)] = t
-                    if v.hint and not t.var.hint:
-                        hints.setdefault(id(t.var), _tangent_hint(v.hint))
+                    if v.hint and not t.ssa.hint:
+                        hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
         builder.source = None
         outs = [read(a, primal, False) for a in program.outputs]
         touts = [instantiate(read(a, tangent, True)) for a in program.outputs]

@@ -96,8 +96,8 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
             if isinstance(a, Var) and id(a) in linear:
                 ct[id(a)] = add_cotangents(ct.get(id(a), Zero(a.type)), Tracer(c, builder))
         def name(v, c) -> None:  # a value's complete cotangent is named after it
-            if isinstance(c, Tracer) and v.hint and not c.var.hint and c.var not in ct_inputs:
-                hints.setdefault(id(c.var), cotangent_hint(v.hint))
+            if isinstance(c, Tracer) and v.hint and not c.ssa.hint and c.ssa not in ct_inputs:
+                hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
 
         for eqn in reversed(linear_eqns):
             cts_out = [ct.pop(id(v), Zero(v.type)) for v in eqn.outputs]
@@ -120,8 +120,8 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
             cts_in = rule(cts_out if eqn.prim.multiple_results else cts_out[0], *args, **eqn.params)
             for a, c in zip(eqn.inputs, cts_in):
                 if isinstance(a, Var) and id(a) in linear and c is not None and not isinstance(c, Zero):
-                    if c.var.type != a.type:
-                        raise TracingError(f"transpose rule of {eqn.prim.name} gave a cotangent of type {c.var.type} "
+                    if c.ssa.type != a.type:
+                        raise TracingError(f"transpose rule of {eqn.prim.name} gave a cotangent of type {c.ssa.type} "
                                            f"for an input of type {a.type}")
                     ct[id(a)] = add_cotangents(ct.get(id(a), Zero(a.type)), c)
         builder.source = None

@@ -11,10 +11,11 @@ returns ascending eigenvalues and eigenvectors in columns; ``svd`` returns
 ``u, s, vh`` with descending ``s``. Eigen- and singular vectors get a deterministic
 phase: the largest-magnitude entry of each (left) vector is real positive.
 
-Derivatives of ``eigh`` and ``svd`` divide by eigenvalue (singular value) gaps; below
-``GAP_EPS * max|lambda|`` (about 2.2e-13 relative) the gap is clamped, so gradients
-at repeated eigenvalues stay finite (and are then approximate, as the exact
-derivative does not exist).
+Derivatives of ``eigh`` and ``svd`` divide by eigenvalue (singular value) gaps; values
+closer than ``GAP_EPS * max|lambda|`` (1000 ulps: about 2.2e-13 relative in float64)
+count as tied and their pair's coefficient is zero, which is exact for losses that see a
+cluster of tied values only through its eigenspace and symmetric functions of its values
+(projectors, ``tr f(A)``, sums over whole clusters of singular values): see the README.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from pullback import lax
-from pullback.errors import TracingError
-from pullback.ir.tracer import Tracer, bind, located
+from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, TracingError
+from pullback.ir.tracer import Tracer, bind, current_builder, located
 from pullback.primitives import linalg as la
 from pullback.primitives.linalg import GAP_EPS, Trans
 
@@ -55,6 +55,57 @@ def _traced(fn):
         return compiled[key](*args)
 
     return wrapper
+
+
+# --- argument checks: NumPy's (SciPy's) error types, naming the user's call and file:line -----------
+
+
+def _caller(name: str) -> str:
+    """The function the user called: the NumPy function being lowered, else ``pullback.linalg.name``."""
+    try:
+        lowering = current_builder().lowering
+    except TracingError:  # no trace: a direct call on concrete arrays
+        lowering = None
+    return lowering or f"pullback.linalg.{name}"
+
+
+def _check_matrix(a, name: str, square: bool = True, what: str = "array") -> None:
+    """NumPy's LinAlgError (a ValueError, as SciPy raises, and a TracingError) for fewer than two
+    axes or a non-square matrix; NumPy's TypeError for float16. Integers are computed in float64."""
+    _check_half(a, name)
+    shape = np.shape(a)
+    if len(shape) < 2:
+        raise LinAlgArgumentError(located(f"{_caller(name)}: {len(shape)}-dimensional {what} given. "
+                                  f"Array must be at least two-dimensional, got shape {shape}"))
+    if square and shape[-1] != shape[-2]:
+        raise LinAlgArgumentError(located(f"{_caller(name)}: Last 2 dimensions of the {what} must be square, "
+                                  f"got shape {shape}"))
+
+
+def _check_rhs(a, b, name: str, left: bool = True, a_name: str = "a") -> None:
+    """NumPy's ValueError for a right-hand side ``b`` that does not fit the square ``a``: ``b`` is
+    a vector (n,) or a stack of matrices (..., n, k) (``(..., k, n)`` on the right), batch axes broadcasting."""
+    _check_half(b, name)
+    a_shape, b_shape = np.shape(a), np.shape(b)
+    n = a_shape[-1]
+    want = f"({n},) or (..., {n}, k)" if left else f"({n},) or (..., k, {n})"
+    if len(b_shape) == 1:
+        fits = b_shape[0] == n
+    else:
+        fits = len(b_shape) >= 2 and b_shape[-2 if left else -1] == n
+    if fits and len(b_shape) > 2:
+        try:
+            np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        except ValueError:
+            fits = False
+    if not fits:
+        raise ArgumentError(located(f"{_caller(name)}: incompatible shapes: {a_name} {a_shape} does not fit "
+                                    f"b {b_shape} (b must have shape {want}, batch axes broadcasting with {a_name}'s)"))
+
+
+def _check_half(x, name: str) -> None:
+    if getattr(x, "dtype", None) == np.float16:
+        raise ArgumentTypeError(located(f"{_caller(name)}: array type float16 is unsupported in linalg"))
 
 
 def _float(a):
@@ -107,6 +158,7 @@ def cholesky(a, lower: bool = True):
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
     with A = L L^H, or upper U = L^H. Raises ``pullback.LinAlgError`` if A is not
     positive definite (LAPACK's info: the order of the failing leading minor)."""
+    _check_matrix(a, "cholesky")
     l, _ = bind(la.potrf_p, _float(a), check=True)
     return l if lower else _H(l)
 
@@ -115,6 +167,7 @@ def cholesky(a, lower: bool = True):
 def cholesky_ex(a, lower: bool = True):
     """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
     else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
+    _check_matrix(a, "cholesky_ex")
     l, info = bind(la.potrf_p, _float(a), check=False)
     return (l if lower else _H(l)), info
 
@@ -162,12 +215,16 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     """X with op(A) X = B (``side='left'``) or X op(A) = B (``side='right'``), op(A) = A, A^T
     or A^H for ``trans`` 0/'N', 1/'T', 2/'C'; only A's lower or upper triangle is read.
     ``b`` may be a vector. Raises ``pullback.LinAlgError`` on a zero diagonal entry."""
+    _check_matrix(a, "solve_triangular")
+    _check_rhs(a, b, "solve_triangular", _side(side))
     return _triangular(la.trsm_p, a, b, lower, trans, side, unit_diagonal, check=True)
 
 
 @_traced
 def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: bool = False, alpha=1.0):
     """``alpha op(T) B`` (left) or ``alpha B op(T)``, T the lower/upper triangle of A."""
+    _check_matrix(a, "trmm")
+    _check_rhs(a, b, "trmm", _side(side))
     out = _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal)
     return out if alpha == 1.0 else out * alpha
 
@@ -176,6 +233,7 @@ def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: b
 def syrk(a, trans: bool = False, alpha=1.0):
     """``alpha A A^T`` (or ``alpha A^T A`` with ``trans``) as a full symmetric matrix;
     A A^H for complex A (herk)."""
+    _check_matrix(a, "syrk", square=False)
     out = bind(la.syrk_p, _float(a), trans=bool(trans))
     return out if alpha == 1.0 else out * alpha
 
@@ -191,6 +249,7 @@ def gemm(a, b, alpha=1.0, trans_a: bool = False, trans_b: bool = False):
 @_traced
 def cholesky_inverse(l, lower: bool = True):
     """(L L^H)^{-1} from a Cholesky factor (lower L, or upper U = L^H), full matrix."""
+    _check_matrix(l, "cholesky_inverse", what="factor")
     l = _float(l)
     return bind(la.potri_p, l if lower else _H(l))
 
@@ -198,12 +257,14 @@ def cholesky_inverse(l, lower: bool = True):
 @_traced
 def lq(a):
     """``(l, q)`` with A = L Q for m <= n: L (m, m) lower triangular, Q (m, n) with orthonormal rows."""
+    _check_matrix(a, "lq", square=False)
     return bind(la.gelqf_p, _float(a))
 
 
 @_traced
 def qr(a, mode: str = "reduced"):
     """``(q, r)`` with A = Q R for m >= n: Q (m, n) with orthonormal columns, R (n, n) upper."""
+    _check_matrix(a, "qr", square=False)
     if mode != "reduced":
         raise ValueError(f"only mode='reduced' is differentiable; got {mode!r}")
     return bind(la.geqrf_p, _float(a))
@@ -220,6 +281,7 @@ def eigh(a):
     ``A`` lies in its lower triangle, the diagonal once and the strictly lower part twice, since
     the upper triangle is never read. (JAX symmetrises ``(A + A^H) / 2`` instead, which changes
     the value for a non-symmetric ``A``.)"""
+    _check_matrix(a, "eigh")
     a = _float(a)
     return bind(la.syevd_p, lax.add(lax.tril(a), lax.H(lax.tril(a, -1))))
 
@@ -228,6 +290,7 @@ def eigh(a):
 def svd(a, full_matrices: bool = False, compute_uv: bool = True):
     """``(u, s, vh)`` with A = U diag(s) V^H, thin (k = min(m, n)), ``s`` descending;
     just ``s`` with ``compute_uv=False``. Full matrices are not differentiable for m != n."""
+    _check_matrix(a, "svd", square=False)
     a = _float(a)
     if compute_uv and full_matrices and a.shape[-1] != a.shape[-2]:
         raise TracingError(located(
@@ -240,18 +303,22 @@ def svd(a, full_matrices: bool = False, compute_uv: bool = True):
 @_traced
 def logdet(a):
     """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A))))."""
+    _check_matrix(a, "logdet")
     l = cholesky(a)
     return 2.0 * np.sum(np.log(np.real(np.diagonal(l, 0, -2, -1))), axis=-1)
 
 
 def cho_factor(a, lower: bool = False):
     """``(c, lower)`` as in SciPy, with c the triangular factor (the other triangle zero)."""
+    _check_matrix(a, "cho_factor")
     return cholesky(a, lower=lower), lower
 
 
 def cho_solve(c_and_lower, b):
     """X with A X = B from ``cho_factor``'s output: two triangular solves, no inverse."""
     c, lower = c_and_lower
+    _check_matrix(c, "cho_solve", what="factored matrix c")
+    _check_rhs(c, b, "cho_solve", a_name="c")
     return _cho_solve(c, b, bool(lower))
 
 
@@ -269,6 +336,8 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     """X with A X = B: LU with partial pivoting (``assume_a='gen'``) or, for a symmetric
     positive definite A (``assume_a='pos'``), Cholesky; then triangular solves, never an
     inverse. Raises ``pullback.LinAlgError`` on a singular (not positive definite) A."""
+    _check_matrix(a, "solve")
+    _check_rhs(a, b, "solve")
     if assume_a in ("pos", "positive definite"):
         return cho_solve(cho_factor(a, lower=True), b)
     if assume_a not in ("gen", "general"):
@@ -309,6 +378,7 @@ def lu(a):
     """``(p, l, u)`` with A = P L U (SciPy's convention; the LU notes write P^T A = L U):
     P (M, M) a permutation matrix, L (M, K) unit lower triangular, U (K, N) upper, K = min(M, N).
     A singular A factors without error (LAPACK semantics)."""
+    _check_matrix(a, "lu", square=False)
     packed, _, perm, _ = _getrf(a)
     m, n = packed.shape[-2:]
     k = min(m, n)
@@ -322,6 +392,7 @@ def lu(a):
 def lu_factor(a):
     """``(lu, piv)`` as in SciPy: the packed factors (differentiable) and LAPACK's 0-based
     pivots (metadata)."""
+    _check_matrix(a, "lu_factor", square=False)
     packed, piv, _, _ = _getrf(a)
     return packed, piv
 
@@ -329,6 +400,7 @@ def lu_factor(a):
 @_traced
 def lu_factor_ex(a):
     """``(lu, piv, info)``: ``info`` > 0 reports an exactly singular U (U[info-1, info-1] = 0)."""
+    _check_matrix(a, "lu_factor_ex", square=False)
     packed, piv, _, info = _getrf(a)
     return packed, piv, info
 
@@ -336,6 +408,8 @@ def lu_factor_ex(a):
 def lu_solve(lu_and_piv, b, trans: int = 0):
     """X with A X = B (``trans``: A^T X = B, A^H X = B) from ``lu_factor``'s output."""
     packed, piv = lu_and_piv
+    _check_matrix(packed, "lu_solve", what="factored matrix lu")
+    _check_rhs(packed, b, "lu_solve", a_name="lu")
     return _lu_solve_traced(packed, _perm_of(piv, packed), b, int(_trans(trans)))
 
 
@@ -364,6 +438,7 @@ def lu_full_pivot(a):
     """``(p, q, l, u)`` with A = P L U Q by complete pivoting (the notes' P A Q = L U with
     their P, Q the transposes of these), for square, wide and tall A. Rank deficiency does
     not raise: see ``lu_full_pivot_ex``."""
+    _check_matrix(a, "lu_full_pivot", square=False)
     return lu_full_pivot_ex(a)[:4]
 
 
@@ -371,6 +446,7 @@ def lu_full_pivot(a):
 def lu_full_pivot_ex(a):
     """``(p, q, l, u, sign, info)``: also det(P Q) = +-1 and info (k > 0: the k-th pivot is
     exactly zero, so rank(A) = k - 1). Permutations, sign and info are metadata."""
+    _check_matrix(a, "lu_full_pivot_ex", square=False)
     packed, rperm, cperm, sign, info = bind(la.getc2_p, _float(a))
     m, n = packed.shape[-2:]
     k = min(m, n)
@@ -385,6 +461,7 @@ def lu_full_pivot_ex(a):
 @_traced
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
+    _check_matrix(a, "inv")
     a = _float(a)
     eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye)
@@ -394,6 +471,7 @@ def inv(a):
 def slogdet(a):
     """``(sign, logabsdet)`` from the LU factors: sign is +-1 (a unit complex number for
     complex A; 0 when A is singular), logabsdet = sum log |U_ii|."""
+    _check_matrix(a, "slogdet")
     packed, piv, _, _ = _getrf(a)
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
@@ -410,5 +488,6 @@ def slogdet(a):
 @_traced
 def det(a):
     """det A = sign * exp(logabsdet) from ``slogdet``."""
+    _check_matrix(a, "det")
     sign, logabsdet = slogdet(a)
     return sign * np.exp(logabsdet)

@@ -65,32 +65,53 @@ _SCIPY = re.compile(r"^(scipy\.[\w.]+) calls np\.asarray on a traced value")
 _NO_IMPL = re.compile(r"no implementation found for '([\w.]+)' on types that implement __array_function__")
 
 
-def blocker_of(message: str) -> str:
-    """The operation a pullback refusal names, without the user's file:line or the value's type."""
+def _public(name: str) -> str:
+    """``numpy.erf`` -> ``scipy.special.erf``: pullback names every ufunc after NumPy."""
+    m = re.fullmatch(r"numpy\.(\w+)", name)
+    if m:
+        import numpy
+        import scipy.special
+
+        if not hasattr(numpy, m.group(1)) and hasattr(scipy.special, m.group(1)):
+            return f"scipy.special.{m.group(1)}"
+    return name
+
+
+def blocker_of(message: str, origin: str = "") -> str:
+    """The operation a pullback refusal names, without the user's file:line or the value's type;
+    ``origin`` names the function that asked for a conversion of a traced value, if known."""
     text = _LOCATION.sub("", message.strip().splitlines()[0] if message.strip() else "")
     for pattern in (_NOT_SUPPORTED, _SCIPY, _NO_IMPL):
         m = pattern.search(text)
         if m:
-            return m.group(1)
+            return _public(m.group(1))
     if "cannot be converted to a NumPy array" in text:
-        return "np.asarray/np.array of a traced value"
+        return f"np.asarray of a traced value in {origin or 'unknown code'}"
+    if "escaped the trace" in text:
+        return "closing over a traced value of an enclosing trace (nested derivatives of closures)"
+    m = re.match(r"^module 'numpy' has no attribute '(\w+)'", text)
+    if m:
+        return f"autograd.numpy.{m.group(1)} (autograd's own function, not NumPy's)"
     m = re.match(r"^(\S+(?: \S+)?) of a traced value", text)
     if m:
         return f"{m.group(1)} of a traced value (Python control flow/conversion)"
     return _TYPE.sub("T", text)
 
 
-def classify(exc_type: str, message: str, innermost_file: str = "") -> tuple[str, str]:
+def classify(exc_type: str, message: str, innermost_file: str = "", origin: str = "") -> tuple[str, str]:
     """(category, detail) for a test that raised ``exc_type`` (its class names along the MRO,
-    space separated) with ``message``; ``innermost_file`` is where it was raised."""
+    space separated) with ``message``; ``innermost_file`` is where it was raised, ``origin`` the
+    function that asked pullback for a concrete value (see ``origin_of``)."""
     types = set(exc_type.split())
     if "NotApplicable" in types:
         return "n/a", message.strip()
     if "TimeoutError" in types and message.startswith("replay timeout"):
         return "timeout", message
     if "ConcretizationError" in types or "NotImplementedError" in types:
+        return "unsupported", blocker_of(message, origin)
+    if "TracingError" in types and re.search(r"not supported|escaped the trace|does not accept dtype", message):
         return "unsupported", blocker_of(message)
-    if "TracingError" in types and "not supported" in message:
+    if "AttributeError" in types and message.startswith("module 'numpy' has no attribute"):
         return "unsupported", blocker_of(message)
     if "TypeError" in types and _NO_IMPL.search(message):
         return "unsupported", blocker_of(message)
@@ -99,6 +120,35 @@ def classify(exc_type: str, message: str, innermost_file: str = "") -> tuple[str
     first = exc_type.split()[0] if exc_type else "Exception"
     line = _LOCATION.sub("", message.strip().splitlines()[0]) if message.strip() else ""
     return "crash", f"{first}: {_TYPE.sub('T', line)[:200]}"
+
+
+def origin_of(frames: list[tuple[str, str, str, str, str]]) -> str:
+    """Who asked pullback for a concrete value. ``frames`` are (file, module, function, source
+    line, class of ``self`` or "") from outermost to innermost. Below the innermost run of
+    pullback frames: the outermost of the NumPy/SciPy frames calling it, named publicly
+    (``numpy.mean``, ``scipy.stats.norm.logpdf``), or, from test code (or a private library
+    helper), the NumPy function the test's line calls (``np.array``)."""
+    k = len(frames)
+    while k and "/pullback/" in frames[k - 1][0].replace(os.sep, "/"):
+        k -= 1
+    if k == 0 or k == len(frames):
+        return ""
+    j = k
+    while j and frames[j - 1][1].split(".")[0] in ("numpy", "scipy"):
+        j -= 1
+    if j < k:
+        _, module, function, _, owner = frames[j]
+        if not function.startswith("_"):
+            if module.startswith("numpy"):
+                return f"numpy.{function}"
+            if owner.endswith("_gen"):
+                return f"scipy.stats.{owner[:-4]}.{function}"
+            return f"{'.'.join(module.split('.')[:2])}.{function}"
+    if j == 0:
+        return ""
+    _, _, function, line, _ = frames[j - 1]
+    calls = re.findall(r"\b(?:np|onp|npo|numpy|mvn|stats)\.(\w+(?:\.\w+)?)", line)
+    return f"np.{calls[0]} (test code)" if calls else f"{function} (test code)"
 
 
 # --- the worker: one pytest run inside this process -------------------------------------------
@@ -136,7 +186,9 @@ class _Recorder:
             names = " ".join(c.__name__ for c in type(exc).__mro__)
             tb = call.excinfo.traceback
             innermost = str(tb[-1].path) if len(tb) else ""
-            category, detail = classify(names, str(exc), innermost)
+            frames = [(str(e.path), e.frame.f_globals.get("__name__", ""), e.name, _line(e),
+                       type(e.frame.f_locals["self"]).__name__ if "self" in e.frame.f_locals else "") for e in tb]
+            category, detail = classify(names, str(exc), innermost, origin_of(frames))
             rec.update(category=category, detail=detail)
         self.records.append(rec)
 
@@ -144,6 +196,13 @@ class _Recorder:
         if report.failed:
             self.records.append({"nodeid": report.nodeid, "file": report.nodeid.split("::")[0],
                                  "category": "crash", "detail": f"collection error: {report.longreprtext[-300:]}"})
+
+
+def _line(entry) -> str:
+    try:
+        return str(entry.statement).strip()
+    except Exception:
+        return ""
 
 
 def _worker(tests_dir: Path, files: list[str], keyword: str | None, timeout: float, out: Path) -> None:

@@ -23,15 +23,29 @@ def _as_tuple(argnum):
     return (argnum,) if isinstance(argnum, int) else tuple(argnum)
 
 
-def _is_static(a) -> bool:
-    return a is None or isinstance(a, bool | int | str | slice) and not isinstance(a, np.ndarray)
+def _is_dynamic(a) -> bool:
+    """Arrays, inexact scalars and containers of them are traced; anything else (ints, types,
+    strings, None, empty containers) is bound by closure."""
+    leaves = flatten(a)[0]
+    return bool(leaves) and all(isinstance(v, np.ndarray | np.inexact | float | complex | Tracer)
+                                and not isinstance(v, bool) for v in leaves)
 
 
-def _differentiate(fun, argnum, args, kwargs) -> pb.differentiate:
-    f = functools.partial(fun, **kwargs) if kwargs else fun
-    nums = set(_as_tuple(argnum))
-    static = tuple(i for i, a in enumerate(args) if i not in nums and _is_static(a))
-    return pb.differentiate(f, argnums=argnum, static_argnums=static)
+def _differentiate(fun, argnum, args, kwargs) -> tuple[pb.differentiate, tuple]:
+    """``pb.differentiate`` over the dynamic arguments (the others are closed over) and those
+    arguments; ``argnum`` is renumbered among them."""
+    nums = _as_tuple(argnum)
+    dyn = [i for i, a in enumerate(args) if i in nums or _is_dynamic(a)]
+
+    def f(*dyn_args):
+        full = list(args)
+        for i, v in zip(dyn, dyn_args):
+            full[i] = v
+        return fun(*full, **kwargs)
+
+    f.__name__ = getattr(fun, "__name__", "f").replace("<lambda>", "f")
+    new = dyn.index(argnum) if isinstance(argnum, int) else tuple(dyn.index(i) for i in argnum)
+    return pb.differentiate(f, argnums=new), tuple(args[i] for i in dyn)
 
 
 def _is_complex(a) -> bool:
@@ -41,8 +55,10 @@ def _is_complex(a) -> bool:
     return dtype is not None and np.dtype(dtype).kind == "c"
 
 
-def _real(y):
-    return np.real(y) if _is_complex(y) else y
+def _size_one_to_scalar(y):
+    """autograd's grad takes any output of size 1 (shape (1,), (1, 1), ...); pullback's, a scalar."""
+    shape = getattr(y, "shape", ())
+    return np.reshape(y, ()) if shape and int(np.prod(shape)) == 1 else y
 
 
 def _conj_tree(tree):
@@ -81,10 +97,12 @@ def _zeros_like(a):
 
 def value_and_grad(fun, argnum=0):
     def value_and_gradfun(*args, **kwargs):
-        def real_fun(*a, **kw):
-            return _real(fun(*a, **kw))
+        def scalar_fun(*a, **kw):
+            return _size_one_to_scalar(fun(*a, **kw))
 
-        value, g = _differentiate(real_fun, argnum, args, kwargs).value_and_grad(*args)
+        scalar_fun.__name__ = getattr(fun, "__name__", "f")
+        d, dyn_args = _differentiate(scalar_fun, argnum, args, kwargs)
+        value, g = d.value_and_grad(*dyn_args)
         return value, _conj_where_complex(g, _wrt(args, argnum))
 
     return value_and_gradfun
@@ -104,7 +122,8 @@ def make_vjp(fun, argnum=0):
     """``make_vjp(fun)(*args) -> (vjp, ans)`` with autograd's complex convention."""
 
     def maker(*args, **kwargs):
-        ans, pb_vjp = _differentiate(fun, argnum, args, kwargs).vjp(*args)
+        d, dyn_args = _differentiate(fun, argnum, args, kwargs)
+        ans, pb_vjp = d.vjp(*dyn_args)
 
         def vjp(g):
             cts = pb_vjp(_conj_tree(g))
@@ -173,15 +192,15 @@ def make_jvp(fun, argnum=0):
     """``make_jvp(fun)(*args)(v) -> (ans, jvp)``."""
 
     def maker(*args, **kwargs):
-        d = _differentiate(fun, argnum, args, kwargs)
-        nums = _as_tuple(argnum)
+        d, dyn_args = _differentiate(fun, argnum, args, kwargs)
+        nums = _as_tuple(d.argnums)
 
         def jvp(v):
             vs = (v,) if isinstance(argnum, int) else tuple(v)
-            tangents = [_zeros_like(a) if not _is_static(a) else a for a in args]
+            tangents = [_zeros_like(a) for a in dyn_args]
             for i, t in zip(nums, vs):
                 tangents[i] = t
-            return d.jvp(args, tangents)
+            return d.jvp(dyn_args, tangents)
 
         return jvp
 

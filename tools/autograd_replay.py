@@ -115,7 +115,8 @@ def classify(exc_type: str, message: str, innermost_file: str = "", origin: str 
         return "unsupported", blocker_of(message)
     if "TypeError" in types and _NO_IMPL.search(message):
         return "unsupported", blocker_of(message)
-    if "AssertionError" in types and "/pullback/" not in innermost_file.replace(os.sep, "/"):
+    in_pullback = "/pullback/" in innermost_file.replace(os.sep, "/") or innermost_file.startswith("<pullback:")
+    if "AssertionError" in types and not in_pullback:
         return "wrong", message.strip().splitlines()[0][:200] if message.strip() else "assertion"
     first = exc_type.split()[0] if exc_type else "Exception"
     line = _LOCATION.sub("", message.strip().splitlines()[0]) if message.strip() else ""

@@ -55,3 +55,13 @@ def test_origin_names_the_library_function_or_the_test_line():
     array_line = ("/t/test_numpy.py", "test_numpy", "fun", "return np.array([x, y])", "")
     assert replay.origin_of([array_line, pullback]) == "np.array (test code)"
     assert replay.origin_of([array_line]) == ""
+
+
+@pytest.mark.parametrize("blocker, family", [
+    ("numpy.fft.rfft", "numpy.fft"), ("numpy.prod", "numpy"), ("np.linalg.norm with ord=3", "numpy.linalg"),
+    ("scipy.special.logsumexp", "scipy.special"),
+    ("np.asarray of a traced value in scipy.stats.norm.cdf", "scipy.stats (np.asarray of a traced value)"),
+    ("//", "//"),
+])
+def test_family(blocker, family):
+    assert replay.family_of(blocker) == family

@@ -249,6 +249,18 @@ def _run_file(tests_dir: Path, file: str, keyword: str | None, timeout: float, f
         return json.loads(out.read_text())
 
 
+def family_of(blocker: str) -> str:
+    """``numpy.fft.rfft`` -> ``numpy.fft``; conversions group by the module that asked."""
+    conversion = blocker.startswith("np.asarray of a traced value")
+    m = re.search(r"\b(?:numpy|np|scipy)\.\w+(?:\.\w+)?", blocker.split(" in ", 1)[-1] if conversion else blocker)
+    if not m:
+        return blocker
+    parts = m.group(0).replace("np.", "numpy.", 1).split(".")
+    name = ".".join(parts[:2]) if parts[1] in ("fft", "linalg", "special", "stats", "signal", "random") \
+        or parts[0] == "scipy" else "numpy"
+    return f"{name} (np.asarray of a traced value)" if conversion else name
+
+
 def report(records: list[dict], files: list[str]) -> str:
     lines = ["# autograd test suite on pullback", ""]
     by_file: dict[str, Counter] = defaultdict(Counter)
@@ -281,6 +293,11 @@ def report(records: list[dict], files: list[str]) -> str:
         if not rows:
             continue
         lines += ["", f"## {title}", ""]
+        if category == "unsupported":
+            families = Counter(family_of(r["detail"]) for r in rows)
+            lines += ["| family | tests |", "|---|---|"]
+            lines += [f"| {f} | {n} |" for f, n in sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))]
+            lines.append("")
         if category in ("unsupported", "crash", "n/a"):
             tests_by = defaultdict(list)
             for r in rows:

@@ -5,9 +5,10 @@ import sys as _sys
 
 import scipy.integrate as integrate
 import scipy.linalg as linalg
-import scipy.signal as signal
 import scipy.special as special
 import scipy.stats as stats
+
+from autograd.scipy import signal
 
 misc = special  # autograd.scipy.misc.logsumexp lives in scipy.special now
 

@@ -6,6 +6,9 @@ Usage (by hand; needs the autograd 1.9.1 sdist, nothing in CI runs this)::
     python tools/autograd_replay.py --sdist autograd-1.9.1                 # every file
     python tools/autograd_replay.py --sdist autograd-1.9.1 test_numpy.py test_fft.py -k sum
     python tools/autograd_replay.py --out replay.md --json replay.json      # keep the report
+    python tools/autograd_replay.py --compare tools/autograd_replay_baseline.json   # what changed
+
+``tools/autograd_replay_baseline.{md,json}`` hold the run on the commit that added this tool.
 
 ``tools/autograd_shim`` goes first on ``sys.path``: its ``autograd.numpy`` *is* NumPy, so the
 tests run plain NumPy on pullback's tracers; ``autograd.scipy.*`` are the SciPy modules; the
@@ -311,6 +314,18 @@ def report(records: list[dict], files: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare(before: list[dict], after: list[dict]) -> str:
+    """The tests whose category changed since ``before`` (tests not run now are left out)."""
+    old = {r["nodeid"]: r["category"] for r in before}
+    changed = [(r["nodeid"], old[r["nodeid"]], r["category"]) for r in after
+               if r["nodeid"] in old and old[r["nodeid"]] != r["category"]]
+    moves = Counter((a, b) for _, a, b in changed)
+    lines = ["", f"## Changed since the earlier run ({len(changed)} tests)", ""]
+    lines += [f"- {a} -> {b}: {n}" for (a, b), n in sorted(moves.items(), key=lambda kv: -kv[1])]
+    lines += [""] + [f"- {nodeid}: {a} -> {b}" for nodeid, a, b in changed]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", help="test files (default: every tests/test_*.py)")
@@ -321,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="files run in parallel")
     ap.add_argument("--out", type=Path, help="write the Markdown report here (default: stdout)")
     ap.add_argument("--json", type=Path, help="write every test's record here")
+    ap.add_argument("--compare", type=Path, help="a --json file of an earlier run: list the tests that changed")
     ap.add_argument("--include-not-applicable", action="store_true", help="run the internals' files too")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--records", type=Path, help=argparse.SUPPRESS)
@@ -338,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                                 run))
     records = [r for rs in results for r in rs]
     text = report(records, files)
+    if args.compare:
+        text += compare(json.loads(args.compare.read_text()), records)
     if args.out:
         args.out.write_text(text)
     else:

@@ -8,7 +8,7 @@ Usage (by hand; needs the autograd 1.9.1 sdist, nothing in CI runs this)::
     python tools/autograd_replay.py --out replay.md --json replay.json      # keep the report
     python tools/autograd_replay.py --compare tools/autograd_replay_baseline.json   # what changed
 
-``tools/autograd_replay_baseline.{md,json}`` hold the run on the commit that added this tool.
+``tools/autograd_replay_baseline.{md,json}`` hold a run on main 5962b0b.
 
 ``tools/autograd_shim`` goes first on ``sys.path``: its ``autograd.numpy`` *is* NumPy, so the
 tests run plain NumPy on pullback's tracers; ``autograd.scipy.*`` are the SciPy modules; the

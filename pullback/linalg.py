@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pullback.errors import TracingError
+from pullback.errors import LinAlgError, TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.primitives import linalg as la
 from pullback.primitives.linalg import GAP_EPS, Trans
@@ -114,9 +114,11 @@ def _matrix_rhs(b, side_left: bool):
     """A vector right-hand side as a one-column (one-row) matrix, and how to undo it."""
     from pullback import numpy_api as pnp
 
-    if b.ndim == 1:
+    if b.ndim == 1:  # NumPy 2: b is a vector only when b.ndim == 1; batch axes come from A
         shape = (b.shape[0], 1) if side_left else (1, b.shape[0])
-        return pnp.reshape(b, shape), lambda x: pnp.reshape(x, (b.shape[0],))
+        if side_left:
+            return pnp.reshape(b, shape), lambda x: pnp.reshape(x, x.shape[:-1])
+        return pnp.reshape(b, shape), lambda x: pnp.reshape(x, x.shape[:-2] + x.shape[-1:])
     return b, lambda x: x
 
 
@@ -255,7 +257,7 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
         return cho_solve(cho_factor(a, lower=True), b)
     if assume_a not in ("gen", "general"):
         raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
-    return _lu_solve(*_getrf(a, check=True)[::2], b)
+    return _lu_solve(*_getrf(_square(a, "solve"), check=True)[::2], b)
 
 
 # --- LU -------------------------------------------------------------------------------------
@@ -269,9 +271,15 @@ def _getrf(a, check: bool = False):
 
 def _lu_solve(lu, perm, b, trans: int = 0):
     """A X = B from P A = L U: X = U^{-1} L^{-1} (P B); with ``trans`` the transposed system."""
+    from pullback import numpy_api as pnp
+
     a_like, b = _common(lu, b)
     left_b, undo = _matrix_rhs(b, True)
+    if left_b.shape[-2] != lu.shape[-1]:
+        raise TracingError(located(f"solve: a {lu.shape[-2]}x{lu.shape[-1]} system does not fit a right-hand side "
+                                   f"of shape {b.shape} (b is a vector only when b.ndim == 1)"))
     lu, left_b = _batch(a_like, left_b, True)
+    perm = pnp.broadcast_to(perm, lu.shape[:-1])
     t = _trans(trans)
     if t == Trans.N:
         y = bind(la.trsm_p, lu, _permute(left_b, perm), left=True, lower=True, trans=t, unit_diagonal=True,
@@ -367,16 +375,25 @@ def lu_full_pivot_ex(a):
 @_traced
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
-    a = _float(a)
+    a = _float(_square(a, "inv"))
     eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye)
+
+
+def _square(a, name: str):
+    """NumPy's check: the last two axes of a square-matrix operator's argument."""
+    if a.ndim < 2:
+        raise LinAlgError(located(f"{name}: {a.ndim}-dimensional array given. Array must be at least two-dimensional"))
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(located(f"{name}: last 2 dimensions of the array must be square, got shape {a.shape}"))
+    return a
 
 
 @_traced
 def slogdet(a):
     """``(sign, logabsdet)`` from the LU factors: sign is +-1 (a unit complex number for
     complex A; 0 when A is singular), logabsdet = sum log |U_ii|."""
-    packed, piv, _, _ = _getrf(a)
+    packed, piv, _, _ = _getrf(_square(a, "slogdet"))
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
     logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
@@ -392,5 +409,5 @@ def slogdet(a):
 @_traced
 def det(a):
     """det A = sign * exp(logabsdet) from ``slogdet``."""
-    sign, logabsdet = slogdet(a)
+    sign, logabsdet = slogdet(_square(a, "det"))
     return sign * np.exp(logabsdet)

@@ -63,11 +63,30 @@ def overwrite(ctx: Context, position: int, flag: str = "overwrite_a") -> dict[st
 MatrixEmitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], list[cst.BaseStatement]]
 
 
-def batched(emit: MatrixEmitter) -> Callable:
+def empty_results(eqn: Eqn, outs: list[cst.Name]) -> list[cst.BaseStatement]:
+    """The results of an operator on empty matrices, as NumPy gives them, without calling
+    LAPACK (which rejects a zero leading dimension, printing on stdout): zeros (the only
+    entries there are: A A^T of an m x 0 matrix, LAPACK info), and the identity permutation."""
+    stmts = []
+    for o, v in zip(outs, eqn.outputs):
+        if eqn.prim is la.getrf_p and o is outs[2]:
+            value = s.call("np.arange", s.number(v.shape[-1]), dtype=s.dtype(v.dtype))
+            if v.type.ndim > 1:
+                value = s.method(s.call("np.broadcast_to", value, s.ints(v.shape)), "copy")
+        else:
+            value = s.call("np.zeros", s.ints(v.shape), dtype=s.dtype(v.dtype))
+        stmts.append(assign([o], value))
+    return stmts
+
+
+def batched(emit: MatrixEmitter, empty: bool = True) -> Callable:
     """Loop a matrix emitter over leading batch axes: outputs are allocated, each
-    iteration's results stored into them."""
+    iteration's results stored into them. Empty matrices get ``empty_results`` unless
+    ``empty`` is False (kernels that handle them)."""
 
     def emitter(ctx: Context, eqn: Eqn, ins: list[Expr], outs: list[cst.Name]):
+        if empty and any(0 in x.shape[-2:] for x in eqn.inputs if x.type.ndim >= 2):
+            return empty_results(eqn, outs)
         nb = eqn.inputs[0].type.ndim - 2
         if nb == 0:
             return emit(ctx, eqn, ins, outs)
@@ -89,9 +108,9 @@ def batched(emit: MatrixEmitter) -> Callable:
 LINALG: set = set()  # the primitives printed as SciPy LAPACK/BLAS calls
 
 
-def emits(prim):
+def emits(prim, empty: bool = True):
     def register(fn: MatrixEmitter):
-        EMITTERS[prim] = batched(fn)
+        EMITTERS[prim] = batched(fn, empty)
         LINALG.add(prim)
         return fn
 
@@ -268,7 +287,10 @@ def _gesvd(ctx, eqn, ins, outs):
     stmts = [
         assign([w, sv, z, info], s.call(lapack(ctx, "gesdd", dt), s.attribute(a, "T"),
                                         full_matrices=s.number(0), **overwrite(ctx, 0))),
-        raise_if(info, ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})", info),
+        raise_if(s.binop(info, ">", s.number(0)), ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})",
+                 info),
+        raise_if(s.binop(info, "<", s.number(0)), ctx, "svd: LAPACK gesdd rejected its argument {} (info={})",
+                 s.call("abs", info), info),
         assign([u], s.attribute(z, "T")),
         assign([vh], s.attribute(w, "T")),
     ]
@@ -297,13 +319,13 @@ def _getrf(ctx, eqn, ins, outs):
     ]
 
 
-@emits(la.permute_p)
+@emits(la.permute_p, empty=False)
 def _permute(ctx, eqn, ins, outs):
     x, perm = ins
     return [assign(outs, s.subscript(x, [perm]))]
 
 
-@emits(la.unpermute_p)
+@emits(la.unpermute_p, empty=False)
 def _unpermute(ctx, eqn, ins, outs):
     (x, perm), (out,) = ins, outs
     return [assign([out], s.call("np.empty_like", x)),
@@ -337,7 +359,7 @@ for {k} in range({K}):
 """
 
 
-@emits(la.getc2_p)
+@emits(la.getc2_p, empty=False)
 def _getc2(ctx, eqn, ins, outs):
     (a,), (lu, rperm, cperm, sign, info) = ins, outs
     m, n = eqn.inputs[0].shape[-2:]

@@ -393,10 +393,25 @@ def _divide_columns(x, s):
     return lax.div(x, _as(lax.broadcast_in_dim(s, x.shape, (*range(nb), nb + 1)), x.dtype))
 
 
+def empty_aware(prim, rule):
+    """A function of an empty matrix is constant: its tangents are symbolic zeros (the
+    rules' spectral scales, max |lambda|, have no value there)."""
+
+    def jvp(primals, tangents, **params):
+        if primals[0].ndim >= 2 and 0 in primals[0].shape[-2:]:
+            outs = bind(prim, *primals, **params)
+            many = isinstance(outs, tuple | list)
+            zeros = tuple(Zero(o.var.type) for o in (outs if many else (outs,)))
+            return outs, (zeros if many else zeros[0])
+        return rule(primals, tangents, **params)
+
+    return jvp
+
+
 for _prim, _rule_fn in [(potrf_p, _potrf_jvp), (trsm_p, _trsm_jvp), (trmm_p, _trmm_jvp), (syrk_p, _syrk_jvp),
                         (potri_p, _potri_jvp), (gelqf_p, _gelqf_jvp), (geqrf_p, _geqrf_jvp), (syevd_p, _syevd_jvp),
                         (gesvd_p, _gesvd_jvp)]:
-    jvp_rules[_prim] = _rule_fn
+    jvp_rules[_prim] = empty_aware(_prim, _rule_fn)
 transpose_rules[trsm_p] = _triangular_t(trsm_p)
 transpose_rules[trmm_p] = _triangular_t(trmm_p)
 
@@ -487,7 +502,7 @@ def _getrf_jvp(primals, tangents, *, check):
                                     Zero(info.var.type))
 
 
-jvp_rules[getrf_p] = _getrf_jvp
+jvp_rules[getrf_p] = empty_aware(getrf_p, _getrf_jvp)
 
 
 def _getc2_jvp(primals, tangents):

@@ -24,6 +24,7 @@ import numpy as np
 from pullback.errors import LinAlgError, TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.primitives import linalg as la
+from pullback.primitives import linalg_extra as lx
 from pullback.primitives.linalg import GAP_EPS, Trans
 
 __all__ = [
@@ -408,6 +409,6 @@ def slogdet(a):
 
 @_traced
 def det(a):
-    """det A = sign * exp(logabsdet) from ``slogdet``."""
-    sign, logabsdet = slogdet(_square(a, "det"))
-    return sign * np.exp(logabsdet)
+    """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
+    finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
+    return bind(lx.det_p, _float(_square(a, "det")))

@@ -123,3 +123,64 @@ def test_non_square_raises_like_numpy(name):
         getattr(pla, name)(np.ones((3, 2)))
     with pytest.raises(np.linalg.LinAlgError, match="square"):
         pb.jit(getattr(np.linalg, name))(np.ones((3, 2)))
+
+
+# --- det at singular matrices; svd at the zero matrix -----------------------------------------
+
+
+def central_differences(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def cofactors(a):
+    """The cofactor matrix, entry by entry from minors: the exact gradient of det."""
+    n = a.shape[-1]
+    c = np.empty_like(a)
+    for i, j in np.ndindex(n, n):
+        minor = np.delete(np.delete(a, i, 0), j, 1)
+        c[i, j] = (-1) ** (i + j) * np.linalg.det(minor)
+    return c
+
+
+@pytest.mark.parametrize("rank", [3, 2, 1, 0])
+def test_det_gradient_is_the_cofactor_matrix_at_any_rank(rank):
+    a = rand(4, rank) @ rand(rank, 4)
+    g = pb.grad(pla.det)(a)
+    assert np.isfinite(g).all()
+    np.testing.assert_allclose(g, cofactors(a), atol=1e-10)
+    np.testing.assert_allclose(g, central_differences(np.linalg.det, a), atol=1e-7)
+
+
+def test_det_gradient_at_a_singular_matrix_with_the_zero_pivot_first():
+    """Partial pivoting meets the zero pivot in the middle here ([[0, 1], [0, 0]] blocks)."""
+    a = np.array([[0.0, 1.0, 2.0], [0.0, 0.0, 3.0], [0.0, 4.0, 5.0]])
+    np.testing.assert_allclose(pb.grad(pla.det)(a), cofactors(a), atol=1e-12)
+    z = rand(3, 2, dtype="complex128") @ rand(2, 3, dtype="complex128")
+    _, tangent = pb.jvp(pla.det, (z,), (np.ones((3, 3), complex),))
+    np.testing.assert_allclose(tangent, np.sum(cofactors(z)), atol=1e-10)
+
+
+def test_det_second_order_at_a_singular_matrix():
+    a = rand(3, 2) @ rand(2, 3)
+    check_grads(pla.det, (a,), order=2)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (3, 2), (2, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_svd_gradients_at_the_zero_matrix_are_finite(shape, dtype):
+    a = np.zeros(shape, dtype)
+
+    def f(a):
+        u, s, vh = pla.svd(a)
+        return np.real(u.sum() + vh.sum()) + s.sum() + np.real((u * s) @ vh).sum()
+
+    g = pb.grad(f)(a)
+    assert np.isfinite(g).all()
+    # the nuclear norm's gradient there is U V^H, a subgradient of norm at most 1
+    g = pb.grad(lambda a: pla.svd(a)[1].sum())(a)
+    assert np.linalg.norm(g, 2) <= 1 + 1e-12

@@ -311,3 +311,10 @@ EMITTERS[ew.logistic_p] = _expit
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
 EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", s.attribute(ins[0], "T"))
+
+
+# --- pullback.primitives.linalg_extra ------------------------------------------------------------
+
+from pullback.primitives import linalg_extra as lx  # noqa: E402
+
+EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)

@@ -368,3 +368,16 @@ def _getc2(ctx, eqn, ins, outs):
         _FULL_PIVOT, a=a, lu=lu, rperm=rperm, cperm=cperm, sign=sign, info=info, m=s.number(m), n=s.number(n),
         K=s.number(min(m, n)), dtype=s.dtype(eqn.inputs[0].dtype), **names)
     return list(module.body)
+
+
+# --- pullback.primitives.linalg_extra ------------------------------------------------------------
+
+from pullback.primitives import linalg_extra as lx  # noqa: E402
+
+
+def _det(ctx, eqn, ins, outs):
+    """NumPy's det (getrf and the product of the pivots), batched and 1 for 0 x 0 in NumPy itself."""
+    return s.call("np.linalg.det", *ins)
+
+
+EMITTERS[lx.det_p] = _det

@@ -345,7 +345,10 @@ def _gesvd_jvp(primals, tangents):
     """A = U S V^H (thin). With dP = U^H dA V: ds = diag(dP);
     dU = U (E o (dP S + S dP^H)) + (I - U U^H) dA V S^{-1},
     dV = V (E o (S dP + dP^H S)) + (I - V V^H) dA^H U S^{-1},
-    E_ij = 1/(h(s_j - s_i) h(s_j + s_i)) (Seeger et al. 4.5; Townsend 2016)."""
+    E_ij = 1/h(s_j^2 - s_i^2) (Seeger et al. 4.5; Townsend 2016), clamped once, relative to
+    max s^2, so the zero matrix gives 0 * finite rather than 0 * inf; S^{-1} is the clamped
+    pseudo-inverse (1/s for s above the clamp, else 0): the directions of a zero singular
+    value's vectors are arbitrary, and they are kept still."""
     (a,), (da,) = primals, tangents
     u, s, vh = bind(gesvd_p, a)
     v = lax.H(vh)
@@ -358,39 +361,40 @@ def _gesvd_jvp(primals, tangents):
     s_cols = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb + 1)), dp.dtype)  # S on the right
     s_rows = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb)), dp.dtype)  # S on the left
     scale = _largest(s)
-    e = lax.mul(_inverse_gaps(_outer_difference(s), scale),
-                _inverse_gaps(_sum_outer(s), scale))
-    e = _as(e, dp.dtype)
+    squares = lax.mul(s, s)
+    e = _as(_inverse_gaps(_outer_difference(squares), lax.mul(scale, scale)), dp.dtype)
+    s_inv = _clamped_inverse(s, scale) if m != n or a.dtype.kind == "c" else None
     du = lax.matmul(u, lax.mul(e, lax.add(lax.mul(dp, s_cols), lax.mul(s_rows, lax.H(dp)))))
     dv = lax.matmul(v, lax.mul(e, lax.add(lax.mul(s_rows, dp), lax.mul(lax.H(dp), s_cols))))
     if m > k:  # the part of dA V outside the range of U
         z = lax.matmul(da, v)
-        du = lax.add(du, _divide_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s))
+        du = lax.add(du, _scale_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s_inv))
     if n > k:
         z = lax.matmul(lax.H(da), u)
-        dv = lax.add(dv, _divide_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s))
+        dv = lax.add(dv, _scale_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s_inv))
     if a.dtype.kind == "c":
         # U^H dU has a zero diagonal in the formulas above, so V^H dV carries -i Im(dP_jj) / s_j;
         # then u_j and v_j turn together by the phase rate that keeps u's largest entry real
-        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.div(lax.imag(lax.diagonal(dp)), s))))
+        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.mul(lax.imag(lax.diagonal(dp)), s_inv))))
         dtheta = _phase_rate(u, du)
         du = lax.add(du, _rotate_columns(u, dtheta))
         dv = lax.add(dv, _rotate_columns(v, dtheta))
     return (u, s, vh), (du, ds, lax.H(dv))
 
 
-def _sum_outer(w):
-    """S[..., i, j] = w_i + w_j."""
-    n = w.shape[-1]
-    shape = (*w.shape, n)
-    nb = w.ndim - 1
-    return lax.add(lax.broadcast_in_dim(w, shape, (*range(nb), nb)),
-                   lax.broadcast_in_dim(w, shape, (*range(nb), nb + 1)))
-
-
-def _divide_columns(x, s):
+def _clamped_inverse(s, scale):
+    """1/s where s > GAP_EPS * max s, else 0."""
     nb = s.ndim - 1
-    return lax.div(x, _as(lax.broadcast_in_dim(s, x.shape, (*range(nb), nb + 1)), x.dtype))
+    eps = lax.broadcast_in_dim(lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(s.dtype).tiny)), s.shape,
+                               tuple(range(nb)))
+    big = lax.gt(s, eps)
+    return lax.select(big, lax.div(1.0, lax.select(big, s, lax.full(s.shape, 1.0, s.dtype))),
+                      lax.full(s.shape, 0.0, s.dtype))
+
+
+def _scale_columns(x, c):
+    nb = c.ndim - 1
+    return lax.mul(x, _as(lax.broadcast_in_dim(c, x.shape, (*range(nb), nb + 1)), x.dtype))
 
 
 def empty_aware(prim, rule):
@@ -519,3 +523,6 @@ jvp_rules[permute_p] = lambda p, t: (bind(permute_p, *p), bind(permute_p, t[0], 
 jvp_rules[unpermute_p] = lambda p, t: (bind(unpermute_p, *p), bind(unpermute_p, t[0], p[1]))
 transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), None)
 transpose_rules[unpermute_p] = lambda ct, x, perm: (bind(permute_p, ct, perm), None)
+
+
+from pullback.primitives import linalg_extra  # noqa: E402,F401  (registers det and the general eigenproblem)

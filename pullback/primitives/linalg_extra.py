@@ -1,0 +1,76 @@
+"""Dense linear algebra beyond the factorisations of ``linalg``: the determinant as a
+polynomial (exact derivative at singular matrices) and the general eigenproblem.
+
+Rules are written in ``pullback.lax`` over the factorisation primitives of
+``pullback.primitives.linalg``.
+"""
+
+from __future__ import annotations
+
+from pullback import lax
+from pullback.ir.core import Primitive, shape_rules
+from pullback.ir.tracer import bind
+from pullback.ir.types import ArrayType
+from pullback.primitives import linalg as la
+from pullback.primitives import structural as st
+from pullback.transforms.jvp import jvp_rules
+
+det_p = Primitive("det")
+
+
+def _det(a):
+    """det A of a square (..., n, n) matrix: a polynomial in A's entries."""
+    batch, _, _ = la._matrix(a, "det", square=True)
+    return ArrayType(batch, a.dtype)
+
+
+shape_rules[det_p] = _det
+
+
+def lu_det(a):
+    """det A from partially pivoted LU (P A = L U): det P prod(diag U). For the
+    well-conditioned matrices it is used on (unitary ones), its derivative, through
+    getrf's, is exact."""
+    lu, piv, _, _ = bind(la.getrf_p, a, check=False)
+    index = bind(st.iota_p, dtype=piv.dtype, shape=piv.shape, dimension=piv.ndim - 1)
+    swaps = lax.select(lax.ne(piv, index), lax.full(piv.shape, -1.0, lu.dtype), lax.full(piv.shape, 1.0, lu.dtype))
+    axis = (lu.ndim - 2,)
+    return lax.mul(lax.reduce_prod(swaps, axis), lax.reduce_prod(lax.diagonal(lu), axis))
+
+
+def exclusive_products(s):
+    """c_i = prod_{j != i} s_j along the last axis, exact (and exactly differentiable) when
+    some s_j are zero, unlike prod(s) / s_i."""
+    k = s.shape[-1]
+    nb = s.ndim - 1
+    rows = lax.broadcast_in_dim(s, (*s.shape, k), (*range(nb), nb + 1))  # rows[..., i, j] = s_j
+    eye = lax.broadcast_in_dim(bind(st.eye_p, dtype=s.dtype, shape=(k, k), k=0), rows.shape, (nb, nb + 1))
+    ones = lax.full(rows.shape, 1.0, s.dtype)
+    return lax.reduce_prod(lax.select(lax.eq(eye, 1.0), ones, rows), (nb + 1,))
+
+
+def adjugate(a):
+    """adj A = det(U V^H) V diag(c) U^H from the SVD A = U S V^H, c_i = prod_{j != i} s_j
+    (adj is multiplicative and adj(Q) = det(Q) Q^H for unitary Q). Finite and exact at
+    any rank: rank n - 1 keeps one nonzero c_i, lower ranks give zero. As in JAX's
+    ``_cofactor_solve`` the point is the singular case; the SVD keeps it rank-agnostic
+    where LU with partial pivoting may meet the zero pivot anywhere."""
+    u, s, vh = bind(la.gesvd_p, a)
+    c = lax.convert(exclusive_products(s), a.dtype)
+    nb = s.ndim - 1
+    scaled = lax.mul(lax.H(vh), lax.broadcast_in_dim(c, vh.shape, (*range(nb), nb + 1)))  # V diag(c)
+    phase = lu_det(lax.matmul(u, vh))
+    adj = lax.matmul(scaled, lax.H(u))
+    return lax.mul(adj, lax.broadcast_in_dim(phase, adj.shape, tuple(range(nb))))
+
+
+def _det_jvp(primals, tangents):
+    """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A."""
+    (a,), (da,) = primals, tangents
+    d = bind(det_p, a)
+    nb = a.ndim - 2
+    return d, lax.reduce_sum(lax.mul(lax.mT(adjugate(a)), da), (nb, nb + 1))
+
+
+jvp_rules[det_p] = la.empty_aware(det_p, _det_jvp)
+

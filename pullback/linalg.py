@@ -30,7 +30,7 @@ from pullback.primitives.linalg import GAP_EPS, Trans
 __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
-    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm",
+    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh",
 ]
 
 
@@ -196,17 +196,28 @@ def lq(a):
 
 @_traced
 def qr(a, mode: str = "reduced"):
-    """``(q, r)`` with A = Q R for m >= n: Q (m, n) with orthonormal columns, R (n, n) upper."""
+    """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
+    upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
     if mode != "reduced":
         raise ValueError(f"only mode='reduced' is differentiable; got {mode!r}")
     return bind(la.geqrf_p, _float(a))
 
 
 @_traced
-def eigh(a):
+def eigh(a, UPLO: str = "L"):
     """``(w, v)``: eigenvalues ascending, eigenvectors in columns, of a symmetric (Hermitian)
-    matrix; its lower triangle is read."""
-    return bind(la.syevd_p, _float(a))
+    matrix; its lower triangle is read (the upper with ``UPLO='U'``, as NumPy)."""
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
+    a = _float(a)
+    if UPLO == "U":  # the Hermitian matrix the upper triangle stands for: tangents then see only that triangle
+        a = np.triu(a) + _H(np.triu(a, 1))
+    return bind(la.syevd_p, a)
+
+
+def eigvalsh(a, UPLO: str = "L"):
+    """The eigenvalues of ``eigh``, ascending."""
+    return eigh(a, UPLO)[0]
 
 
 @_traced
@@ -412,3 +423,136 @@ def det(a):
     """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
     finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
     return bind(lx.det_p, _float(_square(a, "det")))
+
+
+# --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------
+
+
+@_traced
+def matrix_power(a, n: int):
+    """A^n for an integer n by repeated squaring (NumPy's order of products); n < 0 inverts
+    first, n = 0 gives the identity."""
+    import operator
+
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
+    if n == 0:
+        return np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
+    if n < 0:
+        a, n = inv(a), -n
+    result, z = None, a
+    while n:  # NumPy's binary decomposition: z = a^(2^k), result picks the set bits
+        if n & 1:
+            result = z if result is None else result @ z
+        n >>= 1
+        if n:
+            z = z @ z
+    return result
+
+
+@_traced
+def matrix_rank(a, tol=None, hermitian: bool = False, *, rtol=None):
+    """The number of singular values above ``tol`` (default ``max(m, n) eps max(s)``, or
+    ``rtol max(s)``), as NumPy; an integer, with no derivative."""
+    from pullback import numpy_api as pnp
+
+    if rtol is not None and tol is not None:
+        raise ValueError("`tol` and `rtol` can't be both set.")
+    if a.ndim < 2:
+        return pnp.astype(np.sum(pnp.astype(a != 0, np.int64)) > 0, np.int64)
+    if 0 in a.shape[-2:]:
+        return pnp.zeros_like(a, dtype=np.int64, shape=a.shape[:-2])
+    a = _float(a)
+    s = np.abs(eigh(a)[0]) if hermitian else svd(a, compute_uv=False)
+    if tol is None:
+        rtol = max(a.shape[-2:]) * np.finfo(s.dtype).eps if rtol is None else np.asarray(rtol)[..., None]
+        tol = np.max(s, axis=-1, keepdims=True) * rtol
+    else:
+        tol = np.asarray(tol)[..., None] if not isinstance(tol, Tracer) else tol[..., None]
+    return np.sum(pnp.astype(s > tol, np.int64), axis=-1)
+
+
+@_traced
+def norm(x, ord=None, axis=None, keepdims: bool = False):
+    """NumPy's ``linalg.norm``: vector norms (any p, 0 counts nonzeros, +-inf) along one
+    axis, matrix norms ('fro', 'nuc', +-1, +-2, +-inf) over two; the 2 and nuclear norms
+    through the singular values."""
+    from pullback import numpy_api as pnp
+
+    if x.dtype.kind not in "fc":
+        x = pnp.astype(x, np.float64)
+    nd = x.ndim
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
+            out = _sqrt_sum_squares(x.reshape(-1), 0)
+            return pnp.reshape(out, (1,) * nd) if keepdims else out
+        if nd not in (1, 2):
+            raise ValueError("Improper number of dimensions to norm.")
+        axis = tuple(range(nd))
+    axis = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    axis = tuple(int(a) % nd if -nd <= a < nd else _bad_axis(a, nd) for a in axis)
+    if len(axis) == 1:
+        return _vector_norm(x, ord, axis[0], keepdims)
+    if len(axis) == 2:
+        if axis[0] == axis[1]:
+            raise ValueError("Duplicate axes given.")
+        return _matrix_norm(x, ord, axis, keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+def _bad_axis(a, nd):
+    raise np.exceptions.AxisError(a, nd)
+
+
+def _sqrt_sum_squares(x, axis, keepdims=False):
+    from pullback import numpy_api as pnp
+
+    sq = np.real(x * np.conj(x)) if x.dtype.kind == "c" else x * x
+    return np.sqrt(pnp.sum(sq, axis=axis, keepdims=keepdims))
+
+
+def _vector_norm(x, ord, axis: int, keepdims: bool):
+    from pullback import numpy_api as pnp
+
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord is None or ord == 2:
+        return _sqrt_sum_squares(x, axis, keepdims)
+    a = np.abs(x)
+    if ord == np.inf:
+        return np.max(a, axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return pnp.sum(pnp.astype(x != 0, a.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return pnp.sum(a, axis=axis, keepdims=keepdims)
+    p = float(ord)
+    return pnp.sum(a ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
+
+
+def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
+    from pullback import numpy_api as pnp
+
+    row, col = axis
+    if ord in (2, -2, "nuc"):
+        s = svd(pnp.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+        out = np.max(s, axis=-1) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
+    elif ord in (1, -1, np.inf, -np.inf):
+        summed, reduced = (row, col) if ord in (1, -1) else (col, row)
+        reduced -= reduced > summed
+        sums = pnp.sum(np.abs(x), axis=summed)
+        out = np.max(sums, axis=reduced) if ord > 0 else np.min(sums, axis=reduced)
+    elif ord in (None, "fro", "f"):
+        out = _sqrt_sum_squares(x, axis)
+    else:
+        raise ValueError("Invalid norm order for matrices.")
+    if keepdims:
+        shape = list(x.shape)
+        shape[row] = shape[col] = 1
+        out = pnp.reshape(out, tuple(shape))
+    return out

@@ -184,3 +184,109 @@ def test_svd_gradients_at_the_zero_matrix_are_finite(shape, dtype):
     # the nuclear norm's gradient there is U V^H, a subgradient of norm at most 1
     g = pb.grad(lambda a: pla.svd(a)[1].sum())(a)
     assert np.linalg.norm(g, 2) <= 1 + 1e-12
+
+
+# --- eigh(UPLO='U'), wide QR, matrix_power, matrix_rank, norm ----------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_eigh_upper_reads_and_differentiates_the_upper_triangle(dtype):
+    a = rand(4, 4, dtype=dtype)  # not Hermitian: the lower triangle must not matter
+    w, v = pla.eigh(a, UPLO="U")
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a, UPLO="U"), rtol=1e-12)
+    np.testing.assert_allclose(np.abs(np.conj(v).T @ np.linalg.eigh(a, UPLO="U")[1]), np.eye(4), atol=1e-10)
+    check_grads(lambda a: pla.eigh(a, UPLO="U"), (a,), order=1)
+    check_grads(lambda a: np.linalg.eigvalsh(a, UPLO="U"), (a,), order=2)
+    with pytest.raises(ValueError, match="UPLO"):
+        pla.eigh(a, UPLO="X")
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 2, 4), (1, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "float32"])
+def test_qr_of_a_wide_matrix(shape, dtype):
+    a = rand(*shape, dtype=dtype)
+    q, r = pla.qr(a)
+    qn, rn = np.linalg.qr(a)
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(q, qn, atol=tol)
+    np.testing.assert_allclose(r, rn, atol=tol)
+    if dtype != "float32":
+        check_grads(pla.qr, (a,), order=2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, -1, -3])
+def test_matrix_power(n):
+    a = rand(2, 3, 3) + 2 * np.eye(3)
+    want = np.linalg.matrix_power(a, n)
+    np.testing.assert_allclose(pb.jit(lambda a: np.linalg.matrix_power(a, n))(a), want, rtol=1e-10, atol=1e-12)
+    check_grads(lambda a: pla.matrix_power(a, n), (a,), order=2 if n != -3 else 1)
+    ints = np.arange(4).reshape(2, 2)
+    if n >= 0:
+        got = pla.matrix_power(ints, n)
+        assert got.dtype == np.linalg.matrix_power(ints, n).dtype
+        np.testing.assert_array_equal(got, np.linalg.matrix_power(ints, n))
+    with pytest.raises(TypeError):
+        pla.matrix_power(a, 1.5)
+
+
+def test_matrix_rank_like_numpy():
+    low = rand(5, 2) @ rand(2, 4)
+    for x in [low, rand(2, 3, 3), np.zeros((0, 0)), np.zeros((2, 0, 3)), np.ones(3), np.zeros(3)]:
+        got = pla.matrix_rank(x)
+        np.testing.assert_array_equal(got, np.linalg.matrix_rank(x))
+        assert np.asarray(got).dtype == np.int64
+    h = low[:4] @ low[:4].T
+    assert pla.matrix_rank(h, hermitian=True) == np.linalg.matrix_rank(h, hermitian=True) == 2
+    assert pla.matrix_rank(low, tol=1e-3) == 2
+    assert pla.matrix_rank(low, rtol=0.9) == np.linalg.matrix_rank(low, rtol=0.9)
+    assert pb.jit(np.linalg.matrix_rank)(low) == 2
+
+
+MATRIX_ORDS = [None, "fro", "nuc", np.inf, -np.inf, 1, -1, 2, -2]
+VECTOR_ORDS = [None, 0, 1, 2, 3, 0.5, -1, -2, np.inf, -np.inf]
+
+
+def _same(got, want):
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_norm_values_match_numpy_for_every_order(dtype):
+    m, t, v = rand(3, 4, dtype=dtype), rand(2, 3, 4, dtype=dtype), rand(5, dtype=dtype)
+    for ord in MATRIX_ORDS:
+        for axis in [None, (1, 0), (-1, -2)] if ord is not None else [None, (0, 1)]:
+            for keepdims in (False, True):
+                _same(pla.norm(m, ord, axis, keepdims), np.linalg.norm(m, ord, axis, keepdims))
+        _same(pla.norm(t, ord, (0, 2), True), np.linalg.norm(t, ord, (0, 2), True))
+    for ord in VECTOR_ORDS:
+        for keepdims in (False, True):
+            _same(pla.norm(v, ord, None, keepdims), np.linalg.norm(v, ord, None, keepdims))
+            _same(pla.norm(t, ord, 1, keepdims), np.linalg.norm(t, ord, 1, keepdims))
+    _same(pla.norm(t), np.linalg.norm(t))
+    _same(pb.jit(lambda x: np.linalg.norm(x, "nuc"))(m), np.linalg.norm(m, "nuc"))
+    _same(pla.norm(np.arange(5)), np.linalg.norm(np.arange(5)))
+
+
+def test_norm_rejects_what_numpy_rejects():
+    m, v, t = rand(3, 4), rand(4), rand(2, 3, 4)
+    for args in [(v, "fro"), (m, 3, (0, 1)), (t, 2), (m, None, (0, 0)), (m, "nuc", 0)]:
+        with pytest.raises(ValueError):
+            np.linalg.norm(*args)
+        with pytest.raises(ValueError):
+            pla.norm(*args)
+    with pytest.raises(np.exceptions.AxisError):
+        pla.norm(m, None, 2)
+
+
+@pytest.mark.parametrize("ord", MATRIX_ORDS)
+def test_norm_matrix_gradients(ord):
+    check_grads(lambda x: np.linalg.norm(x, ord), (rand(3, 4),))
+    check_grads(lambda x: np.linalg.norm(x, ord, axis=(2, 1), keepdims=True), (rand(2, 3, 4, dtype="complex128"),))
+
+
+@pytest.mark.parametrize("ord", [None, 1, 2, 3, 0.5, -1, np.inf, -np.inf])
+def test_norm_vector_gradients(ord):
+    smooth = ord not in (1, -1, np.inf, -np.inf)
+    check_grads(lambda x: np.linalg.norm(x, ord, axis=-1), (rand(2, 5),), order=2 if smooth else 1)
+    check_grads(lambda x: np.linalg.norm(x, ord), (rand(4, dtype="complex128"),))

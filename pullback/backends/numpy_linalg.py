@@ -228,14 +228,18 @@ def _gelqf(ctx, eqn, ins, outs):
 
 @emits(la.geqrf_p)
 def _geqrf(ctx, eqn, ins, outs):
+    """geqrf, then orgqr/ungqr on the first k = min(m, n) reflectors (all columns of a tall
+    A; the leading m x m block of a wide one)."""
     (a,), (q, r) = ins, outs
     dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
+    k = min(m, n)
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
+    reflectors = qr if k == n else s.subscript(qr, [s.slice_(None, None, None), s.slice_(None, k, None)])
     return [
         assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **_qr_workspace(dt, m, n),
                                              **overwrite(ctx, 0))),
-        assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, n, None)]))),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, m, n))),
+        assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, k, None)]))),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), reflectors, tau, **_qr_workspace(dt, m, k))),
     ]
 
 

@@ -736,9 +736,7 @@ def _np_qr(a, mode="reduced"):
 
 
 def _np_eigh(a, UPLO="L"):
-    if UPLO != "L":
-        unsupported("np.linalg.eigh with UPLO='U'")
-    return _linalg("eigh")(a)
+    return _linalg("eigh")(a, UPLO=UPLO)
 
 
 def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -752,6 +750,10 @@ FUNCTIONS.update({
     np.linalg.eigvalsh: lambda a, UPLO="L": _np_eigh(a, UPLO)[0], np.linalg.svd: _np_svd,
     np.linalg.solve: _linalg("solve"), np.linalg.inv: _linalg("inv"), np.linalg.det: _linalg("det"),
     np.linalg.slogdet: _linalg("slogdet"),
+})
+FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
+    np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
+    np.linalg.matrix_rank: _linalg("matrix_rank"),
 })
 
 

@@ -124,11 +124,11 @@ geqrf_p = Primitive("geqrf", multiple_results=True)
 
 @_rule(geqrf_p)
 def _geqrf(a):
-    """A = Q R with Q (m, n) with orthonormal columns and R (n, n) upper triangular, m >= n."""
+    """Reduced A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n) upper
+    triangular (upper trapezoidal for a wide A)."""
     batch, m, n = _matrix(a, "qr")
-    if m < n:
-        raise ShapeError(f"qr needs m >= n for the reduced factorisation, got shape {a.shape} (use lq)")
-    return a.type, ArrayType((*batch, n, n), a.dtype)
+    k = min(m, n)
+    return ArrayType((*batch, m, k), a.dtype), ArrayType((*batch, k, n), a.dtype)
 
 
 syevd_p = Primitive("syevd", multiple_results=True)
@@ -274,11 +274,21 @@ def _gelqf_jvp(primals, tangents):
 
 
 def _geqrf_jvp(primals, tangents):
-    """QR of A is the conjugate transpose of the LQ of A^H."""
+    """QR of A is the conjugate transpose of the LQ of A^H. A wide A = [X | Y] (m < n) is
+    Q [R_X | Q^H Y] with X = Q R_X square: dR_Y = dQ^H Y + Q^H dY (as PyTorch and JAX)."""
     (a,), (da,) = primals, tangents
     q, r = bind(geqrf_p, a)
-    dl, dq = _lq_tangents(lax.H(r), lax.H(q), lax.H(da))
-    return (q, r), (lax.H(dq), lax.H(dl))
+    m, n = a.shape[-2:]
+    if m >= n:
+        dl, dq = _lq_tangents(lax.H(r), lax.H(q), lax.H(da))
+        return (q, r), (lax.H(dq), lax.H(dl))
+    nb = a.ndim - 2
+    r_x, y = lax.slice_last2(r, (0, m), (0, m)), lax.slice_last2(a, (0, m), (m, n))
+    dx, dy = lax.slice_last2(da, (0, m), (0, m)), lax.slice_last2(da, (0, m), (m, n))
+    dl, dq = _lq_tangents(lax.H(r_x), lax.H(q), lax.H(dx))
+    dq = lax.H(dq)
+    dr_y = lax.add(lax.matmul(lax.H(dq), y), lax.matmul(lax.H(q), dy))
+    return (q, r), (dq, lax.concatenate([lax.H(dl), dr_y], nb + 1))
 
 
 def _inverse_gaps(d, scale):

@@ -7,11 +7,23 @@ import numpy as np
 
 from pullback import linalg as pla
 from tests.primitives.cases import Case
+from tests.primitives.linalg_cases import phase
 
 C = "complex128"
+
+
+def np_eigh(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return w, phase(v)[0]
+
 
 CASES: list[Case] = [
     Case("det", lambda x: pla.det(x), ((4, 4),), reference=np.linalg.det),
     Case("det-batched-f32", lambda x: np.linalg.det(x), ((2, 3, 3),), "float32", reference=np.linalg.det),
     Case("det-complex", lambda x: pla.det(x), ((3, 3),), C, reference=np.linalg.det),
+    Case("qr-wide", lambda x: np.linalg.qr(x), ((3, 5),), reference=lambda x: tuple(np.linalg.qr(x))),
+    Case("qr-wide-batched-complex", lambda x: pla.qr(x), ((2, 2, 4),), C, reference=lambda x: tuple(np.linalg.qr(x))),
+    Case("eigh-upper", lambda x: np.linalg.eigh(x, UPLO="U"), ((4, 4),), reference=lambda x: np_eigh(x, "U")),
+    Case("eigvalsh-upper-complex", lambda x: np.linalg.eigvalsh(x, UPLO="U"), ((3, 3),), C,
+         reference=lambda x: np.linalg.eigvalsh(x, UPLO="U")),
 ]

@@ -30,7 +30,8 @@ from pullback.primitives.linalg import GAP_EPS, Trans
 __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
-    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh",
+    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
+    "matrix_rank", "norm", "pinv",
 ]
 
 
@@ -556,3 +557,68 @@ def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
         shape[row] = shape[col] = 1
         out = pnp.reshape(out, tuple(shape))
     return out
+
+
+# --- pseudo-inverse and least squares --------------------------------------------------------------
+
+_NO_VALUE = object()
+
+
+@_traced
+def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_NO_VALUE):
+    """The Moore-Penrose pseudo-inverse by the SVD, NumPy's cutoff: singular values at or
+    below ``rcond * max(s)`` are dropped (``rcond`` 1e-15 by default; ``rtol=None`` means
+    ``max(m, n) eps``). ``hermitian=True`` reads the lower triangle, as NumPy's eigh-based
+    path. The derivative (Golub-Pereyra) is exact where the rank is locally constant."""
+    if rcond is None:
+        rcond = 1e-15 if rtol is _NO_VALUE else (max(a.shape[-2:]) * np.finfo(_float(a).dtype).eps
+                                                   if rtol is None else rtol)
+    elif rtol is not _NO_VALUE:
+        raise ValueError("`rtol` and `rcond` can't be both set.")
+    if np.ndim(rcond) != 0 or isinstance(rcond, Tracer):
+        raise TracingError(located("pinv: rcond must be a Python number (one cutoff for every matrix)"))
+    a = _float(a)
+    if hermitian:
+        a = np.tril(a) + _H(np.tril(a, -1))
+    return bind(lx.pinv_p, a, rcond=float(rcond))
+
+
+@_traced
+def lstsq(a, b, rcond=None):
+    """NumPy's ``(x, residuals, rank, s)`` for a full-rank A (M, N): x minimises |b - A x|
+    (through QR for M >= N, the minimum-norm solution through LQ for M < N; differentiable),
+    residuals the squared column norms of b - A x when M > N (shape (K,), (1,) for a vector
+    b; else empty), rank and s as NumPy computes them (``rcond`` default ``eps max(M, N)``).
+    Unlike NumPy, whose residuals are empty when rank < N, the residuals keep their shape:
+    use ``pinv(a) @ b`` for rank-deficient A."""
+    from pullback import numpy_api as pnp
+
+    a, b = _common(_float(a), b)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise LinAlgError(located(f"lstsq: a must be 2-dimensional and b 1- or 2-dimensional, got {a.shape}, "
+                                  f"{b.shape}"))
+    m, n = a.shape
+    if b.shape[0] != m:
+        raise LinAlgError(located(f"lstsq: incompatible dimensions {a.shape} and {b.shape}"))
+    b2 = b if b.ndim == 2 else pnp.reshape(b, (m, 1))
+    if 0 in (m, n):
+        x = pnp.zeros_like(b2, shape=(n, b2.shape[1]))
+    elif m >= n:
+        q, r = qr(a)
+        x = solve_triangular(r, _H(q) @ b2)
+    else:
+        l, q = lq(a)
+        x = _H(q) @ solve_triangular(l, b2, lower=True)
+    if m > n:
+        res = b2 - a @ x
+        residuals = np.sum(np.real(res * np.conj(res)) if res.dtype.kind == "c" else res * res, axis=0)
+    else:
+        residuals = pnp.zeros_like(np.real(b2), shape=(0,))
+    s = svd(a, compute_uv=False)
+    if rcond is None:
+        rcond = np.finfo(s.dtype).eps * max(m, n)
+    if 0 in (m, n):
+        rank = pnp.zeros_like(s, dtype=np.int32, shape=())
+    else:
+        rank = pnp.astype(np.sum(pnp.astype(s > rcond * np.max(s), np.int32)), np.int32)
+    return (x if b.ndim == 2 else pnp.reshape(x, (n,))), residuals, rank, s

@@ -290,3 +290,65 @@ def test_norm_vector_gradients(ord):
     smooth = ord not in (1, -1, np.inf, -np.inf)
     check_grads(lambda x: np.linalg.norm(x, ord, axis=-1), (rand(2, 5),), order=2 if smooth else 1)
     check_grads(lambda x: np.linalg.norm(x, ord), (rand(4, dtype="complex128"),))
+
+
+# --- pinv, lstsq ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 4, 3), (0, 3), (2, 3, 0)])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_pinv_like_numpy(shape, dtype):
+    a = rand(*shape, dtype=dtype)
+    _same(pla.pinv(a), np.linalg.pinv(a))
+    _same(pb.jit(np.linalg.pinv)(a), np.linalg.pinv(a))
+    if a.size:
+        check_grads(pla.pinv, (a,), order=2 if dtype == "float64" else 1)
+
+
+def test_pinv_cutoffs_and_hermitian_like_numpy():
+    low = rand(5, 2) @ rand(2, 4) + 1e-9 * rand(5, 4)
+    for kwargs in [{}, {"rcond": 1e-6}, {"rtol": None}, {"rtol": 1e-3}]:
+        np.testing.assert_allclose(pla.pinv(low, **kwargs), np.linalg.pinv(low, **kwargs), rtol=1e-8, atol=1e-8)
+    h = rand(4, 4)
+    np.testing.assert_allclose(pla.pinv(h, hermitian=True), np.linalg.pinv(h, hermitian=True), rtol=1e-10)
+    with pytest.raises(ValueError):
+        pla.pinv(h, rcond=1e-3, rtol=1e-3)
+
+
+def test_pinv_derivative_at_constant_low_rank_and_repeated_singular_values():
+    """Golub-Pereyra needs no singular-value gaps: exact at an orthogonal matrix (all s = 1)."""
+    b, c = rand(5, 2), rand(2, 4)
+    check_grads(lambda b, c: pla.pinv(b @ c, rtol=None), (b, c))
+    q = np.linalg.qr(rand(4, 4))[0]
+    check_grads(pla.pinv, (q,), order=2)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((5, 3), (5, 2)), ((5, 3), (5,)), ((2, 4), (2,)), ((3, 3), (3, 2)),
+                                              ((3, 0), (3,)), ((0, 3), (0, 2))])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_lstsq_like_numpy(a_shape, b_shape, dtype):
+    a, b = rand(*a_shape, dtype=dtype), rand(*b_shape, dtype=dtype)
+    for got, want in zip(pla.lstsq(a, b), np.linalg.lstsq(a, b)):
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        _same(got, want) if np.size(want) else (np.shape(got) == np.shape(want) or pytest.fail("shape"))
+    assert pb.jit(lambda a, b: np.linalg.lstsq(a, b)[2])(a, b) == np.linalg.lstsq(a, b)[2]
+    if a.size:
+        check_grads(lambda a, b: pla.lstsq(a, b)[:2], (a, b), order=2 if dtype == "float64" else 1)
+
+
+def test_lstsq_rank_and_singular_values():
+    low = rand(5, 2) @ rand(2, 3) + 1e-8 * rand(5, 3)
+    b = rand(5)
+    got, want = pla.lstsq(low, b, rcond=1e-6), np.linalg.lstsq(low, b, rcond=1e-6)
+    assert got[2] == want[2] == 2
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-10, atol=1e-12)
+    check_grads(lambda a: pla.lstsq(a, b)[3], (rand(5, 3),), order=2)
+
+
+def test_cupy_sources():
+    a = rand(3, 3)
+    assert "cp.linalg.det(" in pb.source(pla.det, a, device="cuda")
+    assert "cp.linalg.pinv(" in pb.source(pla.pinv, a, device="cuda")
+    assert "cp.linalg.qr(" in pb.source(pla.qr, rand(2, 4), device="cuda")
+    grad_src = pb.source(pb.grad(pla.det), a, device="cuda")
+    assert "scipy" not in grad_src and "cp.linalg.svd(" in grad_src

@@ -385,3 +385,4 @@ def _det(ctx, eqn, ins, outs):
 
 
 EMITTERS[lx.det_p] = _det
+EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("np.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))

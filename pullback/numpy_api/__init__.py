@@ -753,7 +753,7 @@ FUNCTIONS.update({
 })
 FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
     np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
-    np.linalg.matrix_rank: _linalg("matrix_rank"),
+    np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
 })
 
 

@@ -8,7 +8,7 @@ Rules are written in ``pullback.lax`` over the factorisation primitives of
 from __future__ import annotations
 
 from pullback import lax
-from pullback.ir.core import Primitive, shape_rules
+from pullback.ir.core import Primitive, ShapeError, shape_rules
 from pullback.ir.tracer import bind
 from pullback.ir.types import ArrayType
 from pullback.primitives import linalg as la
@@ -74,3 +74,37 @@ def _det_jvp(primals, tangents):
 
 jvp_rules[det_p] = la.empty_aware(det_p, _det_jvp)
 
+
+
+# --- the pseudo-inverse ----------------------------------------------------------------------------
+
+pinv_p = Primitive("pinv")
+
+
+def _pinv(a, *, rcond: float):
+    """A^+ (..., n, m) by the SVD, singular values at or below ``rcond * max s`` dropped."""
+    batch, m, n = la._matrix(a, "pinv")
+    if not isinstance(rcond, float):
+        raise ShapeError(f"pinv: rcond must be a float, got {rcond!r}")
+    return ArrayType((*batch, n, m), a.dtype)
+
+
+shape_rules[pinv_p] = _pinv
+
+
+def _pinv_jvp(primals, tangents, *, rcond):
+    """dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X (Golub & Pereyra 1973):
+    exact where the rank is locally constant, with no singular-value gaps in it (the SVD's
+    would clamp at repeated singular values)."""
+    (a,), (da,) = primals, tangents
+    x = bind(pinv_p, a, rcond=rcond)
+    dah, xh = lax.H(da), lax.H(x)
+    first = lax.neg(lax.matmul(x, lax.matmul(da, x)))
+    left = lax.matmul(lax.matmul(x, xh), dah)  # n x m
+    left = lax.sub(left, lax.matmul(left, lax.matmul(a, x)))  # ... (I - A X)
+    right = lax.matmul(dah, lax.matmul(xh, x))  # n x m
+    right = lax.sub(right, lax.matmul(x, lax.matmul(a, right)))  # (I - X A) ...
+    return x, lax.add(first, lax.add(left, right))
+
+
+jvp_rules[pinv_p] = la.empty_aware(pinv_p, _pinv_jvp)

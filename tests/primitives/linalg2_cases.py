@@ -26,4 +26,9 @@ CASES: list[Case] = [
     Case("eigh-upper", lambda x: np.linalg.eigh(x, UPLO="U"), ((4, 4),), reference=lambda x: np_eigh(x, "U")),
     Case("eigvalsh-upper-complex", lambda x: np.linalg.eigvalsh(x, UPLO="U"), ((3, 3),), C,
          reference=lambda x: np.linalg.eigvalsh(x, UPLO="U")),
+    Case("pinv-tall", lambda x: np.linalg.pinv(x), ((4, 3),), reference=np.linalg.pinv),
+    Case("pinv-wide-batched-complex", lambda x: pla.pinv(x), ((2, 2, 3),), C, reference=np.linalg.pinv),
+    Case("pinv-f32", lambda x: pla.pinv(x), ((3, 3),), "float32", reference=np.linalg.pinv),
+    Case("lstsq", lambda a, b: np.linalg.lstsq(a, b)[:2], ((5, 3), (5, 2)),
+         reference=lambda a, b: np.linalg.lstsq(a, b)[:2]),
 ]

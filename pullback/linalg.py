@@ -31,7 +31,7 @@ __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
     "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
-    "matrix_rank", "norm", "pinv",
+    "matrix_rank", "norm", "pinv", "eig", "eigvals",
 ]
 
 
@@ -622,3 +622,20 @@ def lstsq(a, b, rcond=None):
     else:
         rank = pnp.astype(np.sum(pnp.astype(s > rcond * np.max(s), np.int32)), np.int32)
     return (x if b.ndim == 2 else pnp.reshape(x, (n,))), residuals, rank, s
+
+
+# --- the general eigenproblem -------------------------------------------------------------------
+
+
+@_traced
+def eig(a):
+    """``(w, v)`` with A v_j = w_j v_j for a general square A (LAPACK geev, NumPy's order),
+    always complex (NumPy returns real arrays when every eigenvalue is real, a dtype that
+    depends on values). Eigenvectors: unit 2-norm columns, as NumPy, with pullback's phase
+    (largest-magnitude entry real positive). Differentiable for distinct eigenvalues."""
+    return bind(lx.geev_p, _float(_square(a, "eig")))
+
+
+def eigvals(a):
+    """The eigenvalues of ``eig`` (complex, LAPACK's order)."""
+    return eig(a)[0]

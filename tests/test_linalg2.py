@@ -352,3 +352,47 @@ def test_cupy_sources():
     assert "cp.linalg.qr(" in pb.source(pla.qr, rand(2, 4), device="cuda")
     grad_src = pb.source(pb.grad(pla.det), a, device="cuda")
     assert "scipy" not in grad_src and "cp.linalg.svd(" in grad_src
+
+
+# --- eig ------------------------------------------------------------------------------------------
+
+ROTATION = 3 * np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+
+
+@pytest.mark.parametrize("make", [lambda: rand(4, 4), lambda: rand(3, 3) + ROTATION, lambda: rand(2, 4, 4),
+                                  lambda: rand(3, 3, dtype="complex128"), lambda: rand(3, 3, dtype="float32")])
+def test_eig_like_numpy(make):
+    from tests.primitives.linalg2_cases import np_eig
+
+    a = make()
+    w, v = pla.eig(a)
+    wn, vn = np_eig(a)
+    tol = 1e-5 if a.dtype == np.float32 else 1e-10
+    assert w.dtype == wn.dtype and v.dtype == vn.dtype
+    np.testing.assert_allclose(w, wn, atol=tol)
+    np.testing.assert_allclose(v, vn, atol=tol)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, atol=tol)
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=10 * tol)
+    np.testing.assert_allclose(pb.jit(np.linalg.eigvals)(a), wn, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_eig_derivatives(dtype):
+    a = rand(3, 3, dtype=dtype) + ROTATION
+    check_grads(pla.eig, (a,), order=2)
+    # the eigenvalue derivative against the classical formula dw_j = u_j^H dA v_j / (u_j^H v_j)
+    w, v = np.linalg.eig(a)
+    u = np.linalg.inv(v).conj().T  # left eigenvectors
+    da = rand(3, 3, dtype=dtype)
+    _, (dw, _) = pb.jvp(pla.eig, (a,), (da,))
+    want = np.einsum("ij,ik,kj->j", u.conj(), da, v) / np.einsum("ij,ij->j", u.conj(), v)
+    np.testing.assert_allclose(dw, want, atol=1e-10)
+
+
+def test_eig_empty_and_cuda():
+    w, v = pla.eig(np.zeros((0, 0)))
+    assert w.shape == (0,) and v.shape == (0, 0) and w.dtype == np.complex128
+    with pytest.raises(NotImplementedError, match="geev"):
+        pb.source(pla.eig, rand(3, 3), device="cuda")
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        pla.eig(rand(3, 2))

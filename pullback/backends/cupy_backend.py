@@ -319,3 +319,14 @@ from pullback.primitives import linalg_extra as lx  # noqa: E402
 
 EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
 EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
+
+
+def _no_cupy(name: str):
+    def emit(ctx, eqn, ins, outs):
+        raise NotImplementedError(f"{name} has no CuPy emitter: CuPy has no general eigensolver (geev); "
+                                  "run it on the CPU (device='cpu')")
+
+    return emit
+
+
+EMITTERS[lx.geev_p] = _no_cupy("eig")

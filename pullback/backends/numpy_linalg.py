@@ -386,3 +386,39 @@ def _det(ctx, eqn, ins, outs):
 
 EMITTERS[lx.det_p] = _det
 EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("np.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
+
+
+def _geev_workspace(dtype, n: int) -> dict[str, Expr]:
+    work, info = getattr(scipy.linalg.lapack, f"{PREFIX[np.dtype(dtype)]}geev_lwork")(n)
+    return {"lwork": s.number(int(np.real(work)))} if info == 0 else {}
+
+
+@emits(lx.geev_p)
+def _geev(ctx, eqn, ins, outs):
+    """geev of A (SciPy hands LAPACK a column-major copy: geev destroys its input anyway),
+    right vectors only. Real A: a conjugate pair w_j, w_{j+1} = a +- bi (Im > 0 first) has
+    the vectors vr_j +- i vr_{j+1}."""
+    (a,), (w, v) = ins, outs
+    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    info, vl = s.name(ctx.fresh("info")), s.name(ctx.fresh("vl"))
+    opts = dict(compute_vl=s.number(0), **_geev_workspace(dt, n))
+    check = raise_if(s.binop(info, ">", s.number(0)), ctx, "eig: the QR algorithm did not converge "
+                     "(LAPACK geev info={})", info)
+    if dt.kind == "c":
+        stmts = [assign([w, vl, v, info], s.call(lapack(ctx, "geev", dt), a, **opts)), check]
+    else:
+        wr, wi, vr, pair = (s.name(ctx.fresh(h)) for h in ("wr", "wi", "vr", "pair"))
+        every = s.slice_(None, None, None)
+        after = s.binop(pair, "+", s.number(1))
+        stmts = [
+            assign([wr, wi, vl, vr, info], s.call(lapack(ctx, "geev", dt), a, **opts)),
+            check,
+            assign([w], s.binop(wr, "+", s.binop(cst.Imaginary("1j"), "*", wi))),
+            assign([v], s.method(vr, "astype", s.dtype(eqn.outputs[1].dtype))),
+            assign([pair], s.call("np.flatnonzero", s.binop(wi, ">", s.number(0)))),
+            s.statement(cst.AugAssign(s.subscript(v, [every, pair]), cst.AddAssign(),
+                                      s.binop(cst.Imaginary("1j"), "*", s.subscript(vr, [every, after])))),
+            s.statement(cst.Assign([cst.AssignTarget(s.subscript(v, [every, after]))],
+                                   s.call("np.conj", s.subscript(v, [every, pair])))),
+        ]
+    return stmts + _fix_phase(ctx, v, n, [], True)

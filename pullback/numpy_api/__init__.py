@@ -754,6 +754,7 @@ FUNCTIONS.update({
 FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
     np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
     np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
+    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"),
 })
 
 

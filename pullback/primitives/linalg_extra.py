@@ -7,6 +7,8 @@ Rules are written in ``pullback.lax`` over the factorisation primitives of
 
 from __future__ import annotations
 
+import numpy as np
+
 from pullback import lax
 from pullback.ir.core import Primitive, ShapeError, shape_rules
 from pullback.ir.tracer import bind
@@ -108,3 +110,58 @@ def _pinv_jvp(primals, tangents, *, rcond):
 
 
 jvp_rules[pinv_p] = la.empty_aware(pinv_p, _pinv_jvp)
+
+
+# --- the general eigenproblem ----------------------------------------------------------------------
+
+geev_p = Primitive("geev", multiple_results=True)
+
+
+def complex_dtype(dtype):
+    return np.result_type(dtype, np.complex64)
+
+
+def _geev(a):
+    """Eigenvalues w (..., n) and right eigenvectors V (..., n, n) of a general square
+    matrix, A V = V diag(w), complex whatever A's dtype (NumPy's eig returns real arrays
+    when every eigenvalue is real: a value-dependent dtype no trace can have). LAPACK's
+    order; columns of unit 2-norm with their largest-magnitude entry real positive."""
+    batch, n, _ = la._matrix(a, "eig", square=True)
+    c = complex_dtype(a.dtype)
+    return ArrayType((*batch, n), c), ArrayType((*batch, n, n), c)
+
+
+shape_rules[geev_p] = _geev
+
+
+def lu_solve(a, b):
+    """A^{-1} B through getrf and two triangular solves (the rule's V^{-1}, never an inverse)."""
+    lu, _, perm, _ = bind(la.getrf_p, a, check=False)
+    y = lax.trsm(lu, lax.permute(b, perm), left=True, lower=True, unit_diagonal=True)
+    return lax.trsm(lu, y, left=True, lower=False)
+
+
+def _geev_jvp(primals, tangents):
+    """With P = V^{-1} dA V: dw = diag(P), dV = V (F o P) + V diag(c), F_ij = 1/(w_j - w_i)
+    off the diagonal (distinct eigenvalues; Seeger et al. 4.4 for the symmetric case, Giles
+    2008 for the general one). c keeps pullback's normalisation: Re c_j = -Re(v_j^H dv_j)
+    holds |v_j| = 1, Im c_j the largest entry's phase."""
+    (a,), (da,) = primals, tangents
+    w, v = bind(geev_p, a)
+    da = lax.convert(da, v.dtype)
+    p = lu_solve(v, lax.matmul(da, v))
+    dw = lax.diagonal(p)
+    n = a.shape[-1]
+    diff = la._outer_difference(w)  # w_j - w_i
+    eye = lax.broadcast_in_dim(bind(st.eye_p, dtype=diff.dtype, shape=(n, n), k=0), diff.shape,
+                               (diff.ndim - 2, diff.ndim - 1))
+    f = lax.sub(lax.div(1.0, lax.add(diff, eye)), eye)  # zero diagonal
+    dv = lax.matmul(v, lax.mul(f, p))
+    nb = v.ndim - 2
+    stretch = lax.real(lax.reduce_sum(lax.mul(lax.conj(v), dv), (nb,)))  # Re(v_j^H dv_j)
+    dv = lax.sub(dv, lax.mul(v, lax.broadcast_in_dim(lax.convert(stretch, v.dtype), v.shape, (*range(nb), nb + 1))))
+    dv = lax.add(dv, la._rotate_columns(v, la._phase_rate(v, dv)))
+    return (w, v), (dw, dv)
+
+
+jvp_rules[geev_p] = la.empty_aware(geev_p, _geev_jvp)

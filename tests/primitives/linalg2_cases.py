@@ -12,6 +12,16 @@ from tests.primitives.linalg_cases import phase
 C = "complex128"
 
 
+ROTATION = 3 * np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a complex pair
+
+
+def np_eig(a):
+    """NumPy's eig, complex, with pullback's eigenvector phase."""
+    w, v = np.linalg.eig(a)
+    c = np.result_type(a.dtype, np.complex64)
+    return w.astype(c), phase(v.astype(c))[0]
+
+
 def np_eigh(a, UPLO="L"):
     w, v = np.linalg.eigh(a, UPLO=UPLO)
     return w, phase(v)[0]
@@ -29,6 +39,11 @@ CASES: list[Case] = [
     Case("pinv-tall", lambda x: np.linalg.pinv(x), ((4, 3),), reference=np.linalg.pinv),
     Case("pinv-wide-batched-complex", lambda x: pla.pinv(x), ((2, 2, 3),), C, reference=np.linalg.pinv),
     Case("pinv-f32", lambda x: pla.pinv(x), ((3, 3),), "float32", reference=np.linalg.pinv),
+    Case("eig", lambda x: np.linalg.eig(x), ((4, 4),), reference=np_eig),
+    Case("eig-rotation", lambda x: pla.eig(x + ROTATION), ((3, 3),), reference=lambda x: np_eig(x + ROTATION)),
+    Case("eig-batched-complex", lambda x: pla.eig(x), ((2, 3, 3),), C, reference=np_eig),
+    Case("eigvals-f32", lambda x: np.linalg.eigvals(x), ((3, 3),), "float32",
+         reference=lambda x: np.linalg.eigvals(x).astype(np.complex64)),
     Case("lstsq", lambda a, b: np.linalg.lstsq(a, b)[:2], ((5, 3), (5, 2)),
          reference=lambda a, b: np.linalg.lstsq(a, b)[:2]),
 ]

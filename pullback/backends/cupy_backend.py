@@ -321,12 +321,14 @@ EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
 EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
 
 
-def _no_cupy(name: str):
-    def emit(ctx, eqn, ins, outs):
-        raise NotImplementedError(f"{name} has no CuPy emitter: CuPy has no general eigensolver (geev); "
-                                  "run it on the CPU (device='cpu')")
 
-    return emit
-
-
-EMITTERS[lx.geev_p] = _no_cupy("eig")
+@emits(lx.geev_p)
+def _geev(ctx, eqn, ins, outs):
+    """``cp.linalg.eig`` (CuPy >= 14, cuSOLVER Xgeev): complex results, cuSOLVER's order
+    (which may differ from LAPACK's), then pullback's phase."""
+    (a,), (w, v) = ins, outs
+    dt, n = eqn.outputs[1].dtype, eqn.inputs[0].shape[-1]
+    return [s.assign([w, v], s.call("cp.linalg.eig", a)),
+            s.assign([w], s.method(w, "astype", s.dtype(dt), copy=s.number(False))),
+            s.assign([v], s.method(v, "astype", s.dtype(dt), copy=s.number(False))),
+            *npl._fix_phase(ctx, v, n, [], True)]

@@ -31,7 +31,7 @@ __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
     "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
-    "matrix_rank", "norm", "pinv", "eig", "eigvals",
+    "matrix_rank", "norm", "pinv", "eig", "eigvals", "expm", "expm_frechet", "sqrtm", "solve_sylvester",
 ]
 
 
@@ -639,3 +639,48 @@ def eig(a):
 def eigvals(a):
     """The eigenvalues of ``eig`` (complex, LAPACK's order)."""
     return eig(a)[0]
+
+
+# --- matrix functions (scipy.linalg) ------------------------------------------------------------
+
+
+@_traced
+def expm(a):
+    """The matrix exponential (SciPy's expm). Its derivative is the Frechet derivative
+    L(A, E), the upper right block of expm([[A, E], [0, A]]), computed by SciPy's
+    expm_frechet; the adjoint is L(A^H, .)."""
+    return bind(lx.expm_p, _float(_square(a, "expm")))
+
+
+@_traced
+def sqrtm(a):
+    """The principal square root X (X X = A, eigenvalues in the right half plane), SciPy's
+    sqrtm. A real A must have no negative real eigenvalues (its root would be complex).
+    dX solves the Sylvester equation X dX + dX X = dA."""
+    return bind(lx.sqrtm_p, _float(_square(a, "sqrtm")))
+
+
+@_traced
+def solve_sylvester(a, b, q):
+    """X with A X + X B = Q (SciPy's solve_sylvester: Bartels-Stewart through Schur forms and
+    LAPACK trsyl). Differentiable in A, B and Q."""
+    from pullback import numpy_api as pnp
+
+    dt = pnp.result_dtype(a, b, q)
+    dt = dt if dt.kind in "fc" else np.dtype(np.float64)
+    a, b, q = (pnp.astype(x, dt) for x in (a, b, q))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2])
+    a, b, q = (pnp.broadcast_to(x, batch + x.shape[-2:]) for x in (a, b, q))
+    return bind(lx.trsyl_p, a, b, q)
+
+
+@_traced
+def expm_frechet(a, e, compute_expm: bool = True):
+    """SciPy's ``expm_frechet``: ``(expm(A), L(A, E))``, or L(A, E) alone with
+    ``compute_expm=False``; L is linear in E (its transpose is L(A^H, .))."""
+    from pullback import numpy_api as pnp
+
+    a, e = _common(_float(_square(a, "expm_frechet")), e)
+    e = pnp.broadcast_to(e, a.shape)
+    frechet = bind(lx.expm_frechet_p, a, e)
+    return (bind(lx.expm_p, a), frechet) if compute_expm else frechet

@@ -395,3 +395,62 @@ def test_eig_empty_and_cuda():
     assert "cp.linalg.eig(" in pb.source(pla.eig, rand(3, 3), device="cuda")
     with pytest.raises(np.linalg.LinAlgError, match="square"):
         pla.eig(rand(3, 2))
+
+
+# --- expm, sqrtm, solve_sylvester ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_expm_and_its_frechet_derivative_match_scipy(dtype):
+    import scipy.linalg
+
+    a, e = rand(3, 3, dtype=dtype), rand(3, 3, dtype=dtype)
+    np.testing.assert_allclose(pla.expm(a), scipy.linalg.expm(a), rtol=1e-12)
+    _, tangent = pb.jvp(pla.expm, (a,), (e,))
+    np.testing.assert_allclose(tangent, scipy.linalg.expm_frechet(a, e, compute_expm=False), rtol=1e-10)
+    block = scipy.linalg.expm(np.block([[a, e], [np.zeros_like(a), a]]))
+    np.testing.assert_allclose(tangent, block[:3, 3:], rtol=1e-10)
+    check_grads(pla.expm, (a,), order=2)
+    check_grads(lambda a, e: pla.expm_frechet(a, e), (a, e), order=1)
+
+
+def test_expm_batched_and_empty():
+    import scipy.linalg
+
+    a = rand(2, 3, 3)
+    np.testing.assert_allclose(pla.expm(a), scipy.linalg.expm(a), rtol=1e-12)
+    assert pla.expm(np.zeros((0, 0))).shape == (0, 0)
+    src = pb.source(pla.expm, rand(3, 3), device="cuda")
+    assert "cupyx.scipy.linalg.expm(" in src
+    assert "cupyx.scipy.linalg.expm(" in pb.source(pb.grad(lambda a: pla.expm(a).sum()), rand(3, 3), device="cuda")
+
+
+def test_sqrtm():
+    import scipy.linalg
+
+    s = rand(3, 3)
+    s = s @ s.T + np.eye(3)
+    x = pla.sqrtm(s)
+    np.testing.assert_allclose(x, scipy.linalg.sqrtm(s), rtol=1e-10)
+    np.testing.assert_allclose(x @ x, s, rtol=1e-10)
+    check_grads(pla.sqrtm, (s,), order=2)
+    z = rand(3, 3, dtype="complex128") + 3 * np.eye(3)
+    np.testing.assert_allclose(pla.sqrtm(z), scipy.linalg.sqrtm(z), rtol=1e-10)
+    check_grads(pla.sqrtm, (z,))
+    with pytest.raises(np.linalg.LinAlgError, match="negative real eigenvalues"):
+        pla.sqrtm(np.diag([-1.0, 2.0]))
+    with pytest.raises(NotImplementedError, match="no CuPy emitter"):
+        pb.source(pla.sqrtm, s, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_solve_sylvester(dtype):
+    import scipy.linalg
+
+    a, b, q = rand(3, 3, dtype=dtype), rand(2, 2, dtype=dtype), rand(3, 2, dtype=dtype)
+    x = pla.solve_sylvester(a, b, q)
+    np.testing.assert_allclose(x, scipy.linalg.solve_sylvester(a, b, q), rtol=1e-10)
+    np.testing.assert_allclose(a @ x + x @ b, q, atol=1e-10)
+    check_grads(pla.solve_sylvester, (a, b, q), order=2 if dtype == "float64" else 1)
+    with pytest.raises(NotImplementedError, match="no CuPy emitter"):
+        pb.source(pla.solve_sylvester, a, b, q, device="cuda")

@@ -422,3 +422,39 @@ def _geev(ctx, eqn, ins, outs):
                                    s.call("np.conj", s.subscript(v, [every, pair])))),
         ]
     return stmts + _fix_phase(ctx, v, n, [], True)
+
+
+def _scipy(ctx: Context, name: str) -> Expr:
+    ctx.use("scipy.linalg")
+    return s.dotted(f"scipy.linalg.{name}")
+
+
+@emits(lx.expm_p)
+def _expm(ctx, eqn, ins, outs):
+    """SciPy's expm (Al-Mohy & Higham's scaling and squaring)."""
+    return [assign(outs, s.call(_scipy(ctx, "expm"), *ins))]
+
+
+@emits(lx.expm_frechet_p)
+def _expm_frechet(ctx, eqn, ins, outs):
+    """SciPy's expm_frechet: L(A, E) alone, at about three times the cost of expm(A)."""
+    return [assign(outs, s.call(_scipy(ctx, "expm_frechet"), *ins, compute_expm=s.number(False),
+                                check_finite=s.number(False)))]
+
+
+@emits(lx.sqrtm_p)
+def _sqrtm(ctx, eqn, ins, outs):
+    """SciPy's sqrtm (Schur form, then the triangular recurrence). A real A with negative real
+    eigenvalues has a complex principal root: that is an error, as the program's types are real."""
+    stmts = [assign(outs, s.call(_scipy(ctx, "sqrtm"), *ins))]
+    if eqn.inputs[0].dtype.kind == "f":
+        stmts.append(raise_if(s.call("np.iscomplexobj", outs[0]), ctx,
+                              "sqrtm: the matrix has negative real eigenvalues, so its principal square root "
+                              "is complex; pass a complex matrix"))
+    return stmts
+
+
+@emits(lx.trsyl_p)
+def _trsyl(ctx, eqn, ins, outs):
+    """SciPy's solve_sylvester: Schur forms of A and B (gees), then LAPACK trsyl."""
+    return [assign(outs, s.call(_scipy(ctx, "solve_sylvester"), *ins))]

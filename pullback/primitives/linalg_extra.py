@@ -15,7 +15,8 @@ from pullback.ir.tracer import bind
 from pullback.ir.types import ArrayType
 from pullback.primitives import linalg as la
 from pullback.primitives import structural as st
-from pullback.transforms.jvp import jvp_rules
+from pullback.transforms.jvp import Zero, jvp_rules
+from pullback.transforms.transpose import Linear, transpose_rules
 
 det_p = Primitive("det")
 
@@ -165,3 +166,113 @@ def _geev_jvp(primals, tangents):
 
 
 jvp_rules[geev_p] = la.empty_aware(geev_p, _geev_jvp)
+
+
+# --- matrix functions: the exponential, the square root, and the Sylvester equation -----------------
+
+expm_p = Primitive("expm")
+expm_frechet_p = Primitive("expm_frechet")
+sqrtm_p = Primitive("sqrtm")
+trsyl_p = Primitive("trsyl")
+
+
+def _square_like(a, name: str) -> ArrayType:
+    la._matrix(a, name, square=True)
+    return a.type
+
+
+shape_rules[expm_p] = lambda a: _square_like(a, "expm")
+shape_rules[sqrtm_p] = lambda a: _square_like(a, "sqrtm")
+
+
+def _expm_frechet(a, e):
+    """L(A, E), the Frechet derivative of expm at A in the direction E: linear in E."""
+    _square_like(a, "expm_frechet")
+    if e.type != a.type:
+        raise ShapeError(f"expm_frechet: A {a.type} and E {e.type} differ")
+    return e.type
+
+
+shape_rules[expm_frechet_p] = _expm_frechet
+
+
+def _trsyl(a, b, q):
+    """X with A X + X B = Q (Bartels-Stewart: Schur forms, then LAPACK trsyl): A (m, m),
+    B (n, n), Q (m, n); linear in Q."""
+    batch, m, _ = la._matrix(a, "solve_sylvester", square=True)
+    bbatch, n, _ = la._matrix(b, "solve_sylvester", square=True)
+    if q.type != ArrayType((*batch, m, n), a.dtype) or bbatch != batch or b.dtype != a.dtype:
+        raise ShapeError(f"solve_sylvester: A {a.type}, B {b.type} and Q {q.type} do not fit")
+    return q.type
+
+
+shape_rules[trsyl_p] = _trsyl
+
+
+def _block(a, e):
+    """[[A, E], [0, A]], whose exponential holds L(A, E) in its upper right block."""
+    nb = a.ndim - 2
+    zero = lax.zeros(a.var.type)
+    return lax.concatenate([lax.concatenate([a, e], nb + 1), lax.concatenate([zero, a], nb + 1)], nb)
+
+
+def _expm_jvp(primals, tangents):
+    """d expm(A) = L(A, dA) (Al-Mohy & Higham 2009 compute it; the adjoint is L(A^H, .))."""
+    (a,), (da,) = primals, tangents
+    return bind(expm_p, a), bind(expm_frechet_p, a, da)
+
+
+def _expm_frechet_jvp(primals, tangents):
+    """L(A, E) = [expm(M)]_12 with M = [[A, E], [0, A]]: a change dA of A is the change
+    diag(dA, dA) of M, so dL = L(A, dE) + [L(M, diag(dA, dA))]_12."""
+    (a, e), (da, de) = primals, tangents
+    out = bind(expm_frechet_p, a, e)
+    dout = None if isinstance(de, Zero) else bind(expm_frechet_p, a, de)
+    if not isinstance(da, Zero):
+        n = a.shape[-1]
+        nb = a.ndim - 2
+        zero = lax.zeros(a.var.type)
+        dm = lax.concatenate([lax.concatenate([da, zero], nb + 1), lax.concatenate([zero, da], nb + 1)], nb)
+        term = lax.slice_last2(bind(expm_frechet_p, _block(a, e), dm), (0, n), (n, 2 * n))
+        dout = term if dout is None else lax.add(dout, term)
+    return out, dout
+
+
+def _expm_frechet_t(ct, a, e):
+    """<L(A, E), C> = <E, L(A^H, C)> under Re tr(X^H Y)."""
+    if isinstance(a, Linear):
+        raise TypeError("expm_frechet is not linear in A")
+    return None, bind(expm_frechet_p, lax.H(a), ct)
+
+
+def _sqrtm_jvp(primals, tangents):
+    """X = sqrtm(A): X dX + dX X = dA, a Sylvester equation in dX."""
+    (a,), (da,) = primals, tangents
+    x = bind(sqrtm_p, a)
+    return x, bind(trsyl_p, x, x, da)
+
+
+def _trsyl_jvp(primals, tangents):
+    """A X + X B = Q: A dX + dX B = dQ - dA X - X dB, the same operator."""
+    (a, b, q), (da, db, dq) = primals, tangents
+    x = bind(trsyl_p, a, b, q)
+    rhs = None if isinstance(dq, Zero) else dq
+    for term in ([] if isinstance(da, Zero) else [lax.matmul(da, x)]) + (
+            [] if isinstance(db, Zero) else [lax.matmul(x, db)]):
+        rhs = lax.neg(term) if rhs is None else lax.sub(rhs, term)
+    return x, bind(trsyl_p, a, b, rhs)
+
+
+def _trsyl_t(ct, a, b, q):
+    """Q -> X transposes to C -> Y with A^H Y + Y B^H = C."""
+    if isinstance(a, Linear) or isinstance(b, Linear):
+        raise TypeError("solve_sylvester is linear in Q only")
+    return None, None, bind(trsyl_p, lax.H(a), lax.H(b), ct)
+
+
+jvp_rules[expm_p] = la.empty_aware(expm_p, _expm_jvp)
+jvp_rules[expm_frechet_p] = la.empty_aware(expm_frechet_p, _expm_frechet_jvp)
+jvp_rules[sqrtm_p] = la.empty_aware(sqrtm_p, _sqrtm_jvp)
+jvp_rules[trsyl_p] = la.empty_aware(trsyl_p, _trsyl_jvp)
+transpose_rules[expm_frechet_p] = _expm_frechet_t
+transpose_rules[trsyl_p] = _trsyl_t

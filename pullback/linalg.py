@@ -199,15 +199,17 @@ def lq(a):
 def qr(a, mode: str = "reduced"):
     """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
     upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
-    if mode != "reduced":
-        raise ValueError(f"only mode='reduced' is differentiable; got {mode!r}")
-    return bind(la.geqrf_p, _float(a))
+    if mode not in ("reduced", "r"):
+        raise ValueError(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}")
+    q, r = bind(la.geqrf_p, _float(a))
+    return r if mode == "r" else (q, r)
 
 
 @_traced
 def eigh(a, UPLO: str = "L"):
     """``(w, v)``: eigenvalues ascending, eigenvectors in columns, of a symmetric (Hermitian)
     matrix; its lower triangle is read (the upper with ``UPLO='U'``, as NumPy)."""
+    UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO
     if UPLO not in ("L", "U"):
         raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
     a = _float(a)
@@ -617,6 +619,8 @@ def lstsq(a, b, rcond=None):
     s = svd(a, compute_uv=False)
     if rcond is None:
         rcond = np.finfo(s.dtype).eps * max(m, n)
+    elif rcond < 0:  # LAPACK gelsd: machine precision
+        rcond = np.finfo(s.dtype).eps
     if 0 in (m, n):
         rank = pnp.zeros_like(s, dtype=np.int32, shape=())
     else:

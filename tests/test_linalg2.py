@@ -199,6 +199,7 @@ def test_eigh_upper_reads_and_differentiates_the_upper_triangle(dtype):
     check_grads(lambda a: np.linalg.eigvalsh(a, UPLO="U"), (a,), order=2)
     with pytest.raises(ValueError, match="UPLO"):
         pla.eigh(a, UPLO="X")
+    np.testing.assert_allclose(pb.jit(lambda a: np.linalg.eigvalsh(a, UPLO="u"))(a), w, rtol=1e-12)
 
 
 @pytest.mark.parametrize("shape", [(3, 5), (2, 2, 4), (1, 3)])
@@ -210,6 +211,7 @@ def test_qr_of_a_wide_matrix(shape, dtype):
     tol = 1e-4 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(q, qn, atol=tol)
     np.testing.assert_allclose(r, rn, atol=tol)
+    np.testing.assert_allclose(pb.jit(lambda a: np.linalg.qr(a, mode="r"))(a), rn, atol=tol)
     if dtype != "float32":
         check_grads(pla.qr, (a,), order=2)
 
@@ -341,6 +343,7 @@ def test_lstsq_rank_and_singular_values():
     b = rand(5)
     got, want = pla.lstsq(low, b, rcond=1e-6), np.linalg.lstsq(low, b, rcond=1e-6)
     assert got[2] == want[2] == 2
+    assert pla.lstsq(low, b, rcond=-1)[2] == np.linalg.lstsq(low, b, rcond=-1)[2] == 3
     np.testing.assert_allclose(got[3], want[3], rtol=1e-10, atol=1e-12)
     check_grads(lambda a: pla.lstsq(a, b)[3], (rand(5, 3),), order=2)
 

@@ -1,8 +1,10 @@
 """Differentiable dense linear algebra with NumPy/SciPy names and conventions.
 
 Each function traces to LAPACK/BLAS-named primitives (``potrf``, ``trsm``, ``trmm``,
-``syrk``, ``potri``, ``gelqf``, ``geqrf``, ``syevd``, ``gesvd``) and accepts leading
-batch axes ``(..., m, n)``. Outside a trace they run the same compiled code.
+``syrk``, ``potri``, ``gelqf``, ``geqrf``, ``syevd``, ``gesvd``, ``getrf``, ``geev``,
+``trsyl``; ``det``, ``pinv``, ``expm``, ``sqrtm`` print as NumPy/SciPy's own) and accepts
+leading batch axes ``(..., m, n)``, empty matrices included. Outside a trace they run the
+same compiled code.
 
 Conventions: ``cholesky`` returns the lower factor by default (SciPy's default is
 upper: pass ``lower=False`` for it); ``solve_triangular`` follows SciPy

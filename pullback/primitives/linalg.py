@@ -415,7 +415,7 @@ def empty_aware(prim, rule):
         if primals[0].ndim >= 2 and 0 in primals[0].shape[-2:]:
             outs = bind(prim, *primals, **params)
             many = isinstance(outs, tuple | list)
-            zeros = tuple(Zero(o.var.type) for o in (outs if many else (outs,)))
+            zeros = tuple(Zero(ArrayType(o.shape, o.dtype)) for o in (outs if many else (outs,)))
             return outs, (zeros if many else zeros[0])
         return rule(primals, tangents, **params)
 

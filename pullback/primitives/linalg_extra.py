@@ -212,7 +212,7 @@ shape_rules[trsyl_p] = _trsyl
 def _block(a, e):
     """[[A, E], [0, A]], whose exponential holds L(A, E) in its upper right block."""
     nb = a.ndim - 2
-    zero = lax.zeros(a.var.type)
+    zero = lax.full(a.shape, 0.0, a.dtype)
     return lax.concatenate([lax.concatenate([a, e], nb + 1), lax.concatenate([zero, a], nb + 1)], nb)
 
 
@@ -231,7 +231,7 @@ def _expm_frechet_jvp(primals, tangents):
     if not isinstance(da, Zero):
         n = a.shape[-1]
         nb = a.ndim - 2
-        zero = lax.zeros(a.var.type)
+        zero = lax.full(a.shape, 0.0, a.dtype)
         dm = lax.concatenate([lax.concatenate([da, zero], nb + 1), lax.concatenate([zero, da], nb + 1)], nb)
         term = lax.slice_last2(bind(expm_frechet_p, _block(a, e), dm), (0, n), (n, 2 * n))
         dout = term if dout is None else lax.add(dout, term)

@@ -293,7 +293,8 @@ def _lu_solve(lu, perm, b, trans: int = 0):
     a_like, b = _common(lu, b)
     left_b, undo = _matrix_rhs(b, True)
     if left_b.shape[-2] != lu.shape[-1]:
-        raise TracingError(located(f"solve: a {lu.shape[-2]}x{lu.shape[-1]} system does not fit a right-hand side "
+        raise TracingError(located(f"numpy.linalg.solve: a {lu.shape[-2]}x{lu.shape[-1]} system does not fit a "
+                                   "right-hand side "
                                    f"of shape {b.shape} (b is a vector only when b.ndim == 1)"))
     lu, left_b = _batch(a_like, left_b, True)
     perm = pnp.broadcast_to(perm, lu.shape[:-1])

@@ -376,7 +376,11 @@ def _getc2(ctx, eqn, ins, outs):
 
 # --- pullback.primitives.linalg_extra ------------------------------------------------------------
 
+from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
+
+OUTPUT_HINTS["geev"] = ("w", "v")
+TEMP_HINTS.update({"expm_frechet": "frechet", "trsyl": "sylvester", "sqrtm": "root"})
 
 
 def _det(ctx, eqn, ins, outs):

@@ -30,41 +30,44 @@ def _det(a):
 shape_rules[det_p] = _det
 
 
-def lu_det(a):
-    """det A from partially pivoted LU (P A = L U): det P prod(diag U). For the
-    well-conditioned matrices it is used on (unitary ones), its derivative, through
-    getrf's, is exact."""
-    lu, piv, _, _ = bind(la.getrf_p, a, check=False)
-    index = bind(st.iota_p, dtype=piv.dtype, shape=piv.shape, dimension=piv.ndim - 1)
-    swaps = lax.select(lax.ne(piv, index), lax.full(piv.shape, -1.0, lu.dtype), lax.full(piv.shape, 1.0, lu.dtype))
-    axis = (lu.ndim - 2,)
-    return lax.mul(lax.reduce_prod(swaps, axis), lax.reduce_prod(lax.diagonal(lu), axis))
-
-
-def exclusive_products(s):
-    """c_i = prod_{j != i} s_j along the last axis, exact (and exactly differentiable) when
-    some s_j are zero, unlike prod(s) / s_i."""
-    k = s.shape[-1]
-    nb = s.ndim - 1
-    rows = lax.broadcast_in_dim(s, (*s.shape, k), (*range(nb), nb + 1))  # rows[..., i, j] = s_j
-    eye = lax.broadcast_in_dim(bind(st.eye_p, dtype=s.dtype, shape=(k, k), k=0), rows.shape, (nb, nb + 1))
-    ones = lax.full(rows.shape, 1.0, s.dtype)
-    return lax.reduce_prod(lax.select(lax.eq(eye, 1.0), ones, rows), (nb + 1,))
-
-
 def adjugate(a):
-    """adj A = det(U V^H) V diag(c) U^H from the SVD A = U S V^H, c_i = prod_{j != i} s_j
-    (adj is multiplicative and adj(Q) = det(Q) Q^H for unitary Q). Finite and exact at
-    any rank: rank n - 1 keeps one nonzero c_i, lower ranks give zero. As in JAX's
-    ``_cofactor_solve`` the point is the singular case; the SVD keeps it rank-agnostic
-    where LU with partial pivoting may meet the zero pivot anywhere."""
-    u, s, vh = bind(la.gesvd_p, a)
-    c = lax.convert(exclusive_products(s), a.dtype)
-    nb = s.ndim - 1
-    scaled = lax.mul(lax.H(vh), lax.broadcast_in_dim(c, vh.shape, (*range(nb), nb + 1)))  # V diag(c)
-    phase = lu_det(lax.matmul(u, vh))
-    adj = lax.matmul(scaled, lax.H(u))
-    return lax.mul(adj, lax.broadcast_in_dim(phase, adj.shape, tuple(range(nb))))
+    """adj A from P A = L U (partial pivoting, LAPACK getrf): adj A = det(P) adj(U) L^{-1} P.
+    For U with exact-zero pivots at positions z_1 < ... < z_r, let U~ be U with them set to
+    one and W = U~^{-1}; adj(U) = det(U~) W when r = 0, else
+        adj(U) = det(U~) (prod_k W[z_k, z_{k+1}]) (W e_{z_1}) (e_{z_r}^T W),
+    the Woodbury identity adj(M - E E^T) = det M (det(S) M^{-1} + M^{-1} E adj(S) E^T M^{-1})
+    with S = I - E^T W E strictly upper triangular (w_zz = 1), whose adjugate holds one entry.
+    Exact at any rank (rank n - 1 keeps the rank-one term, lower ranks a zero product) and
+    about the cost of an inverse: where JAX's cofactor solve assumes the zero pivot last."""
+    lu, piv, perm, _ = bind(la.getrf_p, a, check=False)
+    n, nb = a.shape[-1], a.ndim - 2
+    real = np.dtype(np.finfo(a.dtype).dtype)
+    mat = (*a.shape[:-2], n, n)
+    d = lax.diagonal(lu)
+    zero = lax.eq(d, 0.0)
+    d1 = lax.select(zero, lax.full(d.shape, 1.0, d.dtype), d)
+    eye = lax.broadcast_in_dim(bind(st.eye_p, dtype=a.dtype, shape=(n, n), k=0), mat, (nb, nb + 1))
+    w = lax.trsm(lax.add(lax.triu(lu, 1), lax.diag_embed(d1, (n, n))), eye, left=True, lower=False)
+    z = lax.convert(zero, real)
+    rank = lax.cumsum(z, d.ndim - 1)  # k at the k-th zero pivot
+    count = lax.reduce_sum(z, (d.ndim - 1,))
+    rows = lambda x: lax.broadcast_in_dim(x, mat, (*range(nb), nb))  # noqa: E731  x_i
+    cols = lambda x: lax.broadcast_in_dim(x, mat, (*range(nb), nb + 1))  # noqa: E731  x_j
+    pair = lax.mul(lax.mul(rows(z), cols(z)), lax.convert(lax.eq(cols(rank), lax.add(rows(rank), 1.0)), real))
+    c = lax.reduce_prod(lax.select(lax.eq(pair, 1.0), w, lax.full(mat, 1.0, a.dtype)), (nb, nb + 1))
+    first = lax.mul(z, lax.convert(lax.eq(rank, 1.0), real))
+    last = lax.mul(z, lax.convert(lax.eq(rank, lax.broadcast_in_dim(count, rank.shape, tuple(range(nb)))), real))
+    w_first = lax.matmul(w, lax.reshape(lax.convert(first, a.dtype), (*d.shape, 1)))  # W e_{z_1}
+    last_w = lax.matmul(lax.reshape(lax.convert(last, a.dtype), (*d.shape[:-1], 1, n)), w)  # e_{z_r}^T W
+    scale = lambda x: lax.broadcast_in_dim(x, mat, tuple(range(nb)))  # noqa: E731
+    singular = lax.mul(scale(c), lax.matmul(w_first, last_w))
+    adj_u = lax.select(scale(lax.eq(count, 0.0)), w, singular)
+    index = bind(st.iota_p, dtype=piv.dtype, shape=piv.shape, dimension=piv.ndim - 1)
+    sign = lax.reduce_prod(lax.select(lax.ne(piv, index), lax.full(piv.shape, -1.0, a.dtype),
+                                      lax.full(piv.shape, 1.0, a.dtype)), (nb,))
+    factor = scale(lax.mul(sign, lax.reduce_prod(d1, (nb,))))
+    x = lax.trsm(lu, lax.mul(factor, adj_u), left=False, lower=True, unit_diagonal=True)  # adj(U) L^{-1}
+    return lax.mT(lax.unpermute(lax.mT(x), perm))  # X P: column perm[i] of the result is column i of X
 
 
 def _det_jvp(primals, tangents):

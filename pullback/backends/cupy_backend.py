@@ -318,7 +318,12 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
 EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
-EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
+
+
+@emits(lx.pinv_p)
+def _pinv(ctx, eqn, ins, outs):
+    """CuPy's pinv (cuSOLVER gesvd), one matrix at a time."""
+    return [s.assign(outs, s.call("cp.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"])))]
 
 
 

@@ -791,9 +791,7 @@ def _np_qr(a, mode="reduced"):
 
 
 def _np_eigh(a, UPLO="L"):
-    if UPLO != "L":
-        unsupported("np.linalg.eigh with UPLO='U'")
-    return _linalg("eigh")(a)
+    return _linalg("eigh")(a, UPLO=UPLO)
 
 
 def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -807,6 +805,11 @@ FUNCTIONS.update({
     np.linalg.eigvalsh: lambda a, UPLO="L": _np_eigh(a, UPLO)[0], np.linalg.svd: _np_svd,
     np.linalg.solve: _linalg("solve"), np.linalg.inv: _linalg("inv"), np.linalg.det: _linalg("det"),
     np.linalg.slogdet: _linalg("slogdet"),
+})
+FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
+    np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
+    np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
+    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"),
 })
 
 

@@ -292,6 +292,13 @@ class Tracer:
     def __gt__(self, o): return self._api.greater(self, o)
     def __ge__(self, o): return self._api.greater_equal(self, o)
 
+    def __and__(self, o): return self._api.ufuncs.bitwise_and(self, o)
+    def __rand__(self, o): return self._api.ufuncs.bitwise_and(o, self)
+    def __or__(self, o): return self._api.ufuncs.bitwise_or(self, o)
+    def __ror__(self, o): return self._api.ufuncs.bitwise_or(o, self)
+    def __xor__(self, o): return self._api.ufuncs.bitwise_xor(self, o)
+    def __rxor__(self, o): return self._api.ufuncs.bitwise_xor(o, self)
+    def __invert__(self): return self._api.ufuncs.invert(self)
     def __floordiv__(self, o): return self._api.ufuncs.floor_divide(self, o)
     def __rfloordiv__(self, o): return self._api.ufuncs.floor_divide(o, self)
     def __mod__(self, o): return self._api.ufuncs.remainder(self, o)

@@ -286,3 +286,15 @@ def test_svd_of_diagonal_with_ties_is_order_one():
     want = 2 * cluster_projector_gradient(a @ a.T, slice(1, 3), weight) @ a
     np.testing.assert_allclose(g, want, rtol=0, atol=1e-13)
     assert np.max(np.abs(g)) < 10
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_single_precision_singular_subspace_at_ties(dtype):
+    """float32 singular values of a matrix with s = (3, 3, 1) come out ~1e-7 apart: tied in float32 ulps."""
+    complex_ = dtype == np.complex64
+    a = with_singular_values([3.0, 3.0, 1.0, 0.5], (5, 4), complex_)
+    weight = weights(5, complex_)
+    g = pb.grad(left_projector_loss(2, weight.astype(dtype)))(a.astype(dtype))
+    assert g.dtype == dtype
+    want = 2 * cluster_projector_gradient(a @ a.conj().T, slice(3, 5), weight) @ a
+    np.testing.assert_allclose(g, want, rtol=0, atol=2e-5)

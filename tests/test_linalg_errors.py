@@ -103,6 +103,8 @@ CASES = [
      ["pullback.linalg.cholesky_inverse", "1-dimensional factor"]),
     ("cholesky_inverse-non-square", lambda a: pla.cholesky_inverse(a), (ONES23,), None, ValueError,
      ["pullback.linalg.cholesky_inverse", "must be square"]),
+    ("eig-non-square", lambda a: np.linalg.eig(a), (ONES23,), np.linalg.eig, LinAlg, ["numpy.linalg.eig", SQUARE]),
+    ("expm-vector", lambda a: pla.expm(a), (ONES3,), None, ValueError, ["pullback.linalg.expm", RANK]),
     ("logdet-non-square", lambda a: pla.logdet(a), (ONES23,), None, ValueError, ["pullback.linalg.logdet", SQUARE]),
 ]
 

@@ -421,4 +421,4 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-from pullback.backends import numpy_indexing, numpy_linalg  # noqa: E402,F401  (register their emitters)
+from pullback.backends import numpy_indexing, numpy_linalg, numpy_special  # noqa: E402,F401  (register their emitters)

@@ -4,5 +4,6 @@ functions; a family is added by importing it here."""
 import pullback.numpy_api.construct  # noqa: F401
 import pullback.numpy_api.indexing  # noqa: F401
 import pullback.numpy_api.manipulation  # noqa: F401
+import pullback.numpy_api.special  # noqa: F401
 import pullback.numpy_api.statistics  # noqa: F401
 import pullback.numpy_api.ufuncs  # noqa: F401

@@ -7,6 +7,7 @@ from pullback.primitives import (  # noqa: F401
     elementwise,
     indexing,
     reductions,
+    special,
     structural,
 )
 

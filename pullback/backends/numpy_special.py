@@ -1,0 +1,29 @@
+"""How the special-function primitives print: as the ``scipy.special`` call of the same name
+(``cupyx.scipy.special`` on the GPU, which has every one of them)."""
+
+from __future__ import annotations
+
+from pullback.backends import syntax as s
+from pullback.backends.numpy_backend import EMITTERS
+from pullback.ir.core import Literal
+from pullback.primitives import special as sp
+
+
+def _integral(a, expr):
+    """polygamma's order as the integer a person writes (``polygamma(1, x)``, not ``1.0``)."""
+    return s.number(int(a.value)) if isinstance(a, Literal) and float(a.value).is_integer() else expr
+
+
+def emitter(module: str, name: str):
+    """An emitter printing ``module.name(*ins)``."""
+    def emit(ctx, eqn, ins, outs):
+        ctx.use(module)
+        if eqn.prim is sp.polygamma_p:
+            ins = [_integral(eqn.inputs[0], ins[0]), ins[1]]
+        return s.call(f"{module}.{name}", *ins)
+
+    return emit
+
+
+for _p, _name in sp.SCIPY_NAMES.items():
+    EMITTERS[_p] = emitter("scipy.special", _name)

@@ -110,6 +110,8 @@ def test_printed_calls_are_scipys():
     cuda = pb.jit(lambda x: sc.gammaln(x) + sc.betainc(1.5, 2.0, x / 4)).source(X, device="cuda")
     assert "cupyx.scipy.special.gammaln(x)" in cuda and "cupyx.scipy.special.betainc" in cuda
     assert "scipy.special" not in cuda.replace("cupyx.scipy.special", "")
+    assert "cupyx.scipy.special.polygamma(cp.asarray(1), x)" in pb.jit(lambda x: sc.polygamma(1, x)).source(
+        X, device="cuda")
 
 
 def test_dtypes_follow_scipy():

@@ -9,9 +9,13 @@ from pullback.ir.core import Literal
 from pullback.primitives import special as sp
 
 
-def _integral(a, expr):
-    """polygamma's order as the integer a person writes (``polygamma(1, x)``, not ``1.0``)."""
-    return s.number(int(a.value)) if isinstance(a, Literal) and float(a.value).is_integer() else expr
+def _order(a, expr, device_array: bool):
+    """polygamma's order as the integer a person writes (``polygamma(1, x)``, not ``1.0``); CuPy's
+    polygamma broadcasts its arguments with ``cupy.broadcast_arrays``, which takes arrays only."""
+    if not isinstance(a, Literal):
+        return expr
+    n = s.number(int(a.value)) if float(a.value).is_integer() else expr
+    return s.call("cp.asarray", n) if device_array else n
 
 
 def emitter(module: str, name: str):
@@ -19,7 +23,7 @@ def emitter(module: str, name: str):
     def emit(ctx, eqn, ins, outs):
         ctx.use(module)
         if eqn.prim is sp.polygamma_p:
-            ins = [_integral(eqn.inputs[0], ins[0]), ins[1]]
+            ins = [_order(eqn.inputs[0], ins[0], module.startswith("cupyx")), ins[1]]
         return s.call(f"{module}.{name}", *ins)
 
     return emit

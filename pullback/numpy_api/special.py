@@ -53,7 +53,7 @@ def _special_ufunc(func, prim):
 
     def call(*xs):
         dtype = scipy_dtype(func, *xs)
-        if dtype.kind != "f" or dtype == np.float16:
+        if dtype.kind != "f":
             unsupported(f"{name} of {dtype.name} values")
         return elementwise(prim, *xs, dtype=dtype)
 
@@ -136,7 +136,7 @@ def log_softmax(x, axis=None):
 
 @implements_attribute(scipy.special, "multigammaln")
 def multigammaln(a, d):
-    """``log Gamma_d(a) = d (d - 1) / 4 log(pi) + sum_j gammaln(a - j / 2)`` (DLMF 35.3.1).
+    """``log Gamma_d(a) = d (d - 1) / 4 log(pi) + sum_j gammaln(a - j / 2)`` (DLMF §35.3).
     SciPy's check ``a > (d - 1) / 2`` needs values, so it is not made on traced ``a``."""
     if not isinstance(d, int | np.integer) or isinstance(d, bool) or d < 1:
         raise TracingError(located(f"scipy.special.multigammaln needs a positive integer d, got {d!r}"))

@@ -116,9 +116,9 @@ defjvp(erfc_p, lambda t, x, ans: lax.mul(t, lax.mul(lax.exp(lax.neg(_sq(x))), -_
 # DLMF 7.17: the inverse functions, whose derivative is the reciprocal of 7.10's at the answer
 defjvp(erfinv_p, lambda t, y, ans: lax.mul(t, lax.mul(lax.exp(_sq(ans)), _HALF_SQRT_PI)))
 defjvp(erfcinv_p, lambda t, y, ans: lax.mul(t, lax.mul(lax.exp(_sq(ans)), -_HALF_SQRT_PI)))
-# erfcx = exp(x^2) erfc(x) (DLMF 7.2.2 scaled), so erfcx' = 2x erfcx - 2/sqrt(pi): no exp(x^2) overflow
+# erfcx = exp(x^2) erfc(x), so by DLMF 7.10 erfcx' = 2x erfcx - 2/sqrt(pi): no exp(x^2) to overflow
 defjvp(erfcx_p, lambda t, x, ans: lax.mul(t, lax.sub(lax.mul(lax.mul(x, ans), 2), _TWO_OVER_SQRT_PI)))
-# ndtr(x) = erfc(-x/sqrt 2)/2 (DLMF 7.2.2, 7.10): the normal density exp(-x^2/2)/sqrt(2 pi)
+# ndtr(x) = erfc(-x/sqrt 2)/2 (DLMF 7.2.2), so by DLMF 7.10 its derivative is the density exp(-x^2/2)/sqrt(2 pi)
 defjvp(ndtr_p, lambda t, x, ans: lax.mul(t, lax.exp(lax.sub(lax.mul(_sq(x), -0.5), _LOG_SQRT_2PI))))
 # the inverse: 1 / density(ndtri(y))
 defjvp(ndtri_p, lambda t, y, ans: lax.mul(t, lax.exp(lax.add(lax.mul(_sq(ans), 0.5), _LOG_SQRT_2PI))))

@@ -108,6 +108,18 @@ def test_dirichlet_logpdf():
     check_grads(lambda q, a: st.dirichlet.logpdf(q, a), [p[:2], alpha], order=2)  # the last component is 1 - sum
 
 
+def test_frozen_distributions():
+    mu, sigma = 0.3, 1.4
+
+    def f(mu, sigma, a):
+        return (st.norm(mu, sigma).logpdf(X), st.norm(loc=mu, scale=sigma).cdf(X), st.gamma(a, scale=sigma).logpdf(X),
+                st.poisson(a).logpmf(np.arange(4.0)))
+
+    for ours, want in zip(pb.jit(f)(mu, sigma, 2.5), f(mu, sigma, 2.5)):
+        np.testing.assert_allclose(ours, want, rtol=1e-12)
+    check_grads(lambda mu, sigma, a: f(mu, sigma, a), [mu, sigma, 2.5], order=2)
+
+
 def test_shape_derivative_without_closed_form_is_refused():
     with pytest.raises(TracingError, match="betainc has no derivative with respect to a"):
         pb.grad(lambda df: np.sum(st.t.cdf(X, df)))(3.5)
@@ -116,9 +128,13 @@ def test_shape_derivative_without_closed_form_is_refused():
 
 
 def test_distributions_hold_no_wrappers_after_a_trace():
+    names = ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "logpmf", "pmf")
+    dists = (st.norm, st.t, st.gamma, st.beta, st.expon, st.laplace, st.cauchy, st.lognorm, st.poisson, st.binom,
+             st.multivariate_normal, st.dirichlet)
+    before = {(type(d), n): vars(type(d)).get(n) for d in dists for n in names}
     pb.grad(lambda x: np.sum(st.norm.logpdf(x)) + st.multivariate_normal.logpdf(x, np.zeros(5)))(X)
-    for dist in (st.norm, st.t, st.gamma, st.beta, st.expon, st.laplace, st.cauchy, st.lognorm, st.poisson,
-                 st.binom, st.multivariate_normal, st.dirichlet):
-        assert not {"logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "logpmf", "pmf"} & set(vars(dist))
-    assert st.norm.logpdf.__func__ is type(st.norm).logpdf and st.norm.logpdf.__self__ is st.norm
+    assert {(type(d), n): vars(type(d)).get(n) for d in dists for n in names} == before
+    assert all(not set(names) & set(vars(d)) for d in dists)
+    assert st.norm.logpdf.__func__ is st.rv_continuous.logpdf and st.poisson.pmf.__func__ is st.rv_discrete.pmf
+    assert type(st.multivariate_normal).logpdf.__module__ == "scipy.stats._multivariate"
     np.testing.assert_allclose(st.norm.logpdf(0.0), -0.5 * np.log(2 * np.pi))

@@ -251,18 +251,20 @@ def _wrapper(module, name: str, original):
 
 # --- functions outside NumPy's dispatch -------------------------------------------------------------
 # SciPy functions that call np.asarray themselves (``scipy.special.logsumexp``) and methods of
-# SciPy's distribution objects (``scipy.stats.norm`` is an ``rv_continuous`` instance) never reach
+# SciPy's distribution objects (``scipy.stats.norm`` is an instance of ``norm_gen``) never reach
 # ``__array_function__``. A family registers pullback's implementation by the object that holds the
 # attribute and its name; while any trace runs, the attribute is a wrapper calling it when an
-# argument holds a tracer (and the original otherwise). A method is shadowed by an instance
-# attribute, deleted again when the last trace ends.
+# argument holds a tracer (and the original otherwise). Registered on a class, the wrapper is a
+# method (every instance sees it: ``scipy.stats.norm(mu, sigma).logpdf(x)`` calls a fresh
+# ``norm_gen``), shadowing the inherited one until the last trace ends, when it is deleted again.
 ATTRIBUTES: dict[tuple[object, str], tuple[str, Callable]] = {}  # (owner, name) -> (public name, impl)
 _MISSING = object()
 
 
 def implements_attribute(owner, name: str, public: str | None = None) -> Callable:
     """Register the decorated function as pullback's ``owner.name`` on traced arguments
-    (``public``, the name errors use, defaults to ``module.name``)."""
+    (``public``, the name errors use, defaults to ``module.name``; for a class, the method's
+    arguments after ``self``)."""
     def register(impl):
         ATTRIBUTES[owner, name] = (public or f"{owner.__name__}.{name}", impl)
         return impl
@@ -270,13 +272,27 @@ def implements_attribute(owner, name: str, public: str | None = None) -> Callabl
     return register
 
 
-def _wrap_attribute(original: Callable, public: str, impl: Callable) -> Callable:
-    def call(*args, **kwargs):
-        if _tracing() and (any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values()))):
-            args = tuple(array(a) if _is_traced_sequence(a) else a for a in args)
-            kwargs = {k: array(v) if _is_traced_sequence(v) else v for k, v in kwargs.items()}
-            return api.lowering(public, impl, args, kwargs)
-        return original(*args, **kwargs)
+def _traced_call(args, kwargs) -> bool:
+    return _tracing() and (any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values())))
+
+
+def _lowered(public: str, impl: Callable, args, kwargs):
+    args = tuple(array(a) if _is_traced_sequence(a) else a for a in args)
+    kwargs = {k: array(v) if _is_traced_sequence(v) else v for k, v in kwargs.items()}
+    return api.lowering(public, impl, args, kwargs)
+
+
+def _wrap_attribute(original: Callable, public: str, impl: Callable, method: bool) -> Callable:
+    if method:
+        def call(self, *args, **kwargs):
+            if _traced_call(args, kwargs):
+                return _lowered(public, impl, args, kwargs)
+            return original(self, *args, **kwargs)
+    else:
+        def call(*args, **kwargs):
+            if _traced_call(args, kwargs):
+                return _lowered(public, impl, args, kwargs)
+            return original(*args, **kwargs)
 
     functools.update_wrapper(call, original)
     call.__pullback_wraps__ = original  # type: ignore[attr-defined]
@@ -291,7 +307,8 @@ def _attribute_wrapper(owner, name: str, original) -> Callable:
     found = _attribute_wrappers.get(key)
     if found is None or found[0] is not owner or found[1] != original:  # bound methods compare by self and func
         public, impl = ATTRIBUTES[owner, name]
-        found = _attribute_wrappers[key] = (owner, original, _wrap_attribute(original, public, impl))
+        wrapper = _wrap_attribute(original, public, impl, method=isinstance(owner, type))
+        found = _attribute_wrappers[key] = (owner, original, wrapper)
     return found[2]
 
 

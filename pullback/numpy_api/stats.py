@@ -2,10 +2,12 @@
 ``scipy.stats.norm.logpdf(x, loc, scale)``, ``scipy.stats.gamma.cdf(x, a, scale=s)``,
 ``scipy.stats.multivariate_normal.logpdf(x, mean, cov)``.
 
-SciPy's distributions are objects (``scipy.stats.norm`` is an ``rv_continuous`` instance) whose
-methods convert their arguments with ``np.asarray``; while a trace runs each method below is
-shadowed by an instance attribute (``construct.implements_attribute``) that calls the
-composition here on traced arguments. Arguments are SciPy's (positional or keyword), all of
+SciPy's distributions are objects (``scipy.stats.norm`` is an instance of ``norm_gen``, an
+``rv_continuous``) whose methods convert their arguments with ``np.asarray``; while a trace runs
+each method below is shadowed on the distribution's class (``construct.implements_attribute``) by
+one that calls the composition here on traced arguments, so frozen distributions
+(``scipy.stats.norm(mu, sigma).logpdf(x)``, which call a fresh ``norm_gen``) trace too; a frozen
+``multivariate_normal`` does not (it computes by itself). Arguments are SciPy's (positional or keyword), all of
 them differentiable, computed in float64 as SciPy does. A continuous distribution is its
 standard form at ``z = (x - loc) / scale``, the density divided by ``scale``; outside the
 support the density is 0 and the distribution function 0 or 1, as in SciPy (the formulas see a
@@ -100,7 +102,7 @@ def _method(dist, family: _Continuous, method: str, shapes: tuple[str, ...]):
 def _register(dist, family: _Continuous, shapes: tuple[str, ...] = ()) -> None:
     for method in _METHODS:
         public, call = _method(dist, family, method, shapes)
-        implements_attribute(dist, method, public)(call)
+        implements_attribute(type(dist), method, public)(call)
 
 
 # --- the families ------------------------------------------------------------------------------
@@ -169,7 +171,7 @@ def _discrete(dist, shapes: tuple[str, ...], logpmf: Callable) -> None:
             value = logpmf(k - loc, *params)
             return np.exp(value) if method == "pmf" else value
 
-        implements_attribute(dist, method, public)(call)
+        implements_attribute(type(dist), method, public)(call)
 
 
 _discrete(scipy.stats.poisson, ("mu",), lambda k, mu: sc.xlogy(k, mu) - sc.gammaln(k + 1) - mu)
@@ -180,7 +182,7 @@ _discrete(scipy.stats.binom, ("n", "p"), lambda k, n, p: sc.gammaln(n + 1) - sc.
 # --- multivariate -------------------------------------------------------------------------------
 
 
-@implements_attribute(scipy.stats.multivariate_normal, "logpdf", "scipy.stats.multivariate_normal.logpdf")
+@implements_attribute(type(scipy.stats.multivariate_normal), "logpdf", "scipy.stats.multivariate_normal.logpdf")
 def multivariate_normal_logpdf(x, mean=None, cov=1, allow_singular=False):
     """``-(d log 2 pi + log det C + |L^-1 (x - mean)|^2) / 2`` through the Cholesky factor
     ``C = L L^T`` and one triangular solve for all points (never an inverse). ``x`` holds points
@@ -209,7 +211,7 @@ def _squeeze(out):
     return np.reshape(out, tuple(n for n in out.shape if n != 1))
 
 
-@implements_attribute(scipy.stats.dirichlet, "logpdf", "scipy.stats.dirichlet.logpdf")
+@implements_attribute(type(scipy.stats.dirichlet), "logpdf", "scipy.stats.dirichlet.logpdf")
 def dirichlet_logpdf(x, alpha):
     """``sum((alpha - 1) log x) - ln B(alpha)``, ``ln B = sum(gammaln(alpha)) - gammaln(sum(alpha))``,
     with SciPy's layout: the components along the first axis of ``x``, which may omit the last

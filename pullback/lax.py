@@ -96,6 +96,11 @@ def betainc(a, b, x):
     return _apply(sp.betainc_p, a, b, x)
 
 
+def stop_gradient(x):
+    """``x``, with a zero derivative."""
+    return bind(sp.stop_gradient_p, x)
+
+
 def polygamma(n, x):
     """``polygamma(n, x)``, computed in float64 as SciPy does (a float32 ``x`` is converted there and back)."""
     wide = convert(x, np.float64)

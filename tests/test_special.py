@@ -75,6 +75,14 @@ def test_logsumexp_of_large_inputs_has_the_softmax_gradient():
     np.testing.assert_allclose(g2, np.arange(100.0)[:, None] * sc.softmax(rows, axis=1), rtol=1e-12, atol=1e-300)
 
 
+def test_logsumexp_gradient_holds_the_shift_constant():
+    """The gradient program is the softmax alone: no derivative through the max (no tie mask ``==``)."""
+    source = pb.differentiate(lambda a: sc.logsumexp(a) + np.sum(sc.log_softmax(a))).source(X)
+    assert " == " not in source and "stop_gradient" not in source and ".copy()" not in source
+    np.testing.assert_allclose(pb.grad(lambda a: sc.logsumexp(a) + np.sum(sc.log_softmax(a)))(X),
+                               sc.softmax(X) + 1 - X.size * sc.softmax(X), rtol=1e-12)
+
+
 def test_logsumexp_with_weights_and_sign():
     a, b = RNG.standard_normal((3, 4)), RNG.standard_normal(4)
     out, sign = pb.jit(lambda a, b: sc.logsumexp(a, axis=1, b=b, return_sign=True))(a, b)

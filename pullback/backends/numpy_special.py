@@ -31,3 +31,8 @@ def emitter(module: str, name: str):
 
 for _p, _name in sp.SCIPY_NAMES.items():
     EMITTERS[_p] = emitter("scipy.special", _name)
+
+
+# Simplification removes stop_gradient from every optimised program; printed anyway, a copy (never an alias
+# that memory planning would not know of).
+EMITTERS[sp.stop_gradient_p] = lambda ctx, eqn, ins, outs: s.method(ins[0], "copy")

@@ -16,6 +16,7 @@ import functools
 import numpy as np
 import scipy.special
 
+from pullback import lax
 from pullback.errors import TracingError
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
 from pullback.numpy_api import astype, elementwise, implements_ufunc, result_dtype, unsupported
@@ -95,20 +96,30 @@ def polygamma(n, x):
     return elementwise(sp.polygamma_p, n, x, dtype=np.dtype(np.float64))
 
 
+def _constant(x):
+    """``x`` with a zero derivative (a traced value; a NumPy one has none anyway)."""
+    return lax.stop_gradient(x) if isinstance(x, Tracer) else x
+
+
+def _shift(m):
+    """The shift of a max-shifted sum: the largest value (0 where it is not finite, as SciPy does),
+    held constant: the result does not depend on it, so its derivative terms would cancel exactly."""
+    return _constant(np.where(np.isfinite(m), m, 0))
+
+
 @implements_attribute(scipy.special, "logsumexp")
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """``log(sum(b * exp(a)))`` as ``m + log(sum(b * exp(a - m)))`` with ``m`` the largest ``a``
     (where ``b`` is not 0; 0 where that is not finite, as SciPy does), so nothing overflows. The
-    derivative through ``m`` cancels exactly (its terms are ``dm - dm * sum(w) / s``), leaving the
-    softmax ``b * exp(a - m) / s``."""
+    result does not depend on ``m`` (its derivative terms ``dm - dm * sum(w) / s`` cancel), so ``m``
+    is held constant and the gradient is the softmax ``b * exp(a - m) / s`` alone."""
     a = _float(a)
     if b is not None:
         b = _float(b)
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         a = astype(a, result_dtype(a, b))
-    m = np.max(a if b is None else np.where(b != 0, a, -np.inf), axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
+    m = _shift(np.max(a if b is None else np.where(b != 0, a, -np.inf), axis=axis, keepdims=True))
     e = np.exp(a - m)
     s = np.sum(e if b is None else b * e, axis=axis, keepdims=keepdims)
     m = np.reshape(m, np.shape(s))
@@ -121,7 +132,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 def softmax(x, axis=None):
     """``exp(x - m) / sum(exp(x - m))`` with ``m`` the largest entry."""
     x = _float(x)
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(x - _constant(np.max(x, axis=axis, keepdims=True)))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
@@ -129,8 +140,7 @@ def softmax(x, axis=None):
 def log_softmax(x, axis=None):
     """``(x - m) - log(sum(exp(x - m)))``: exact where the softmax itself would underflow."""
     x = _float(x)
-    m = np.max(x, axis=axis, keepdims=True)
-    shifted = x - np.where(np.isfinite(m), m, 0)
+    shifted = x - _shift(np.max(x, axis=axis, keepdims=True))
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 

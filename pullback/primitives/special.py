@@ -70,14 +70,20 @@ def _polygamma_rule(n, x):
 
 shape_rules[polygamma_p] = _polygamma_rule
 
+# The identity with a zero derivative: the shift ``m`` of ``logsumexp``/``softmax``, whose derivative
+# terms cancel exactly, is treated as the constant it may be (as in JAX). The simplifier removes it
+# once derivatives are taken, so it prints nothing in optimised programs.
+stop_gradient_p = Primitive("stop_gradient")
+shape_rules[stop_gradient_p] = lambda x: ArrayType(x.shape, x.dtype)
 
 # --- differentiation rules --------------------------------------------------------------
 
 from pullback import lax  # noqa: E402
 from pullback.errors import TracingError  # noqa: E402
 from pullback.ir.tracer import current_builder, located  # noqa: E402
-from pullback.transforms.jvp import defjvp  # noqa: E402
+from pullback.transforms.jvp import defjvp, defzero  # noqa: E402
 
+defzero(stop_gradient_p)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 _HALF_SQRT_PI = math.sqrt(math.pi) / 2
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)

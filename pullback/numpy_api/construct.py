@@ -13,9 +13,10 @@ calls pullback's implementation; in any other case it calls NumPy's function wit
 arguments unchanged, so other threads, and calls without such lists, see NumPy's behaviour.
 The wrappers are installed when the first trace of the process starts and the very same
 objects are put back when the last one ends (reference-counted under a lock; see
-``tracer.TRACE_HOOKS``), also when a trace ends by an exception. The same mechanism stands in for functions outside
-NumPy's dispatch that families register by (owner, attribute) with ``implements_attribute``
-(``scipy.special.logsumexp``, the methods of ``scipy.stats.norm``): see ``ATTRIBUTES``.
+``tracer.TRACE_HOOKS``), also when a trace ends by an exception. The same mechanism stands in
+for functions outside NumPy's dispatch that families register by (owner, attribute) with
+``implements_attribute`` (``scipy.special.logsumexp``, the methods of ``scipy.stats.norm``):
+see ``ATTRIBUTES``.
 
 Limits: a name bound before the trace (``from numpy import array``, ``mean = np.mean``) is
 NumPy's own function, which does not see the tracers in a list; ufuncs (``np.add([a, b], 1)``)

@@ -83,19 +83,21 @@ class Builder:
         # the user's NumPy/SciPy function being lowered (``numpy.max``), set by numpy_api's
         # dispatch: shape errors from ``bind`` name it rather than the primitive
         self.lowering: str | None = None
+        # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
+        self.eyes: dict[int, tuple[np.ndarray, int]] = {}
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
 
-    def identity(self, value) -> Var:
-        """An identity matrix made during tracing (``np.eye(n)``) is recreated by the program
-        when needed instead of living on as a constant."""
+    def eye(self, value, k: int) -> Var:
+        """An ``np.eye``/``np.identity`` array made during this trace (see ``record_eye``) is
+        recreated by the program (``eye`` prints as ``np.eye(n)``) instead of living on as a constant."""
         from pullback.primitives import structural as st
 
-        key = ("eye", value.shape, value.dtype)
+        key = ("eye", value.shape, value.dtype, k)
         if key not in self.consts:
             var = Var(ArrayType.of(value), "eye")
-            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": 0}),
+            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": k}),
                                  self.location()))
             self.consts[key] = (var, None)
         return self.consts[key][0]
@@ -124,9 +126,8 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
-            if id(x) not in self.const_names and _is_identity(x):
-                return self.identity(x)
-            return self.const(x)
+            k = _made_eye(x)
+            return self.const(x) if k is None else self.eye(x, k)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
     def _capture(self, x: Tracer) -> Var:
@@ -139,9 +140,26 @@ class Builder:
         return self.captures[id(x.ssa)][0]
 
 
-def _is_identity(x) -> bool:
-    return (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1
-            and x.dtype.kind in "fc" and x.flags.c_contiguous and not np.any(x - np.eye(x.shape[0], dtype=x.dtype)))
+def _made_eye(x) -> int | None:
+    """The diagonal ``k`` of an array made by ``np.eye``/``np.identity`` during a trace on this thread
+    and unchanged since; None for any other array. Only such arrays become ``eye`` equations: an
+    identity-valued array the function reads from its scope is a constant like any other, read at
+    every call (``self.W = np.eye(3)`` later changed in place must not be frozen)."""
+    for builder in getattr(_state, "stack", ()):
+        found = builder.eyes.get(id(x))
+        if found is not None and found[0] is x:
+            k = found[1]
+            same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
+            return k if same else None
+    return None
+
+
+def record_eye(value, k: int = 0) -> None:
+    """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces
+    (numpy_api.construct wraps them while any trace runs)."""
+    stack = getattr(_state, "stack", None)
+    if stack and isinstance(value, np.ndarray) and isinstance(k, int | np.integer):
+        stack[-1].eyes[id(value)] = (value, int(k))
 
 
 _state = threading.local()

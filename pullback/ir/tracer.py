@@ -392,22 +392,35 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
 
 
 def _closure_names(fn: Callable) -> dict[int, str]:
-    """id(array) -> variable name, for arrays the function closes over or reads as globals."""
+    """id(array) -> variable name, for arrays the function closes over or reads as globals, and
+    those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
+    of such a value: the generated code's keyword-only parameters take these names."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return {}
-    names: dict[int, str] = {}
-    for name in code.co_names:
-        value = getattr(fn, "__globals__", {}).get(name)
-        if isinstance(value, np.ndarray):
-            names[id(value)] = name
+    roots: list[tuple[str, Any]] = []
+    if getattr(fn, "__self__", None) is not None:  # a bound method's ``self``
+        roots.append(("self", fn.__self__))  # type: ignore[attr-defined]
+    fn_globals = getattr(fn, "__globals__", {})
+    roots += [(name, fn_globals[name]) for name in code.co_names if name in fn_globals]
     for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
         try:
-            value = cell.cell_contents
+            roots.append((name, cell.cell_contents))
         except ValueError:
             continue
+    names: dict[int, str] = {}
+    for name, value in roots:
         if isinstance(value, np.ndarray):
-            names[id(value)] = name
+            names.setdefault(id(value), name)
+        elif isinstance(value, dict):
+            for key, v in value.items():
+                if isinstance(v, np.ndarray) and isinstance(key, str) and key.isidentifier():
+                    names.setdefault(id(v), key)
+        elif not isinstance(value, ModuleType | type) and isinstance(getattr(value, "__dict__", None), dict):
+            for attr in code.co_names:
+                v = value.__dict__.get(attr)
+                if isinstance(v, np.ndarray):
+                    names.setdefault(id(v), attr)
     return names
 
 

@@ -151,3 +151,27 @@ def test_rebinding_is_not_seen_but_in_place_changes_are():
     assert f(np.ones(3)) == 6.0
     model.W = np.zeros(3)  # a new object: the compiled program holds the one it traced
     assert f(np.ones(3)) == 6.0
+
+
+class Layer:
+    def __init__(self):
+        self.W = np.eye(3)
+        self.params = {"bias": np.ones(3)}
+
+    def loss(self, x):
+        return np.sum((self.W @ x) ** 2)
+
+
+def test_keyword_parameters_take_attribute_and_dict_names():
+    layer, params = Layer(), {"bias": np.array([1.0, 2.0, 3.0])}
+
+    def f(x):
+        return np.sum(layer.W @ x) + np.sum(params["bias"] * x)
+
+    x = np.array([1.0, -1.0, 2.0])
+    assert _keyword_only(pb.differentiate(f).source(x)) == ["W", "bias"]
+    method = pb.differentiate(layer.loss)  # a bound method reads self.W
+    assert _keyword_only(method.source(x)) == ["W"]
+    layer.W[2, 0] = 4.0
+    np.testing.assert_allclose(method.grad(x), 2 * layer.W.T @ (layer.W @ x))
+    np.testing.assert_allclose(pb.grad(f)(x), layer.W.sum(axis=0) + params["bias"])

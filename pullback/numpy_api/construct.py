@@ -15,6 +15,10 @@ The wrappers are installed when the first trace of the process starts and the ve
 objects are put back when the last one ends (reference-counted under a lock; see
 ``tracer.TRACE_HOOKS``), also when a trace ends by an exception.
 
+The wrappers of ``eye`` and ``identity`` always call NumPy's, and on a thread that traces tell the
+trace which arrays they made (``tracer.record_eye``): only those become ``eye`` equations, so
+an identity-valued array the function reads from its scope stays a constant read at every call.
+
 Limits: a name bound before the trace (``from numpy import array``, ``mean = np.mean``) is
 NumPy's own function, which does not see the tracers in a list; ufuncs (``np.add([a, b], 1)``)
 are not wrapped; ``np.asarray(x)`` of a tracer itself still refuses (a concrete array is what

@@ -45,6 +45,9 @@ def _routes(W):
     return {"closure": closure, "global": global_, "attribute": attribute, "dict": dict_}
 
 
+ROUTE_NAMES = {"closure": "W", "global": "W_GLOBAL", "attribute": "W", "dict": "W"}
+
+
 @pytest.mark.parametrize("route", ["closure", "global", "attribute", "dict"])
 @pytest.mark.parametrize("start", ["eye", "dense"])
 def test_in_place_changes_are_seen_through_every_route(route, start):
@@ -57,7 +60,12 @@ def test_in_place_changes_are_seen_through_every_route(route, start):
         np.testing.assert_allclose(f(x), np.sum((W @ x) ** 2), rtol=1e-12)
         np.testing.assert_allclose(value, np.sum((W @ x) ** 2), rtol=1e-12)
         np.testing.assert_allclose(grad, 2 * W.T @ (W @ x), rtol=1e-12)
+        v = np.array([0.5, 1.0, -1.0])
+        np.testing.assert_allclose(f.jvp((x,), (v,))[1], 2 * (W @ x) @ (W @ v), rtol=1e-12)
+        np.testing.assert_allclose(f.vjp(x)[1](1.0)[0], 2 * W.T @ (W @ x), rtol=1e-12)
     assert "np.eye" not in f.source(x) and len(_keyword_only(f.source(x))) == 1
+    consts = f.constants(x)  # the very array, under the name the function reads it by
+    assert list(consts) == [ROUTE_NAMES[route]] and consts[ROUTE_NAMES[route]] is W
 
 
 def test_identity_attribute_is_not_frozen():

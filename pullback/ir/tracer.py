@@ -412,9 +412,10 @@ def _closure_names(fn: Callable) -> dict[int, str]:
     for name, value in roots:
         if isinstance(value, np.ndarray):
             names.setdefault(id(value), name)
-        elif isinstance(value, dict):
-            for key, v in value.items():
-                if isinstance(v, np.ndarray) and isinstance(key, str) and key.isidentifier():
+        elif isinstance(value, dict):  # keys the code spells out (``params["W"]``)
+            for key in code.co_consts:
+                v = value.get(key) if isinstance(key, str) and key.isidentifier() else None
+                if isinstance(v, np.ndarray):
                     names.setdefault(id(v), key)
         elif not isinstance(value, ModuleType | type) and isinstance(getattr(value, "__dict__", None), dict):
             for attr in code.co_names:

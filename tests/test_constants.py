@@ -143,8 +143,9 @@ def test_constants_are_keyword_only_parameters_listed_in_the_docstring():
 
 
 @pytest.mark.parametrize("fn", [np.linalg.det, lambda a: np.linalg.slogdet(a)[1], lambda a: np.sum(np.linalg.inv(a)),
-                                lambda a: np.sum(pb.linalg.lu(a)[0] * pb.linalg.lu(a)[1])],
-                         ids=["det", "slogdet", "inv", "lu"])
+                                lambda a: np.sum(pb.linalg.lu(a)[0] * pb.linalg.lu(a)[1]),
+                                lambda a: np.sum(np.linalg.matrix_power(a, 0) * a)],
+                         ids=["det", "slogdet", "inv", "lu", "matrix_power-0"])
 def test_constants_pullback_makes_print_as_code(fn):
     a = np.array([[1.0, 2.0, 0.5], [3.0, 1.0, 2.0], [0.5, 4.0, 1.0]])
     f = pb.differentiate(fn)

@@ -1,8 +1,8 @@
 """Saved programs run without pullback: the gradient source of every example and of every
-linear-algebra case, written to a file and run by a fresh interpreter that cannot import
-pullback (``-I -S``, a sys.path holding only NumPy's and SciPy's directories), with the
-arguments and the keyword-only constants saved by ``np.save``, gives pullback's results.
-One subprocess runs them all."""
+linear-algebra case (linalg_cases.py, linalg2_cases.py), written to a file and run by a fresh
+interpreter that cannot import pullback (``-I -S``, a sys.path holding only NumPy's and SciPy's
+directories), with the arguments and the keyword-only constants saved by ``np.save``, gives
+pullback's results. One subprocess runs them all."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import scipy
 
 import pullback as pb
 from tests.primitives.cases import make_arg
+from tests.primitives.linalg2_cases import CASES as LINALG2_CASES
 from tests.primitives.linalg_cases import LINALG_CASES
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
@@ -58,7 +59,7 @@ def _linalg_gradients():
     """Each case made a real scalar, sum_i Re <W_i, out_i> with constant weights W_i (keyword
     constants of the printed program), differentiated in all its inputs."""
     rng = np.random.default_rng(0)
-    for case in LINALG_CASES:
+    for case in LINALG_CASES + LINALG2_CASES:
         args = tuple(make_arg(rng, s, case.dtype, case.positive) for s in case.shapes)
         outs = _flat(pb.jit(case.fn)(*args))
         weights = [rng.standard_normal(o.shape).astype(np.finfo(o.dtype).dtype) for o in outs]

@@ -37,6 +37,7 @@ TEMP_HINTS = {
     "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
     "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
     "round": "rounded", "clip": "clipped",
+    "and": "both", "or": "either", "xor": "differ", "not": "inverted",
     "gather": "picked", "scatter": "updated",
     "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }

@@ -91,6 +91,7 @@ for _p, _path in [
 for _p, _op in [
     (ew.add_p, "+"), (ew.sub_p, "-"), (ew.mul_p, "*"), (ew.div_p, "/"), (ew.pow_p, "**"),
     (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="), (ew.gt_p, ">"), (ew.ge_p, ">="),
+    (ew.and_p, "&"), (ew.or_p, "|"), (ew.xor_p, "^"),
     (ew.floor_divide_p, "//"), (ew.rem_p, "%"),
 ]:
     _operator(_p, _op)
@@ -167,6 +168,11 @@ def _add_transpose(ctx, eqn, ins, outs):
 def _tile(start: cst.Name) -> cst.Slice:
     """``start:start + TILE``."""
     return cst.Slice(lower=start, upper=s.binop(start, "+", s.number(TILE)))
+
+
+@emits(ew.not_p)
+def _not(ctx, eqn, ins, outs):
+    return cst.UnaryOperation(cst.BitInvert(), s.atomic(ins[0]))
 
 
 @emits(ew.neg_p)
@@ -331,10 +337,10 @@ def _eye(ctx, eqn, ins, outs):
     return s.call("np.eye", *args, dtype=s.dtype(eqn.params["dtype"]))
 
 
-@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p)
+@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p, red.reduce_or_p)
 def _reduce(ctx, eqn, ins, outs):
-    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod"}[
-        eqn.prim.name]
+    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod",
+            "reduce_and": "np.all", "reduce_or": "np.any"}[eqn.prim.name]
     axes = eqn.params["axes"]
     if len(axes) == eqn.inputs[0].type.ndim:
         return s.call(func, ins[0])

@@ -18,6 +18,10 @@ for functions outside NumPy's dispatch that families register by (owner, attribu
 ``implements_attribute`` (``scipy.special.logsumexp``, the methods of ``scipy.stats.norm``):
 see ``ATTRIBUTES``.
 
+The wrappers of ``eye`` and ``identity`` always call NumPy's, and on a thread that traces tell the
+trace which arrays they made (``tracer.record_eye``): only those become ``eye`` equations, so
+an identity-valued array the function reads from its scope stays a constant read at every call.
+
 Limits: a name bound before the trace (``from numpy import array``, ``mean = np.mean``) is
 NumPy's own function, which does not see the tracers in a list; ufuncs (``np.add([a, b], 1)``)
 are not wrapped; ``np.asarray(x)`` of a tracer itself still refuses (a concrete array is what
@@ -210,6 +214,27 @@ def _wrap(func: Callable, impl: Callable | None = None) -> Callable:
     return call
 
 
+def _recording_eye(func: Callable) -> Callable:
+    """``np.eye``/``np.identity`` that, on a thread that traces, tell the trace which arrays they made:
+    only those become ``eye`` equations (``tracer.record_eye``), never an identity-valued array that
+    the traced function reads from its scope."""
+    signature = inspect.signature(func)
+
+    def call(*args, **kwargs):
+        out = func(*args, **kwargs)
+        if _tracing():
+            try:
+                k = signature.bind(*args, **kwargs).arguments.get("k", 0)
+            except TypeError:
+                return out
+            tr.record_eye(out, k)
+        return out
+
+    functools.update_wrapper(call, func)
+    call.__pullback_wraps__ = func  # type: ignore[attr-defined]
+    return call
+
+
 _lock = threading.Lock()
 _active = 0  # traces running in the process, all threads
 _saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
@@ -218,6 +243,7 @@ _saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
 # NumPy's dispatch of np.block sees tracers at any depth of its nested lists
 _NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
+_RECORDED = ("eye", "identity")  # arrays they make during a trace are known to be identities
 
 
 @functools.cache
@@ -226,7 +252,7 @@ def _names(n_functions: int) -> tuple[tuple[object, str], ...]:
     names = [(module, name) for module in (np, np.linalg) for name, value in vars(module).items()
              if not name.startswith("_") and name not in _NOT_WRAPPED and not isinstance(value, np.ufunc)
              and _known(value)]
-    return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_")))
+    return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_", *_RECORDED)))
 
 
 def _known(value) -> bool:
@@ -244,6 +270,8 @@ def _wrapper(module, name: str, original):
     if found is None or found[0] is not original:
         if name in ("r_", "c_"):
             wrapper = _Concatenator(original, columns=name == "c_")
+        elif module is np and name in _RECORDED:
+            wrapper = _recording_eye(original)
         else:
             wrapper = _wrap(original, _WRAPPED.get(name) if module is np else None)
         found = _wrappers[id(original)] = (original, wrapper)

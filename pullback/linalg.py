@@ -410,7 +410,7 @@ def lu(a):
     k = min(m, n)
     l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
-    p = (np.arange(m)[:, None] == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
+    p = (lax.iota(perm.dtype, (m, 1), 0) == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
     return p, l, u
 
 
@@ -479,8 +479,8 @@ def lu_full_pivot_ex(a):
     real = np.finfo(packed.dtype).dtype
     l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
-    p = (np.arange(m)[:, None] == rperm[..., None, :]).astype(real)
-    q = (cperm[..., :, None] == np.arange(n)[None, :]).astype(real)
+    p = (lax.iota(rperm.dtype, (m, 1), 0) == rperm[..., None, :]).astype(real)
+    q = (cperm[..., :, None] == lax.iota(cperm.dtype, (1, n), 1)).astype(real)
     return p, q, l, u, sign, info
 
 
@@ -488,7 +488,10 @@ def lu_full_pivot_ex(a):
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
     a = _float(_square(a, "inv"))
-    eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    from pullback import numpy_api as pnp
+
+    # pullback's broadcast keeps the identity an ``eye`` equation (NumPy's would make a constant view of it)
+    eye = pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye)
 
 
@@ -506,7 +509,7 @@ def slogdet(a):
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
     logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
-    swaps = np.sum(piv != np.arange(k, dtype=piv.dtype), axis=-1)
+    swaps = np.sum(piv != lax.iota(piv.dtype, (k,), 0), axis=-1)
     if d.dtype.kind == "c":
         sign = np.exp(np.sum(np.log(d / np.abs(d)), axis=-1)) * (-1.0) ** swaps
     else:
@@ -537,8 +540,10 @@ def matrix_power(a, n: int):
         raise TypeError("exponent must be an integer") from None
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
-    if n == 0:
-        return np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
+    if n == 0:  # pullback's broadcast: the identity stays an ``eye`` equation, not a constant
+        from pullback import numpy_api as pnp
+
+        return pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
     if n < 0:
         a, n = inv(a), -n
     result, z = None, a

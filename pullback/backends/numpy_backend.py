@@ -428,9 +428,6 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-from pullback.backends import numpy_indexing, numpy_linalg  # noqa: E402,F401  (register their emitters)
-
-
 @emits(fft_.fft_p)
 def _fft(ctx, eqn, ins, outs):
     """``np.fft.fft(x, n=8, axis=0, norm="ortho")``; several axes as ``fft2`` (the last two) or
@@ -460,3 +457,5 @@ def _fft(ctx, eqn, ins, outs):
     return s.call(f"np.fft.{func}", ins[0], **kw)
 
 
+# families whose emitters live in modules of their own register them on import
+from pullback.backends import numpy_indexing, numpy_linalg, numpy_special  # noqa: E402,F401

@@ -296,8 +296,8 @@ def eigh(a, UPLO: str = "L"):
         raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
     a = _float(a)
     if UPLO == "U":
-        return bind(la.syevd_p, lax.add(lax.triu(a), lax.H(lax.triu(a, 1))))
-    return bind(la.syevd_p, lax.add(lax.tril(a), lax.H(lax.tril(a, -1))))
+        return bind(la.syevd_p, lax.add(lax.triu(a), lax.H(lax.triu(a, 1))), lower=False)
+    return bind(la.syevd_p, lax.add(lax.tril(a), lax.H(lax.tril(a, -1))), lower=True)
 
 
 def eigvalsh(a, UPLO: str = "L"):

@@ -13,7 +13,8 @@ The linear-algebra primitives print as cuSOLVER and cuBLAS calls:
   are cuBLAS products (CuPy exposes no trmm); ``potri`` is two triangular solves through
   ``cupyx.scipy.linalg.solve_triangular`` (as Seeger et al.);
 - QR/LQ, eigh and SVD are ``cp.linalg`` (cuSOLVER geqrf/orgqr, syevd/heevd, gesvd),
-  with the CPU backend's deterministic phases;
+  with the CPU backend's deterministic phases for complex vectors (real ones keep cuSOLVER's
+  signs, as NumPy's keep LAPACK's);
 - complete pivoting is the CPU backend's kernel in CuPy array operations (it reads each
   pivot's position back, one synchronisation per step).
 
@@ -253,15 +254,17 @@ def _gelqf(ctx, eqn, ins, outs):
 def _syevd(ctx, eqn, ins, outs):
     (a,), (w, v) = ins, outs
     n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
-    return [s.assign([w, v], s.call("cp.linalg.eigh", a)), *npl._fix_phase(ctx, v, n, [], dt.kind == "c")]
+    upper = {} if eqn.params["lower"] else {"UPLO": cst.SimpleString('"U"')}
+    stmts = [s.assign([w, v], s.call("cp.linalg.eigh", a, **upper))]
+    return stmts + (npl._fix_phase(ctx, v, n, [], True) if dt.kind == "c" else [])  # real: cuSOLVER's signs
 
 
 @emits(la.gesvd_p)
 def _gesvd(ctx, eqn, ins, outs):
     (a,), (u, sv, vh) = ins, outs
     k, dt = min(eqn.inputs[0].shape[-2:]), eqn.inputs[0].dtype
-    return [s.assign([u, sv, vh], s.call("cp.linalg.svd", a, full_matrices=s.number(False))),
-            *npl._fix_phase(ctx, u, k, [vh], dt.kind == "c")]
+    stmts = [s.assign([u, sv, vh], s.call("cp.linalg.svd", a, full_matrices=s.number(False)))]
+    return stmts + (npl._fix_phase(ctx, u, k, [vh], True) if dt.kind == "c" else [])  # real: cuSOLVER's signs
 
 
 @emits(la.getrf_p)

@@ -108,6 +108,11 @@ def batched(emit: MatrixEmitter, empty: bool = True) -> Callable:
 LINALG: set = set()  # the primitives printed as SciPy LAPACK/BLAS calls
 
 
+def uses_numpy(eqn) -> bool:
+    """Real eigh and SVD print as NumPy's own np.linalg calls, on NumPy's BLAS pool."""
+    return eqn.prim in (la.syevd_p, la.gesvd_p) and eqn.inputs[0].dtype.kind != "c"
+
+
 def emits(prim, empty: bool = True):
     def register(fn: MatrixEmitter):
         EMITTERS[prim] = batched(fn, empty)
@@ -268,6 +273,9 @@ def _syevd(ctx, eqn, ins, outs):
     (a,), (w, v) = ins, outs
     dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
     complex_ = dt.kind == "c"
+    if not complex_:  # NumPy's own call, so the eigenvectors' signs are NumPy's (see _gesvd)
+        upper = {} if eqn.params["lower"] else {"UPLO": cst.SimpleString('"U"')}
+        return [assign([w, v], s.call("np.linalg.eigh", a, **upper))]
     info = s.name(ctx.fresh("info"))
     stmts = [
         assign([w, v, info], s.call(lapack(ctx, "heevd" if complex_ else "syevd", dt), s.attribute(a, "T"),
@@ -287,6 +295,11 @@ def _gesvd(ctx, eqn, ins, outs):
     dt = eqn.inputs[0].dtype
     k = min(eqn.inputs[0].shape[-2:])
     complex_ = dt.kind == "c"
+    if not complex_:
+        # Real singular and eigen-vectors are NumPy's own, signs included: the derivative needs no
+        # convention there (LAPACK's sign choice is locally constant), and a user who called
+        # np.linalg.svd gets exactly NumPy's answer. Complex ones get pullback's phase (below).
+        return [assign([u, sv, vh], s.call("np.linalg.svd", a, full_matrices=cst.Name("False")))]
     w, z, info = s.name(ctx.fresh("w")), s.name(ctx.fresh("vt")), s.name(ctx.fresh("info"))
     stmts = [
         assign([w, sv, z, info], s.call(lapack(ctx, "gesdd", dt), s.attribute(a, "T"),

@@ -135,8 +135,10 @@ syevd_p = Primitive("syevd", multiple_results=True)
 
 
 @_rule(syevd_p)
-def _syevd(a):
-    """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric/Hermitian matrix."""
+def _syevd(a, *, lower: bool = True):
+    """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric/Hermitian matrix, from
+    the triangle ``lower`` names (the input is Hermitian already: the triangle only decides how
+    LAPACK reduces it, hence real eigenvectors' signs, which follow NumPy's ``UPLO``)."""
     batch, n, _ = _matrix(a, "eigh", square=True)
     return ArrayType((*batch, n), real_dtype(a.dtype)), a.type
 
@@ -326,10 +328,10 @@ def _as(x, dtype):
     return lax.convert(x, dtype)
 
 
-def _syevd_jvp(primals, tangents):
+def _syevd_jvp(primals, tangents, lower=True):
     """dw = diag(V^H dA V); dV = V (F o V^H dA V), F_ij = 1/h(w_j - w_i) (Seeger et al. 4.4)."""
     (a,), (da,) = primals, tangents
-    w, v = bind(syevd_p, a)
+    w, v = bind(syevd_p, a, lower=lower)
     p = lax.matmul(lax.H(v), lax.matmul(_sym(da), v))
     dw = lax.real(lax.diagonal(p))
     f = _inverse_gaps(_outer_difference(w), _largest(w))

@@ -31,7 +31,10 @@ def tri(x, lower=True):
 
 
 def phase(vectors, others=()):
-    """Reference vectors with pullback's deterministic phase: largest-magnitude entry real positive."""
+    """Reference vectors as pullback returns them: NumPy's own for real input; for complex
+    input, pullback's deterministic phase (largest-magnitude entry real positive)."""
+    if not np.iscomplexobj(vectors):
+        return (vectors, *others)
     idx = np.argmax(np.abs(vectors), axis=-2)
     big = np.take_along_axis(vectors, idx[..., None, :], axis=-2)
     phase = np.abs(big) / big

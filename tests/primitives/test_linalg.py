@@ -236,13 +236,20 @@ def test_repeated_eigenvalues_give_finite_gradients():
     assert np.all(np.isfinite(g))
 
 
-def test_deterministic_phase():
+def test_real_vectors_are_numpys_and_complex_ones_get_a_deterministic_phase():
+    """Real eigen- and singular vectors are NumPy's own, signs included (a user of np.linalg gets
+    NumPy's answer); complex ones have their largest-magnitude entry real positive."""
     A = sym(rand(4, 4))
-    _, V = pla.eigh(A)
+    np.testing.assert_array_equal(pla.eigh(A)[1], np.linalg.eigh(A)[1])
+    X = rand(3, 5)
+    for ours, numpys in zip(pla.svd(X), np.linalg.svd(X, full_matrices=False)):
+        np.testing.assert_array_equal(ours, numpys)
+    Z = rand(4, 4) + 1j * rand(4, 4)
+    _, V = pla.eigh(Z + Z.conj().T)
     big = V[np.argmax(np.abs(V), axis=0), np.arange(4)]
-    assert np.all(big > 0)
-    u, s, vh = pla.svd(rand(3, 5))
-    assert np.all(u[np.argmax(np.abs(u), axis=0), np.arange(3)] > 0)
+    np.testing.assert_allclose(big.imag, 0, atol=1e-15)
+    assert np.all(big.real > 0)
+    u, s, vh = pla.svd(rand(3, 5) + 1j * rand(3, 5))
     np.testing.assert_allclose(phase(u, (vh,))[0], u)
 
 

@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 import pullback as pb
 from pullback.errors import TracingError
@@ -144,9 +145,8 @@ def test_ragged_list_is_a_tracing_error():
         pb.jit(lambda v, a: np.array([v, [a]]))(np.ones(2), 1.0)
 
 
-def test_asarray_of_a_tracer_itself_still_refuses():
-    with pytest.raises(TypeError, match="cannot be converted to a NumPy array"):
-        pb.jit(lambda x: np.asarray(x) + 1)(np.ones(2))
+def test_asarray_of_a_tracer_itself_is_the_tracer():
+    np.testing.assert_array_equal(pb.jit(lambda x: np.asarray(x) + 1)(np.ones(2)), np.full(2, 2.0))
 
 
 def test_zeros_stay_numpy():
@@ -156,3 +156,19 @@ def test_zeros_stay_numpy():
         return np.array([a, 1.0]) + z
 
     np.testing.assert_array_equal(pb.jit(f)(3.0), [3.0, 1.0])
+
+
+def test_np_array_of_a_tracer_in_user_code_is_a_copy_and_scipy_still_refuses():
+    x = np.array([1.0, 2.0, 3.0])
+    out = pb.jit(lambda x: (np.array(x) * 2, np.asarray(x, np.float32), np.array(x, dtype=complex)))(x)
+    np.testing.assert_array_equal(out[0], 2 * x)
+    assert out[1].dtype == np.float32 and out[2].dtype == np.complex128
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(np.array(x) ** 2))(x), 2 * x)
+    with pytest.raises(pb.TracingError, match="scipy.linalg.expm calls np.asarray on a traced value"):
+        pb.jit(lambda x: scipy.linalg.expm(x))(np.eye(2))
+
+
+def test_np_append_of_lists_holding_tracers():
+    x = np.array([1.0, 2.0])
+    got = pb.jit(lambda x: np.append([[x[0], 1.0]], [[2.0, x[1]]], axis=0))(x)
+    np.testing.assert_array_equal(got, np.append([[1.0, 1.0]], [[2.0, 2.0]], axis=0))

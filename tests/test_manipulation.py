@@ -213,3 +213,16 @@ def test_printed_roll_and_split_gradients_are_concatenations():
         grad = [line for line in code if line.startswith("x_bar =")]
         assert len(grad) == 1 and grad[0].startswith("x_bar = np.concatenate(")
         assert not any(name in "\n".join(code) for name in ("np.zeros", "np.take", "for ", "arange", "np.array("))
+
+
+@pytest.mark.parametrize("axis, start", [(0, 0), (2, 0), (0, 3), (1, -1), (-1, 1), (2, 2)])
+def test_rollaxis_matches_numpy(axis, start):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    np.testing.assert_array_equal(pb.jit(lambda x: np.rollaxis(x, axis, start))(x), np.rollaxis(x, axis, start))
+    check_grads(lambda x: np.rollaxis(x, axis, start), [x])
+
+
+def test_result_type_of_tracers():
+    x32 = np.ones(2, np.float32)
+    assert pb.jit(lambda x: np.zeros(2, np.result_type(x, np.float64)) + x)(x32).dtype == np.float64
+    assert pb.jit(lambda x, s: x * np.ones(2, np.result_type(x, s)))(x32, 2.0).dtype == np.float32

@@ -47,6 +47,12 @@ _LIBRARY_DIRS = tuple(
 _USER_FILES = frozenset({os.path.join(os.path.dirname(pullback.__file__), "demo.py")})
 
 
+def is_user_code(frame) -> bool:
+    """Whether ``frame`` runs the user's code, not pullback's, NumPy's or SciPy's."""
+    filename = frame.f_code.co_filename
+    return not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES
+
+
 def user_frame(depth: int = 1):
     """The innermost frame that is neither pullback's, NumPy's nor SciPy's."""
     frame = sys._getframe(depth)

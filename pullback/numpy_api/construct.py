@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 from collections.abc import Callable
 
@@ -48,7 +49,8 @@ from pullback.ir.types import canonical_dtype
 _SEQUENCES = (list, tuple)
 # NumPy's names for parameters that take a sequence of arrays
 _ARRAY_SEQUENCE_PARAMS = frozenset({"arrays", "tup", "arys", "condlist", "choicelist", "xi"})
-_ARRAY_PARAMS = frozenset({"a", "b", "x", "y", "x1", "x2", "m", "v", "val", "condition", "array", "ary", "operands"})
+_ARRAY_PARAMS = frozenset({"a", "b", "x", "y", "x1", "x2", "m", "v", "val", "condition", "array", "ary", "operands",
+                           "arr", "values"})
 
 
 def _holds_tracer(x) -> bool:
@@ -121,15 +123,25 @@ def array(obj, dtype=None):
     return api.reshape(api.concatenate(pieces, axis=0), shape)
 
 
+def _called_by_user() -> bool:
+    """Whether the wrapper's caller is the user's code: NumPy's and SciPy's own conversions of a
+    tracer (``np.asarray`` inside scipy.linalg) still refuse, naming the function that asked."""
+    return tr.is_user_code(sys._getframe(2))
+
+
 def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
     if ndmin or like is not None:
         api.unsupported("np.array with ndmin= or like= on a list of traced values")
+    if type(obj) is Tracer:
+        return api.astype(obj, dtype).copy() if dtype is not None else obj.copy()
     return array(obj, dtype)
 
 
 def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     if like is not None:
         api.unsupported("np.asarray with like= on a list of traced values")
+    if type(a) is Tracer:
+        return api.astype(a, dtype) if dtype is not None else a
     return array(a, dtype)
 
 
@@ -200,6 +212,8 @@ def _wrap(func: Callable, impl: Callable | None = None) -> Callable:
     positional, star = _positional_names(func)
 
     def call(*args, **kwargs):
+        if impl is not None and args and type(args[0]) is Tracer and _tracing() and _called_by_user():
+            return impl(*args, **kwargs)  # np.array(x) of a tracer in the user's code: a copy of it
         if _tracing() and (any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values()))):
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
@@ -372,3 +386,12 @@ def leave() -> None:
 
 
 tr.TRACE_HOOKS.append((enter, leave))
+
+
+@api.implements(np.result_type)
+def result_type(*arrays_and_dtypes):
+    """NumPy's result dtype, with tracers standing for arrays of their dtype (a tracer of a
+    Python scalar argument stays weak, as the scalar would be)."""
+    reps = [api._WEAK_REP[x.dtype.kind] if type(x) is Tracer and x.weak else x.dtype if type(x) is Tracer else x
+            for x in arrays_and_dtypes]
+    return np.result_type(*reps)

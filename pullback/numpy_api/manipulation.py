@@ -533,3 +533,19 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     out = tuple(reshape(_lift(x), tuple(s)) for x, s in zip(xi, shapes))
     return out if sparse else broadcast_arrays(*out)
 
+
+
+@implements(np.rollaxis)
+def rollaxis(a, axis, start=0):
+    """NumPy's older spelling of ``moveaxis``: ``axis`` goes to before position ``start``."""
+    from pullback.numpy_api import _axis, moveaxis
+
+    a = _lift(a)
+    n = a.ndim
+    axis = _axis(axis, n)
+    start = start + n if start < 0 else start  # as NumPy: a negative start counts from the end
+    if not 0 <= start <= n:
+        raise ArgumentError(located(f"np.rollaxis: start is out of bounds for an array of rank {n}"))
+    if axis < start:
+        start -= 1
+    return a if axis == start else moveaxis(a, axis, start)

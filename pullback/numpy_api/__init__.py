@@ -85,15 +85,15 @@ _WEAK_REP = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 
 
 def _is_weak(x) -> bool:
-    return isinstance(x, PYTHON_SCALARS) or (isinstance(x, Tracer) and x.weak)
+    return type(x) in PYTHON_SCALARS or (isinstance(x, Tracer) and x.weak)
 
 
 def result_dtype(*xs) -> np.dtype:
-    """NumPy's result dtype: arrays are strong, Python scalars (and tracers of
-    Python scalar arguments) weak."""
+    """NumPy's result dtype: arrays and NumPy scalars are strong, Python scalars (by exact type:
+    ``np.float64`` subclasses ``float``) and tracers of Python scalar arguments weak (NEP 50)."""
     reps = []
     for x in xs:
-        if isinstance(x, PYTHON_SCALARS):
+        if type(x) in PYTHON_SCALARS:
             reps.append(x)
         elif _is_weak(x):
             reps.append(_WEAK_REP[x.dtype.kind])

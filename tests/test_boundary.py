@@ -176,6 +176,8 @@ def test_big_endian_input(dtype):
     np.testing.assert_array_equal(out, want)
     if dtype[1] == "f":
         np.testing.assert_allclose(pb.grad(lambda x: np.sum(x**2))(x), 2 * x.astype(x.dtype.newbyteorder("=")))
+    const = x[0]  # closed over: converted as arguments are
+    np.testing.assert_array_equal(pb.jit(lambda y: y * const)(np.ones(3, x.dtype.newbyteorder("="))), x[0])
 
 
 # --- NEP 50 promotion -----------------------------------------------------------------------

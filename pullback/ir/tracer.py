@@ -108,6 +108,8 @@ class Builder:
     def const(self, value) -> Var:
         key = id(value)
         if key not in self.consts:
+            if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
+                value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
             var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
             self.consts[key] = (var, value)
         return self.consts[key][0]

@@ -1,8 +1,10 @@
 """Differentiable dense linear algebra with NumPy/SciPy names and conventions.
 
 Each function traces to LAPACK/BLAS-named primitives (``potrf``, ``trsm``, ``trmm``,
-``syrk``, ``potri``, ``gelqf``, ``geqrf``, ``syevd``, ``gesvd``) and accepts leading
-batch axes ``(..., m, n)``. Outside a trace they run the same compiled code.
+``syrk``, ``potri``, ``gelqf``, ``geqrf``, ``syevd``, ``gesvd``, ``getrf``, ``geev``,
+``trsyl``; ``det``, ``pinv``, ``expm``, ``sqrtm`` print as NumPy/SciPy's own) and accepts
+leading batch axes ``(..., m, n)``, empty matrices included. Outside a trace they run the
+same compiled code.
 
 Conventions: ``cholesky`` returns the lower factor by default (SciPy's default is
 upper: pass ``lower=False`` for it); ``solve_triangular`` follows SciPy
@@ -22,15 +24,17 @@ from __future__ import annotations
 import numpy as np
 
 from pullback import lax
-from pullback.errors import TracingError
+from pullback.errors import LinAlgError, TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.primitives import linalg as la
+from pullback.primitives import linalg_extra as lx
 from pullback.primitives.linalg import GAP_EPS, Trans
 
 __all__ = [
     "GAP_EPS", "cho_factor", "cho_solve", "cholesky", "cholesky_ex", "cholesky_inverse", "det", "eigh", "gemm", "inv",
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
-    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm",
+    "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
+    "matrix_rank", "norm", "pinv", "eig", "eigvals", "expm", "expm_frechet", "sqrtm", "solve_sylvester",
 ]
 
 
@@ -122,9 +126,11 @@ def _matrix_rhs(b, side_left: bool):
     """A vector right-hand side as a one-column (one-row) matrix, and how to undo it."""
     from pullback import numpy_api as pnp
 
-    if b.ndim == 1:
+    if b.ndim == 1:  # NumPy 2: b is a vector only when b.ndim == 1; batch axes come from A
         shape = (b.shape[0], 1) if side_left else (1, b.shape[0])
-        return pnp.reshape(b, shape), lambda x: pnp.reshape(x, (b.shape[0],))
+        if side_left:
+            return pnp.reshape(b, shape), lambda x: pnp.reshape(x, x.shape[:-1])
+        return pnp.reshape(b, shape), lambda x: pnp.reshape(x, x.shape[:-2] + x.shape[-1:])
     return b, lambda x: x
 
 
@@ -202,25 +208,37 @@ def lq(a):
 
 @_traced
 def qr(a, mode: str = "reduced"):
-    """``(q, r)`` with A = Q R for m >= n: Q (m, n) with orthonormal columns, R (n, n) upper."""
-    if mode != "reduced":
-        raise ValueError(f"only mode='reduced' is differentiable; got {mode!r}")
-    return bind(la.geqrf_p, _float(a))
+    """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
+    upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
+    if mode not in ("reduced", "r"):
+        raise ValueError(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}")
+    q, r = bind(la.geqrf_p, _float(a))
+    return r if mode == "r" else (q, r)
 
 
 @_traced
-def eigh(a):
+def eigh(a, UPLO: str = "L"):
     """``(w, v)``: eigenvalues ascending, eigenvectors in columns, of a symmetric (Hermitian)
-    matrix; its lower triangle is read.
+    matrix; the lower triangle is read (the upper with ``UPLO='U'``), as NumPy does.
 
-    Like NumPy, only the lower triangle is read, so what is computed, and differentiated, is
-    the decomposition of ``tril(A) + tril(A, -1)^H``: for a non-symmetric ``A`` the value is
-    NumPy's and the derivative is that value's (as in autograd); the gradient with respect to
-    ``A`` lies in its lower triangle, the diagonal once and the strictly lower part twice, since
-    the upper triangle is never read. (JAX symmetrises ``(A + A^H) / 2`` instead, which changes
-    the value for a non-symmetric ``A``.)"""
+    What is computed, and differentiated, is the decomposition of ``tril(A) + tril(A, -1)^H``
+    (``triu(A) + triu(A, 1)^H`` for 'U'): for a non-symmetric ``A`` the value is NumPy's and the
+    derivative is that value's (as in autograd); the gradient with respect to ``A`` lies in the
+    triangle read, the diagonal once and the off-diagonal part twice, since the other triangle
+    is never read. (JAX symmetrises ``(A + A^H) / 2`` instead, which changes the value for a
+    non-symmetric ``A``.)"""
+    UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
     a = _float(a)
+    if UPLO == "U":
+        return bind(la.syevd_p, lax.add(lax.triu(a), lax.H(lax.triu(a, 1))))
     return bind(la.syevd_p, lax.add(lax.tril(a), lax.H(lax.tril(a, -1))))
+
+
+def eigvalsh(a, UPLO: str = "L"):
+    """The eigenvalues of ``eigh``, ascending."""
+    return eigh(a, UPLO)[0]
 
 
 @_traced
@@ -272,7 +290,7 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
         return cho_solve(cho_factor(a, lower=True), b)
     if assume_a not in ("gen", "general"):
         raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
-    return _lu_solve(*_getrf(a, check=True)[::2], b)
+    return _lu_solve(*_getrf(_square(a, "solve"), check=True)[::2], b)
 
 
 # --- LU -------------------------------------------------------------------------------------
@@ -286,9 +304,16 @@ def _getrf(a, check: bool = False):
 
 def _lu_solve(lu, perm, b, trans: int = 0):
     """A X = B from P A = L U: X = U^{-1} L^{-1} (P B); with ``trans`` the transposed system."""
+    from pullback import numpy_api as pnp
+
     a_like, b = _common(lu, b)
     left_b, undo = _matrix_rhs(b, True)
+    if left_b.shape[-2] != lu.shape[-1]:
+        raise TracingError(located(f"numpy.linalg.solve: a {lu.shape[-2]}x{lu.shape[-1]} system does not fit a "
+                                   "right-hand side "
+                                   f"of shape {b.shape} (b is a vector only when b.ndim == 1)"))
     lu, left_b = _batch(a_like, left_b, True)
+    perm = pnp.broadcast_to(perm, lu.shape[:-1])
     t = _trans(trans)
     if t == Trans.N:
         y = bind(la.trsm_p, lu, _permute(left_b, perm), left=True, lower=True, trans=t, unit_diagonal=True,
@@ -384,16 +409,25 @@ def lu_full_pivot_ex(a):
 @_traced
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
-    a = _float(a)
+    a = _float(_square(a, "inv"))
     eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye)
+
+
+def _square(a, name: str):
+    """NumPy's check: the last two axes of a square-matrix operator's argument."""
+    if a.ndim < 2:
+        raise LinAlgError(located(f"{name}: {a.ndim}-dimensional array given. Array must be at least two-dimensional"))
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(located(f"{name}: last 2 dimensions of the array must be square, got shape {a.shape}"))
+    return a
 
 
 @_traced
 def slogdet(a):
     """``(sign, logabsdet)`` from the LU factors: sign is +-1 (a unit complex number for
     complex A; 0 when A is singular), logabsdet = sum log |U_ii|."""
-    packed, piv, _, _ = _getrf(a)
+    packed, piv, _, _ = _getrf(_square(a, "slogdet"))
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
     logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
@@ -408,6 +442,268 @@ def slogdet(a):
 
 @_traced
 def det(a):
-    """det A = sign * exp(logabsdet) from ``slogdet``."""
-    sign, logabsdet = slogdet(a)
-    return sign * np.exp(logabsdet)
+    """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
+    finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
+    return bind(lx.det_p, _float(_square(a, "det")))
+
+
+# --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------
+
+
+@_traced
+def matrix_power(a, n: int):
+    """A^n for an integer n by repeated squaring (NumPy's order of products); n < 0 inverts
+    first, n = 0 gives the identity."""
+    import operator
+
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
+    if n == 0:
+        return np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
+    if n < 0:
+        a, n = inv(a), -n
+    result, z = None, a
+    while n:  # NumPy's binary decomposition: z = a^(2^k), result picks the set bits
+        if n & 1:
+            result = z if result is None else result @ z
+        n >>= 1
+        if n:
+            z = z @ z
+    return result
+
+
+@_traced
+def matrix_rank(a, tol=None, hermitian: bool = False, *, rtol=None):
+    """The number of singular values above ``tol`` (default ``max(m, n) eps max(s)``, or
+    ``rtol max(s)``), as NumPy; an integer, with no derivative."""
+    from pullback import numpy_api as pnp
+
+    if rtol is not None and tol is not None:
+        raise ValueError("`tol` and `rtol` can't be both set.")
+    if a.ndim < 2:
+        return pnp.astype(np.sum(pnp.astype(a != 0, np.int64)) > 0, np.int64)
+    if 0 in a.shape[-2:]:
+        return pnp.zeros_like(a, dtype=np.int64, shape=a.shape[:-2])
+    a = _float(a)
+    s = np.abs(eigh(a)[0]) if hermitian else svd(a, compute_uv=False)
+    if tol is None:
+        rtol = max(a.shape[-2:]) * np.finfo(s.dtype).eps if rtol is None else np.asarray(rtol)[..., None]
+        tol = np.max(s, axis=-1, keepdims=True) * rtol
+    else:
+        tol = np.asarray(tol)[..., None] if not isinstance(tol, Tracer) else tol[..., None]
+    return np.sum(pnp.astype(s > tol, np.int64), axis=-1)
+
+
+@_traced
+def norm(x, ord=None, axis=None, keepdims: bool = False):
+    """NumPy's ``linalg.norm``: vector norms (any p, 0 counts nonzeros, +-inf) along one
+    axis, matrix norms ('fro', 'nuc', +-1, +-2, +-inf) over two; the 2 and nuclear norms
+    through the singular values."""
+    from pullback import numpy_api as pnp
+
+    if x.dtype.kind not in "fc":
+        x = pnp.astype(x, np.float64)
+    nd = x.ndim
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
+            out = _sqrt_sum_squares(x.reshape(-1), 0)
+            return pnp.reshape(out, (1,) * nd) if keepdims else out
+        if nd not in (1, 2):
+            raise ValueError("Improper number of dimensions to norm.")
+        axis = tuple(range(nd))
+    axis = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    axis = tuple(int(a) % nd if -nd <= a < nd else _bad_axis(a, nd) for a in axis)
+    if len(axis) == 1:
+        return _vector_norm(x, ord, axis[0], keepdims)
+    if len(axis) == 2:
+        if axis[0] == axis[1]:
+            raise ValueError("Duplicate axes given.")
+        return _matrix_norm(x, ord, axis, keepdims)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+def _bad_axis(a, nd):
+    raise np.exceptions.AxisError(a, nd)
+
+
+def _sqrt_sum_squares(x, axis, keepdims=False):
+    from pullback import numpy_api as pnp
+
+    sq = np.real(x * np.conj(x)) if x.dtype.kind == "c" else x * x
+    return np.sqrt(pnp.sum(sq, axis=axis, keepdims=keepdims))
+
+
+def _vector_norm(x, ord, axis: int, keepdims: bool):
+    from pullback import numpy_api as pnp
+
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord is None or ord == 2:
+        return _sqrt_sum_squares(x, axis, keepdims)
+    a = np.abs(x)
+    if ord == np.inf:
+        return np.max(a, axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return pnp.sum(pnp.astype(x != 0, a.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return pnp.sum(a, axis=axis, keepdims=keepdims)
+    p = float(ord)
+    return pnp.sum(a ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
+
+
+def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
+    from pullback import numpy_api as pnp
+
+    row, col = axis
+    if ord in (2, -2, "nuc"):
+        s = svd(pnp.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
+        out = np.max(s, axis=-1) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
+    elif ord in (1, -1, np.inf, -np.inf):
+        summed, reduced = (row, col) if ord in (1, -1) else (col, row)
+        reduced -= reduced > summed
+        sums = pnp.sum(np.abs(x), axis=summed)
+        out = np.max(sums, axis=reduced) if ord > 0 else np.min(sums, axis=reduced)
+    elif ord in (None, "fro", "f"):
+        out = _sqrt_sum_squares(x, axis)
+    else:
+        raise ValueError("Invalid norm order for matrices.")
+    if keepdims:
+        shape = list(x.shape)
+        shape[row] = shape[col] = 1
+        out = pnp.reshape(out, tuple(shape))
+    return out
+
+
+# --- pseudo-inverse and least squares --------------------------------------------------------------
+
+_NO_VALUE = object()
+
+
+@_traced
+def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_NO_VALUE):
+    """The Moore-Penrose pseudo-inverse by the SVD, NumPy's cutoff: singular values at or
+    below ``rcond * max(s)`` are dropped (``rcond`` 1e-15 by default; ``rtol=None`` means
+    ``max(m, n) eps``). ``hermitian=True`` reads the lower triangle, as NumPy's eigh-based
+    path. The derivative (Golub-Pereyra) is exact where the rank is locally constant."""
+    if rcond is None:
+        rcond = 1e-15 if rtol is _NO_VALUE else (max(a.shape[-2:]) * np.finfo(_float(a).dtype).eps
+                                                   if rtol is None else rtol)
+    elif rtol is not _NO_VALUE:
+        raise ValueError("`rtol` and `rcond` can't be both set.")
+    if np.ndim(rcond) != 0 or isinstance(rcond, Tracer):
+        raise TracingError(located("pinv: rcond must be a Python number (one cutoff for every matrix)"))
+    a = _float(a)
+    if hermitian:
+        a = np.tril(a) + _H(np.tril(a, -1))
+    return bind(lx.pinv_p, a, rcond=float(rcond))
+
+
+@_traced
+def lstsq(a, b, rcond=None):
+    """NumPy's ``(x, residuals, rank, s)`` for a full-rank A (M, N): x minimises |b - A x|
+    (through QR for M >= N, the minimum-norm solution through LQ for M < N; differentiable),
+    residuals the squared column norms of b - A x when M > N (shape (K,), (1,) for a vector
+    b; else empty), rank and s as NumPy computes them (``rcond`` default ``eps max(M, N)``).
+    Unlike NumPy, whose residuals are empty when rank < N, the residuals keep their shape:
+    use ``pinv(a) @ b`` for rank-deficient A."""
+    from pullback import numpy_api as pnp
+
+    a, b = _common(_float(a), b)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise LinAlgError(located(f"lstsq: a must be 2-dimensional and b 1- or 2-dimensional, got {a.shape}, "
+                                  f"{b.shape}"))
+    m, n = a.shape
+    if b.shape[0] != m:
+        raise LinAlgError(located(f"lstsq: incompatible dimensions {a.shape} and {b.shape}"))
+    b2 = b if b.ndim == 2 else pnp.reshape(b, (m, 1))
+    if 0 in (m, n):
+        x = pnp.zeros_like(b2, shape=(n, b2.shape[1]))
+    elif m >= n:
+        q, r = qr(a)
+        x = solve_triangular(r, _H(q) @ b2)
+    else:
+        l, q = lq(a)
+        x = _H(q) @ solve_triangular(l, b2, lower=True)
+    if m > n:
+        res = b2 - a @ x
+        residuals = np.sum(np.real(res * np.conj(res)) if res.dtype.kind == "c" else res * res, axis=0)
+    else:
+        residuals = pnp.zeros_like(np.real(b2), shape=(0,))
+    s = svd(a, compute_uv=False)
+    if rcond is None:
+        rcond = np.finfo(s.dtype).eps * max(m, n)
+    elif rcond < 0:  # LAPACK gelsd: machine precision
+        rcond = np.finfo(s.dtype).eps
+    if 0 in (m, n):
+        rank = pnp.zeros_like(s, dtype=np.int32, shape=())
+    else:
+        rank = pnp.astype(np.sum(pnp.astype(s > rcond * np.max(s), np.int32)), np.int32)
+    return (x if b.ndim == 2 else pnp.reshape(x, (n,))), residuals, rank, s
+
+
+# --- the general eigenproblem -------------------------------------------------------------------
+
+
+@_traced
+def eig(a):
+    """``(w, v)`` with A v_j = w_j v_j for a general square A (LAPACK geev, NumPy's order),
+    always complex (NumPy returns real arrays when every eigenvalue is real, a dtype that
+    depends on values). Eigenvectors: unit 2-norm columns, as NumPy, with pullback's phase
+    (largest-magnitude entry real positive). Differentiable for distinct eigenvalues."""
+    return bind(lx.geev_p, _float(_square(a, "eig")))
+
+
+def eigvals(a):
+    """The eigenvalues of ``eig`` (complex, LAPACK's order)."""
+    return eig(a)[0]
+
+
+# --- matrix functions (scipy.linalg) ------------------------------------------------------------
+
+
+@_traced
+def expm(a):
+    """The matrix exponential (SciPy's expm). Its derivative is the Frechet derivative
+    L(A, E), the upper right block of expm([[A, E], [0, A]]), computed by SciPy's
+    expm_frechet; the adjoint is L(A^H, .)."""
+    return bind(lx.expm_p, _float(_square(a, "expm")))
+
+
+@_traced
+def sqrtm(a):
+    """The principal square root X (X X = A, eigenvalues in the right half plane), SciPy's
+    sqrtm. A real A must have no negative real eigenvalues (its root would be complex).
+    dX solves the Sylvester equation X dX + dX X = dA."""
+    return bind(lx.sqrtm_p, _float(_square(a, "sqrtm")))
+
+
+@_traced
+def solve_sylvester(a, b, q):
+    """X with A X + X B = Q (SciPy's solve_sylvester: Bartels-Stewart through Schur forms and
+    LAPACK trsyl). Differentiable in A, B and Q."""
+    from pullback import numpy_api as pnp
+
+    dt = pnp.result_dtype(a, b, q)
+    dt = dt if dt.kind in "fc" else np.dtype(np.float64)
+    a, b, q = (pnp.astype(x, dt) for x in (a, b, q))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], q.shape[:-2])
+    a, b, q = (pnp.broadcast_to(x, batch + x.shape[-2:]) for x in (a, b, q))
+    return bind(lx.trsyl_p, a, b, q)
+
+
+@_traced
+def expm_frechet(a, e, compute_expm: bool = True):
+    """SciPy's ``expm_frechet``: ``(expm(A), L(A, E))``, or L(A, E) alone with
+    ``compute_expm=False``; L is linear in E (its transpose is L(A^H, .))."""
+    from pullback import numpy_api as pnp
+
+    a, e = _common(_float(_square(a, "expm_frechet")), e)
+    e = pnp.broadcast_to(e, a.shape)
+    frechet = bind(lx.expm_frechet_p, a, e)
+    return (bind(lx.expm_p, a), frechet) if compute_expm else frechet

@@ -311,3 +311,60 @@ EMITTERS[ew.logistic_p] = _expit
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
 EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", s.attribute(ins[0], "T"))
+
+
+# --- pullback.primitives.linalg_extra ------------------------------------------------------------
+
+from pullback.primitives import linalg_extra as lx  # noqa: E402
+
+EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
+
+
+@emits(lx.pinv_p)
+def _pinv(ctx, eqn, ins, outs):
+    """CuPy's pinv (cuSOLVER gesvd), one matrix at a time."""
+    return [s.assign(outs, s.call("cp.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"])))]
+
+
+
+@emits(lx.geev_p)
+def _geev(ctx, eqn, ins, outs):
+    """``cp.linalg.eig`` (CuPy >= 14, cuSOLVER Xgeev): complex results, cuSOLVER's order
+    (which may differ from LAPACK's), then pullback's phase."""
+    (a,), (w, v) = ins, outs
+    dt, n = eqn.outputs[1].dtype, eqn.inputs[0].shape[-1]
+    return [s.assign([w, v], s.call("cp.linalg.eig", a)),
+            s.assign([w], s.method(w, "astype", s.dtype(dt), copy=s.number(False))),
+            s.assign([v], s.method(v, "astype", s.dtype(dt), copy=s.number(False))),
+            *npl._fix_phase(ctx, v, n, [], True)]
+
+
+@emits(lx.expm_p)
+def _expm(ctx, eqn, ins, outs):
+    return [s.assign(outs, s.call(_cupyx(ctx, "expm"), *ins))]
+
+
+@emits(lx.expm_frechet_p)
+def _expm_frechet(ctx, eqn, ins, outs):
+    """L(A, E) as the upper right block of expm([[A, E], [0, A]]) (cupyx has no expm_frechet)."""
+    (a, e), (out,) = ins, outs
+    n = eqn.inputs[0].shape[-1]
+    block = s.name(ctx.fresh("block"))
+    top, bottom, left, right = (s.slice_(None, n, None), s.slice_(n, None, None)) * 2
+    put = [s.statement(cst.Assign([cst.AssignTarget(s.subscript(block, [r, c]))], x))
+           for r, c, x in ((top, left, a), (top, right, e), (bottom, right, a))]
+    return [s.assign([block], s.call("cp.zeros", s.ints((2 * n, 2 * n)), dtype=s.dtype(eqn.inputs[0].dtype))),
+            *put, s.assign([out], s.subscript(s.call(_cupyx(ctx, "expm"), block), [top, right]))]
+
+
+def _cpu_only(name: str):
+    def emit(ctx, eqn, ins, outs):
+        raise NotImplementedError(f"{name} ({eqn.prim.name}) has no CuPy emitter: CuPy has no Schur decomposition; "
+                                  "run it on the CPU")
+
+    return emit
+
+
+CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester"}  # printing them for CuPy raises
+for _prim, _name in CPU_ONLY.items():
+    EMITTERS[_prim] = _cpu_only(_name)

@@ -331,10 +331,10 @@ def _eye(ctx, eqn, ins, outs):
     return s.call("np.eye", *args, dtype=s.dtype(eqn.params["dtype"]))
 
 
-@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p)
+@emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p, red.reduce_or_p)
 def _reduce(ctx, eqn, ins, outs):
-    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod"}[
-        eqn.prim.name]
+    func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod",
+            "reduce_and": "np.all", "reduce_or": "np.any"}[eqn.prim.name]
     axes = eqn.params["axes"]
     if len(axes) == eqn.inputs[0].type.ndim:
         return s.call(func, ins[0])

@@ -63,11 +63,30 @@ def overwrite(ctx: Context, position: int, flag: str = "overwrite_a") -> dict[st
 MatrixEmitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], list[cst.BaseStatement]]
 
 
-def batched(emit: MatrixEmitter) -> Callable:
+def empty_results(eqn: Eqn, outs: list[cst.Name]) -> list[cst.BaseStatement]:
+    """The results of an operator on empty matrices, as NumPy gives them, without calling
+    LAPACK (which rejects a zero leading dimension, printing on stdout): zeros (the only
+    entries there are: A A^T of an m x 0 matrix, LAPACK info), and the identity permutation."""
+    stmts = []
+    for o, v in zip(outs, eqn.outputs):
+        if eqn.prim is la.getrf_p and o is outs[2]:
+            value = s.call("np.arange", s.number(v.shape[-1]), dtype=s.dtype(v.dtype))
+            if v.type.ndim > 1:
+                value = s.method(s.call("np.broadcast_to", value, s.ints(v.shape)), "copy")
+        else:
+            value = s.call("np.zeros", s.ints(v.shape), dtype=s.dtype(v.dtype))
+        stmts.append(assign([o], value))
+    return stmts
+
+
+def batched(emit: MatrixEmitter, empty: bool = True) -> Callable:
     """Loop a matrix emitter over leading batch axes: outputs are allocated, each
-    iteration's results stored into them."""
+    iteration's results stored into them. Empty matrices get ``empty_results`` unless
+    ``empty`` is False (kernels that handle them)."""
 
     def emitter(ctx: Context, eqn: Eqn, ins: list[Expr], outs: list[cst.Name]):
+        if empty and any(0 in x.shape[-2:] for x in eqn.inputs if x.type.ndim >= 2):
+            return empty_results(eqn, outs)
         nb = eqn.inputs[0].type.ndim - 2
         if nb == 0:
             return emit(ctx, eqn, ins, outs)
@@ -89,9 +108,9 @@ def batched(emit: MatrixEmitter) -> Callable:
 LINALG: set = set()  # the primitives printed as SciPy LAPACK/BLAS calls
 
 
-def emits(prim):
+def emits(prim, empty: bool = True):
     def register(fn: MatrixEmitter):
-        EMITTERS[prim] = batched(fn)
+        EMITTERS[prim] = batched(fn, empty)
         LINALG.add(prim)
         return fn
 
@@ -209,14 +228,18 @@ def _gelqf(ctx, eqn, ins, outs):
 
 @emits(la.geqrf_p)
 def _geqrf(ctx, eqn, ins, outs):
+    """geqrf, then orgqr/ungqr on the first k = min(m, n) reflectors (all columns of a tall
+    A; the leading m x m block of a wide one)."""
     (a,), (q, r) = ins, outs
     dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
+    k = min(m, n)
     qr, tau, work, info = (s.name(ctx.fresh(h)) for h in ("qr", "tau", "work", "info"))
+    reflectors = qr if k == n else s.subscript(qr, [s.slice_(None, None, None), s.slice_(None, k, None)])
     return [
         assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **_qr_workspace(dt, m, n),
                                              **overwrite(ctx, 0))),
-        assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, n, None)]))),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, m, n))),
+        assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, k, None)]))),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), reflectors, tau, **_qr_workspace(dt, m, k))),
     ]
 
 
@@ -268,7 +291,10 @@ def _gesvd(ctx, eqn, ins, outs):
     stmts = [
         assign([w, sv, z, info], s.call(lapack(ctx, "gesdd", dt), s.attribute(a, "T"),
                                         full_matrices=s.number(0), **overwrite(ctx, 0))),
-        raise_if(info, ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})", info),
+        raise_if(s.binop(info, ">", s.number(0)), ctx, "svd: the algorithm did not converge (LAPACK gesdd info={})",
+                 info),
+        raise_if(s.binop(info, "<", s.number(0)), ctx, "svd: LAPACK gesdd rejected its argument {} (info={})",
+                 s.call("abs", info), info),
         assign([u], s.attribute(z, "T")),
         assign([vh], s.attribute(w, "T")),
     ]
@@ -297,13 +323,13 @@ def _getrf(ctx, eqn, ins, outs):
     ]
 
 
-@emits(la.permute_p)
+@emits(la.permute_p, empty=False)
 def _permute(ctx, eqn, ins, outs):
     x, perm = ins
     return [assign(outs, s.subscript(x, [perm]))]
 
 
-@emits(la.unpermute_p)
+@emits(la.unpermute_p, empty=False)
 def _unpermute(ctx, eqn, ins, outs):
     (x, perm), (out,) = ins, outs
     return [assign([out], s.call("np.empty_like", x)),
@@ -337,7 +363,7 @@ for {k} in range({K}):
 """
 
 
-@emits(la.getc2_p)
+@emits(la.getc2_p, empty=False)
 def _getc2(ctx, eqn, ins, outs):
     (a,), (lu, rperm, cperm, sign, info) = ins, outs
     m, n = eqn.inputs[0].shape[-2:]
@@ -346,3 +372,93 @@ def _getc2(ctx, eqn, ins, outs):
         _FULL_PIVOT, a=a, lu=lu, rperm=rperm, cperm=cperm, sign=sign, info=info, m=s.number(m), n=s.number(n),
         K=s.number(min(m, n)), dtype=s.dtype(eqn.inputs[0].dtype), **names)
     return list(module.body)
+
+
+# --- pullback.primitives.linalg_extra ------------------------------------------------------------
+
+from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
+from pullback.primitives import linalg_extra as lx  # noqa: E402
+
+OUTPUT_HINTS["geev"] = ("w", "v")
+TEMP_HINTS.update({"expm_frechet": "frechet", "trsyl": "sylvester", "sqrtm": "root"})
+
+
+def _det(ctx, eqn, ins, outs):
+    """NumPy's det (getrf and the product of the pivots), batched and 1 for 0 x 0 in NumPy itself."""
+    return s.call("np.linalg.det", *ins)
+
+
+EMITTERS[lx.det_p] = _det
+EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("np.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
+
+
+def _geev_workspace(dtype, n: int) -> dict[str, Expr]:
+    work, info = getattr(scipy.linalg.lapack, f"{PREFIX[np.dtype(dtype)]}geev_lwork")(n)
+    return {"lwork": s.number(int(np.real(work)))} if info == 0 else {}
+
+
+@emits(lx.geev_p)
+def _geev(ctx, eqn, ins, outs):
+    """geev of A (SciPy hands LAPACK a column-major copy: geev destroys its input anyway),
+    right vectors only. Real A: a conjugate pair w_j, w_{j+1} = a +- bi (Im > 0 first) has
+    the vectors vr_j +- i vr_{j+1}."""
+    (a,), (w, v) = ins, outs
+    dt, n = eqn.inputs[0].dtype, eqn.inputs[0].shape[-1]
+    info, vl = s.name(ctx.fresh("info")), s.name(ctx.fresh("vl"))
+    opts = dict(compute_vl=s.number(0), **_geev_workspace(dt, n))
+    check = raise_if(s.binop(info, ">", s.number(0)), ctx, "eig: the QR algorithm did not converge "
+                     "(LAPACK geev info={})", info)
+    if dt.kind == "c":
+        stmts = [assign([w, vl, v, info], s.call(lapack(ctx, "geev", dt), a, **opts)), check]
+    else:
+        wr, wi, vr, pair = (s.name(ctx.fresh(h)) for h in ("wr", "wi", "vr", "pair"))
+        every = s.slice_(None, None, None)
+        after = s.binop(pair, "+", s.number(1))
+        stmts = [
+            assign([wr, wi, vl, vr, info], s.call(lapack(ctx, "geev", dt), a, **opts)),
+            check,
+            assign([w], s.binop(wr, "+", s.binop(cst.Imaginary("1j"), "*", wi))),
+            assign([v], s.method(vr, "astype", s.dtype(eqn.outputs[1].dtype))),
+            assign([pair], s.call("np.flatnonzero", s.binop(wi, ">", s.number(0)))),
+            s.statement(cst.AugAssign(s.subscript(v, [every, pair]), cst.AddAssign(),
+                                      s.binop(cst.Imaginary("1j"), "*", s.subscript(vr, [every, after])))),
+            s.statement(cst.Assign([cst.AssignTarget(s.subscript(v, [every, after]))],
+                                   s.call("np.conj", s.subscript(v, [every, pair])))),
+        ]
+    return stmts + _fix_phase(ctx, v, n, [], True)
+
+
+def _scipy(ctx: Context, name: str) -> Expr:
+    ctx.use("scipy.linalg")
+    return s.dotted(f"scipy.linalg.{name}")
+
+
+@emits(lx.expm_p)
+def _expm(ctx, eqn, ins, outs):
+    """SciPy's expm (Al-Mohy & Higham's scaling and squaring)."""
+    return [assign(outs, s.call(_scipy(ctx, "expm"), *ins))]
+
+
+@emits(lx.expm_frechet_p)
+def _expm_frechet(ctx, eqn, ins, outs):
+    """SciPy's expm_frechet: L(A, E) alone, at about three times the cost of expm(A)."""
+    return [assign(outs, s.call(_scipy(ctx, "expm_frechet"), *ins, compute_expm=s.number(False),
+                                check_finite=s.number(False)))]
+
+
+@emits(lx.sqrtm_p)
+def _sqrtm(ctx, eqn, ins, outs):
+    """SciPy's sqrtm (Schur form, then the triangular recurrence). A real A with negative real
+    eigenvalues has a complex principal root: that is an error, as the program's types are real."""
+    stmts = [assign(outs, s.call(_scipy(ctx, "sqrtm"), *ins))]
+    if eqn.inputs[0].dtype.kind == "f":
+        stmts.append(raise_if(s.call("np.iscomplexobj", outs[0]), ctx,
+                              "sqrtm: the matrix has negative real eigenvalues, so its principal square root "
+                              "is complex; pass a complex matrix"))
+    return stmts
+
+
+@emits(lx.trsyl_p)
+def _trsyl(ctx, eqn, ins, outs):
+    """SciPy's solve_sylvester: Schur forms of A and B (gees), then LAPACK trsyl."""
+    return [assign(outs, s.call(_scipy(ctx, "solve_sylvester"), *ins))]

@@ -319,6 +319,8 @@ class Tracer:
     def mean(self, axis=None, dtype=None, keepdims=False): return self._api.mean(self, axis, dtype, keepdims=keepdims)
     def max(self, axis=None, keepdims=False): return self._api.max(self, axis, keepdims=keepdims)
     def min(self, axis=None, keepdims=False): return self._api.min(self, axis, keepdims=keepdims)
+    def all(self, axis=None, out=None, keepdims=False): return self._api.all(self, axis, out, keepdims)
+    def any(self, axis=None, out=None, keepdims=False): return self._api.any(self, axis, out, keepdims)
     def clip(self, min=None, max=None): return self._api.ufuncs.clip(self, min, max)
     def round(self, decimals=0): return self._api.ufuncs.round_(self, decimals)
     def conj(self): return self._api.conj(self)

@@ -136,7 +136,7 @@ def _shape(*xs) -> tuple[int, ...]:
 
 
 def _weak_result(out, xs):
-    if isinstance(out, Tracer) and all(_is_weak(x) for x in xs):
+    if isinstance(out, Tracer) and builtins.all(_is_weak(x) for x in xs):
         out.weak = True
     return out
 
@@ -340,7 +340,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         if known == 0 or a.size % known:
             raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
         shape = tuple(a.size // known if s == -1 else s for s in shape)
-    if math.prod(shape) != a.size or any(s < 0 for s in shape):
+    if math.prod(shape) != a.size or builtins.any(s < 0 for s in shape):
         raise ArgumentError(located(f"cannot reshape array of shape {a.shape} into {shape}"))
     return a if shape == a.shape else bind(st.reshape_p, a, new_sizes=shape)
 
@@ -380,7 +380,7 @@ def squeeze(a, axis=None):
         _axes(axis, 1)
         return a
     axes = [i for i, n in enumerate(a.shape) if n == 1] if axis is None else _axes(axis, a.ndim)
-    if any(a.shape[i] != 1 for i in axes):
+    if builtins.any(a.shape[i] != 1 for i in axes):
         raise ArgumentError(located(f"cannot squeeze axes {axis} of shape {a.shape}: size is not 1"))
     return reshape(a, tuple(n for i, n in enumerate(a.shape) if i not in axes))
 
@@ -410,7 +410,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
         raise ArgumentError(located("need at least one array to concatenate"))
     if axis is None:
         arrays, axis = [reshape(a, (-1,)) for a in arrays], 0
-    if any(a.ndim == 0 for a in arrays):
+    if builtins.any(a.ndim == 0 for a in arrays):
         raise ArgumentError(located("zero-dimensional arrays cannot be concatenated"))
     dt = canonical_dtype(dtype) if dtype is not None else result_dtype(*arrays)
     for a in arrays:
@@ -529,7 +529,7 @@ def _extremum(prim, name):
             unsupported(f"np.{name} with out=, initial= or where=")
         a = _lift(a)
         axes = _axes(axis, a.ndim)
-        if any(a.shape[i] == 0 for i in axes):
+        if builtins.any(a.shape[i] == 0 for i in axes):
             raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
         if axes and is_complex(a.dtype):  # NumPy's lexicographic order
             from pullback.numpy_api.ufuncs import complex_extremum
@@ -542,6 +542,22 @@ def _extremum(prim, name):
 
 max = _extremum(red.reduce_max_p, "max")
 min = _extremum(red.reduce_min_p, "min")
+
+
+def _logical(prim, name):
+    def reduce(a, axis=None, out=None, keepdims=False, *, where=None):
+        if out is not None or where is not None:
+            unsupported(f"np.{name} with out= or where=")
+        a = _lift(a)
+        truth = a if a.dtype == np.bool_ else not_equal(a, 0)
+        axes = _axes(axis, truth.ndim)
+        return _keep(bind(prim, truth, axes=axes) if axes else truth, truth, axes, keepdims)
+
+    return reduce
+
+
+all = _logical(red.reduce_and_p, "all")
+any = _logical(red.reduce_or_p, "any")
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -740,7 +756,7 @@ def getitem(x, key):
 # --- array functions ------------------------------------------------------------------------
 
 FUNCTIONS: dict[Callable, Callable] = {
-    np.sum: sum, np.mean: mean, np.max: max, np.amax: max, np.min: min, np.amin: min,
+    np.sum: sum, np.mean: mean, np.all: all, np.any: any, np.max: max, np.amax: max, np.min: min, np.amin: min,
     np.reshape: reshape, np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
     np.squeeze: squeeze, np.expand_dims: expand_dims, np.broadcast_to: broadcast_to_,
     np.concatenate: concatenate, np.stack: stack, np.diagonal: diagonal, np.diag: diag, np.trace: trace,
@@ -775,9 +791,7 @@ def _np_qr(a, mode="reduced"):
 
 
 def _np_eigh(a, UPLO="L"):
-    if UPLO != "L":
-        unsupported("np.linalg.eigh with UPLO='U'")
-    return _linalg("eigh")(a)
+    return _linalg("eigh")(a, UPLO=UPLO)
 
 
 def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -791,6 +805,11 @@ FUNCTIONS.update({
     np.linalg.eigvalsh: lambda a, UPLO="L": _np_eigh(a, UPLO)[0], np.linalg.svd: _np_svd,
     np.linalg.solve: _linalg("solve"), np.linalg.inv: _linalg("inv"), np.linalg.det: _linalg("det"),
     np.linalg.slogdet: _linalg("slogdet"),
+})
+FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
+    np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
+    np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
+    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"),
 })
 
 

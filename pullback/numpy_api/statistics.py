@@ -93,6 +93,14 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, 
 
 @core.implements(np.std)
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
+    """``sqrt(var)``; over a single element, ``|x - x|``: zero (NaN for a non-finite x, as NumPy),
+    with derivative zero where ``sqrt`` at 0 would make it NaN (the function is constant there)."""
+    a = core._lift(a)
+    n = math.prod(a.shape[i] for i in core._axes(axis, a.ndim))
+    if n == 1 and ddof == 0 and correction is _NO:
+        _no_out("std", out, where, mean)
+        one = core.sum(core.astype(a, _moment_dtype(a, dtype)), axis, keepdims=_flag(keepdims))
+        return core.absolute(core.subtract(one, one))
     return core.UFUNCS[np.sqrt](var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
 
 
@@ -198,3 +206,84 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     samples = core.moveaxis(samples, 0, axis) if axis != 0 else samples
     return (samples, step) if retstep else samples
 
+
+
+@core.implements(np.gradient)
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's second-order accurate differences: central in the interior, one-sided of order
+    ``edge_order`` at the ends; spacings are scalars or coordinate arrays (uniform or not), as
+    in NumPy. One array per axis, a tuple when there are several."""
+    f = core._lift(f)
+    if axis is None:
+        axes = tuple(range(f.ndim))
+    else:  # in the order given, as NumPy returns them
+        axes = tuple(core._axis(a, f.ndim) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    if edge_order not in (1, 2):
+        raise TracingError(located("np.gradient: 'edge_order' greater than 2 not supported"))
+    if len(varargs) == 0:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacings = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = list(varargs)
+    else:
+        raise TracingError(located("np.gradient: invalid number of arguments"))
+    dtype = f.dtype if is_inexact(f.dtype) else np.dtype(np.float64)
+    f = core.astype(f, dtype)
+    out = [_gradient_along(f, ax, h, edge_order) for ax, h in zip(axes, spacings)]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _gradient_along(f, ax: int, h, edge_order: int):
+    n = f.shape[ax]
+    if n < edge_order + 1:
+        raise TracingError(located("np.gradient: shape of the array too small to calculate a numerical gradient, "
+                                   "at least (edge_order + 1) elements are required"))
+
+    def part(start, stop):
+        return getitem_(f, _along(f, ax, slice(start, stop)))
+
+    def along(x):  # a 1-d array of per-position coefficients, laid along ``ax``
+        shape = tuple(-1 if i == ax else 1 for i in range(f.ndim))
+        return core.reshape(x, shape)
+
+    if np.ndim(h) == 0:  # uniform spacing
+        interior = core.divide(core.subtract(part(2, None), part(None, -2)), core.multiply(2.0, h))
+        if edge_order == 1:
+            first = core.divide(core.subtract(part(1, 2), part(0, 1)), h)
+            last = core.divide(core.subtract(part(n - 1, n), part(n - 2, n - 1)), h)
+        else:
+            first = core.divide(core.add(core.add(core.multiply(-1.5, part(0, 1)), core.multiply(2.0, part(1, 2))),
+                                         core.multiply(-0.5, part(2, 3))), h)
+            last = core.divide(core.add(core.add(core.multiply(0.5, part(n - 3, n - 2)),
+                                                 core.multiply(-2.0, part(n - 2, n - 1))),
+                                        core.multiply(1.5, part(n - 1, n))), h)
+        return core.concatenate([first, interior, last], axis=ax)
+    x = core.astype(core._lift(h), np.result_type(core.result_dtype(h), np.float64))
+    if x.ndim != 1 or x.shape[0] != n:
+        raise TracingError(located("np.gradient: when 1d, distances must match the length of the corresponding "
+                                   "dimension"))
+    dx = diff(x)
+    dx1, dx2 = getitem_(dx, slice(None, -1)), getitem_(dx, slice(1, None))
+    a = core.negative(core.divide(dx2, core.multiply(dx1, core.add(dx1, dx2))))
+    b = core.divide(core.subtract(dx2, dx1), core.multiply(dx1, dx2))
+    c = core.divide(dx1, core.multiply(dx2, core.add(dx1, dx2)))
+    interior = core.add(core.add(core.multiply(along(a), part(None, -2)), core.multiply(along(b), part(1, -1))),
+                        core.multiply(along(c), part(2, None)))
+    d0, dl = getitem_(dx, 0), getitem_(dx, -1)
+    if edge_order == 1:
+        first = core.divide(core.subtract(part(1, 2), part(0, 1)), d0)
+        last = core.divide(core.subtract(part(n - 1, n), part(n - 2, n - 1)), dl)
+    else:
+        d1, dm = getitem_(dx, 1), getitem_(dx, -2)
+        a0 = core.negative(core.divide(core.add(core.multiply(2.0, d0), d1), core.multiply(d0, core.add(d0, d1))))
+        b0 = core.divide(core.add(d0, d1), core.multiply(d0, d1))
+        c0 = core.negative(core.divide(d0, core.multiply(d1, core.add(d0, d1))))
+        first = core.add(core.add(core.multiply(a0, part(0, 1)), core.multiply(b0, part(1, 2))),
+                         core.multiply(c0, part(2, 3)))
+        an = core.divide(dl, core.multiply(dm, core.add(dm, dl)))
+        bn = core.negative(core.divide(core.add(dl, dm), core.multiply(dm, dl)))
+        cn = core.divide(core.add(core.multiply(2.0, dl), dm), core.multiply(dl, core.add(dm, dl)))
+        last = core.add(core.add(core.multiply(an, part(n - 3, n - 2)), core.multiply(bn, part(n - 2, n - 1))),
+                        core.multiply(cn, part(n - 1, n)))
+    return core.concatenate([first, interior, last], axis=ax)

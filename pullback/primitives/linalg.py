@@ -124,11 +124,11 @@ geqrf_p = Primitive("geqrf", multiple_results=True)
 
 @_rule(geqrf_p)
 def _geqrf(a):
-    """A = Q R with Q (m, n) with orthonormal columns and R (n, n) upper triangular, m >= n."""
+    """Reduced A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n) upper
+    triangular (upper trapezoidal for a wide A)."""
     batch, m, n = _matrix(a, "qr")
-    if m < n:
-        raise ShapeError(f"qr needs m >= n for the reduced factorisation, got shape {a.shape} (use lq)")
-    return a.type, ArrayType((*batch, n, n), a.dtype)
+    k = min(m, n)
+    return ArrayType((*batch, m, k), a.dtype), ArrayType((*batch, k, n), a.dtype)
 
 
 syevd_p = Primitive("syevd", multiple_results=True)
@@ -274,11 +274,21 @@ def _gelqf_jvp(primals, tangents):
 
 
 def _geqrf_jvp(primals, tangents):
-    """QR of A is the conjugate transpose of the LQ of A^H."""
+    """QR of A is the conjugate transpose of the LQ of A^H. A wide A = [X | Y] (m < n) is
+    Q [R_X | Q^H Y] with X = Q R_X square: dR_Y = dQ^H Y + Q^H dY (as PyTorch and JAX)."""
     (a,), (da,) = primals, tangents
     q, r = bind(geqrf_p, a)
-    dl, dq = _lq_tangents(lax.H(r), lax.H(q), lax.H(da))
-    return (q, r), (lax.H(dq), lax.H(dl))
+    m, n = a.shape[-2:]
+    if m >= n:
+        dl, dq = _lq_tangents(lax.H(r), lax.H(q), lax.H(da))
+        return (q, r), (lax.H(dq), lax.H(dl))
+    nb = a.ndim - 2
+    r_x, y = lax.slice_last2(r, (0, m), (0, m)), lax.slice_last2(a, (0, m), (m, n))
+    dx, dy = lax.slice_last2(da, (0, m), (0, m)), lax.slice_last2(da, (0, m), (m, n))
+    dl, dq = _lq_tangents(lax.H(r_x), lax.H(q), lax.H(dx))
+    dq = lax.H(dq)
+    dr_y = lax.add(lax.matmul(lax.H(dq), y), lax.matmul(lax.H(q), dy))
+    return (q, r), (dq, lax.concatenate([lax.H(dl), dr_y], nb + 1))
 
 
 def _inverse_gaps(d, scale):
@@ -345,7 +355,10 @@ def _gesvd_jvp(primals, tangents):
     """A = U S V^H (thin). With dP = U^H dA V: ds = diag(dP);
     dU = U (E o (dP S + S dP^H)) + (I - U U^H) dA V S^{-1},
     dV = V (E o (S dP + dP^H S)) + (I - V V^H) dA^H U S^{-1},
-    E_ij = 1/(h(s_j - s_i) h(s_j + s_i)) (Seeger et al. 4.5; Townsend 2016)."""
+    E_ij = 1/h(s_j^2 - s_i^2) (Seeger et al. 4.5; Townsend 2016), clamped once, relative to
+    max s^2, so the zero matrix gives 0 * finite rather than 0 * inf; S^{-1} is the clamped
+    pseudo-inverse (1/s for s above the clamp, else 0): the directions of a zero singular
+    value's vectors are arbitrary, and they are kept still."""
     (a,), (da,) = primals, tangents
     u, s, vh = bind(gesvd_p, a)
     v = lax.H(vh)
@@ -358,45 +371,61 @@ def _gesvd_jvp(primals, tangents):
     s_cols = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb + 1)), dp.dtype)  # S on the right
     s_rows = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb)), dp.dtype)  # S on the left
     scale = _largest(s)
-    e = lax.mul(_inverse_gaps(_outer_difference(s), scale),
-                _inverse_gaps(_sum_outer(s), scale))
-    e = _as(e, dp.dtype)
+    squares = lax.mul(s, s)
+    e = _as(_inverse_gaps(_outer_difference(squares), lax.mul(scale, scale)), dp.dtype)
+    s_inv = _clamped_inverse(s, scale) if m != n or a.dtype.kind == "c" else None
     du = lax.matmul(u, lax.mul(e, lax.add(lax.mul(dp, s_cols), lax.mul(s_rows, lax.H(dp)))))
     dv = lax.matmul(v, lax.mul(e, lax.add(lax.mul(s_rows, dp), lax.mul(lax.H(dp), s_cols))))
     if m > k:  # the part of dA V outside the range of U
         z = lax.matmul(da, v)
-        du = lax.add(du, _divide_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s))
+        du = lax.add(du, _scale_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s_inv))
     if n > k:
         z = lax.matmul(lax.H(da), u)
-        dv = lax.add(dv, _divide_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s))
+        dv = lax.add(dv, _scale_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s_inv))
     if a.dtype.kind == "c":
         # U^H dU has a zero diagonal in the formulas above, so V^H dV carries -i Im(dP_jj) / s_j;
         # then u_j and v_j turn together by the phase rate that keeps u's largest entry real
-        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.div(lax.imag(lax.diagonal(dp)), s))))
+        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.mul(lax.imag(lax.diagonal(dp)), s_inv))))
         dtheta = _phase_rate(u, du)
         du = lax.add(du, _rotate_columns(u, dtheta))
         dv = lax.add(dv, _rotate_columns(v, dtheta))
     return (u, s, vh), (du, ds, lax.H(dv))
 
 
-def _sum_outer(w):
-    """S[..., i, j] = w_i + w_j."""
-    n = w.shape[-1]
-    shape = (*w.shape, n)
-    nb = w.ndim - 1
-    return lax.add(lax.broadcast_in_dim(w, shape, (*range(nb), nb)),
-                   lax.broadcast_in_dim(w, shape, (*range(nb), nb + 1)))
-
-
-def _divide_columns(x, s):
+def _clamped_inverse(s, scale):
+    """1/s where s > GAP_EPS * max s, else 0."""
     nb = s.ndim - 1
-    return lax.div(x, _as(lax.broadcast_in_dim(s, x.shape, (*range(nb), nb + 1)), x.dtype))
+    eps = lax.broadcast_in_dim(lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(s.dtype).tiny)), s.shape,
+                               tuple(range(nb)))
+    big = lax.gt(s, eps)
+    return lax.select(big, lax.div(1.0, lax.select(big, s, lax.full(s.shape, 1.0, s.dtype))),
+                      lax.full(s.shape, 0.0, s.dtype))
+
+
+def _scale_columns(x, c):
+    nb = c.ndim - 1
+    return lax.mul(x, _as(lax.broadcast_in_dim(c, x.shape, (*range(nb), nb + 1)), x.dtype))
+
+
+def empty_aware(prim, rule):
+    """A function of an empty matrix is constant: its tangents are symbolic zeros (the
+    rules' spectral scales, max |lambda|, have no value there)."""
+
+    def jvp(primals, tangents, **params):
+        if primals[0].ndim >= 2 and 0 in primals[0].shape[-2:]:
+            outs = bind(prim, *primals, **params)
+            many = isinstance(outs, tuple | list)
+            zeros = tuple(Zero(ArrayType(o.shape, o.dtype)) for o in (outs if many else (outs,)))
+            return outs, (zeros if many else zeros[0])
+        return rule(primals, tangents, **params)
+
+    return jvp
 
 
 for _prim, _rule_fn in [(potrf_p, _potrf_jvp), (trsm_p, _trsm_jvp), (trmm_p, _trmm_jvp), (syrk_p, _syrk_jvp),
                         (potri_p, _potri_jvp), (gelqf_p, _gelqf_jvp), (geqrf_p, _geqrf_jvp), (syevd_p, _syevd_jvp),
                         (gesvd_p, _gesvd_jvp)]:
-    jvp_rules[_prim] = _rule_fn
+    jvp_rules[_prim] = empty_aware(_prim, _rule_fn)
 transpose_rules[trsm_p] = _triangular_t(trsm_p)
 transpose_rules[trmm_p] = _triangular_t(trmm_p)
 
@@ -487,7 +516,7 @@ def _getrf_jvp(primals, tangents, *, check):
                                     Zero(info.ssa.type))
 
 
-jvp_rules[getrf_p] = _getrf_jvp
+jvp_rules[getrf_p] = empty_aware(getrf_p, _getrf_jvp)
 
 
 def _getc2_jvp(primals, tangents):
@@ -504,3 +533,6 @@ jvp_rules[permute_p] = lambda p, t: (bind(permute_p, *p), bind(permute_p, t[0], 
 jvp_rules[unpermute_p] = lambda p, t: (bind(unpermute_p, *p), bind(unpermute_p, t[0], p[1]))
 transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), None)
 transpose_rules[unpermute_p] = lambda ct, x, perm: (bind(permute_p, ct, perm), None)
+
+
+from pullback.primitives import linalg_extra  # noqa: E402,F401  (registers det and the general eigenproblem)

@@ -23,12 +23,16 @@ reduce_max_p = Primitive("reduce_max")
 reduce_min_p = Primitive("reduce_min")
 shape_rules[reduce_sum_p] = _reduce_rule("ifc")
 shape_rules[reduce_max_p] = shape_rules[reduce_min_p] = _reduce_rule("bif")
+# np.all / np.any of booleans: True and False are their identities, so empty axes are fine
+reduce_and_p = Primitive("reduce_and")
+reduce_or_p = Primitive("reduce_or")
+shape_rules[reduce_and_p] = shape_rules[reduce_or_p] = _reduce_rule("b")
 
 
 # --- differentiation rules --------------------------------------------------------------
 
 from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import defjvp, deflinear  # noqa: E402
+from pullback.transforms.jvp import defjvp, deflinear, defzero  # noqa: E402
 from pullback.transforms.transpose import transpose_rules  # noqa: E402
 
 deflinear(reduce_sum_p)
@@ -45,5 +49,7 @@ def _extremum_jvp(t, x, ans, axes):
 
 
 defjvp(reduce_max_p, _extremum_jvp)
+defzero(reduce_and_p)
+defzero(reduce_or_p)
 defjvp(reduce_min_p, _extremum_jvp)
 transpose_rules[reduce_sum_p] = lambda ct, x, *, axes: (lax.broadcast_in_dim(ct, x.shape, _kept(x.ndim, axes)),)

@@ -210,21 +210,8 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 4) -> Program:
 
 def avoids_known_bug(op: Op, args: list[int], scalar: list[bool], n_inputs: int, dtype: str) -> bool:
     """False for a step that would hit a known, still open pullback bug (it has an xfail
-    regression test below); drop the clause when the bug is fixed."""
-    # test_ufunc_of_python_scalar_is_float64: NumPy's functions make a Python scalar a (strong)
-    # float64, which promotes float32; pullback keeps it weak. Only elementwise binary operations
-    # with the Python scalar input itself as an operand promote weakly in NumPy too.
-    if dtype == "float32" and any(scalar[j] for j in args):
-        if any(scalar[j] and (j >= n_inputs or op.domains[k % len(op.domains)] is not anything)
-               for k, j in enumerate(args)):
-            return False
-        if op.name not in WEAK_SCALAR_OPERAND or all(scalar[j] for j in args):
-            return False
+    regression test below); drop the clause when the bug is fixed. None is open."""
     return True
-
-
-# elementwise operations with NumPy's weak promotion of a Python scalar operand
-WEAK_SCALAR_OPERAND = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"}
 
 
 def _apply(op: Op, args: list, params: dict):
@@ -481,9 +468,7 @@ def test_scalar_result_is_cast(fn, a, s):
     np.testing.assert_allclose(out, fn(a, s))
 
 
-@pytest.mark.xfail(strict=True, reason="a ufunc of a Python scalar input stays weakly typed in pullback; "
-                                       "NumPy returns a float64 scalar, which promotes float32 arrays (NEP 50)")
-@pytest.mark.parametrize("ufunc", [np.sin, np.exp])
+@pytest.mark.parametrize("ufunc", [np.sin, np.exp, np.negative, np.sum])
 def test_ufunc_of_python_scalar_is_float64(ufunc):
     def fn(a, s):
         return a + ufunc(s)

@@ -256,14 +256,25 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     name = ufunc_name(ufunc)
     if method != "__call__":
         if (ufunc, method) in UFUNC_METHODS:
-            return UFUNC_METHODS[ufunc, method](*inputs, **kwargs)
+            return _strong(UFUNC_METHODS[ufunc, method](*inputs, **kwargs))
         unsupported(f"{name}.{method}")
     if kwargs:
         unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
     impl = UFUNCS.get(ufunc)
     if impl is None:
         unsupported(name)
-    return lowering(name, impl, inputs, {})
+    return _strong(lowering(name, impl, inputs, {}))
+
+
+def _strong(out):
+    """NumPy's functions return NumPy objects, strongly typed even when computed from Python
+    scalars (NEP 50: ``np.sin(0.5)`` is a float64 scalar, which promotes float32 arrays); only
+    Python's operators keep Python scalars weak."""
+    if isinstance(out, Tracer):
+        return Tracer(out.ssa, out.builder) if out.weak else out
+    if type(out) in (tuple, list):
+        return type(out)(map(_strong, out))
+    return out
 
 
 _UFUNC_MODULES = (np, scipy.special, np.linalg)
@@ -838,7 +849,7 @@ def array_function(func, args, kwargs):
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
         unsupported(name)
-    return lowering(name, impl, args, kwargs)
+    return _strong(lowering(name, impl, args, kwargs))
 
 
 Tracer._api = sys.modules[__name__]

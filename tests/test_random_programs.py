@@ -177,7 +177,7 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 4) -> Program:
             op = draw(st.sampled_from([op for op in OPS if kind in op.kinds]))
             candidates = [j for j, v in enumerate(vals) if v.ndim >= op.min_ndim and (v.size or not op.nonempty)]
             if op.array_only:
-                candidates = [j for j in candidates if j >= len(inputs) or isinstance(inputs[j], np.ndarray)]
+                candidates = [j for j in candidates if not scalar[j]]  # results of Python scalars may be ones
             if op.name == "first":
                 candidates = [j for j in candidates if vals[j].shape[0]]
             if not candidates:

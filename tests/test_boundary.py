@@ -254,6 +254,15 @@ def test_keyword_arguments_are_traced_not_differentiated():
     assert lin(np.ones(3)) == np.sum(y)
 
 
+def test_keyword_arguments_and_a_positional_dict_compile_apart():
+    def h(x, *rest, **kw):
+        return x * rest[0]["y"] if rest else x + kw["y"]
+
+    jh, x = pb.jit(h), np.arange(3.0)
+    np.testing.assert_array_equal(jh(x, {"y": 2.0}), 2 * x)
+    np.testing.assert_array_equal(jh(x, y=2.0), x + 2)
+
+
 def test_keyword_leaves_named_by_their_keys():
     d = pb.differentiate(lambda x, *, weight: np.sum(x * weight))
     prog = d._stage("primal", (np.ones(2), pb.api._Kwargs(weight=np.ones(2))))

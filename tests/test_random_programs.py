@@ -388,7 +388,8 @@ def check_numpy_scalars(p: Program, scalar_types: list) -> None:
     out = pb.jit(p)(*args)
     assert np.asarray(out).dtype == np.asarray(expected).dtype, (
         f"dtype {np.asarray(out).dtype}, NumPy {np.asarray(expected).dtype}")
-    _assert_close(out, expected, 2e-4 if np.asarray(expected).dtype.char in "fF" else 1e-9, "value")
+    single = p.dtype == "float32" or any(s in (np.float32, np.complex64) for s in scalar_types)
+    _assert_close(out, expected, 2e-4 if single else 1e-9, "value")
 
 
 @examples(100)

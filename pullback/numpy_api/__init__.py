@@ -844,12 +844,30 @@ def implements_ufunc(*ufuncs) -> Callable:
     return register
 
 
+# NumPy functions that make their operands arrays first (np.asarray), so that a Python scalar
+# operand is strong (NEP 50 weakness is the ufuncs'): the positions of those operands
+_COERCING = {np.outer: slice(None), np.inner: slice(None), np.vdot: slice(None), np.kron: slice(None),
+             np.dot: slice(0, 2), np.tensordot: slice(0, 2), np.einsum: slice(1, None)}
+# NumPy functions returning a Python scalar's own attribute (``np.real(2.0)`` is ``2.0``): weak still
+_PASS_THROUGH = frozenset({np.real, np.imag})
+
+
+def _strong_operand(x):
+    if type(x) in PYTHON_SCALARS:
+        return np.asarray(x)
+    return Tracer(x.ssa, x.builder) if isinstance(x, Tracer) and x.weak else x
+
+
 def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
         unsupported(name)
-    return _strong(lowering(name, impl, args, kwargs))
+    if func in _COERCING:
+        operands = range(len(args))[_COERCING[func]]
+        args = tuple(_strong_operand(a) if i in operands else a for i, a in enumerate(args))
+    out = lowering(name, impl, args, kwargs)
+    return out if func in _PASS_THROUGH else _strong(out)
 
 
 Tracer._api = sys.modules[__name__]

@@ -216,11 +216,11 @@ def test_numpy_float64_scalar_is_strong():
 @pytest.mark.parametrize("fn", [
     lambda a, s: a + np.sin(s), lambda a, s: a + np.sum(s), lambda a, s: a + np.multiply(s, 2.0),
     lambda a, s: a + s * 2.0, lambda a, s: a + abs(s), lambda a, s: np.where(a > 0, s, a), lambda a, s: a * np.real(s),
-    lambda a, s: np.outer(a, s), lambda a, s: np.dot(a, s), lambda a, s: np.dot(a, 2.0),
+    lambda a, s: a + np.imag(s), lambda a, s: np.outer(a, s), lambda a, s: np.dot(a, s), lambda a, s: np.dot(a, 2.0),
     lambda a, s: np.tensordot(a, s, 0), lambda a, s: np.einsum("i,->i", a, s), lambda a, s: np.inner(a, s),
     lambda a, s: np.kron(a, s),
-], ids=["sin", "sum", "np.multiply", "operator", "abs", "where", "real", "outer", "dot", "dot-literal", "tensordot",
-        "einsum", "inner", "kron"])
+], ids=["sin", "sum", "np.multiply", "operator", "abs", "where", "real", "imag", "outer", "dot", "dot-literal",
+        "tensordot", "einsum", "inner", "kron"])
 def test_python_scalar_argument_through_numpy_functions(fn):
     """NumPy's ufuncs and functions return strong values even from Python scalars; functions that
     call np.asarray on their operands make a Python scalar strong; operators keep it weak."""

@@ -216,7 +216,7 @@ def real(x):
 def imag(x):
     if is_complex(result_dtype(x)):
         return elementwise(ew.imag_p, x)
-    return zeros_like(x)
+    return _weak_result(zeros_like(x), (x,))  # a Python float's .imag is a Python float
 
 
 def conj(x):

@@ -47,7 +47,7 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "_fn", "_run", "_source")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "_fn", "_run", "_source", "_constants")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
@@ -61,9 +61,11 @@ class Staged:
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
+        self._constants: dict[str, Any] = {}
 
     def _compile(self) -> Callable:
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
+        self._constants = dict(self._fn.__kwdefaults__ or {})  # the arrays the runner passes, by parameter name
         if self.treedef is not None and not printable_tree(self.treedef):  # dicts: rebuild in Python
             fn, treedef = self._fn, self.treedef
             n = len(self.program.outputs)
@@ -108,6 +110,12 @@ class Staged:
         if self._source is None:
             self._compile()
         return self._source  # type: ignore[return-value]
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        if self._source is None:
+            self._compile()
+        return dict(self._constants)
 
     def __call__(self, *args):
         if self.captures:
@@ -448,6 +456,11 @@ class differentiate:
     def ir(self, *args, stage: str = "grad") -> Program:
         return self._stage(stage, args).program
 
+    def constants(self, *args, program: str = "grad") -> dict[str, Any]:
+        """The arrays the generated source of a stage takes as keyword-only parameters, by name
+        (the very objects: what a saved program needs besides the arguments)."""
+        return self._stage(program, args).constants
+
     def source(self, *args, program: str = "grad", device: str = "cpu") -> str:
         """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
         arguments of these shapes (no GPU, nor CuPy, is needed to read it)."""
@@ -519,6 +532,9 @@ class jit(differentiate):
 
     def source(self, *args, program: str = "primal", device: str = "cpu") -> str:
         return super().source(*args, program=program, device=device)
+
+    def constants(self, *args, program: str = "primal") -> dict[str, Any]:
+        return super().constants(*args, program=program)
 
     def ir(self, *args, stage: str = "primal") -> Program:
         return super().ir(*args, stage=stage)

@@ -40,3 +40,8 @@ class AxisError(ArgumentError, np.exceptions.AxisError):
     """An axis out of range for an array's rank: NumPy's ``AxisError`` (a ValueError and an IndexError)."""
 
     __str__ = Exception.__str__  # the located message, not NumPy's (axis, ndim) formatting
+
+
+class LinAlgArgumentError(ArgumentError, LinAlgError):
+    """Arguments for which NumPy raises LinAlgError before computing anything (fewer than two
+    axes, a non-square matrix): NumPy's type (a ValueError, which SciPy raises) and a TracingError."""

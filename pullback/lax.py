@@ -14,6 +14,7 @@ from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
+from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 
 
@@ -36,6 +37,15 @@ FOLD = {
     ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot, ew.isnan_p: np.isnan, ew.isinf_p: np.isinf,
     ew.isfinite_p: np.isfinite, ew.clip_p: np.clip,
 }
+
+
+def _scipy_special(prim):
+    import scipy.special
+
+    return getattr(scipy.special, sp.SCIPY_NAMES[prim])
+
+
+FOLD.update({p: _scipy_special(p) for p in sp.SCIPY_NAMES})
 
 
 def _apply(prim, *xs):
@@ -70,6 +80,32 @@ arcsinh, arccosh, arctanh = (_unary(p) for p in (ew.arcsinh_p, ew.arccosh_p, ew.
 floor_divide, rem, fmod = (_binary(p) for p in (ew.floor_divide_p, ew.rem_p, ew.fmod_p))
 arctan2, hypot, copysign = (_binary(p) for p in (ew.arctan2_p, ew.hypot_p, ew.copysign_p))
 logaddexp, logaddexp2, fmax, fmin = (_binary(p) for p in (ew.logaddexp_p, ew.logaddexp2_p, ew.fmax_p, ew.fmin_p))
+
+# scipy.special (pullback.primitives.special)
+gammaln, gamma, digamma, erf, erfc, erfinv, erfcinv, erfcx = (_unary(p) for p in (
+    sp.gammaln_p, sp.gamma_p, sp.digamma_p, sp.erf_p, sp.erfc_p, sp.erfinv_p, sp.erfcinv_p, sp.erfcx_p))
+ndtr, ndtri, log_ndtr, i0, i1, i0e, i1e = (_unary(p) for p in (
+    sp.ndtr_p, sp.ndtri_p, sp.log_ndtr_p, sp.i0_p, sp.i1_p, sp.i0e_p, sp.i1e_p))
+entr, logit, log_expit = _unary(sp.entr_p), _unary(sp.logit_p), _unary(sp.log_expit_p)
+xlogy, xlog1py, beta, betaln, gammainc, gammaincc = (_binary(p) for p in (
+    sp.xlogy_p, sp.xlog1py_p, sp.beta_p, sp.betaln_p, sp.gammainc_p, sp.gammaincc_p))
+
+
+def betainc(a, b, x):
+    a, b = (Literal.of(v, x.dtype) if isinstance(v, PYTHON_SCALARS) else v for v in (a, b))
+    return _apply(sp.betainc_p, a, b, x)
+
+
+def stop_gradient(x):
+    """``x``, with a zero derivative."""
+    return bind(sp.stop_gradient_p, x)
+
+
+def polygamma(n, x):
+    """``polygamma(n, x)``, computed in float64 as SciPy does (a float32 ``x`` is converted there and back)."""
+    wide = convert(x, np.float64)
+    n = Literal.of(n, wide.dtype) if isinstance(n, PYTHON_SCALARS) else convert(n, np.float64)
+    return convert(_apply(sp.polygamma_p, n, wide), x.dtype)
 
 
 def clip(x, lo, hi):

@@ -13,10 +13,11 @@ returns ascending eigenvalues and eigenvectors in columns; ``svd`` returns
 ``u, s, vh`` with descending ``s``. Eigen- and singular vectors get a deterministic
 phase: the largest-magnitude entry of each (left) vector is real positive.
 
-Derivatives of ``eigh`` and ``svd`` divide by eigenvalue (singular value) gaps; below
-``GAP_EPS * max|lambda|`` (about 2.2e-13 relative) the gap is clamped, so gradients
-at repeated eigenvalues stay finite (and are then approximate, as the exact
-derivative does not exist).
+Derivatives of ``eigh`` and ``svd`` divide by eigenvalue (singular value) gaps; values
+closer than ``GAP_EPS * max|lambda|`` (1000 ulps: about 2.2e-13 relative in float64)
+count as tied and their pair's coefficient is zero, which is exact for losses that see a
+cluster of tied values only through its eigenspace and symmetric functions of its values
+(projectors, ``tr f(A)``, sums over whole clusters of singular values): see the README.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from pullback import lax
-from pullback.errors import LinAlgError, TracingError
-from pullback.ir.tracer import Tracer, bind, located
+from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
+from pullback.ir.tracer import Tracer, bind, current_builder, located
 from pullback.primitives import linalg as la
 from pullback.primitives import linalg_extra as lx
 from pullback.primitives.linalg import GAP_EPS, Trans
@@ -58,6 +59,58 @@ def _traced(fn):
         return compiled[key](*args)
 
     return wrapper
+
+
+# --- argument checks: NumPy's (SciPy's) error types, naming the user's call and file:line -----------
+
+
+def _caller(name: str) -> str:
+    """The function the user called: the NumPy function being lowered, else ``pullback.linalg.name``."""
+    try:
+        lowering = current_builder().lowering
+    except TracingError:  # no trace: a direct call on concrete arrays
+        lowering = None
+    return lowering or f"pullback.linalg.{name}"
+
+
+def _check_matrix(a, name: str, square: bool = True, what: str = "array") -> None:
+    """NumPy's LinAlgError (a ValueError, as SciPy raises, and a TracingError) for fewer than two
+    axes or a non-square matrix; NumPy's TypeError for float16. Integers are computed in float64."""
+    _check_half(a, name)
+    shape = np.shape(a)
+    if len(shape) < 2:
+        raise LinAlgArgumentError(located(f"{_caller(name)}: {len(shape)}-dimensional {what} given. "
+                                  f"Array must be at least two-dimensional, got shape {shape}"))
+    if square and shape[-1] != shape[-2]:
+        raise LinAlgArgumentError(located(f"{_caller(name)}: Last 2 dimensions of the {what} must be square, "
+                                  f"got shape {shape}"))
+
+
+def _check_rhs(a, b, name: str, left: bool = True, a_name: str = "a") -> None:
+    """NumPy's ValueError for a right-hand side ``b`` that does not fit the square ``a``: ``b`` is
+    a vector (n,) or a stack of matrices (..., n, k) (``(..., k, n)`` on the right), batch axes broadcasting."""
+    _check_half(b, name)
+    a_shape, b_shape = np.shape(a), np.shape(b)
+    n = a_shape[-1]
+    want = f"({n},) or (..., {n}, k)" if left else f"({n},) or (..., k, {n})"
+    if len(b_shape) == 1:
+        fits = b_shape[0] == n
+    else:
+        fits = len(b_shape) >= 2 and b_shape[-2 if left else -1] == n
+    if fits and len(b_shape) > 2:
+        try:
+            np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        except ValueError:
+            fits = False
+    if not fits:
+        raise ArgumentError(located(f"{_caller(name)}: incompatible shapes: {a_name} {a_shape} does not fit "
+                                    f"b {b_shape} (b must have shape {want}: b is a vector only when b.ndim == 1; "
+                                    f"batch axes broadcast with {a_name}'s)"))
+
+
+def _check_half(x, name: str) -> None:
+    if getattr(x, "dtype", None) == np.float16:
+        raise ArgumentTypeError(located(f"{_caller(name)}: array type float16 is unsupported in linalg"))
 
 
 def _float(a):
@@ -110,6 +163,7 @@ def cholesky(a, lower: bool = True):
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
     with A = L L^H, or upper U = L^H. Raises ``pullback.LinAlgError`` if A is not
     positive definite (LAPACK's info: the order of the failing leading minor)."""
+    _check_matrix(a, "cholesky")
     l, _ = bind(la.potrf_p, _float(a), check=True)
     return l if lower else _H(l)
 
@@ -118,6 +172,7 @@ def cholesky(a, lower: bool = True):
 def cholesky_ex(a, lower: bool = True):
     """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
     else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
+    _check_matrix(a, "cholesky_ex")
     l, info = bind(la.potrf_p, _float(a), check=False)
     return (l if lower else _H(l)), info
 
@@ -167,12 +222,16 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     """X with op(A) X = B (``side='left'``) or X op(A) = B (``side='right'``), op(A) = A, A^T
     or A^H for ``trans`` 0/'N', 1/'T', 2/'C'; only A's lower or upper triangle is read.
     ``b`` may be a vector. Raises ``pullback.LinAlgError`` on a zero diagonal entry."""
+    _check_matrix(a, "solve_triangular")
+    _check_rhs(a, b, "solve_triangular", _side(side))
     return _triangular(la.trsm_p, a, b, lower, trans, side, unit_diagonal, check=True)
 
 
 @_traced
 def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: bool = False, alpha=1.0):
     """``alpha op(T) B`` (left) or ``alpha B op(T)``, T the lower/upper triangle of A."""
+    _check_matrix(a, "trmm")
+    _check_rhs(a, b, "trmm", _side(side))
     out = _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal)
     return out if alpha == 1.0 else out * alpha
 
@@ -181,6 +240,7 @@ def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: b
 def syrk(a, trans: bool = False, alpha=1.0):
     """``alpha A A^T`` (or ``alpha A^T A`` with ``trans``) as a full symmetric matrix;
     A A^H for complex A (herk)."""
+    _check_matrix(a, "syrk", square=False)
     out = bind(la.syrk_p, _float(a), trans=bool(trans))
     return out if alpha == 1.0 else out * alpha
 
@@ -196,6 +256,7 @@ def gemm(a, b, alpha=1.0, trans_a: bool = False, trans_b: bool = False):
 @_traced
 def cholesky_inverse(l, lower: bool = True):
     """(L L^H)^{-1} from a Cholesky factor (lower L, or upper U = L^H), full matrix."""
+    _check_matrix(l, "cholesky_inverse", what="factor")
     l = _float(l)
     return bind(la.potri_p, l if lower else _H(l))
 
@@ -203,6 +264,7 @@ def cholesky_inverse(l, lower: bool = True):
 @_traced
 def lq(a):
     """``(l, q)`` with A = L Q for m <= n: L (m, m) lower triangular, Q (m, n) with orthonormal rows."""
+    _check_matrix(a, "lq", square=False)
     return bind(la.gelqf_p, _float(a))
 
 
@@ -210,6 +272,7 @@ def lq(a):
 def qr(a, mode: str = "reduced"):
     """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
     upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
+    _check_matrix(a, "qr", square=False)
     if mode not in ("reduced", "r"):
         raise ValueError(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}")
     q, r = bind(la.geqrf_p, _float(a))
@@ -227,6 +290,7 @@ def eigh(a, UPLO: str = "L"):
     triangle read, the diagonal once and the off-diagonal part twice, since the other triangle
     is never read. (JAX symmetrises ``(A + A^H) / 2`` instead, which changes the value for a
     non-symmetric ``A``.)"""
+    _check_matrix(a, "eigh")
     UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO
     if UPLO not in ("L", "U"):
         raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
@@ -245,6 +309,7 @@ def eigvalsh(a, UPLO: str = "L"):
 def svd(a, full_matrices: bool = False, compute_uv: bool = True):
     """``(u, s, vh)`` with A = U diag(s) V^H, thin (k = min(m, n)), ``s`` descending;
     just ``s`` with ``compute_uv=False``. Full matrices are not differentiable for m != n."""
+    _check_matrix(a, "svd", square=False)
     a = _float(a)
     if compute_uv and full_matrices and a.shape[-1] != a.shape[-2]:
         raise TracingError(located(
@@ -257,18 +322,22 @@ def svd(a, full_matrices: bool = False, compute_uv: bool = True):
 @_traced
 def logdet(a):
     """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A))))."""
+    _check_matrix(a, "logdet")
     l = cholesky(a)
     return 2.0 * np.sum(np.log(np.real(np.diagonal(l, 0, -2, -1))), axis=-1)
 
 
 def cho_factor(a, lower: bool = False):
     """``(c, lower)`` as in SciPy, with c the triangular factor (the other triangle zero)."""
+    _check_matrix(a, "cho_factor")
     return cholesky(a, lower=lower), lower
 
 
 def cho_solve(c_and_lower, b):
     """X with A X = B from ``cho_factor``'s output: two triangular solves, no inverse."""
     c, lower = c_and_lower
+    _check_matrix(c, "cho_solve", what="factored matrix c")
+    _check_rhs(c, b, "cho_solve", a_name="c")
     return _cho_solve(c, b, bool(lower))
 
 
@@ -286,6 +355,8 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     """X with A X = B: LU with partial pivoting (``assume_a='gen'``) or, for a symmetric
     positive definite A (``assume_a='pos'``), Cholesky; then triangular solves, never an
     inverse. Raises ``pullback.LinAlgError`` on a singular (not positive definite) A."""
+    _check_matrix(a, "solve")
+    _check_rhs(a, b, "solve")
     if assume_a in ("pos", "positive definite"):
         return cho_solve(cho_factor(a, lower=True), b)
     if assume_a not in ("gen", "general"):
@@ -333,12 +404,13 @@ def lu(a):
     """``(p, l, u)`` with A = P L U (SciPy's convention; the LU notes write P^T A = L U):
     P (M, M) a permutation matrix, L (M, K) unit lower triangular, U (K, N) upper, K = min(M, N).
     A singular A factors without error (LAPACK semantics)."""
+    _check_matrix(a, "lu", square=False)
     packed, _, perm, _ = _getrf(a)
     m, n = packed.shape[-2:]
     k = min(m, n)
     l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
-    p = (np.arange(m)[:, None] == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
+    p = (lax.iota(perm.dtype, (m, 1), 0) == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
     return p, l, u
 
 
@@ -346,6 +418,7 @@ def lu(a):
 def lu_factor(a):
     """``(lu, piv)`` as in SciPy: the packed factors (differentiable) and LAPACK's 0-based
     pivots (metadata)."""
+    _check_matrix(a, "lu_factor", square=False)
     packed, piv, _, _ = _getrf(a)
     return packed, piv
 
@@ -353,6 +426,7 @@ def lu_factor(a):
 @_traced
 def lu_factor_ex(a):
     """``(lu, piv, info)``: ``info`` > 0 reports an exactly singular U (U[info-1, info-1] = 0)."""
+    _check_matrix(a, "lu_factor_ex", square=False)
     packed, piv, _, info = _getrf(a)
     return packed, piv, info
 
@@ -360,6 +434,8 @@ def lu_factor_ex(a):
 def lu_solve(lu_and_piv, b, trans: int = 0):
     """X with A X = B (``trans``: A^T X = B, A^H X = B) from ``lu_factor``'s output."""
     packed, piv = lu_and_piv
+    _check_matrix(packed, "lu_solve", what="factored matrix lu")
+    _check_rhs(packed, b, "lu_solve", a_name="lu")
     return _lu_solve_traced(packed, _perm_of(piv, packed), b, int(_trans(trans)))
 
 
@@ -388,6 +464,7 @@ def lu_full_pivot(a):
     """``(p, q, l, u)`` with A = P L U Q by complete pivoting (the notes' P A Q = L U with
     their P, Q the transposes of these), for square, wide and tall A. Rank deficiency does
     not raise: see ``lu_full_pivot_ex``."""
+    _check_matrix(a, "lu_full_pivot", square=False)
     return lu_full_pivot_ex(a)[:4]
 
 
@@ -395,14 +472,15 @@ def lu_full_pivot(a):
 def lu_full_pivot_ex(a):
     """``(p, q, l, u, sign, info)``: also det(P Q) = +-1 and info (k > 0: the k-th pivot is
     exactly zero, so rank(A) = k - 1). Permutations, sign and info are metadata."""
+    _check_matrix(a, "lu_full_pivot_ex", square=False)
     packed, rperm, cperm, sign, info = bind(la.getc2_p, _float(a))
     m, n = packed.shape[-2:]
     k = min(m, n)
     real = np.finfo(packed.dtype).dtype
     l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
-    p = (np.arange(m)[:, None] == rperm[..., None, :]).astype(real)
-    q = (cperm[..., :, None] == np.arange(n)[None, :]).astype(real)
+    p = (lax.iota(rperm.dtype, (m, 1), 0) == rperm[..., None, :]).astype(real)
+    q = (cperm[..., :, None] == lax.iota(cperm.dtype, (1, n), 1)).astype(real)
     return p, q, l, u, sign, info
 
 
@@ -410,16 +488,16 @@ def lu_full_pivot_ex(a):
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
     a = _float(_square(a, "inv"))
-    eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    from pullback import numpy_api as pnp
+
+    # pullback's broadcast keeps the identity an ``eye`` equation (NumPy's would make a constant view of it)
+    eye = pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye)
 
 
 def _square(a, name: str):
     """NumPy's check: the last two axes of a square-matrix operator's argument."""
-    if a.ndim < 2:
-        raise LinAlgError(located(f"{name}: {a.ndim}-dimensional array given. Array must be at least two-dimensional"))
-    if a.shape[-1] != a.shape[-2]:
-        raise LinAlgError(located(f"{name}: last 2 dimensions of the array must be square, got shape {a.shape}"))
+    _check_matrix(a, name)
     return a
 
 
@@ -431,7 +509,7 @@ def slogdet(a):
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
     logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
-    swaps = np.sum(piv != np.arange(k, dtype=piv.dtype), axis=-1)
+    swaps = np.sum(piv != lax.iota(piv.dtype, (k,), 0), axis=-1)
     if d.dtype.kind == "c":
         sign = np.exp(np.sum(np.log(d / np.abs(d)), axis=-1)) * (-1.0) ** swaps
     else:
@@ -462,8 +540,10 @@ def matrix_power(a, n: int):
         raise TypeError("exponent must be an integer") from None
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
-    if n == 0:
-        return np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
+    if n == 0:  # pullback's broadcast: the identity stays an ``eye`` equation, not a constant
+        from pullback import numpy_api as pnp
+
+        return pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
     if n < 0:
         a, n = inv(a), -n
     result, z = None, a

@@ -223,3 +223,12 @@ def test_float16_products_beside_linear_algebra_stay_numpy_products():
         return np.linalg.cholesky(a).sum() + (h @ h).sum()
 
     np.testing.assert_allclose(pb.jit(f)(a, h), f(a, h), rtol=1e-2)
+
+
+def test_logic_prints_as_operators_and_dtype_objects_stay_python_bools():
+    x = np.linspace(-1.0, 1.0, 5)
+    src = pb.source(lambda x: np.where((x > 0) & ~(x < 0.5) | (x == 0), x, 0.0), x)
+    assert "inverted = ~lt" in src and "both = gt & inverted" in src and "either = both | eq" in src
+    assert pb.jit(lambda x: np.iscomplexobj(x) + 0.0 * x)(x).dtype == np.float64
+    with pytest.raises(pb.TracingError, match="only defined for booleans and integers"):
+        pb.jit(lambda x: x & 1)(x)

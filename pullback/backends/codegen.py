@@ -2,8 +2,11 @@
 
 One statement per equation, names from the IR's hints (unique, sanitised), and
 above the statements of each user line a comment with its ``file:line`` and
-source. Constants are module globals supplied through the namespace, never
-written into the source.
+source. Constants (arrays the traced function read from its scope, or made
+when tracing) are keyword-only parameters, listed in the docstring, never
+written into the source: the printed module needs only NumPy/SciPy (or CuPy),
+and pullback passes the very arrays on each call (``compiler``), so in-place
+changes to them are seen.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ TEMP_HINTS = {
     "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
     "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
     "round": "rounded", "clip": "clipped",
+    "and": "both", "or": "either", "xor": "differ", "not": "inverted",
     "gather": "picked", "scatter": "updated",
     "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }
@@ -43,7 +47,7 @@ TEMP_HINTS = {
 class Generated:
     source: str
     function_name: str
-    namespace: dict[str, Any]  # constants, by the names the source uses
+    constants: dict[str, Any]  # the keyword-only parameters' values, by name
 
 
 def printable_tree(treedef) -> bool:
@@ -114,7 +118,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     namer = Namer(RESERVED)
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
-    namespace = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
+    constants = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
+    kwonly = [cst.Param(s.name(n)) for n in constants]
     ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
     backend.configure(ctx, program)
 
@@ -167,14 +172,25 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     if isinstance(ret, cst.Tuple) and len(outputs) > 1:
         ret = ret.with_changes(lpar=[], rpar=[])
     body.append(s.statement(cst.Return(ret)))
+    if constants:
+        body.insert(0, _docstring(program, constants))
 
     func = cst.FunctionDef(
-        name=s.name(fn_name), params=cst.Parameters(params), body=cst.IndentedBlock(body),
+        name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
+                                                     else cst.MaybeSentinel.DEFAULT), body=cst.IndentedBlock(body),
         leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
     imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
     module = cst.Module(body=[*imports, func])
-    return Generated(module.code, fn_name, namespace)
+    return Generated(module.code, fn_name, constants)
+
+
+def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStatementLine:
+    """Lists the keyword-only arrays: names (sanitised identifiers) and types, never their values."""
+    lines = [f"        {name}: {v.type}" for name, v in zip(constants, program.constvars)]
+    text = "\n".join(["Keyword-only: arrays the traced function read from its scope (or made when tracing),",
+                       "    passed by pullback on each call:", *lines, "    "])
+    return s.statement(cst.Expr(cst.SimpleString('"""' + text + '"""')))
 
 
 def aliased_outputs(program: Program) -> list[int]:

@@ -24,10 +24,11 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
     gen = codegen.generate(program, backend, out_tree)
     filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
-    constant = getattr(backend, "constant", None)  # e.g. CuPy moves constants to the device
-    constants = {k: constant(v) for k, v in gen.namespace.items()} if constant else gen.namespace
-    namespace = {"__name__": f"pullback.generated.{gen.function_name}", **constants}
+    namespace = {"__name__": f"pullback.generated.{gen.function_name}"}
     exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]
+    if gen.constants:  # the keyword-only constants default to the arrays themselves: no per-call cost
+        constant = getattr(backend, "constant", None)  # e.g. CuPy moves constants to the device, once
+        fn.__kwdefaults__ = {k: constant(v) for k, v in gen.constants.items()} if constant else dict(gen.constants)
     fn.__pullback_source__ = gen.source
     return fn, gen.source

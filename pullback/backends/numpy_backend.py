@@ -91,6 +91,7 @@ for _p, _path in [
 for _p, _op in [
     (ew.add_p, "+"), (ew.sub_p, "-"), (ew.mul_p, "*"), (ew.div_p, "/"), (ew.pow_p, "**"),
     (ew.eq_p, "=="), (ew.ne_p, "!="), (ew.lt_p, "<"), (ew.le_p, "<="), (ew.gt_p, ">"), (ew.ge_p, ">="),
+    (ew.and_p, "&"), (ew.or_p, "|"), (ew.xor_p, "^"),
     (ew.floor_divide_p, "//"), (ew.rem_p, "%"),
 ]:
     _operator(_p, _op)
@@ -167,6 +168,11 @@ def _add_transpose(ctx, eqn, ins, outs):
 def _tile(start: cst.Name) -> cst.Slice:
     """``start:start + TILE``."""
     return cst.Slice(lower=start, upper=s.binop(start, "+", s.number(TILE)))
+
+
+@emits(ew.not_p)
+def _not(ctx, eqn, ins, outs):
+    return cst.UnaryOperation(cst.BitInvert(), s.atomic(ins[0]))
 
 
 @emits(ew.neg_p)
@@ -422,9 +428,6 @@ def _einsum_spec(ln: int, rn: int, d: con.DotDims) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-from pullback.backends import numpy_indexing, numpy_linalg  # noqa: E402,F401  (register their emitters)
-
-
 @emits(fft_.fft_p)
 def _fft(ctx, eqn, ins, outs):
     """``np.fft.fft(x, n=8, axis=0, norm="ortho")``; several axes as ``fft2`` (the last two) or
@@ -454,3 +457,5 @@ def _fft(ctx, eqn, ins, outs):
     return s.call(f"np.fft.{func}", ins[0], **kw)
 
 
+# families whose emitters live in modules of their own register them on import
+from pullback.backends import numpy_indexing, numpy_linalg, numpy_special  # noqa: E402,F401

@@ -96,13 +96,14 @@ def atomic(e: Expr) -> Expr:
 
 
 _BINOPS = {"+": cst.Add, "-": cst.Subtract, "*": cst.Multiply, "/": cst.Divide, "**": cst.Power,
-           "@": cst.MatrixMultiply, "//": cst.FloorDivide, "%": cst.Modulo}
+           "@": cst.MatrixMultiply, "//": cst.FloorDivide, "%": cst.Modulo, "&": cst.BitAnd, "|": cst.BitOr,
+           "^": cst.BitXor}
 _COMPARE = {"==": cst.Equal, "!=": cst.NotEqual, "<": cst.LessThan, "<=": cst.LessThanEqual,
             ">": cst.GreaterThan, ">=": cst.GreaterThanEqual}
 
 
 _PRECEDENCE = {cst.Add: 2, cst.Subtract: 2, cst.Multiply: 3, cst.Divide: 3, cst.MatrixMultiply: 3, cst.Power: 5,
-               cst.FloorDivide: 3, cst.Modulo: 3}
+               cst.FloorDivide: 3, cst.Modulo: 3, cst.BitOr: 1.25, cst.BitXor: 1.5, cst.BitAnd: 1.75}
 
 
 def _precedence(e: Expr) -> float:

@@ -155,7 +155,8 @@ class Eqn:
 @dataclass(frozen=True, eq=False, slots=True)
 class Program:
     """A typed SSA function. ``constvals[i]`` is the value of ``constvars[i]``:
-    closed-over arrays, handed to generated code through its namespace."""
+    arrays read from the user's scope (or made when tracing), keyword-only parameters of the
+    generated code."""
 
     inputs: tuple[Var, ...]
     eqns: tuple[Eqn, ...]

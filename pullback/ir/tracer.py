@@ -83,19 +83,21 @@ class Builder:
         # the user's NumPy/SciPy function being lowered (``numpy.max``), set by numpy_api's
         # dispatch: shape errors from ``bind`` name it rather than the primitive
         self.lowering: str | None = None
+        # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
+        self.eyes: dict[int, tuple[np.ndarray, int]] = {}
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
 
-    def identity(self, value) -> Var:
-        """An identity matrix made during tracing (``np.eye(n)``) is recreated by the program
-        when needed instead of living on as a constant."""
+    def eye(self, value, k: int) -> Var:
+        """An ``np.eye``/``np.identity`` array made during this trace (see ``record_eye``) is
+        recreated by the program (``eye`` prints as ``np.eye(n)``) instead of living on as a constant."""
         from pullback.primitives import structural as st
 
-        key = ("eye", value.shape, value.dtype)
+        key = ("eye", value.shape, value.dtype, k)
         if key not in self.consts:
             var = Var(ArrayType.of(value), "eye")
-            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": 0}),
+            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": k}),
                                  self.location()))
             self.consts[key] = (var, None)
         return self.consts[key][0]
@@ -126,9 +128,8 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
-            if id(x) not in self.const_names and _is_identity(x):
-                return self.identity(x)
-            return self.const(x)
+            k = _made_eye(x)
+            return self.const(x) if k is None else self.eye(x, k)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
     def _capture(self, x: Tracer) -> Var:
@@ -141,9 +142,26 @@ class Builder:
         return self.captures[id(x.ssa)][0]
 
 
-def _is_identity(x) -> bool:
-    return (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] > 1
-            and x.dtype.kind in "fc" and x.flags.c_contiguous and not np.any(x - np.eye(x.shape[0], dtype=x.dtype)))
+def _made_eye(x) -> int | None:
+    """The diagonal ``k`` of an array made by ``np.eye``/``np.identity`` during a trace on this thread
+    and unchanged since; None for any other array. Only such arrays become ``eye`` equations: an
+    identity-valued array the function reads from its scope is a constant like any other, read at
+    every call (``self.W = np.eye(3)`` later changed in place must not be frozen)."""
+    for builder in getattr(_state, "stack", ()):
+        found = builder.eyes.get(id(x))
+        if found is not None and found[0] is x:
+            k = found[1]
+            same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
+            return k if same else None
+    return None
+
+
+def record_eye(value, k: int = 0) -> None:
+    """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces
+    (numpy_api.construct wraps them while any trace runs)."""
+    stack = getattr(_state, "stack", None)
+    if stack and isinstance(value, np.ndarray) and isinstance(k, int | np.integer):
+        stack[-1].eyes[id(value)] = (value, int(k))
 
 
 _state = threading.local()
@@ -294,6 +312,13 @@ class Tracer:
     def __gt__(self, o): return self._api.greater(self, o)
     def __ge__(self, o): return self._api.greater_equal(self, o)
 
+    def __and__(self, o): return self._api.ufuncs.bitwise_and(self, o)
+    def __rand__(self, o): return self._api.ufuncs.bitwise_and(o, self)
+    def __or__(self, o): return self._api.ufuncs.bitwise_or(self, o)
+    def __ror__(self, o): return self._api.ufuncs.bitwise_or(o, self)
+    def __xor__(self, o): return self._api.ufuncs.bitwise_xor(self, o)
+    def __rxor__(self, o): return self._api.ufuncs.bitwise_xor(o, self)
+    def __invert__(self): return self._api.ufuncs.invert(self)
     def __floordiv__(self, o): return self._api.ufuncs.floor_divide(self, o)
     def __rfloordiv__(self, o): return self._api.ufuncs.floor_divide(o, self)
     def __mod__(self, o): return self._api.ufuncs.remainder(self, o)
@@ -378,22 +403,36 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
 
 
 def _closure_names(fn: Callable) -> dict[int, str]:
-    """id(array) -> variable name, for arrays the function closes over or reads as globals."""
+    """id(array) -> variable name, for arrays the function closes over or reads as globals, and
+    those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
+    of such a value: the generated code's keyword-only parameters take these names."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return {}
-    names: dict[int, str] = {}
-    for name in code.co_names:
-        value = getattr(fn, "__globals__", {}).get(name)
-        if isinstance(value, np.ndarray):
-            names[id(value)] = name
+    roots: list[tuple[str, Any]] = []
+    if getattr(fn, "__self__", None) is not None:  # a bound method's ``self``
+        roots.append(("self", fn.__self__))  # type: ignore[attr-defined]
+    fn_globals = getattr(fn, "__globals__", {})
+    roots += [(name, fn_globals[name]) for name in code.co_names if name in fn_globals]
     for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
         try:
-            value = cell.cell_contents
+            roots.append((name, cell.cell_contents))
         except ValueError:
             continue
+    names: dict[int, str] = {}
+    for name, value in roots:
         if isinstance(value, np.ndarray):
-            names[id(value)] = name
+            names.setdefault(id(value), name)
+        elif isinstance(value, dict):  # keys the code spells out (``params["W"]``)
+            for key in code.co_consts:
+                v = value.get(key) if isinstance(key, str) and key.isidentifier() else None
+                if isinstance(v, np.ndarray):
+                    names.setdefault(id(v), key)
+        elif not isinstance(value, ModuleType | type) and isinstance(getattr(value, "__dict__", None), dict):
+            for attr in code.co_names:
+                v = value.__dict__.get(attr)
+                if isinstance(v, np.ndarray):
+                    names.setdefault(id(v), attr)
     return names
 
 

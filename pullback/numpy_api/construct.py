@@ -13,7 +13,14 @@ calls pullback's implementation; in any other case it calls NumPy's function wit
 arguments unchanged, so other threads, and calls without such lists, see NumPy's behaviour.
 The wrappers are installed when the first trace of the process starts and the very same
 objects are put back when the last one ends (reference-counted under a lock; see
-``tracer.TRACE_HOOKS``), also when a trace ends by an exception.
+``tracer.TRACE_HOOKS``), also when a trace ends by an exception. The same mechanism stands in
+for functions outside NumPy's dispatch that families register by (owner, attribute) with
+``implements_attribute`` (``scipy.special.logsumexp``, the methods of ``scipy.stats.norm``):
+see ``ATTRIBUTES``.
+
+The wrappers of ``eye`` and ``identity`` always call NumPy's, and on a thread that traces tell the
+trace which arrays they made (``tracer.record_eye``): only those become ``eye`` equations, so
+an identity-valued array the function reads from its scope stays a constant read at every call.
 
 Limits: a name bound before the trace (``from numpy import array``, ``mean = np.mean``) is
 NumPy's own function, which does not see the tracers in a list; ufuncs (``np.add([a, b], 1)``)
@@ -207,6 +214,27 @@ def _wrap(func: Callable, impl: Callable | None = None) -> Callable:
     return call
 
 
+def _recording_eye(func: Callable) -> Callable:
+    """``np.eye``/``np.identity`` that, on a thread that traces, tell the trace which arrays they made:
+    only those become ``eye`` equations (``tracer.record_eye``), never an identity-valued array that
+    the traced function reads from its scope."""
+    signature = inspect.signature(func)
+
+    def call(*args, **kwargs):
+        out = func(*args, **kwargs)
+        if _tracing():
+            try:
+                k = signature.bind(*args, **kwargs).arguments.get("k", 0)
+            except TypeError:
+                return out
+            tr.record_eye(out, k)
+        return out
+
+    functools.update_wrapper(call, func)
+    call.__pullback_wraps__ = func  # type: ignore[attr-defined]
+    return call
+
+
 _lock = threading.Lock()
 _active = 0  # traces running in the process, all threads
 _saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
@@ -215,6 +243,7 @@ _saved: list[tuple[object, str, object]] = []  # (module, name, NumPy's object)
 # NumPy's dispatch of np.block sees tracers at any depth of its nested lists
 _NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
+_RECORDED = ("eye", "identity")  # arrays they make during a trace are known to be identities
 
 
 @functools.cache
@@ -223,7 +252,7 @@ def _names(n_functions: int) -> tuple[tuple[object, str], ...]:
     names = [(module, name) for module in (np, np.linalg) for name, value in vars(module).items()
              if not name.startswith("_") and name not in _NOT_WRAPPED and not isinstance(value, np.ufunc)
              and _known(value)]
-    return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_")))
+    return (*names, *((np, name) for name in (*_WRAPPED, "r_", "c_", *_RECORDED)))
 
 
 def _known(value) -> bool:
@@ -241,10 +270,75 @@ def _wrapper(module, name: str, original):
     if found is None or found[0] is not original:
         if name in ("r_", "c_"):
             wrapper = _Concatenator(original, columns=name == "c_")
+        elif module is np and name in _RECORDED:
+            wrapper = _recording_eye(original)
         else:
             wrapper = _wrap(original, _WRAPPED.get(name) if module is np else None)
         found = _wrappers[id(original)] = (original, wrapper)
     return found[1]
+
+
+# --- functions outside NumPy's dispatch -------------------------------------------------------------
+# SciPy functions that call np.asarray themselves (``scipy.special.logsumexp``) and methods of
+# SciPy's distribution objects (``scipy.stats.norm`` is an instance of ``norm_gen``) never reach
+# ``__array_function__``. A family registers pullback's implementation by the object that holds the
+# attribute and its name; while any trace runs, the attribute is a wrapper calling it when an
+# argument holds a tracer (and the original otherwise). Registered on a class, the wrapper is a
+# method (every instance sees it: ``scipy.stats.norm(mu, sigma).logpdf(x)`` calls a fresh
+# ``norm_gen``), shadowing the inherited one until the last trace ends, when it is deleted again.
+ATTRIBUTES: dict[tuple[object, str], tuple[str, Callable]] = {}  # (owner, name) -> (public name, impl)
+_MISSING = object()
+
+
+def implements_attribute(owner, name: str, public: str | None = None) -> Callable:
+    """Register the decorated function as pullback's ``owner.name`` on traced arguments
+    (``public``, the name errors use, defaults to ``module.name``; for a class, the method's
+    arguments after ``self``)."""
+    def register(impl):
+        ATTRIBUTES[owner, name] = (public or f"{owner.__name__}.{name}", impl)
+        return impl
+
+    return register
+
+
+def _traced_call(args, kwargs) -> bool:
+    return _tracing() and (any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values())))
+
+
+def _lowered(public: str, impl: Callable, args, kwargs):
+    args = tuple(array(a) if _is_traced_sequence(a) else a for a in args)
+    kwargs = {k: array(v) if _is_traced_sequence(v) else v for k, v in kwargs.items()}
+    return api.lowering(public, impl, args, kwargs)
+
+
+def _wrap_attribute(original: Callable, public: str, impl: Callable, method: bool) -> Callable:
+    if method:
+        def call(self, *args, **kwargs):
+            if _traced_call(args, kwargs):
+                return _lowered(public, impl, args, kwargs)
+            return original(self, *args, **kwargs)
+    else:
+        def call(*args, **kwargs):
+            if _traced_call(args, kwargs):
+                return _lowered(public, impl, args, kwargs)
+            return original(*args, **kwargs)
+
+    functools.update_wrapper(call, original)
+    call.__pullback_wraps__ = original  # type: ignore[attr-defined]
+    return call
+
+
+_attribute_wrappers: dict[tuple[int, str], tuple[object, object, Callable]] = {}  # (owner, original, wrapper)
+
+
+def _attribute_wrapper(owner, name: str, original) -> Callable:
+    key = (id(owner), name)
+    found = _attribute_wrappers.get(key)
+    if found is None or found[0] is not owner or found[1] != original:  # bound methods compare by self and func
+        public, impl = ATTRIBUTES[owner, name]
+        wrapper = _wrap_attribute(original, public, impl, method=isinstance(owner, type))
+        found = _attribute_wrappers[key] = (owner, original, wrapper)
+    return found[2]
 
 
 def enter() -> None:
@@ -257,17 +351,24 @@ def enter() -> None:
                 original = getattr(module, name)
                 _saved.append((module, name, original))
                 setattr(module, name, _wrapper(module, name, original))
+            for owner, name in ATTRIBUTES:
+                original = getattr(owner, name)
+                _saved.append((owner, name, vars(owner).get(name, _MISSING)))
+                setattr(owner, name, _attribute_wrapper(owner, name, original))
 
 
 def leave() -> None:
-    """A trace ends: the last one puts NumPy's objects back."""
+    """A trace ends: the last one puts the original objects back (and removes shadowing methods)."""
     global _active
     with _lock:
         _active -= 1
         if _active == 0:
             while _saved:
                 module, name, original = _saved.pop()
-                setattr(module, name, original)
+                if original is _MISSING:
+                    delattr(module, name)
+                else:
+                    setattr(module, name, original)
 
 
 tr.TRACE_HOOKS.append((enter, leave))

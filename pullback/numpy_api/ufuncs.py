@@ -250,3 +250,70 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     if hi is not None:
         out = minimum(out, hi)
     return out
+
+
+# --- logic: ``&``, ``|``, ``^``, ``~`` and np.logical_* ---------------------------------------
+
+
+def _integral(name: str, x):
+    if result_dtype(x).kind not in "bi":
+        raise TracingError(located(f"{name} is only defined for booleans and integers, not {result_dtype(x).name}"))
+    return x
+
+
+def _bitwise(prim, name: str):
+    def call(a, b):
+        return elementwise(prim, _integral(name, a), _integral(name, b))
+
+    return call
+
+
+bitwise_and = implements_ufunc(np.bitwise_and)(_bitwise(ew.and_p, "&"))
+bitwise_or = implements_ufunc(np.bitwise_or)(_bitwise(ew.or_p, "|"))
+bitwise_xor = implements_ufunc(np.bitwise_xor)(_bitwise(ew.xor_p, "^"))
+
+
+@implements_ufunc(np.invert)
+def invert(x):
+    return elementwise(ew.not_p, _integral("~", x))
+
+
+def _truth(x):
+    """``x != 0`` unless ``x`` is boolean already (NumPy's logical functions)."""
+    return x if result_dtype(x) == np.bool_ else elementwise(ew.ne_p, x, 0)
+
+
+def _logical(prim):
+    return lambda a, b: elementwise(prim, _truth(a), _truth(b))
+
+
+implements_ufunc(np.logical_and)(_logical(ew.and_p))
+implements_ufunc(np.logical_or)(_logical(ew.or_p))
+implements_ufunc(np.logical_xor)(_logical(ew.xor_p))
+
+
+@implements_ufunc(np.logical_not)
+def logical_not(x):
+    return elementwise(ew.not_p, _truth(x))
+
+
+@implements(np.iscomplex)
+def iscomplex(x):
+    """``imag(x) != 0``: False everywhere for real input."""
+    return elementwise(ew.ne_p, imag(x), 0) if is_complex(result_dtype(x)) else elementwise(ew.ne_p, zeros_like(x), 0)
+
+
+@implements(np.isreal)
+def isreal(x):
+    return elementwise(ew.eq_p, imag(x), 0) if is_complex(result_dtype(x)) else elementwise(ew.eq_p, zeros_like(x), 0)
+
+
+@implements(np.iscomplexobj)
+def iscomplexobj(x):
+    """A property of the dtype, known when tracing: a Python bool, as NumPy returns."""
+    return bool(is_complex(result_dtype(x)))
+
+
+@implements(np.isrealobj)
+def isrealobj(x):
+    return not is_complex(result_dtype(x))

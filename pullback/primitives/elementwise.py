@@ -94,6 +94,12 @@ le_p = binary("le", REAL, _bool)
 gt_p = binary("gt", REAL, _bool)
 ge_p = binary("ge", REAL, _bool)
 
+# bitwise on integers, logical on booleans (``&``, ``|``, ``^``, ``~``); no tangent
+and_p = binary("and", "bi")
+or_p = binary("or", "bi")
+xor_p = binary("xor", "bi")
+not_p = unary("not", "bi")
+
 # piecewise constant (zero derivative): rounding, integer quotients, classification
 floor_p = unary("floor", REAL)
 ceil_p = unary("ceil", REAL)
@@ -253,7 +259,7 @@ jvp_rules[sign_p] = _sign_jvp
 deflinear(real_p)
 deflinear(imag_p)
 deflinear(conj_p)
-for _p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p):
+for _p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p, not_p):
     defzero(_p)
 
 

@@ -160,9 +160,11 @@ from pullback.ir.tracer import bind  # noqa: E402
 from pullback.transforms.jvp import Zero, jvp_rules  # noqa: E402
 from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
 
-# Relative size of the eigen/singular-value gaps below which derivative denominators are
-# clamped: h(t) = sgn(t) max(|t|, eps) with eps = GAP_EPS * max|lambda| (sgn(0) = +1).
-GAP_EPS = float(1e3 * np.finfo(np.float64).eps)
+# Eigen/singular values closer than GAP_ULPS units in the last place of the largest one (in
+# the dtype computed in) count as tied: their eigenvectors are not determined by the matrix in
+# that precision, only their common eigenspace is. GAP_EPS is the float64 threshold (relative).
+GAP_ULPS = 1e3
+GAP_EPS = float(GAP_ULPS * np.finfo(np.float64).eps)
 
 
 def _sym(x):
@@ -292,13 +294,18 @@ def _geqrf_jvp(primals, tangents):
 
 
 def _inverse_gaps(d, scale):
-    """1 / h(d) off the diagonal, 0 on it: h(t) = sgn(t) max(|t|, eps), sgn(0) = +1."""
-    n = d.shape[-1]
-    eps = lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(d.dtype).tiny))
-    eps = lax.broadcast_in_dim(eps, d.shape, tuple(range(d.ndim - 2)))
-    magnitude = lax.maximum(lax.abs(d), eps)
-    inverse = lax.div(1.0, lax.select(lax.ge(d, 0.0), magnitude, lax.neg(magnitude)))
-    return lax.sub(inverse, lax.diag_embed(lax.diagonal(inverse), (n, n)))  # zero diagonal, no n x n mask
+    """1 / d where |d| > eps = GAP_ULPS * ulp(1) * scale, else 0 (ties; a difference's diagonal).
+
+    Odd in d, so F_ij = -F_ji always: values closer than eps are one cluster whose vectors
+    the matrix does not determine in this precision, and the term that would turn them among
+    themselves is dropped, which is exact for losses that see the cluster only through its
+    eigenspace (projectors, tr f(A)). Clamping the gap instead, 1 / (sgn(d) max(|d|, eps))
+    with sgn(0) = +1, made F_ij = F_ji ~ 1/eps at exact ties: terms that cancel added up."""
+    info = np.finfo(d.dtype)
+    eps = lax.add(lax.mul(scale, float(GAP_ULPS * info.eps)), float(info.tiny))
+    eps = lax.broadcast_in_dim(eps, d.shape, tuple(range(scale.ndim)))  # scale: one per matrix
+    apart = lax.gt(lax.abs(d), eps)
+    return lax.select(apart, lax.div(1.0, lax.select(apart, d, 1.0)), 0.0)  # no 1/0 to differentiate
 
 
 def _outer_difference(w):
@@ -352,13 +359,16 @@ def _rotate_columns(x, dtheta):
 
 
 def _gesvd_jvp(primals, tangents):
-    """A = U S V^H (thin). With dP = U^H dA V: ds = diag(dP);
-    dU = U (E o (dP S + S dP^H)) + (I - U U^H) dA V S^{-1},
-    dV = V (E o (S dP + dP^H S)) + (I - V V^H) dA^H U S^{-1},
-    E_ij = 1/h(s_j^2 - s_i^2) (Seeger et al. 4.5; Townsend 2016), clamped once, relative to
-    max s^2, so the zero matrix gives 0 * finite rather than 0 * inf; S^{-1} is the clamped
-    pseudo-inverse (1/s for s above the clamp, else 0): the directions of a zero singular
-    value's vectors are arbitrary, and they are kept still."""
+    """A = U S V^H (thin). With dP = U^H dA V split into its Hermitian and skew parts H, K:
+    ds = diag(dP); dU = U (J o H + L o K) + (I - U U^H) dA V S^{-1},
+    dV = V (J o H - L o K) + (I - V V^H) dA^H U S^{-1},
+    J_ij = 1/(s_j - s_i), L_ij = 1/(s_j + s_i) (Seeger et al. 4.5 and Townsend 2016, whose
+    E o (dP S + S dP^H) with E = J o L is the same sum). Written so, only J is undefined at
+    tied singular values: it is zero there (``_inverse_gaps``), while L o K, which turns U and V
+    together (the part of dA that rotates a cluster's u_i v_i^H), is kept. L's diagonal gives
+    complex singular vectors the opposite phase rates i Im(dP_jj) / (2 s_j). S^{-1} is the
+    clamped pseudo-inverse (1/s above the tie threshold, else 0): a zero singular value's
+    vectors are arbitrary, and they are kept still."""
     (a,), (da,) = primals, tangents
     u, s, vh = bind(gesvd_p, a)
     v = lax.H(vh)
@@ -366,40 +376,37 @@ def _gesvd_jvp(primals, tangents):
     k = min(m, n)
     dp = lax.matmul(lax.H(u), lax.matmul(da, v))
     ds = lax.real(lax.diagonal(dp))
-    nb = s.ndim - 1
-    shape = (*s.shape, k)
-    s_cols = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb + 1)), dp.dtype)  # S on the right
-    s_rows = _as(lax.broadcast_in_dim(s, shape, (*range(nb), nb)), dp.dtype)  # S on the left
     scale = _largest(s)
-    squares = lax.mul(s, s)
-    e = _as(_inverse_gaps(_outer_difference(squares), lax.mul(scale, scale)), dp.dtype)
-    s_inv = _clamped_inverse(s, scale) if m != n or a.dtype.kind == "c" else None
-    du = lax.matmul(u, lax.mul(e, lax.add(lax.mul(dp, s_cols), lax.mul(s_rows, lax.H(dp)))))
-    dv = lax.matmul(v, lax.mul(e, lax.add(lax.mul(s_rows, dp), lax.mul(lax.H(dp), s_cols))))
+    symmetric = lax.mul(_as(_inverse_gaps(_outer_difference(s), scale), dp.dtype), _sym(dp))
+    skew = lax.mul(_as(_inverse_gaps(_sum_outer(s), scale), dp.dtype), lax.mul(lax.sub(dp, lax.H(dp)), 0.5))
+    du = lax.matmul(u, lax.add(symmetric, skew))
+    dv = lax.matmul(v, lax.sub(symmetric, skew))
+    s_inv = _clamped_inverse(s, scale) if m != n else None
     if m > k:  # the part of dA V outside the range of U
         z = lax.matmul(da, v)
         du = lax.add(du, _scale_columns(lax.sub(z, lax.matmul(u, lax.matmul(lax.H(u), z))), s_inv))
     if n > k:
         z = lax.matmul(lax.H(da), u)
         dv = lax.add(dv, _scale_columns(lax.sub(z, lax.matmul(v, lax.matmul(vh, z))), s_inv))
-    if a.dtype.kind == "c":
-        # U^H dU has a zero diagonal in the formulas above, so V^H dV carries -i Im(dP_jj) / s_j;
-        # then u_j and v_j turn together by the phase rate that keeps u's largest entry real
-        dv = lax.add(dv, _rotate_columns(v, lax.neg(lax.mul(lax.imag(lax.diagonal(dp)), s_inv))))
+    if a.dtype.kind == "c":  # u_j and v_j turn together by the rate that keeps u's largest entry real
         dtheta = _phase_rate(u, du)
         du = lax.add(du, _rotate_columns(u, dtheta))
         dv = lax.add(dv, _rotate_columns(v, dtheta))
     return (u, s, vh), (du, ds, lax.H(dv))
 
 
+def _sum_outer(w):
+    """S[..., i, j] = w_i + w_j."""
+    n = w.shape[-1]
+    shape = (*w.shape, n)
+    nb = w.ndim - 1
+    return lax.add(lax.broadcast_in_dim(w, shape, (*range(nb), nb)),
+                   lax.broadcast_in_dim(w, shape, (*range(nb), nb + 1)))
+
+
 def _clamped_inverse(s, scale):
-    """1/s where s > GAP_EPS * max s, else 0."""
-    nb = s.ndim - 1
-    eps = lax.broadcast_in_dim(lax.add(lax.mul(scale, GAP_EPS), float(np.finfo(s.dtype).tiny)), s.shape,
-                               tuple(range(nb)))
-    big = lax.gt(s, eps)
-    return lax.select(big, lax.div(1.0, lax.select(big, s, lax.full(s.shape, 1.0, s.dtype))),
-                      lax.full(s.shape, 0.0, s.dtype))
+    """1/s where s is above the tie threshold (``_inverse_gaps``), else 0."""
+    return _inverse_gaps(s, scale)
 
 
 def _scale_columns(x, c):

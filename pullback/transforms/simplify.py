@@ -38,6 +38,7 @@ from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
 from pullback.primitives import reductions as red
+from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
 from pullback.transforms.substitute import substitute
@@ -127,6 +128,8 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     def same(a) -> bool:
         return isinstance(a, Var) and a.type == out.type
 
+    if prim is sp.stop_gradient_p:  # the identity, once derivatives are taken
+        return ins[0]
     if prim in _NEUTRAL:  # x * 1, 1 * x, x + 0, 0 + x
         x, y = ins
         if _is(y, _NEUTRAL[prim]) and same(x):

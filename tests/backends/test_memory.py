@@ -58,9 +58,9 @@ def test_planned_and_unplanned_code_agree():
     outs = []
     for in_place in (True, False):
         gen = codegen.generate(program, numpy_backend, in_place=in_place)
-        ns = dict(gen.namespace)
+        ns: dict = {}
         exec(compile(gen.source, "<planned>", "exec"), ns)
-        outs.append(ns[gen.function_name](A, b))
+        outs.append(ns[gen.function_name](A, b, **gen.constants))
     for planned, plain in zip(outs[0], outs[1]):
         np.testing.assert_array_equal(planned, plain)
 

@@ -19,7 +19,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, is_cupy, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms.jvp import jvp as jvp_transform
@@ -139,6 +139,8 @@ def _signature_of(a):
     t = type(a)
     if t is np.ndarray:
         return a.shape, a.dtype
+    if isinstance(a, np.ndarray):  # a subclass: not the fast path's; its program is keyed as an ndarray's
+        return a.shape, a.dtype, t
     if t is Tracer:
         return a.shape, a.dtype, a.weak
     if t in _SCALARS:
@@ -146,6 +148,35 @@ def _signature_of(a):
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
     return t
+
+
+def at_boundary(a):
+    """An argument as compiled programs take it: an ndarray subclass (``np.memmap``) as a plain
+    ndarray view of it (no copy), non-native byte order (``>f8`` from FITS or HDF5) converted to
+    native (a copy); ``np.matrix`` refused, since its ``*`` is a matrix product."""
+    if type(a) is not np.ndarray:
+        if not isinstance(a, np.ndarray):
+            return a
+        if isinstance(a, np.matrix):
+            raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product, not NumPy's "
+                            "elementwise product); pass np.asarray(m) and use @ for matrix products")
+        a = np.asarray(a)
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+class _Kwargs(dict):
+    """Keyword arguments of a call, carried as one last dynamic argument (a dict of leaves)."""
+
+
+def _static_key(v, i: int):
+    """A static argument in a cache key: its type with its value (``2`` and ``2.0`` differ)."""
+    key = (tuple, tuple(_static_key(e, i) for e in v)) if type(v) is tuple else (type(v), v)
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(f"static argument {i} (static_argnums) must be hashable, as programs are cached by its "
+                        f"value; got a {type(v).__name__}") from None
+    return key
 
 
 def _backend_for(leaves: tuple, names=None):
@@ -162,8 +193,8 @@ def _backend_for(leaves: tuple, names=None):
     return cupy_backend
 
 
-_CONTAINERS = frozenset({tuple, list, dict})
-_SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float32, np.float64,
+_CONTAINERS = frozenset({tuple, list, dict, _Kwargs})
+_SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64,
                       np.complex64, np.complex128})
 
 STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
@@ -172,7 +203,9 @@ STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
 class differentiate:
     """A function made differentiable: call it (compiled), or ask for ``grad``,
     ``value_and_grad``, ``jvp``, ``vjp``, ``linearize``; read any stage with
-    ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates.
+    ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates and
+    ``static_argnums`` those that are Python values fixed per compiled program; both count
+    positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
     """
@@ -195,35 +228,51 @@ class differentiate:
 
     # --- programs, per stage and signature ---------------------------------------------------
 
-    def _split_static(self, args: tuple) -> tuple[Callable, tuple]:
-        if not self.static_argnums:
-            return self.fn, args
+    def _split_static(self, args: tuple) -> tuple[Callable, tuple, list[str] | None]:
+        """The function of the dynamic arguments alone, those arguments, and their names."""
+        kw = _has_kwargs(args)
+        if not self.static_argnums and not kw:
+            return self.fn, args, None
+        n = len(args) - kw
         static = {i: args[i] for i in self.static_argnums}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+        positional = _arg_names(self.fn, n)
+        names = [positional[i] for i in range(n) if i not in static] + [""] * kw  # keyword leaves: their keys
 
         def with_static(*dyn):
             it = iter(dyn)
-            return self.fn(*(static[i] if i in static else next(it) for i in range(len(args))))
+            full = [static[i] if i in static else next(it) for i in range(len(args))]
+            return self.fn(*full[:n], **(full[n] if kw else {}))
 
         with_static.__name__ = getattr(self.fn, "__name__", "f")
         with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
-        return with_static, dynamic
+        return with_static, dynamic, names
+
+    def _check_static(self, args: tuple) -> None:
+        n = len(args) - _has_kwargs(args)
+        for i in self.static_argnums:
+            if not 0 <= i < n:
+                raise ValueError(f"static_argnums {self.static_argnums} out of range for a call with {n} positional "
+                                 "arguments (static arguments must be passed by position)")
 
     def _flat(self, args: tuple) -> tuple[tuple, tuple | None]:
-        """The dynamic arguments' leaves, and their structures (None when all are arrays)."""
+        """The dynamic arguments' leaves (as ``at_boundary`` makes them), and their structures
+        (None when all are arrays)."""
+        if self.static_argnums:
+            self._check_static(args)
         dyn = args if not self.static_argnums else tuple(
             a for i, a in enumerate(args) if i not in self.static_argnums)
         for a in dyn:
             if type(a) in _CONTAINERS:
                 break
         else:
-            return dyn, None
+            return tuple(map(at_boundary, dyn)), None
         trees, leaves = [], []
         for a in dyn:
             arg_leaves, tree = flatten(a)
             leaves += arg_leaves
             trees.append(tree)
-        return tuple(leaves), tuple(trees)
+        return tuple(map(at_boundary, leaves)), tuple(trees)
 
     def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:
         """Argument position -> the range of its leaves among the program's inputs."""
@@ -239,8 +288,9 @@ class differentiate:
         """Reverse-mode inputs (a mask over the program's inputs), and the argnums in order."""
         ranges = self._leaf_ranges(args, trees)
         nums = list(_as_tuple(self.argnums))
+        n = len(args) - _has_kwargs(args)
         for i in nums:
-            if i not in ranges:
+            if i not in ranges or i >= n:
                 raise ValueError(f"argnums {self.argnums} out of range or static for {len(args)} arguments")
         wanted = {k for i in nums for k in ranges[i]}
         wrt = [k in wanted for k in range(len(program.inputs))]
@@ -252,9 +302,9 @@ class differentiate:
 
     def _stage(self, kind: str, args: tuple, flat=None):
         leaves, trees = flat or self._flat(args)
-        key = (kind, trees, *map(_signature_of, leaves))
+        key = (kind, trees, _has_kwargs(args), *map(_signature_of, leaves))
         if self.static_argnums:
-            key += tuple(args[i] for i in self.static_argnums)
+            key += tuple(_static_key(args[i], i) for i in self.static_argnums)
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
@@ -266,9 +316,9 @@ class differentiate:
 
     def _build(self, kind: str, args: tuple, trees):
         if kind == "primal":
-            f, dyn = self._split_static(args)
+            f, dyn, names = self._split_static(args)
             captures: list = []
-            program, treedef = trace(f, dyn, captures=captures)
+            program, treedef = trace(f, dyn, captures=captures, arg_names=names)
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program
@@ -314,21 +364,25 @@ class differentiate:
     def _run(self, kind: str, args: tuple):
         flat = self._flat(args)
         staged = self._stage(kind, args, flat)
-        concrete = all(type(a) is np.ndarray or type(a) in _SCALARS for a in args)
+        concrete = all((type(a) is np.ndarray and a.dtype.isnative) or type(a) in _SCALARS for a in args)
         if concrete and not staged.captures and not self.static_argnums:
             self._runners[(kind, *map(_signature_of, args))] = staged.runner()
         return staged(*flat[0])
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            return self._run("primal", (*args, _Kwargs(kwargs)))
         run = self._runners.get(("primal", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("primal", args)
 
-    def value_and_grad(self, *args):
+    def value_and_grad(self, *args, **kwargs):
+        if kwargs:
+            return self._run("grad", (*args, _Kwargs(kwargs)))
         run = self._runners.get(("grad", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("grad", args)
 
-    def grad(self, *args):
-        return self.value_and_grad(*args)[1]
+    def grad(self, *args, **kwargs):
+        return self.value_and_grad(*args, **kwargs)[1]
 
     def jvp(self, primals: Sequence, tangents: Sequence):
         """``(f(*primals), J(primals) @ tangents)``; tangents have the primals' structure
@@ -355,9 +409,10 @@ class differentiate:
         known = _as_list(self._stage("known", args, flat)(*flat[0]))
         return primal, flat, known[:m], known[m:]
 
-    def linearize(self, *args):
+    def linearize(self, *args, **kwargs):
         """``(f(*args), jvp_fn)``: the forward pass runs now; ``jvp_fn(*tangents)``, one
         tangent per ``argnums`` argument, reuses its residuals."""
+        args = (*args, _Kwargs(kwargs)) if kwargs else args
         primal, flat, outs, residuals = self._forward(args)
         linear: Staged = self._stage("linear", args, flat)
         nums = list(_as_tuple(self.argnums))
@@ -367,13 +422,18 @@ class differentiate:
                 raise ValueError(f"jvp_fn takes {len(nums)} tangents, one per argnum")
             order = sorted(range(len(nums)), key=lambda k: nums[k])  # program inputs are in argument order
             leaves = [leaf for k in order for leaf in flatten(tangents[k])[0]]
+            types = linear.program.inputs[len(residuals):]
+            if len(leaves) != len(types):
+                raise ValueError("jvp_fn's tangents must have the structure of the argnums arguments")
+            leaves = [_tangent_like(t, v) for t, v in zip(leaves, types)]
             return unflatten(primal.treedef, _as_list(linear(*residuals, *leaves)))
 
         return unflatten(primal.treedef, outs), jvp_fn
 
-    def vjp(self, *args):
+    def vjp(self, *args, **kwargs):
         """``(f(*args), vjp_fn)``: ``vjp_fn(cotangent)`` returns the tuple of cotangents of
         the ``argnums`` arguments; the forward pass runs once, now."""
+        args = (*args, _Kwargs(kwargs)) if kwargs else args
         primal, flat, outs, residuals = self._forward(args)
         transpose: Staged = self._stage("transpose", args, flat)
         out_types = primal.program.out_types
@@ -418,13 +478,21 @@ def _as_list(out) -> list:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
+def _has_kwargs(args: tuple) -> bool:
+    return bool(args) and type(args[-1]) is _Kwargs
+
+
 def _tangent_like(t, v):
-    """A tangent or cotangent as an array of its primal's type."""
+    """A tangent or cotangent as an array of its primal's type. A complex one for a real value
+    is refused (as JAX does) rather than losing its imaginary part."""
     if isinstance(t, Tracer):
         return t
     arr = t if is_cupy(t) else np.asarray(t)
     if arr.shape != v.shape:
         raise ValueError(f"expected a (co)tangent of shape {v.shape}, got {arr.shape}")
+    if arr.dtype.kind == "c" and v.dtype.kind != "c":
+        raise TypeError(f"a complex (co)tangent ({arr.dtype}) for a real value ({v.dtype}): its imaginary part would "
+                        "be lost; pass a real one, or make the value complex")
     return arr.astype(v.dtype, copy=False)
 
 

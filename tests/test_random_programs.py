@@ -8,7 +8,10 @@ few operations drawn from ``OPS``, each applied to earlier values. For each prog
 - the gradient of a real loss ``sum(real(out) * w) (+ sum(imag(out) * w'))`` equals central
   finite differences along a random direction (float64 and complex128), and reverse mode is
   consistent with forward mode (``pullback.testing.check_vjp``);
-- outputs never share memory with inputs (issue 13; xfail while it is open).
+- outputs of ``jit``, ``grad``, ``jvp`` and ``vjp`` never share memory with inputs, closed-over
+  constants, passed-in (co)tangents or each other (issue 13);
+- ndarray subclasses, memmaps and big-endian arrays give NumPy's results, and NumPy scalars in
+  place of Python scalars promote as NumPy's (strong) scalars do (NEP 50).
 
 ``OPS`` is the table to extend: a new NumPy function is one ``Op`` line (its callable, arity,
 the domain each argument is mapped into, the dtype kinds it takes). Example counts are small by
@@ -31,6 +34,7 @@ from hypothesis import strategies as st
 
 import pullback as pb
 from pullback.testing import check_vjp, inner
+from tests.test_boundary import assert_fresh
 
 # --- the vocabulary ---------------------------------------------------------------------------
 
@@ -173,7 +177,7 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 4) -> Program:
             op = draw(st.sampled_from([op for op in OPS if kind in op.kinds]))
             candidates = [j for j, v in enumerate(vals) if v.ndim >= op.min_ndim and (v.size or not op.nonempty)]
             if op.array_only:
-                candidates = [j for j in candidates if j >= len(inputs) or isinstance(inputs[j], np.ndarray)]
+                candidates = [j for j in candidates if not scalar[j]]  # results of Python scalars may be ones
             if op.name == "first":
                 candidates = [j for j in candidates if vals[j].shape[0]]
             if not candidates:
@@ -206,21 +210,8 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 4) -> Program:
 
 def avoids_known_bug(op: Op, args: list[int], scalar: list[bool], n_inputs: int, dtype: str) -> bool:
     """False for a step that would hit a known, still open pullback bug (it has an xfail
-    regression test below); drop the clause when the bug is fixed."""
-    # test_ufunc_of_python_scalar_is_float64: NumPy's functions make a Python scalar a (strong)
-    # float64, which promotes float32; pullback keeps it weak. Only elementwise binary operations
-    # with the Python scalar input itself as an operand promote weakly in NumPy too.
-    if dtype == "float32" and any(scalar[j] for j in args):
-        if any(scalar[j] and (j >= n_inputs or op.domains[k % len(op.domains)] is not anything)
-               for k, j in enumerate(args)):
-            return False
-        if op.name not in WEAK_SCALAR_OPERAND or all(scalar[j] for j in args):
-            return False
+    regression test below); drop the clause when the bug is fixed. None is open."""
     return True
-
-
-# elementwise operations with NumPy's weak promotion of a Python scalar operand
-WEAK_SCALAR_OPERAND = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "where"}
 
 
 def _apply(op: Op, args: list, params: dict):
@@ -334,12 +325,71 @@ def check_reverse_vs_forward(p: Program) -> None:
     check_vjp(p, p.inputs, rtol=1e-7, atol=1e-8)
 
 
+CONST = np.linspace(-1.0, 1.0, 3)  # closed over by the programs of check_no_aliasing
+
+
 @stable
 def check_no_aliasing(p: Program) -> None:
-    out = pb.jit(p)(*p.inputs)
-    for i, x in enumerate(p.inputs):
-        if isinstance(x, np.ndarray):
-            assert not np.shares_memory(out, x), f"the output shares memory with input {i}"
+    """Every result is fresh: the program's output (returned twice, and beside a constant), its
+    gradients, and its JVP and VJP with (co)tangents that are the inputs and outputs themselves."""
+    def f(*xs):
+        out = p(*xs)
+        return out, out, CONST
+
+    assert_fresh(pb.jit(f)(*p.inputs), *p.inputs, CONST)
+    floats = all(np.asarray(x).dtype.kind in "fc" for x in p.inputs)
+    if not floats:
+        return
+    loss = _loss_of(p, 0)
+    assert_fresh(pb.grad(loss, argnums=tuple(range(len(p.inputs))))(*p.inputs), *p.inputs)
+    tangents = tuple(np.ones_like(x) if isinstance(x, np.ndarray) else x for x in p.inputs)
+    assert_fresh(pb.jvp(p, p.inputs, tangents), *p.inputs, *tangents)
+    out, vjp_fn = pb.vjp(p, *p.inputs)
+    ct = np.ones_like(out) if isinstance(out, np.ndarray) else out
+    assert_fresh((out, vjp_fn(ct)), *p.inputs, ct)
+
+
+class Tagged(np.ndarray):
+    """A subclass that changes nothing: results must be NumPy's for the plain arrays."""
+
+
+@stable
+def check_array_kinds(p: Program, form: str, tmp: str) -> None:
+    """Array inputs as a subclass, a memmap or big-endian give the plain arrays' results."""
+    with np.errstate(all="ignore"):
+        expected = p(*p.inputs)
+
+    def convert(i, x):
+        if not isinstance(x, np.ndarray):
+            return x
+        if form == "subclass":
+            return x.view(Tagged)
+        if form == "big-endian":
+            return x.astype(x.dtype.newbyteorder(">"))
+        m = np.memmap(os.path.join(tmp, f"x{i}"), dtype=x.dtype, mode="w+", shape=x.shape) if x.size else x
+        m[...] = x
+        return m
+
+    args = [convert(i, x) for i, x in enumerate(p.inputs)]
+    out = pb.jit(p)(*args)
+    assert (type(out) is np.ndarray or not isinstance(out, np.ndarray)) and np.asarray(out).dtype.isnative
+    assert np.asarray(out).dtype == np.asarray(expected).dtype
+    _assert_close(out, expected, _tolerance(p.dtype), "value")
+    assert_fresh(out, *args)
+
+
+@stable
+def check_numpy_scalars(p: Program, scalar_types: list) -> None:
+    """Python scalar inputs replaced by NumPy scalars: strong, so dtypes follow NumPy's."""
+    it = iter(scalar_types)
+    args = [x if isinstance(x, np.ndarray) else next(it)(x) for x in p.inputs]
+    with np.errstate(all="ignore"):
+        expected = p(*args)
+    out = pb.jit(p)(*args)
+    assert np.asarray(out).dtype == np.asarray(expected).dtype, (
+        f"dtype {np.asarray(out).dtype}, NumPy {np.asarray(expected).dtype}")
+    single = p.dtype == "float32" or any(s in (np.float32, np.complex64) for s in scalar_types)
+    _assert_close(out, expected, 2e-4 if single else 1e-9, "value")
 
 
 @examples(100)
@@ -360,19 +410,28 @@ def test_reverse_mode_consistent_with_forward_mode(p):
     check_reverse_vs_forward(p)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: outputs alias inputs")
-@examples(20)
+@examples(30)
 @given(programs())
 def test_outputs_do_not_alias_inputs(p):
     check_no_aliasing(p)
 
 
+@examples(30)
+@given(programs(), st.sampled_from(["subclass", "memmap", "big-endian"]))
+def test_array_subclasses_memmaps_and_byte_order(tmp_path_factory, p, form):
+    check_array_kinds(p, form, str(tmp_path_factory.mktemp("memmaps")))
+
+
+@examples(40)
+@given(programs(), st.data())
+def test_numpy_scalars_are_strong(p, data):
+    n = sum(not isinstance(x, np.ndarray) for x in p.inputs)
+    kinds = [np.complex64, np.complex128] if p.dtype.startswith("complex") else [np.float32, np.float64]
+    check_numpy_scalars(p, data.draw(st.lists(st.sampled_from(kinds), min_size=n, max_size=n)))
+
+
 # --- regressions the generator found ----------------------------------------------------------------
 
-ISSUE_13 = pytest.mark.xfail(strict=True, reason="issue 13: outputs alias inputs")
-
-
-@ISSUE_13
 @pytest.mark.parametrize("fn", [lambda x: x, np.transpose, np.conj, np.real, lambda x: np.reshape(x, (-1,))],
                          ids=["identity", "transpose", "conj_of_real", "real_of_real", "ravel"])
 def test_output_does_not_alias_input(fn):
@@ -410,9 +469,7 @@ def test_scalar_result_is_cast(fn, a, s):
     np.testing.assert_allclose(out, fn(a, s))
 
 
-@pytest.mark.xfail(strict=True, reason="a ufunc of a Python scalar input stays weakly typed in pullback; "
-                                       "NumPy returns a float64 scalar, which promotes float32 arrays (NEP 50)")
-@pytest.mark.parametrize("ufunc", [np.sin, np.exp])
+@pytest.mark.parametrize("ufunc", [np.sin, np.exp, np.negative, np.sum])
 def test_ufunc_of_python_scalar_is_float64(ufunc):
     def fn(a, s):
         return a + ufunc(s)

@@ -163,6 +163,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             names = [s.name(namer[v]) for v in dead[i]]
             body.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
     outputs = [expr(a) for a in program.outputs]
+    for k in aliased_outputs(program):
+        outputs[k] = _fresh(outputs[k], program.outputs[k], backend)
     if out_tree is not None and printable_tree(out_tree) and out_tree is not LEAF:
         ret = _structure(out_tree, iter(outputs))
     else:
@@ -189,6 +191,35 @@ def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStateme
     text = "\n".join(["Keyword-only: arrays the traced function read from its scope (or made when tracing),",
                        "    passed by pullback on each call:", *lines, "    "])
     return s.statement(cst.Expr(cst.SimpleString('"""' + text + '"""')))
+
+
+def aliased_outputs(program: Program) -> list[int]:
+    """Positions of the outputs that would share memory with an input, a constant or an earlier
+    output: one of them, a view of one (views chain to the buffer they alias, as in ``memory``),
+    the same value as an earlier output, or a view of a buffer an earlier output also views.
+    Those are returned as copies, so that callers may write into any result."""
+    root: dict[int, int] = {}
+    for eqn in program.eqns:
+        src = eqn.inputs[0] if eqn.inputs else None
+        if isinstance(src, Var) and memory.makes_view(eqn.prim, eqn.inputs):
+            root[id(eqn.outputs[0])] = root.get(id(src), id(src))
+    taken = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+    copies = []
+    for k, a in enumerate(program.outputs):
+        if isinstance(a, Var):  # literals print as Python scalars: immutable
+            buffer = root.get(id(a), id(a))
+            if buffer in taken:
+                copies.append(k)
+            taken.add(buffer)
+    return copies
+
+
+def _fresh(e: s.Expr, v: Var, backend: ModuleType) -> s.Expr:
+    """A copy of ``e``: ``e.copy()`` for arrays; a 0-d value may be a Python scalar at run time
+    (see ``scalar_inputs``), so it becomes a NumPy scalar of its dtype, ``np.float64(e)``."""
+    if v.type.ndim or getattr(backend, "SCALARS_AS_ARRAYS", False):
+        return s.method(e, "copy")
+    return s.call(s.dtype(v.type.dtype), e)
 
 
 def _in_place_operand(eqn, reusable: frozenset[int], backend: ModuleType) -> int | None:

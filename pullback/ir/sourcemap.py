@@ -65,6 +65,8 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = _names(node.target) or ()
         if len(targets) == 1 and isinstance(getattr(node, "value", None), _CONTAINERS):
             targets = ()  # `a = (x, y)`: no single value is `a`
+        if targets and any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
+            targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt

@@ -116,6 +116,8 @@ class Builder:
     def const(self, value) -> Var:
         key = id(value)
         if key not in self.consts:
+            if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
+                value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
             var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
             self.consts[key] = (var, value)
         return self.consts[key][0]
@@ -445,12 +447,24 @@ def is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
 
 
+def is_python_scalar(x) -> bool:
+    """Whether ``x`` is weakly typed under NEP 50: Python's own bool, int, float or complex, by
+    exact type (``np.float64`` subclasses ``float`` yet is a strong float64)."""
+    return type(x) in PYTHON_SCALARS
+
+
 def input_type(x) -> tuple[ArrayType, bool]:
-    """The IR type of an argument, and whether it is weakly typed (a Python scalar)."""
-    if isinstance(x, PYTHON_SCALARS):
+    """The IR type of an argument, and whether it is weakly typed (a Python scalar). Arrays in
+    non-native byte order are typed as their native dtype (the caller converts them)."""
+    if is_python_scalar(x):
         return ArrayType((), np.asarray(x).dtype), True
+    if isinstance(x, np.matrix):
+        raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product); "
+                        "pass np.asarray(m) and use @ for matrix products")
     if isinstance(x, np.ndarray | np.generic):
-        return ArrayType(x.shape, x.dtype), False
+        return ArrayType(x.shape, x.dtype.newbyteorder("=")), False
+    if isinstance(x, PYTHON_SCALARS):  # a subclass (an IntEnum): strong, as NumPy takes it
+        return ArrayType((), np.asarray(x).dtype), False
     if isinstance(x, Tracer):  # a traced function called inside another trace
         return x.ssa.type, x.weak
     if is_cupy(x):  # traced like NumPy's
@@ -466,21 +480,23 @@ def _leaf_names(treedef, name: str) -> list[str]:
         return [name]
     keys = treedef[1] if treedef[0] is dict else range(len(treedef[1]))
     subtrees = treedef[2] if treedef[0] is dict else treedef[1]
-    return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}")]
+    return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}" if name else str(k))]
 
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
-          captures: list | None = None) -> tuple[Program, Any]:
+          captures: list | None = None, arg_names: Sequence[str] | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
     their leaves, in ``tree.flatten`` order. Given a ``captures`` list, tracers of enclosing
     traces that ``fn`` closes over become further inputs, after the leaves, and the list
-    receives those outer tracers in the same order (a nested ``grad`` inside a traced function)."""
+    receives those outer tracers in the same order (a nested ``grad`` inside a traced function).
+    ``arg_names`` names the arguments (default: ``fn``'s parameters); an empty name gives a
+    dict's leaves their keys alone (keyword arguments)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
-    arg_names = _arg_names(fn, len(args))
+    arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
     names, leaves, trees = [], [], []
     for a, n in zip(args, arg_names):
         arg_leaves, tree = flatten(a)

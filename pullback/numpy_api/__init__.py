@@ -85,15 +85,15 @@ _WEAK_REP = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 
 
 def _is_weak(x) -> bool:
-    return isinstance(x, PYTHON_SCALARS) or (isinstance(x, Tracer) and x.weak)
+    return type(x) in PYTHON_SCALARS or (isinstance(x, Tracer) and x.weak)
 
 
 def result_dtype(*xs) -> np.dtype:
-    """NumPy's result dtype: arrays are strong, Python scalars (and tracers of
-    Python scalar arguments) weak."""
+    """NumPy's result dtype: arrays and NumPy scalars are strong, Python scalars (by exact type:
+    ``np.float64`` subclasses ``float``) and tracers of Python scalar arguments weak (NEP 50)."""
     reps = []
     for x in xs:
-        if isinstance(x, PYTHON_SCALARS):
+        if type(x) in PYTHON_SCALARS:
             reps.append(x)
         elif _is_weak(x):
             reps.append(_WEAK_REP[x.dtype.kind])
@@ -216,7 +216,7 @@ def real(x):
 def imag(x):
     if is_complex(result_dtype(x)):
         return elementwise(ew.imag_p, x)
-    return zeros_like(x)
+    return _weak_result(zeros_like(x), (x,))  # a Python float's .imag is a Python float
 
 
 def conj(x):
@@ -256,14 +256,25 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     name = ufunc_name(ufunc)
     if method != "__call__":
         if (ufunc, method) in UFUNC_METHODS:
-            return UFUNC_METHODS[ufunc, method](*inputs, **kwargs)
+            return _strong(UFUNC_METHODS[ufunc, method](*inputs, **kwargs))
         unsupported(f"{name}.{method}")
     if kwargs:
         unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
     impl = UFUNCS.get(ufunc)
     if impl is None:
         unsupported(name)
-    return lowering(name, impl, inputs, {})
+    return _strong(lowering(name, impl, inputs, {}))
+
+
+def _strong(out):
+    """NumPy's functions return NumPy objects, strongly typed even when computed from Python
+    scalars (NEP 50: ``np.sin(0.5)`` is a float64 scalar, which promotes float32 arrays); only
+    Python's operators keep Python scalars weak."""
+    if isinstance(out, Tracer):
+        return Tracer(out.ssa, out.builder) if out.weak else out
+    if type(out) in (tuple, list):
+        return type(out)(map(_strong, out))
+    return out
 
 
 _UFUNC_MODULES = (np, scipy.special, np.linalg)
@@ -833,12 +844,30 @@ def implements_ufunc(*ufuncs) -> Callable:
     return register
 
 
+# NumPy functions that make their operands arrays first (np.asarray), so that a Python scalar
+# operand is strong (NEP 50 weakness is the ufuncs'): the positions of those operands
+_COERCING = {np.outer: slice(None), np.inner: slice(None), np.vdot: slice(None), np.kron: slice(None),
+             np.dot: slice(0, 2), np.tensordot: slice(0, 2), np.einsum: slice(1, None)}
+# NumPy functions returning a Python scalar's own attribute (``np.real(2.0)`` is ``2.0``): weak still
+_PASS_THROUGH = frozenset({np.real, np.imag})
+
+
+def _strong_operand(x):
+    if type(x) in PYTHON_SCALARS:
+        return np.asarray(x)
+    return Tracer(x.ssa, x.builder) if isinstance(x, Tracer) and x.weak else x
+
+
 def array_function(func, args, kwargs):
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
         unsupported(name)
-    return lowering(name, impl, args, kwargs)
+    if func in _COERCING:
+        operands = range(len(args))[_COERCING[func]]
+        args = tuple(_strong_operand(a) if i in operands else a for i, a in enumerate(args))
+    out = lowering(name, impl, args, kwargs)
+    return out if func in _PASS_THROUGH else _strong(out)
 
 
 Tracer._api = sys.modules[__name__]

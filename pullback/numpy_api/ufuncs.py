@@ -47,7 +47,7 @@ from pullback.primitives import reductions as red
 
 def _float(x):
     """``x`` in its inexact dtype (integers become float64, float16 stays float16)."""
-    return astype(x, _inexact(x)) if not isinstance(x, PYTHON_SCALARS) else float(x)
+    return astype(x, _inexact(x)) if type(x) not in PYTHON_SCALARS else float(x)
 
 
 def _float_binary(prim):

@@ -172,3 +172,24 @@ def test_np_append_of_lists_holding_tracers():
     x = np.array([1.0, 2.0])
     got = pb.jit(lambda x: np.append([[x[0], 1.0]], [[2.0, x[1]]], axis=0))(x)
     np.testing.assert_array_equal(got, np.append([[1.0, 1.0]], [[2.0, 2.0]], axis=0))
+
+
+def test_scipy_names_bound_before_the_trace_are_redirected_and_restored():
+    """``from scipy.special import logsumexp`` and a bound ``scipy.stats.norm.pdf`` are SciPy's
+    function objects, which no module attribute reaches: their code stands in while a trace runs."""
+    import scipy.special
+    import scipy.stats
+    from scipy.special import logsumexp
+
+    pdf = scipy.stats.norm.pdf
+    codes = (logsumexp.__code__, pdf.__func__.__code__)
+    x = np.random.default_rng(0).standard_normal(5)
+    np.testing.assert_allclose(pb.grad(lambda x: logsumexp(x))(x), np.exp(x) / np.exp(x).sum(), rtol=1e-12)
+    np.testing.assert_allclose(pb.grad(lambda x: pdf(x, 0.5, 2.0).sum())(x),
+                               -(x - 0.5) / 4 * scipy.stats.norm.pdf(x, 0.5, 2.0), rtol=1e-12)
+    assert (logsumexp.__code__, pdf.__func__.__code__) == codes
+    assert "__pullback_redirect__" not in vars(scipy.special._logsumexp)
+    with pytest.raises(ZeroDivisionError):  # restored after an exception inside the trace too
+        pb.jit(lambda x: logsumexp(x) / 0 if False else 1 / 0)(x)
+    assert logsumexp.__code__ is codes[0]
+    np.testing.assert_allclose(logsumexp(x), np.log(np.exp(x).sum()), rtol=1e-14)

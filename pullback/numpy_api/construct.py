@@ -36,6 +36,7 @@ import functools
 import inspect
 import sys
 import threading
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -355,6 +356,60 @@ def _attribute_wrapper(owner, name: str, original) -> Callable:
     return found[2]
 
 
+# A name bound before the trace (``from scipy.special import logsumexp``, or the bound method
+# ``scipy.stats.norm.pdf`` held by a test helper) is SciPy's function object itself, which no
+# module attribute reaches. While traces run, such a function (a plain one, without a closure)
+# has its code replaced by a trampoline that calls ``_redirected``: pullback's implementation on
+# traced arguments of a registered owner, else a copy of the original function (same code,
+# defaults and globals), so every other call behaves exactly as before. The code is put back
+# when the last trace ends.
+_REDIRECT = "__pullback_redirect__"
+_code_saved: dict[int, tuple[types.FunctionType, types.CodeType, types.FunctionType]] = {}
+_owners: dict[int, list[tuple[object, str]]] = {}
+_globals_touched: list[dict] = []
+
+
+def _redirect_code(fn, owner, name: str) -> None:
+    if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
+        return
+    key = id(fn)
+    _owners.setdefault(key, []).append((owner, name))
+    if key in _code_saved:
+        return
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    namespace: dict = {}
+    exec(compile(f"def trampoline(*args, **kwargs):\n    return {_REDIRECT}({key}, args, kwargs)\n",
+                 f"<pullback stand-in for {fn.__qualname__}>", "exec"), namespace)
+    _code_saved[key] = (fn, fn.__code__, copy)
+    if _REDIRECT not in fn.__globals__:
+        fn.__globals__[_REDIRECT] = _redirected
+        _globals_touched.append(fn.__globals__)
+    fn.__code__ = namespace["trampoline"].__code__
+
+
+def _redirected(key: int, args: tuple, kwargs: dict):
+    _, _, copy = _code_saved[key]
+    for owner, name in _owners.get(key, ()):
+        if isinstance(owner, type):  # a method: the instance's class must be the registered one
+            if args and isinstance(args[0], owner) and _traced_call(args[1:], kwargs):
+                public, impl = ATTRIBUTES[owner, name]
+                return _lowered(public, impl, args[1:], kwargs)
+        elif _traced_call(args, kwargs):
+            public, impl = ATTRIBUTES[owner, name]
+            return _lowered(public, impl, args, kwargs)
+    return copy(*args, **kwargs)
+
+
+def _restore_code() -> None:
+    for fn, code, _ in _code_saved.values():
+        fn.__code__ = code
+    _code_saved.clear()
+    _owners.clear()
+    while _globals_touched:
+        _globals_touched.pop().pop(_REDIRECT, None)
+
+
 def enter() -> None:
     """A trace starts: the first one installs the wrappers."""
     global _active
@@ -367,6 +422,7 @@ def enter() -> None:
                 setattr(module, name, _wrapper(module, name, original))
             for owner, name in ATTRIBUTES:
                 original = getattr(owner, name)
+                _redirect_code(original, owner, name)
                 _saved.append((owner, name, vars(owner).get(name, _MISSING)))
                 setattr(owner, name, _attribute_wrapper(owner, name, original))
 
@@ -383,6 +439,7 @@ def leave() -> None:
                     delattr(module, name)
                 else:
                     setattr(module, name, original)
+            _restore_code()
 
 
 tr.TRACE_HOOKS.append((enter, leave))

@@ -1,7 +1,6 @@
 """Error types and messages: TracingError is a TypeError; unsupported functions and shape
 errors name the function the user called (not a primitive) and the user's file:line."""
 
-import inspect
 
 import numpy as np
 import pytest
@@ -9,14 +8,7 @@ import scipy.special
 
 import pullback as pb
 from pullback.errors import ConcretizationError, TracingError
-
-
-def _line_of(fn, text: str) -> str:
-    lines, start = inspect.getsourcelines(fn)
-    for i, line in enumerate(lines):
-        if text in line:
-            return f"{inspect.getsourcefile(fn)}:{start + i}"
-    raise AssertionError(text)
+from tests.ir.test_tracer import _line_of
 
 
 def _message(fn, *args) -> str:

@@ -248,3 +248,5 @@ def test_std_over_one_element_has_zero_derivative():
     assert pb.grad(np.std)(2.0) == 0.0
     np.testing.assert_array_equal(pb.jit(lambda x: np.std(x, axis=0))(np.array([[np.inf, 1.0]])),
                                   np.std(np.array([[np.inf, 1.0]]), axis=0))
+    check_grads(np.std, [0.3 + 0.1j], order=2)
+    check_grads(lambda z: np.std(z, axis=0), [np.array([[0.2 - 0.5j, 1.0 + 1j]])], order=2)

@@ -119,8 +119,8 @@ def classify(exc_type: str, message: str, innermost_file: str = "", origin: str 
         return "unsupported", blocker_of(message, origin)
     if "TracingError" in types and re.search(r"not supported|escaped the trace|does not accept dtype", message):
         return "unsupported", blocker_of(message)
-    if "AttributeError" in types and message.startswith("module 'numpy' has no attribute"):
-        return "unsupported", blocker_of(message)
+    if "AttributeError" in types and re.match(r"module 'numpy(\.\w+)?' has no attribute", message):
+        return "unsupported", blocker_of(message)  # autograd's own extras (np.linalg._dot, ...)
     if "TypeError" in types and _NO_IMPL.search(message):
         return "unsupported", blocker_of(message)
     in_pullback = "/pullback/" in innermost_file.replace(os.sep, "/") or innermost_file.startswith("<pullback:")

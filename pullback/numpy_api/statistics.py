@@ -93,14 +93,17 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, 
 
 @core.implements(np.std)
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, mean=_NO, correction=_NO):
-    """``sqrt(var)``; over a single element, ``|x - x|``: zero (NaN for a non-finite x, as NumPy),
-    with derivative zero where ``sqrt`` at 0 would make it NaN (the function is constant there)."""
+    """``sqrt(var)``; over a single element, ``(x - x) * 0``: zero (NaN for a non-finite x, as
+    NumPy), with derivatives zero where ``sqrt`` at 0 would make them NaN (the function is constant)."""
     a = core._lift(a)
     n = math.prod(a.shape[i] for i in core._axes(axis, a.ndim))
     if n == 1 and ddof == 0 and correction is _NO:
         _no_out("std", out, where, mean)
         one = core.sum(core.astype(a, _moment_dtype(a, dtype)), axis, keepdims=_flag(keepdims))
-        return core.absolute(core.subtract(one, one))
+        zero = core.subtract(one, one)  # 0, or NaN where x is not finite; derivatives 0 to every order
+        if is_complex(zero.dtype):
+            zero = core.add(core.real(zero), core.imag(zero))
+        return core.multiply(zero, 0.0)
     return core.UFUNCS[np.sqrt](var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
 
 

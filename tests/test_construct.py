@@ -193,3 +193,19 @@ def test_scipy_names_bound_before_the_trace_are_redirected_and_restored():
         pb.jit(lambda x: logsumexp(x) / 0 if False else 1 / 0)(x)
     assert logsumexp.__code__ is codes[0]
     np.testing.assert_allclose(logsumexp(x), np.log(np.exp(x).sum()), rtol=1e-14)
+
+
+def test_numpy_functions_bound_before_the_trace_take_lists_of_tracers():
+    """``app = np.append`` held from before the trace still reaches pullback with lists of tracers
+    (NumPy's Python implementation stands in while traces run), and is NumPy's again after."""
+    app, mean = np.append, np.mean
+    code = np.append._implementation.__code__
+
+    def f(a, b):
+        return np.sum(app([[a, 2.0]], [[b, a * b]], axis=0) ** 2) + mean([a, b])
+
+    a, b = 1.5, 2.0
+    np.testing.assert_allclose(pb.grad(f, argnums=(0, 1))(a, b),
+                               (2 * a + 2 * a * b * b + 0.5, 2 * b + 2 * a * a * b + 0.5), rtol=1e-14)
+    assert np.append._implementation.__code__ is code
+    np.testing.assert_array_equal(app([1.0], [2.0]), [1.0, 2.0])

@@ -391,7 +391,10 @@ def _redirect_code(fn, owner, name: str) -> None:
 def _redirected(key: int, args: tuple, kwargs: dict):
     _, _, copy = _code_saved[key]
     for owner, name in _owners.get(key, ()):
-        if isinstance(owner, type):  # a method: the instance's class must be the registered one
+        if callable(getattr(owner, "__pullback_wraps__", None)):  # a NumPy function's wrapper
+            if _tracing() and (any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values()))):
+                return owner(*args, **kwargs)
+        elif isinstance(owner, type):  # a method: the instance's class must be the registered one
             if args and isinstance(args[0], owner) and _traced_call(args[1:], kwargs):
                 public, impl = ATTRIBUTES[owner, name]
                 return _lowered(public, impl, args[1:], kwargs)
@@ -419,7 +422,11 @@ def enter() -> None:
             for module, name in _names(len(api.FUNCTIONS)):
                 original = getattr(module, name)
                 _saved.append((module, name, original))
-                setattr(module, name, _wrapper(module, name, original))
+                wrapper = _wrapper(module, name, original)
+                setattr(module, name, wrapper)
+                # NumPy's function held from before the trace (``f = np.append``) still dispatches
+                # to its Python implementation: lists of tracers given to it reach the wrapper too
+                _redirect_code(getattr(original, "_implementation", None), wrapper, name)
             for owner, name in ATTRIBUTES:
                 original = getattr(owner, name)
                 _redirect_code(original, owner, name)

@@ -16,6 +16,20 @@ _sys.modules[__name__ + ".numpy.linalg"] = _np_linalg
 _sys.modules[__name__ + ".numpy.fft"] = _np_fft
 numpy = _np
 
+
+# autograd.numpy's few functions of its own, written in NumPy (the replay process only: they are
+# set on NumPy's modules, since autograd.numpy *is* NumPy here)
+def _make_diagonal(D, offset=0, axis1=0, axis2=1):
+    """autograd.numpy.make_diagonal: ``D``'s last axis as the diagonal of new matrices."""
+    if not (offset == 0 and axis1 == -1 and axis2 == -2):
+        raise NotImplementedError("Currently make_diagonal only supports offset=0, axis1=-1, axis2=-2")
+    return _np.asarray(D)[..., None] * _np.eye(_np.shape(D)[-1])
+
+
+_np.make_diagonal = _make_diagonal
+_np_linalg._dot = lambda a, b: _np.einsum("...ij,...jk->...ik", a, b)  # autograd.numpy.linalg._dot
+_np_linalg.T = lambda x: _np.swapaxes(x, -1, -2)  # autograd.numpy.linalg.T
+
 from autograd._internal import Internal  # noqa: E402
 
 # autograd's container types and isinstance make boxes behave; pullback traces plain containers.

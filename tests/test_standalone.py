@@ -1,7 +1,7 @@
 """Saved programs run without pullback: the gradient source of every example and of every
 linear-algebra case (linalg_cases.py, linalg2_cases.py), written to a file and run by a fresh
 interpreter that cannot import pullback (``-I -S``, a sys.path holding only NumPy's and SciPy's
-directories), with the arguments and the keyword-only constants saved by ``np.save``, gives
+directories, and pullback's import blocked, as an installed pullback shares NumPy's directory), with the arguments and the keyword-only constants saved by ``np.save``, gives
 pullback's results. One subprocess runs them all."""
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ RUNNER = '''
 import importlib.util, inspect, sys
 from pathlib import Path
 sys.path[:] = sys.argv[2:] + [p for p in sys.path if "site-packages" not in p and "dist-packages" not in p]
-assert importlib.util.find_spec("pullback") is None, "pullback is importable"
+sys.modules["pullback"] = None  # installed beside NumPy (pip install .) it would be found: block it
+try:
+    import pullback  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise AssertionError("pullback is importable")
 import numpy as np
 
 def flat(out):

@@ -1,7 +1,8 @@
 """Saved programs run without pullback: the gradient source of every example and of every
 linear-algebra case (linalg_cases.py, linalg2_cases.py), written to a file and run by a fresh
 interpreter that cannot import pullback (``-I -S``, a sys.path holding only NumPy's and SciPy's
-directories, and pullback's import blocked, as an installed pullback shares NumPy's directory), with the arguments and the keyword-only constants saved by ``np.save``, gives
+directories, and pullback's import blocked, since an installed pullback shares NumPy's
+directory), with the arguments and the keyword-only constants saved by ``np.save``, gives
 pullback's results. One subprocess runs them all."""
 
 from __future__ import annotations

@@ -273,7 +273,7 @@ def _finite(x) -> bool:
 
 
 @st.composite
-def programs(draw, dtypes=DTYPES, max_ops: int = 4, smooth: bool = False) -> Program:
+def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False) -> Program:
     """``smooth``: only operations differentiable wherever the generator's values land."""
     dtype = draw(st.sampled_from(dtypes))
     kind = np.dtype(dtype).kind
@@ -483,29 +483,67 @@ def check_no_aliasing(p: Program) -> None:
             assert not np.shares_memory(out, x), f"the output shares memory with input {i}"
 
 
-@examples(100)
+@examples(400)
 @given(programs())
 def test_jit_matches_numpy(p):
     check_forward(p)
 
 
-@examples(60)
+@examples(250)
 @given(programs(dtypes=("float64", "complex128"), smooth=True), st.integers(0, 2**16))
 def test_gradient_matches_finite_differences(p, seed):
     check_gradient(p, seed)
 
 
-@examples(50)
+@examples(200)
 @given(programs(dtypes=("float64", "complex128"), smooth=True))
 def test_reverse_mode_consistent_with_forward_mode(p):
     check_reverse_vs_forward(p)
 
 
 @pytest.mark.xfail(strict=True, reason="issue 13: outputs alias inputs")
-@examples(20)
+@examples(50)
 @given(programs())
 def test_outputs_do_not_alias_inputs(p):
     check_no_aliasing(p)
+
+
+def _single_op_program(op: Op, dtype: str) -> Program:
+    """``op`` once, on arrays of the first shape it takes (each entry of OPS runs in every default run,
+    whatever hypothesis draws)."""
+    rng = np.random.default_rng(len(op.name))
+    for shape in [(2, 3), (3, 3), (4,), (3,), (2, 4)]:
+        inputs = [_value(rng, shape, dtype) for _ in range(op.arity)]
+        if len(shape) < op.min_ndim or op.fits and not op.fits(*(x.shape for x in inputs)):
+            continue
+        params = {"axis": -1, "keepdims": False} if op.axis else {}
+        program = Program(dtype, inputs, [(op.name, tuple(range(op.arity)), params)])
+        try:
+            with np.errstate(all="ignore"):
+                program(*inputs)
+        except (ValueError, TypeError, IndexError):
+            continue
+        return program
+    raise AssertionError(f"no shape fits {op.name}")
+
+
+def _each_op_cases():
+    for op in OPS:
+        for dtype in DTYPES:
+            if np.dtype(dtype).kind in op.kinds:
+                known = not avoids_known_bug(op, list(range(op.arity)), [False] * op.arity, op.arity, dtype,
+                                             [max(op.min_ndim, 1)] * op.arity)
+                marks = pytest.mark.xfail(strict=True, reason="a known bug: see avoids_known_bug") if known else ()
+                yield pytest.param(op, dtype, marks=marks, id=f"{op.name}-{dtype}")
+
+
+@pytest.mark.parametrize("op, dtype", list(_each_op_cases()))
+def test_each_op(op, dtype):
+    p = _single_op_program(op, dtype)
+    check_forward(p)
+    if dtype != "float32" and op.smooth:
+        check_gradient(p, len(op.name))
+        check_reverse_vs_forward(p)
 
 
 # --- regressions the generator found ----------------------------------------------------------------

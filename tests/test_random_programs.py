@@ -301,7 +301,7 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False) -> Pro
             op = draw(st.sampled_from([op for op in OPS if kind in op.kinds and (op.smooth or not smooth)]))
             candidates = [j for j, v in enumerate(vals) if v.ndim >= op.min_ndim and (v.size or not op.nonempty)]
             if op.array_only:
-                candidates = [j for j in candidates if j >= len(inputs) or isinstance(inputs[j], np.ndarray)]
+                candidates = [j for j in candidates if not scalar[j]]
             if op.name == "first":
                 candidates = [j for j in candidates if vals[j].shape[0]]
             if not candidates:

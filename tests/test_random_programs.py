@@ -77,6 +77,14 @@ def _copy_set_mask(x):
     return y
 
 
+def _copy_repeated_index(x):
+    """Repeated indices: NumPy's buffered ``+=`` and ``=`` keep the last write, they do not accumulate."""
+    y = x * 1.0
+    y[np.array([0, 0])] += x[np.array([-1, 0])]
+    y[np.array([-1, -1, 0])] = 0.5 * x[np.array([0, -1, 0])]
+    return y
+
+
 def _last_at_least(n: int) -> Callable:
     return lambda *shapes: all(s and s[-1] >= n for s in shapes)
 
@@ -203,6 +211,7 @@ OPS: list[Op] = [
     Op("take_cols", lambda x: x[..., [1, 0]], min_ndim=1, fits=_last_at_least(2)),
     Op("set_item", _copy_set, min_ndim=1, fits=_last_at_least(1), array_only=True),
     Op("add_at", _copy_add_at, min_ndim=1, fits=_first_at_least(2), array_only=True),
+    Op("repeated_index", _copy_repeated_index, min_ndim=1, fits=_first_at_least(1), array_only=True),
     Op("set_mask", _copy_set_mask, kinds="f", array_only=True),
     Op("take", lambda x: np.take(x, [0, -1, 1], axis=0), min_ndim=1, fits=_first_at_least(2)),
     Op("take_flat", lambda x: np.take(x, [2, 0]), fits=lambda s: int(np.prod(s)) >= 3),
@@ -223,7 +232,7 @@ OPS: list[Op] = [
     Op("fft", np.fft.fft, min_ndim=1, kinds="c", fits=_last_at_least(1)),
     Op("ifft", np.fft.ifft, min_ndim=1, kinds="c", fits=_last_at_least(1)),
     Op("fft_real", lambda x: np.real(np.fft.fft(x)), min_ndim=1, kinds="f", fits=_last_at_least(1)),
-    Op("rfft_abs2", lambda x: np.imag(np.fft.rfft(x, axis=0)) ** 2, min_ndim=1, kinds="f", fits=_first_at_least(1)),
+    Op("rfft_imag2", lambda x: np.imag(np.fft.rfft(x, axis=0)) ** 2, min_ndim=1, kinds="f", fits=_first_at_least(1)),
     Op("irfft", lambda x: np.fft.irfft(np.fft.rfft(x, axis=-1) * 0.5, n=x.shape[-1], axis=-1), min_ndim=1,
        kinds="f", fits=_last_at_least(1), array_only=True),
 ]

@@ -11,9 +11,11 @@ few operations drawn from ``OPS``, each applied to earlier values. For each prog
 - outputs never share memory with inputs (issue 13; xfail while it is open).
 
 ``OPS`` is the table to extend: a new NumPy function is one ``Op`` line (its callable, arity,
-the domain each argument is mapped into, the dtype kinds it takes). Example counts are small by
-default (the file runs in well under a minute); ``PULLBACK_HYPOTHESIS_EXAMPLES=N`` sets them
-for a long, non-derandomised run.
+the domain each argument is mapped into, the dtype kinds it takes, a condition on the argument
+shapes; ``smooth=False`` keeps an operation with unavoidable kinks out of the gradient properties).
+A step NumPy itself refuses is dropped while generating. ``test_each_op`` runs every entry once per
+dtype, whatever hypothesis draws. Example counts are small by default (the file runs in well under
+a minute); ``PULLBACK_HYPOTHESIS_EXAMPLES=N`` sets them for a long, non-derandomised run.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, Concret
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.lax import FOLD
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
@@ -146,6 +147,11 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
     for x in xs:
         _check_operand(x)
     dtype = result_dtype(*xs) if dtype is None else dtype
+    if prim in FOLD and builtins.all(type(x) in PYTHON_SCALARS for x in xs):
+        # Python scalars alone (a spacing ``2.0 * h`` inside a composition): computed now, and a
+        # Python scalar again, weak as Python's own arithmetic would leave it
+        with np.errstate(all="ignore"):
+            return FOLD[prim](*(np.asarray(x, dtype) for x in xs)).item()
     shape = _shape(*xs)
     args = [broadcast_to(astype(x, dtype), shape) for x in xs]
     return _weak_result(bind(prim, *args), xs)

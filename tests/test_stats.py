@@ -23,6 +23,7 @@ CONTINUOUS = {
     "gamma": (st.gamma, (2.5,), -0.1, 0.7, False), "beta": (st.beta, (2.0, 3.0), -0.05, 1.2, False),
     "expon": (st.expon, (), 0.05, 1.3, True), "laplace": (st.laplace, (), 0.2, 0.8, True),
     "cauchy": (st.cauchy, (), 0.1, 2.0, True), "lognorm": (st.lognorm, (0.6,), -0.05, 1.2, True),
+    "chi2": (st.chi2, (3.0,), -0.05, 0.9, False),
 }
 
 
@@ -138,3 +139,17 @@ def test_distributions_hold_no_wrappers_after_a_trace():
     assert st.norm.logpdf.__func__ is st.rv_continuous.logpdf and st.poisson.pmf.__func__ is st.rv_discrete.pmf
     assert type(st.multivariate_normal).logpdf.__module__ == "scipy.stats._multivariate"
     np.testing.assert_allclose(st.norm.logpdf(0.0), -0.5 * np.log(2 * np.pi))
+
+
+def test_multivariate_normal_and_dirichlet_pdfs():
+    x, mean, a = RNG.standard_normal((6, 3)), RNG.standard_normal(3), RNG.standard_normal((3, 3))
+    alpha = np.array([1.5, 2.0, 3.0])
+    p = RNG.dirichlet(alpha, 4).T
+
+    def f(x, mean, a, q, alpha):
+        return st.multivariate_normal.pdf(x, mean, _spd(a)), st.dirichlet.pdf(q, alpha)
+
+    for got, want in zip(pb.jit(f)(x, mean, a, p, alpha), f(x, mean, a, p, alpha)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    check_grads(lambda x, mean, a, q, alpha: sum(np.sum(o) for o in f(x, mean, a, q, alpha)),
+                [x, mean, a, p[:2], alpha])

@@ -134,6 +134,11 @@ _register(scipy.stats.beta, _Continuous(
     logpdf=lambda z, a, b: sc.xlogy(a - 1, z) + sc.xlog1py(b - 1, -z) - sc.betaln(a, b),
     cdf=lambda z, a, b: sc.betainc(a, b, z), sf=lambda z, a, b: sc.betainc(b, a, 1 - z),
     support=(0.0, 1.0)), ("a", "b"))
+# the chi-squared is the gamma of shape df / 2 and scale 2
+_register(scipy.stats.chi2, _Continuous(
+    logpdf=lambda z, df: sc.xlogy(df / 2 - 1, z) - z / 2 - df / 2 * np.log(2.0) - sc.gammaln(df / 2),
+    cdf=lambda z, df: sc.gammainc(df / 2, z / 2), sf=lambda z, df: sc.gammaincc(df / 2, z / 2),
+    support=(0.0, np.inf)), ("df",))
 _register(scipy.stats.expon, _Continuous(
     logpdf=lambda z: -z, cdf=lambda z: -np.expm1(-z), sf=lambda z: np.exp(-z),
     logcdf=lambda z: np.log(-np.expm1(-z)), logsf=lambda z: -z, support=(0.0, np.inf)))
@@ -222,3 +227,13 @@ def dirichlet_logpdf(x, alpha):
     log_b = np.sum(sc.gammaln(alpha)) - sc.gammaln(np.sum(alpha))
     alpha = np.reshape(alpha, alpha.shape + (1,) * (x.ndim - 1))
     return _squeeze(np.sum(sc.xlogy(alpha - 1, x), axis=0) - log_b)
+
+
+@implements_attribute(type(scipy.stats.multivariate_normal), "pdf", "scipy.stats.multivariate_normal.pdf")
+def multivariate_normal_pdf(x, mean=None, cov=1, allow_singular=False):
+    return np.exp(multivariate_normal_logpdf(x, mean, cov, allow_singular))
+
+
+@implements_attribute(type(scipy.stats.dirichlet), "pdf", "scipy.stats.dirichlet.pdf")
+def dirichlet_pdf(x, alpha):
+    return np.exp(dirichlet_logpdf(x, alpha))

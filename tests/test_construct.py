@@ -164,8 +164,8 @@ def test_np_array_of_a_tracer_in_user_code_is_a_copy_and_scipy_still_refuses():
     np.testing.assert_array_equal(out[0], 2 * x)
     assert out[1].dtype == np.float32 and out[2].dtype == np.complex128
     np.testing.assert_allclose(pb.grad(lambda x: np.sum(np.array(x) ** 2))(x), 2 * x)
-    with pytest.raises(pb.TracingError, match="scipy.linalg.expm calls np.asarray on a traced value"):
-        pb.jit(lambda x: scipy.linalg.expm(x))(np.eye(2))
+    with pytest.raises(pb.TracingError, match="scipy.linalg.logm calls np.asarray on a traced value"):
+        pb.jit(lambda x: scipy.linalg.logm(x))(np.eye(2))
 
 
 def test_np_append_of_lists_holding_tracers():

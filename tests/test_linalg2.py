@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 import pullback as pb
 from pullback import linalg as pla
@@ -457,3 +458,17 @@ def test_solve_sylvester(dtype):
     check_grads(pla.solve_sylvester, (a, b, q), order=2 if dtype == "float64" else 1)
     with pytest.raises(NotImplementedError, match="no CuPy emitter"):
         pb.source(pla.solve_sylvester, a, b, q, device="cuda")
+
+
+def test_scipy_linalg_names_trace():
+    """scipy.linalg.expm, sqrtm and solve_sylvester on traced arrays, by their SciPy names, give
+    SciPy's values and pullback's derivatives."""
+    a, b, q = rand(3, 3) / 3, rand(3, 3) / 3 + 2 * np.eye(3), rand(3, 3)
+    spd_a = a @ a.T + np.eye(3)
+
+    def f(a, b, q, s):
+        return scipy.linalg.expm(a), scipy.linalg.sqrtm(s), scipy.linalg.solve_sylvester(a, b, q)
+
+    for got, want in zip(pb.jit(f)(a, b, q, spd_a), f(a, b, q, spd_a)):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    check_grads(lambda a, b, q, s: sum(np.sum(o) for o in f(a, b, q, s)), [a, b, q, spd_a])

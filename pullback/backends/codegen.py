@@ -198,11 +198,7 @@ def aliased_outputs(program: Program) -> list[int]:
     output: one of them, a view of one (views chain to the buffer they alias, as in ``memory``),
     the same value as an earlier output, or a view of a buffer an earlier output also views.
     Those are returned as copies, so that callers may write into any result."""
-    root: dict[int, int] = {}
-    for eqn in program.eqns:
-        src = eqn.inputs[0] if eqn.inputs else None
-        if isinstance(src, Var) and memory.makes_view(eqn.prim, eqn.inputs):
-            root[id(eqn.outputs[0])] = root.get(id(src), id(src))
+    root = memory.buffer_roots(program)
     taken = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
     copies = []
     for k, a in enumerate(program.outputs):

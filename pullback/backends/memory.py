@@ -24,7 +24,6 @@ VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim
                    ew.imag_p})
 
 
-
 def makes_view(prim, inputs) -> bool:
     """Whether the output aliases the first operand: a view primitive, or a gather whose index
     arrays are all 0-d (NumPy reads those as integers: basic indexing, a view)."""
@@ -37,16 +36,23 @@ def makes_view(prim, inputs) -> bool:
 UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
 
 
-def plan(program: Program) -> dict[int, frozenset[int]]:
-    """Equation index -> positions of inputs whose buffers the equation may reuse."""
-    pinned = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
-    root: dict[int, int] = {}  # var -> the var owning its buffer
+def buffer_roots(program: Program) -> dict[int, int]:
+    """id(var) -> id of the var owning its buffer: itself, or for a view (a chain of views) the
+    value it aliases. Inputs and constants, absent here, own their buffers."""
+    root: dict[int, int] = {}
     for eqn in program.eqns:
         for v in eqn.outputs:
             root[id(v)] = id(v)
         if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
+    return root
+
+
+def plan(program: Program) -> dict[int, frozenset[int]]:
+    """Equation index -> positions of inputs whose buffers the equation may reuse."""
+    pinned = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+    root = buffer_roots(program)
     for a in program.outputs:
         if isinstance(a, Var):
             pinned.add(root.get(id(a), id(a)))

@@ -19,7 +19,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, refuse_matrix, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms.jvp import jvp as jvp_transform
@@ -158,8 +158,7 @@ def at_boundary(a):
         if not isinstance(a, np.ndarray):
             return a
         if isinstance(a, np.matrix):
-            raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product, not NumPy's "
-                            "elementwise product); pass np.asarray(m) and use @ for matrix products")
+            refuse_matrix()
         a = np.asarray(a)
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 

@@ -453,14 +453,18 @@ def is_python_scalar(x) -> bool:
     return type(x) in PYTHON_SCALARS
 
 
+def refuse_matrix():
+    raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product, not NumPy's "
+                    "elementwise product); pass np.asarray(m) and use @ for matrix products")
+
+
 def input_type(x) -> tuple[ArrayType, bool]:
     """The IR type of an argument, and whether it is weakly typed (a Python scalar). Arrays in
     non-native byte order are typed as their native dtype (the caller converts them)."""
     if is_python_scalar(x):
         return ArrayType((), np.asarray(x).dtype), True
     if isinstance(x, np.matrix):
-        raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product); "
-                        "pass np.asarray(m) and use @ for matrix products")
+        refuse_matrix()
     if isinstance(x, np.ndarray | np.generic):
         return ArrayType(x.shape, x.dtype.newbyteorder("=")), False
     if isinstance(x, PYTHON_SCALARS):  # a subclass (an IntEnum): strong, as NumPy takes it

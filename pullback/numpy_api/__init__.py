@@ -577,15 +577,6 @@ all = _logical(red.reduce_and_p, "all")
 any = _logical(red.reduce_or_p, "any")
 
 
-def norm(x, ord=None, axis=None, keepdims=False):
-    """Frobenius / Euclidean norm (``ord=None``)."""
-    vector = x.ndim == 1 or (axis is not None and np.ndim(axis) == 0)
-    if ord is not None and not (ord == "fro" or (ord == 2 and vector)):
-        unsupported(f"np.linalg.norm with ord={ord!r}")
-    sq = real(multiply(x, conj(x))) if is_complex(x.dtype) else multiply(x, x)
-    return _float_unary(ew.sqrt_p)(sum(sq, axis=axis, keepdims=keepdims))
-
-
 # --- contractions -------------------------------------------------------------------------
 
 
@@ -783,7 +774,7 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.astype: lambda x, dtype, copy=True: astype(x, dtype), np.copy: lambda a, *args, **kw: a,
-    np.linalg.norm: norm, np.matrix_transpose: matrix_transpose, np.matmul: matmul,
+    np.matrix_transpose: matrix_transpose, np.matmul: matmul,
 }
 
 

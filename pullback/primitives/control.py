@@ -119,7 +119,7 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
     invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
     kept = []
     for eqn in body.eqns:
-        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs) and eqn.inputs:
+        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs):
             outs = bind(eqn.prim, *(_subst(a, invariant) for a in eqn.inputs), **eqn.params)
             for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
                 invariant[id(v)] = o
@@ -415,6 +415,23 @@ dce_.dce_rules[scan_p] = _scan_dce
 
 
 # --- simplification ---------------------------------------------------------------------------
+
+
+def invariant_carries(eqn: Eqn, ins: tuple) -> tuple[Eqn, dict[int, object]] | None:
+    """The scan with the carries its body returns unchanged (a cotangent seed passed through the
+    backward loop) made consts, and the map from their final values to their initial ones."""
+    p = eqn.params
+    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    same = [k for k in range(nk) if body.outputs[k] is body.inputs[nc + k]]
+    if not same:
+        return None
+    keep = [k for k in range(nk) if k not in same]
+    order = list(range(nc)) + [nc + k for k in same] + [nc + k for k in keep] + list(range(nc + nk, len(ins)))
+    new_body = Program(tuple(body.inputs[i] for i in order), body.eqns,
+                       tuple(body.outputs[k] for k in keep) + body.outputs[nk:], name=body.name)
+    new = Eqn(scan_p, tuple(ins[i] for i in order), tuple(eqn.outputs[k] for k in keep) + eqn.outputs[nk:],
+              Params({**p, "body": new_body, "num_consts": nc + len(same), "num_carry": len(keep)}), eqn.source)
+    return new, {id(eqn.outputs[k]): ins[nc + k] for k in same}
 
 
 def with_fills(eqn: Eqn, ins: tuple, fill_of) -> Eqn | None:

@@ -104,7 +104,12 @@ def _step(program: Program) -> Program:
             ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
         if prim is control.scan_p:
-            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v)))
+            found = control.invariant_carries(eqn, ins)
+            if found is not None:
+                eqn, same = found
+                ins = eqn.inputs
+                replace.update(same)
+            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found else None)
             if result is not None:
                 eqns.append(result)
                 continue

@@ -233,19 +233,21 @@ def _loop_pair(p):
 
     def looped(c0, xs=None, *others):
         c, ys = pb.scan(lambda c, x: step(c, x, *others), c0, xs, length=T_STEPS)
-        return np.sum(c) + np.sum(ys * np.arange(1.0, T_STEPS + 1))
+        out = np.sum(c) + np.sum(ys * np.arange(1.0, T_STEPS + 1))
+        return np.real(out) + 0.5 * np.imag(out)
 
     def unrolled(c0, xs=None, *others):
         c, total = c0, 0.0
         for t in range(T_STEPS):
             c, y = step(c, xs[t] if xs is not None else None, *others)
             total = total + y * (t + 1.0)
-        return np.sum(c) + total
+        out = np.sum(c) + total
+        return np.real(out) + 0.5 * np.imag(out)
 
     return looped, unrolled, (inputs[0],) if xs is None else (inputs[0], xs, *rest)
 
 
-@given(programs(dtypes=("float64",), smooth=True, max_ops=4), st.integers(0, 2**16))
+@given(programs(dtypes=("float64", "complex128"), smooth=True, max_ops=4), st.integers(0, 2**16))
 @examples(25)
 def test_random_loop_bodies_match_the_unrolled_program(p, seed):
     looped, unrolled, args = _loop_pair(p)
@@ -260,7 +262,8 @@ def test_random_loop_bodies_match_the_unrolled_program(p, seed):
     for a, b in zip(g, g_u):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9)
     rng = np.random.default_rng(seed)
-    tangents = tuple(rng.standard_normal(np.shape(args[i])) for i in wrt)
+    tangents = tuple(rng.standard_normal(np.shape(args[i])) * (1 + 1j if np.iscomplexobj(args[i]) else 1)
+                     for i in wrt)
 
     def on(f):
         return lambda *xs: f(*[xs[wrt.index(i)] if i in wrt else a for i, a in enumerate(args)])

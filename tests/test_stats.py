@@ -153,3 +153,34 @@ def test_multivariate_normal_and_dirichlet_pdfs():
         np.testing.assert_allclose(got, want, rtol=1e-12)
     check_grads(lambda x, mean, a, q, alpha: sum(np.sum(o) for o in f(x, mean, a, q, alpha)),
                 [x, mean, a, p[:2], alpha])
+
+
+K = np.array([-2.0, -0.5, 0.0, 0.7, 1.0, 2.0, 3.5, 5.0, 9.0, 10.0, 12.0])  # below, inside and above binom's support
+
+
+@pytest.mark.parametrize("method", ("cdf", "sf", "logcdf", "logsf"))
+def test_discrete_distribution_functions(method):
+    pois, binom = getattr(st.poisson, method), getattr(st.binom, method)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(pb.jit(lambda mu: pois(K, mu))(2.3), pois(K, 2.3), rtol=1e-12)
+        np.testing.assert_allclose(pb.jit(lambda mu: pois(K, mu=mu, loc=1))(2.3), pois(K, 2.3, loc=1), rtol=1e-12)
+        np.testing.assert_allclose(pb.jit(lambda p: binom(K, 10, p))(0.3), binom(K, 10, 0.3), rtol=1e-12)
+        k, mu = np.round(RNG.random((4, 3)) * 6), 1.1 + RNG.random((4, 1))  # broadcasting, as autograd's test
+        np.testing.assert_allclose(pb.jit(lambda mu: pois(k, mu))(mu), pois(k, mu), rtol=1e-12)
+        assert pb.jit(lambda mu: pois(np.zeros((0, 2)), mu))(mu[:1]).shape == (0, 2)
+        assert pb.jit(lambda mu: pois(np.ones(1), mu))(np.array([2.0])).shape == (1,)
+    check_grads(lambda mu: pois(K[2:], mu), [2.3], order=2)
+    check_grads(lambda mu: pois(k, mu), [mu], order=2)
+    check_grads(lambda p: binom(K[2:-2], 10, p), [0.3], order=2)
+    g = pb.grad(lambda mu, p: np.sum(pois(K[:2], mu)) + np.sum(binom(K[[0, -1]], 10, p)), argnums=(0, 1))(2.3, 0.3)
+    np.testing.assert_array_equal(g, [0.0, 0.0])  # constant outside the support: no NaN from the tails there
+
+
+def test_poisson_cdf_derivative_is_minus_the_pmf():
+    g = pb.grad(lambda mu: np.sum(st.poisson.cdf(K, mu)))(2.3)
+    np.testing.assert_allclose(g, -np.sum(st.poisson.pmf(np.floor(K), 2.3)), rtol=1e-12)
+
+
+def test_binom_tails_in_n_are_refused():
+    with pytest.raises(TracingError, match="betainc has no derivative with respect to a"):
+        pb.grad(lambda n: np.sum(st.binom.cdf(K, n, 0.3)))(10.0)

@@ -391,7 +391,7 @@ def _trampoline(key: int, freevars: tuple[str, ...], qualname: str) -> types.Cod
     """``def trampoline(*args, **kwargs): return _redirected(key, args, kwargs)``, with the free
     variables ``freevars`` (identifiers from a code object) named in a branch that never runs."""
     free = ", ".join(freevars)
-    body = (f"    def trampoline(*__pullback_args, **__pullback_kwargs):\n"
+    body = ("    def trampoline(*__pullback_args, **__pullback_kwargs):\n"
             + (f"        if False:\n            {free},\n" if freevars else "")
             + f"        return {_REDIRECT}({key}, __pullback_args, __pullback_kwargs)\n"
             + "    return trampoline\n")

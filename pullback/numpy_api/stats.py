@@ -184,6 +184,42 @@ _discrete(scipy.stats.binom, ("n", "p"), lambda k, n, p: sc.gammaln(n + 1) - sc.
           - sc.gammaln(n - k + 1) + sc.xlogy(k, p) + sc.xlog1py(n - k, -p))
 
 
+def _discrete_tails(dist, shapes: tuple[str, ...], cdf: Callable, sf: Callable, upper: Callable | None = None) -> None:
+    """``cdf``/``sf``/``logcdf``/``logsf`` of a distribution on the integers ``0 .. upper(*shapes)``
+    (unbounded above without ``upper``), from its tails at an integer ``k`` inside the support:
+    SciPy's ``k`` is floored (the distribution function is a step function: ``k`` has a zero
+    derivative) and outside the support the value is 0 or 1, as in SciPy (the tails see ``k = 0``
+    there, so no NaN reaches a derivative)."""
+    names = ("k", *shapes, "loc")
+    for method in ("logcdf", "cdf", "logsf", "sf"):
+        public = f"scipy.stats.{dist.name}.{method}"
+
+        def call(*args, public=public, method=method, **kwargs):
+            k, *params, loc = _arguments(public, names, {"loc": 0.0}, args, kwargs)
+            k = np.floor(k - loc)
+            below = k < 0
+            above = None if upper is None else k >= upper(*params)
+            inside = np.where(below, 0.0, k) if above is None else np.where(below | above, 0.0, k)
+            value = (cdf if method.endswith("cdf") else sf)(inside, *params)
+            value = np.log(value) if method.startswith("log") else value
+            low_value, high_value = _OUTSIDE[method]
+            if above is not None:
+                value = np.where(above, high_value, value)
+            return np.where(below, low_value, value)
+
+        implements_attribute(type(dist), method, public)(call)
+
+
+# P(K <= k) = Q(k + 1, mu), the regularised upper incomplete gamma function (DLMF 8.4.10): its
+# derivative in mu is -mu^k e^-mu / k!, minus the pmf at k
+_discrete_tails(scipy.stats.poisson, ("mu",), lambda k, mu: sc.gammaincc(k + 1, mu),
+                lambda k, mu: sc.gammainc(k + 1, mu))
+# P(K <= k) = I_{1-p}(n - k, k + 1) (DLMF 8.17.5), for 0 <= k < n; its derivative in p is betainc's in x
+# (closed form); in n it is betainc's in a, which raises
+_discrete_tails(scipy.stats.binom, ("n", "p"), lambda k, n, p: sc.betainc(n - k, k + 1, 1 - p),
+                lambda k, n, p: sc.betainc(k + 1, n - k, p), upper=lambda n, p: n)
+
+
 # --- multivariate -------------------------------------------------------------------------------
 
 

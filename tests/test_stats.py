@@ -129,7 +129,7 @@ def test_shape_derivative_without_closed_form_is_refused():
 
 
 def test_distributions_hold_no_wrappers_after_a_trace():
-    names = ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "logpmf", "pmf")
+    names = ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf", "logpmf", "pmf", "entropy")
     dists = (st.norm, st.t, st.gamma, st.beta, st.expon, st.laplace, st.cauchy, st.lognorm, st.poisson, st.binom,
              st.multivariate_normal, st.dirichlet)
     before = {(type(d), n): vars(type(d)).get(n) for d in dists for n in names}
@@ -184,3 +184,42 @@ def test_poisson_cdf_derivative_is_minus_the_pmf():
 def test_binom_tails_in_n_are_refused():
     with pytest.raises(TracingError, match="betainc has no derivative with respect to a"):
         pb.grad(lambda n: np.sum(st.binom.cdf(K, n, 0.3)))(10.0)
+
+
+SINGULAR = np.diag([1.0, 1.0, 0.0, 0.0])
+
+
+def test_multivariate_normal_entropy():
+    mean, a = RNG.standard_normal(4), RNG.standard_normal((4, 4))
+    for cov in (_spd(a), 2.5, np.array([1.0, 2.0, 3.0, 4.0]), SINGULAR, _spd(a)[:1, :1]):
+        m = mean[:np.shape(cov)[0]] if np.ndim(cov) else mean
+        np.testing.assert_allclose(pb.jit(lambda m, c: st.multivariate_normal.entropy(m, c))(m, cov),
+                                   st.multivariate_normal.entropy(m, cov), rtol=1e-12)
+    np.testing.assert_allclose(pb.jit(lambda c: st.multivariate_normal.entropy(cov=c))(_spd(a)),
+                               0.5 * np.linalg.slogdet(2 * np.pi * np.e * _spd(a))[1], rtol=1e-12)
+    check_grads(lambda m, a: st.multivariate_normal.entropy(m, _spd(a)), [mean, a], order=2)
+    g = pb.grad(lambda c: st.multivariate_normal.entropy(None, c))(_spd(a))
+    lower = np.tril(np.linalg.inv(_spd(a))) * (2 - np.eye(4)) / 2  # the lower triangle is read, as SciPy's eigh
+    np.testing.assert_allclose(g, lower, rtol=1e-10)
+    g = pb.grad(lambda c: st.multivariate_normal.entropy(None, c))(SINGULAR)  # masked eigenvalues: no derivative
+    np.testing.assert_allclose(g, np.diag([0.5, 0.5, 0.0, 0.0]), atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ("logpdf", "pdf"))
+def test_multivariate_normal_allow_singular(method):
+    f = getattr(st.multivariate_normal, method)
+    x, mean, a = RNG.standard_normal((5, 4)), RNG.standard_normal(4), RNG.standard_normal((4, 4))
+    x[:3, 2:] = 0.0  # on the singular covariance's support: the first three points
+    with np.errstate(divide="ignore"):
+        for args in ((x, 0 * mean, SINGULAR), (x[0], 0 * mean, SINGULAR), (x, mean, _spd(a)),
+                     (x[:, :1], mean[:1], 2.0)):
+            np.testing.assert_allclose(pb.jit(lambda *args: f(*args, allow_singular=True))(*args),
+                                       f(*args, allow_singular=True), rtol=1e-12)
+    check_grads(lambda x, m, a: f(x, m, _spd(a), allow_singular=True), [x, mean, a], order=2)
+
+    def on_support(x, m):  # autograd's test_mvn_sing_cov: x varies along the support only
+        return f(np.concatenate([x[:2], m[2:]]), m, SINGULAR, allow_singular=True)
+
+    check_grads(on_support, [x[0], np.concatenate([mean[:2], np.zeros(2)])], order=2)
+    g = pb.grad(lambda x: np.sum(st.multivariate_normal.logpdf(x, cov=SINGULAR, allow_singular=True)))(x[:3])
+    np.testing.assert_allclose(g, -x[:3] * [1, 1, 0, 0], atol=1e-12)  # the pseudo-inverse's gradient

@@ -371,3 +371,17 @@ def fft(x, kind, axes, lengths, norm):
 
     return bind(fft_.fft_p, x, kind=fft_.FftKind(kind), axes=tuple(axes), lengths=tuple(lengths),
                 norm=fft_.FftNorm(norm))
+
+
+def convolve(a, b, mode, method="auto"):
+    """SciPy's N-d ``convolve(a, b, mode, method)`` of equal-rank operands (see ``primitives.signal``)."""
+    from pullback.primitives import signal
+
+    return bind(signal.convolve_p, a, b, mode=signal.ConvMode(mode), method=signal.ConvMethod(method))
+
+
+def correlate(a, b, mode, method="auto"):
+    """SciPy's N-d ``correlate(a, b, mode, method)``: ``convolve(a, flip(conj(b)), mode)``."""
+    from pullback.primitives import signal
+
+    return bind(signal.correlate_p, a, b, mode=signal.ConvMode(mode), method=signal.ConvMethod(method))

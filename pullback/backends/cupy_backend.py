@@ -28,12 +28,13 @@ import numpy as np
 
 from pullback.backends import numpy_backend as npb
 from pullback.backends import numpy_linalg as npl
-from pullback.backends import numpy_special
+from pullback.backends import numpy_signal, numpy_special
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
+from pullback.primitives import signal as sg
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 
@@ -314,6 +315,7 @@ def _expit(ctx, eqn, ins, outs):
 EMITTERS[ew.logistic_p] = _expit
 for _p, _name in sp.SCIPY_NAMES.items():
     EMITTERS[_p] = numpy_special.emitter("cupyx.scipy.special", _name)
+EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal")
 
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.

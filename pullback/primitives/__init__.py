@@ -8,6 +8,7 @@ import pullback.primitives.fft  # noqa: F401
 import pullback.primitives.indexing  # noqa: F401
 import pullback.primitives.linalg_extra  # noqa: F401
 import pullback.primitives.reductions  # noqa: F401
+import pullback.primitives.signal  # noqa: F401
 import pullback.primitives.special  # noqa: F401
 import pullback.primitives.structural  # noqa: F401
 from pullback.ir.core import PRIMITIVES

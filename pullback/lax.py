@@ -385,3 +385,17 @@ def correlate(a, b, mode, method="auto"):
     from pullback.primitives import signal
 
     return bind(signal.correlate_p, a, b, mode=signal.ConvMode(mode), method=signal.ConvMethod(method))
+
+
+def gbsv(ab, b, lower: int, upper: int):
+    """``A^{-1} b`` for the banded ``A`` stored as ``ab[upper + i - j, j]`` (SciPy's ``solve_banded``)."""
+    from pullback.primitives import banded
+
+    return bind(banded.gbsv_p, ab, b, lower=lower, upper=upper)
+
+
+def band_transpose(ab, lower: int, upper: int):
+    """The band storage of ``A^T`` (``upper`` diagonals below, ``lower`` above) from ``A``'s."""
+    from pullback.primitives import banded
+
+    return bind(banded.band_transpose_p, ab, lower=lower, upper=upper)

@@ -324,6 +324,7 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 
 # --- pullback.primitives.linalg_extra ------------------------------------------------------------
 
+from pullback.primitives import banded as bd  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
 EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
@@ -377,3 +378,11 @@ def _cpu_only(name: str):
 CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester"}  # printing them for CuPy raises
 for _prim, _name in CPU_ONLY.items():
     EMITTERS[_prim] = _cpu_only(_name)
+
+
+def _no_banded_solver(ctx, eqn, ins, outs):
+    raise NotImplementedError("solve_banded (gbsv) has no CuPy emitter: cupyx.scipy.linalg has no banded solver; "
+                              "run it on the CPU")
+
+
+EMITTERS[bd.gbsv_p] = _no_banded_solver

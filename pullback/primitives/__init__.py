@@ -1,6 +1,7 @@
 """Primitives by family. Importing this package registers all of them (a family is added
 by importing it here, one line each)."""
 
+import pullback.primitives.banded  # noqa: F401
 import pullback.primitives.contractions  # noqa: F401
 import pullback.primitives.cumulative  # noqa: F401
 import pullback.primitives.elementwise  # noqa: F401

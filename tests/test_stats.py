@@ -223,3 +223,26 @@ def test_multivariate_normal_allow_singular(method):
     check_grads(on_support, [x[0], np.concatenate([mean[:2], np.zeros(2)])], order=2)
     g = pb.grad(lambda x: np.sum(st.multivariate_normal.logpdf(x, cov=SINGULAR, allow_singular=True)))(x[:3])
     np.testing.assert_allclose(g, -x[:3] * [1, 1, 0, 0], atol=1e-12)  # the pseudo-inverse's gradient
+
+
+def test_entropy():
+    p, q = 0.1 + RNG.random((4, 3)), 0.1 + RNG.random((4, 3))
+    for kw in ({}, {"base": 2.0}, {"axis": 1}, {"axis": None}, {"axis": -1, "keepdims": True}):
+        def shannon(p, kw=kw):
+            return st.entropy(p, **kw)
+
+        def relative(p, q, kw=kw):
+            return st.entropy(p, q, **kw)
+
+        np.testing.assert_allclose(pb.jit(shannon)(p), shannon(p), rtol=1e-12)
+        np.testing.assert_allclose(pb.jit(relative)(p, q), relative(p, q), rtol=1e-12, atol=1e-15)
+        check_grads(shannon, [p], order=2)
+        check_grads(relative, [p, q], order=2)
+    np.testing.assert_allclose(pb.jit(lambda p: st.entropy(p, q[:, :1]))(p), st.entropy(p, q[:, :1]), rtol=1e-12)
+    z = np.array([0.0, 0.5, 0.5])  # SciPy's entr and rel_entr at 0: 0, and inf where only q is 0
+    np.testing.assert_allclose(pb.jit(lambda p: (st.entropy(p), st.entropy(p, [0.2, 0.8, 0.0])))(z),
+                               (np.log(2), np.inf))
+    assert pb.jit(lambda p: st.entropy(p))(p.astype(np.float32)).dtype == np.float32
+    assert pb.jit(lambda p: st.entropy(p))(np.ones((0, 2))).shape == (2,)
+    with pytest.raises(TracingError, match="nan_policy='omit' is not supported"):
+        pb.jit(lambda p: st.entropy(p, nan_policy="omit"))(p)

@@ -367,22 +367,15 @@ def _expm_frechet(ctx, eqn, ins, outs):
             *put, s.assign([out], s.subscript(s.call(_cupyx(ctx, "expm"), block), [top, right]))]
 
 
-def _cpu_only(name: str):
+def _cpu_only(name: str, missing: str):
     def emit(ctx, eqn, ins, outs):
-        raise NotImplementedError(f"{name} ({eqn.prim.name}) has no CuPy emitter: CuPy has no Schur decomposition; "
+        raise NotImplementedError(f"{name} ({eqn.prim.name}) has no CuPy emitter: CuPy has no {missing}; "
                                   "run it on the CPU")
 
     return emit
 
 
-CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester"}  # printing them for CuPy raises
+CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester", bd.gbsv_p: "solve_banded"}  # printing them raises
+_MISSING = {bd.gbsv_p: "banded solver"}
 for _prim, _name in CPU_ONLY.items():
-    EMITTERS[_prim] = _cpu_only(_name)
-
-
-def _no_banded_solver(ctx, eqn, ins, outs):
-    raise NotImplementedError("solve_banded (gbsv) has no CuPy emitter: cupyx.scipy.linalg has no banded solver; "
-                              "run it on the CPU")
-
-
-EMITTERS[bd.gbsv_p] = _no_banded_solver
+    EMITTERS[_prim] = _cpu_only(_name, _MISSING.get(_prim, "Schur decomposition"))

@@ -325,3 +325,27 @@ def multivariate_normal_pdf(x, mean=None, cov=1, allow_singular=False):
 @implements_attribute(type(scipy.stats.dirichlet), "pdf", "scipy.stats.dirichlet.pdf")
 def dirichlet_pdf(x, alpha):
     return np.exp(dirichlet_logpdf(x, alpha))
+
+
+@implements_attribute(scipy.stats, "entropy", "scipy.stats.entropy")
+def entropy(pk, qk=None, base=None, axis=0, *, nan_policy="propagate", keepdims=False):
+    """SciPy's ``entropy``: ``-sum(p log p)`` of ``pk`` normalised along ``axis``, or with ``qk``
+    (normalised too, the two broadcast) the relative entropy ``sum(p log(p / q))`` as
+    ``xlogy(p, p) - xlogy(p, q)`` (SciPy's ``rel_entr``: 0 where ``p`` is, ``inf`` where only ``q``
+    is 0); divided by ``log(base)``."""
+    from pullback.numpy_api import unsupported
+
+    if nan_policy != "propagate":
+        unsupported(f"scipy.stats.entropy with nan_policy={nan_policy!r}")
+    if base is not None and base <= 0:
+        raise TracingError(located("scipy.stats.entropy: `base` must be a positive number or `None`."))
+    pk = pk if isinstance(pk, Tracer) else np.asarray(pk)
+    if qk is not None:
+        qk = qk if isinstance(qk, Tracer) else np.asarray(qk)
+        shape = np.broadcast_shapes(np.shape(pk), np.shape(qk))
+        pk, qk = np.broadcast_to(pk, shape), np.broadcast_to(qk, shape)
+        qk = qk / np.sum(qk, axis=axis, keepdims=True)
+    pk = pk / np.sum(pk, axis=axis, keepdims=True)
+    terms = sc.entr(pk) if qk is None else sc.xlogy(pk, pk) - sc.xlogy(pk, qk)
+    total = np.sum(terms, axis=axis, keepdims=keepdims)
+    return total if base is None else total / math.log(base)

@@ -371,3 +371,31 @@ def fft(x, kind, axes, lengths, norm):
 
     return bind(fft_.fft_p, x, kind=fft_.FftKind(kind), axes=tuple(axes), lengths=tuple(lengths),
                 norm=fft_.FftNorm(norm))
+
+
+def convolve(a, b, mode, method="auto"):
+    """SciPy's N-d ``convolve(a, b, mode, method)`` of equal-rank operands (see ``primitives.signal``)."""
+    from pullback.primitives import signal
+
+    return bind(signal.convolve_p, a, b, mode=signal.ConvMode(mode), method=signal.ConvMethod(method))
+
+
+def correlate(a, b, mode, method="auto"):
+    """SciPy's N-d ``correlate(a, b, mode, method)``: ``convolve(a, flip(conj(b)), mode)``."""
+    from pullback.primitives import signal
+
+    return bind(signal.correlate_p, a, b, mode=signal.ConvMode(mode), method=signal.ConvMethod(method))
+
+
+def gbsv(ab, b, lower: int, upper: int):
+    """``A^{-1} b`` for the banded ``A`` stored as ``ab[upper + i - j, j]`` (SciPy's ``solve_banded``)."""
+    from pullback.primitives import banded
+
+    return bind(banded.gbsv_p, ab, b, lower=lower, upper=upper)
+
+
+def band_transpose(ab, lower: int, upper: int):
+    """The band storage of ``A^T`` (``upper`` diagonals below, ``lower`` above) from ``A``'s."""
+    from pullback.primitives import banded
+
+    return bind(banded.band_transpose_p, ab, lower=lower, upper=upper)

@@ -27,6 +27,7 @@ import numpy as np
 from pullback import lax
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
 from pullback.ir.tracer import Tracer, bind, current_builder, located
+from pullback.ir.types import ArrayType
 from pullback.primitives import linalg as la
 from pullback.primitives import linalg_extra as lx
 from pullback.primitives.linalg import GAP_EPS, Trans
@@ -36,6 +37,7 @@ __all__ = [
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
     "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
     "matrix_rank", "norm", "pinv", "eig", "eigvals", "expm", "expm_frechet", "sqrtm", "solve_sylvester",
+    "solve_banded",
 ]
 
 
@@ -787,3 +789,27 @@ def expm_frechet(a, e, compute_expm: bool = True):
     e = pnp.broadcast_to(e, a.shape)
     frechet = bind(lx.expm_frechet_p, a, e)
     return (bind(lx.expm_p, a), frechet) if compute_expm else frechet
+
+
+@_traced
+def solve_banded(l_and_u, ab, b, overwrite_ab: bool = False, overwrite_b: bool = False, check_finite: bool = True):
+    """SciPy's ``solve_banded((l, u), ab, b)``: x with A x = b for the banded A stored as
+    ``ab[u + i - j, j] = A[i, j]``, ``b`` a vector or a matrix (no batch axes). Differentiable in
+    ``ab`` and ``b``: dx = A^{-1} (db - dA x), with ``dA x`` the banded product of the tangent's
+    storage; the gradient of ``ab`` is the band of ``-(A^{-H} g) x^H`` in the same storage (its
+    corners outside the band get zero). The overwrite and check flags are SciPy's business."""
+    from pullback import numpy_api as pnp
+
+    lower, upper = (int(v) for v in l_and_u)
+    ab, b = _common(pnp._lift(ab), pnp._lift(b))
+    if ab.ndim != 2 or b.ndim not in (1, 2):
+        raise TracingError(located(f"solve_banded of a band of shape {ab.shape} and a right-hand side of shape "
+                                   f"{b.shape}: batch axes are not supported on traced values"))
+    if lower < 0 or upper < 0 or lower + upper + 1 != ab.shape[0]:
+        raise TracingError(located(f"solve_banded: invalid values for the number of lower and upper diagonals: "
+                                   f"l+u+1 ({lower + upper + 1}) does not equal ab.shape[0] ({ab.shape[0]})"))
+    if ab.shape[1] != b.shape[0]:
+        raise TracingError(located(f"solve_banded: shapes of ab {ab.shape} and b {b.shape} are not compatible"))
+    if b.size == 0:
+        return lax.zeros(ArrayType(b.shape, b.dtype))
+    return lax.gbsv(ab, b, lower, upper)

@@ -28,12 +28,13 @@ import numpy as np
 
 from pullback.backends import numpy_backend as npb
 from pullback.backends import numpy_linalg as npl
-from pullback.backends import numpy_special
+from pullback.backends import numpy_signal, numpy_special
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
+from pullback.primitives import signal as sg
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 
@@ -318,6 +319,7 @@ def _expit(ctx, eqn, ins, outs):
 EMITTERS[ew.logistic_p] = _expit
 for _p, _name in sp.SCIPY_NAMES.items():
     EMITTERS[_p] = numpy_special.emitter("cupyx.scipy.special", _name)
+EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal")
 
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
@@ -326,6 +328,7 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 
 # --- pullback.primitives.linalg_extra ------------------------------------------------------------
 
+from pullback.primitives import banded as bd  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
 EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
@@ -368,14 +371,15 @@ def _expm_frechet(ctx, eqn, ins, outs):
             *put, s.assign([out], s.subscript(s.call(_cupyx(ctx, "expm"), block), [top, right]))]
 
 
-def _cpu_only(name: str):
+def _cpu_only(name: str, missing: str):
     def emit(ctx, eqn, ins, outs):
-        raise NotImplementedError(f"{name} ({eqn.prim.name}) has no CuPy emitter: CuPy has no Schur decomposition; "
+        raise NotImplementedError(f"{name} ({eqn.prim.name}) has no CuPy emitter: CuPy has no {missing}; "
                                   "run it on the CPU")
 
     return emit
 
 
-CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester"}  # printing them for CuPy raises
+CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester", bd.gbsv_p: "solve_banded"}  # printing them raises
+_MISSING = {bd.gbsv_p: "banded solver"}
 for _prim, _name in CPU_ONLY.items():
-    EMITTERS[_prim] = _cpu_only(_name)
+    EMITTERS[_prim] = _cpu_only(_name, _MISSING.get(_prim, "Schur decomposition"))

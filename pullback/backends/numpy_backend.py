@@ -463,4 +463,4 @@ def _fft(ctx, eqn, ins, outs):
 
 
 # families whose emitters live in modules of their own register them on import
-from pullback.backends import numpy_indexing, numpy_linalg, numpy_special  # noqa: E402,F401
+from pullback.backends import numpy_banded, numpy_indexing, numpy_linalg, numpy_signal, numpy_special  # noqa: E402,F401

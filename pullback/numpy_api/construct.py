@@ -358,11 +358,13 @@ def _attribute_wrapper(owner, name: str, original) -> Callable:
 
 # A name bound before the trace (``from scipy.special import logsumexp``, or the bound method
 # ``scipy.stats.norm.pdf`` held by a test helper) is SciPy's function object itself, which no
-# module attribute reaches. While traces run, such a function (a plain one, without a closure)
-# has its code replaced by a trampoline that calls ``_redirected``: pullback's implementation on
-# traced arguments of a registered owner, else a copy of the original function (same code,
-# defaults and globals), so every other call behaves exactly as before. The code is put back
-# when the last trace ends.
+# module attribute reaches. While traces run, such a function has its code replaced by a
+# trampoline that calls ``_redirected``: pullback's implementation on traced arguments of a
+# registered owner, else a copy of the original function (same code, defaults, globals and
+# closure), so every other call behaves exactly as before. The code is put back when the last
+# trace ends. A decorated function (``scipy.linalg.solve_sylvester`` is the closure that
+# ``_apply_over_batch`` returns) gets a trampoline with the same free variables, never read,
+# since Python only swaps code whose free variables match the function's closure.
 _REDIRECT = "__pullback_redirect__"
 _code_saved: dict[int, tuple[types.FunctionType, types.CodeType, types.FunctionType]] = {}
 _owners: dict[int, list[tuple[object, str]]] = {}
@@ -370,7 +372,7 @@ _globals_touched: list[dict] = []
 
 
 def _redirect_code(fn, owner, name: str) -> None:
-    if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
+    if not isinstance(fn, types.FunctionType):
         return
     key = id(fn)
     _owners.setdefault(key, []).append((owner, name))
@@ -378,14 +380,25 @@ def _redirect_code(fn, owner, name: str) -> None:
         return
     copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
-    namespace: dict = {}
-    exec(compile(f"def trampoline(*args, **kwargs):\n    return {_REDIRECT}({key}, args, kwargs)\n",
-                 f"<pullback stand-in for {fn.__qualname__}>", "exec"), namespace)
     _code_saved[key] = (fn, fn.__code__, copy)
     if _REDIRECT not in fn.__globals__:
         fn.__globals__[_REDIRECT] = _redirected
         _globals_touched.append(fn.__globals__)
-    fn.__code__ = namespace["trampoline"].__code__
+    fn.__code__ = _trampoline(key, fn.__code__.co_freevars, fn.__qualname__)
+
+
+def _trampoline(key: int, freevars: tuple[str, ...], qualname: str) -> types.CodeType:
+    """``def trampoline(*args, **kwargs): return _redirected(key, args, kwargs)``, with the free
+    variables ``freevars`` (identifiers from a code object) named in a branch that never runs."""
+    free = ", ".join(freevars)
+    body = ("    def trampoline(*__pullback_args, **__pullback_kwargs):\n"
+            + (f"        if False:\n            {free},\n" if freevars else "")
+            + f"        return {_REDIRECT}({key}, __pullback_args, __pullback_kwargs)\n"
+            + "    return trampoline\n")
+    head = f"def outer():\n    {' = '.join(freevars)} = None\n" if freevars else "def outer():\n"
+    namespace: dict = {}
+    exec(compile(head + body, f"<pullback stand-in for {qualname}>", "exec"), namespace)
+    return namespace["outer"]().__code__  # CPython sorts free variables by name: the same order as fn's
 
 
 def _redirected(key: int, args: tuple, kwargs: dict):

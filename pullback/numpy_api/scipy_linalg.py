@@ -32,3 +32,10 @@ def solve_sylvester(a, b, q):
     from pullback import linalg
 
     return linalg.solve_sylvester(a, b, q)
+
+
+@implements_attribute(scipy.linalg, "solve_banded", "scipy.linalg.solve_banded")
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    from pullback import linalg
+
+    return linalg.solve_banded(l_and_u, ab, b)

@@ -184,31 +184,119 @@ _discrete(scipy.stats.binom, ("n", "p"), lambda k, n, p: sc.gammaln(n + 1) - sc.
           - sc.gammaln(n - k + 1) + sc.xlogy(k, p) + sc.xlog1py(n - k, -p))
 
 
+def _discrete_tails(dist, shapes: tuple[str, ...], cdf: Callable, sf: Callable, upper: Callable | None = None) -> None:
+    """``cdf``/``sf``/``logcdf``/``logsf`` of a distribution on the integers ``0 .. upper(*shapes)``
+    (unbounded above without ``upper``), from its tails at an integer ``k`` inside the support:
+    SciPy's ``k`` is floored (the distribution function is a step function: ``k`` has a zero
+    derivative) and outside the support the value is 0 or 1, as in SciPy (the tails see ``k = 0``
+    there, so no NaN reaches a derivative)."""
+    names = ("k", *shapes, "loc")
+    for method in ("logcdf", "cdf", "logsf", "sf"):
+        public = f"scipy.stats.{dist.name}.{method}"
+
+        def call(*args, public=public, method=method, **kwargs):
+            k, *params, loc = _arguments(public, names, {"loc": 0.0}, args, kwargs)
+            k = np.floor(k - loc)
+            below = k < 0
+            above = None if upper is None else k >= upper(*params)
+            inside = np.where(below, 0.0, k) if above is None else np.where(below | above, 0.0, k)
+            value = (cdf if method.endswith("cdf") else sf)(inside, *params)
+            value = np.log(value) if method.startswith("log") else value
+            low_value, high_value = _OUTSIDE[method]
+            if above is not None:
+                value = np.where(above, high_value, value)
+            return np.where(below, low_value, value)
+
+        implements_attribute(type(dist), method, public)(call)
+
+
+# P(K <= k) = Q(k + 1, mu), the regularised upper incomplete gamma function (DLMF 8.4.10): its
+# derivative in mu is -mu^k e^-mu / k!, minus the pmf at k
+_discrete_tails(scipy.stats.poisson, ("mu",), lambda k, mu: sc.gammaincc(k + 1, mu),
+                lambda k, mu: sc.gammainc(k + 1, mu))
+# P(K <= k) = I_{1-p}(n - k, k + 1) (DLMF 8.17.5), for 0 <= k < n; its derivative in p is betainc's in x
+# (closed form); in n it is betainc's in a, which raises
+_discrete_tails(scipy.stats.binom, ("n", "p"), lambda k, n, p: sc.betainc(n - k, k + 1, 1 - p),
+                lambda k, n, p: sc.betainc(k + 1, n - k, p), upper=lambda n, p: n)
+
+
 # --- multivariate -------------------------------------------------------------------------------
+
+
+def _mvn_parameters(mean, cov, x=None):
+    """SciPy's ``_process_parameters_psd``: the dimension, the mean (a vector) and ``cov`` as a
+    matrix (a scalar times the identity, a vector on the diagonal)."""
+    cov = _f64(cov)
+    d = cov.shape[0] if cov.ndim else np.size(mean) if mean is not None else 1  # SciPy's dimension
+    if cov.ndim < 2:
+        cov = np.diag(np.broadcast_to(cov, (d,)))
+    mean = np.zeros(d) if mean is None else np.reshape(_f64(mean), (d,))
+    return d, mean, cov
 
 
 @implements_attribute(type(scipy.stats.multivariate_normal), "logpdf", "scipy.stats.multivariate_normal.logpdf")
 def multivariate_normal_logpdf(x, mean=None, cov=1, allow_singular=False):
     """``-(d log 2 pi + log det C + |L^-1 (x - mean)|^2) / 2`` through the Cholesky factor
     ``C = L L^T`` and one triangular solve for all points (never an inverse). ``x`` holds points
-    along its last axis (a 1-d ``x`` is one point, or points of dimension 1 when ``cov`` is)."""
+    along its last axis (a 1-d ``x`` is one point, or points of dimension 1 when ``cov`` is).
+    With ``allow_singular=True``, SciPy's pseudo-determinant and pseudo-inverse instead (below)."""
     from pullback import linalg
 
+    d, mean, cov = _mvn_parameters(mean, cov)
+    points = np.reshape(_f64(x), (-1, d))  # SciPy's layout: points along the first axes, coordinates along the last
+    diff = points - mean
     if allow_singular:
-        raise TracingError(located("scipy.stats.multivariate_normal.logpdf with allow_singular=True is not "
-                                   "supported on traced values"))
-    x, cov = _f64(x), _f64(cov)
-    d = cov.shape[0] if cov.ndim else np.size(mean) if mean is not None else 1  # SciPy's dimension
-    if cov.ndim < 2:
-        cov = np.diag(np.broadcast_to(cov, (d,)))
-    points = np.reshape(x, (-1, d))  # SciPy's layout: points along the first axes, coordinates along the last
-    diff = points - (0.0 if mean is None else np.reshape(_f64(mean), (d,)))
+        return _squeeze(_singular_logpdf(diff, cov))
     factor = linalg.cholesky(cov, lower=True) if isinstance(cov, Tracer) else np.linalg.cholesky(cov)
     solved = linalg.solve_triangular(factor, np.swapaxes(diff, 0, 1), 0, True)
     mahalanobis = np.sum(solved**2, axis=0)
     log_det = 2 * np.sum(np.log(np.diagonal(factor)))
     out = -0.5 * (mahalanobis + log_det) - d * _LOG_SQRT_2PI
     return _squeeze(out)
+
+
+def _psd_spectrum(cov, vectors: bool):
+    """SciPy's ``_PSD``: the eigenvalues (and vectors) of ``cov`` (its lower triangle, as SciPy's
+    eigh reads), which of them count (``s > eps``, ``_eigvalsh_to_eps``: ``1e6`` float64 ulps
+    times the largest ``|s|``), and ``eps``. Eigenvalues below the cutoff are masked, never
+    dropped (the rank is a value, not a shape); they contribute no derivative, as in SciPy's
+    formulas, which do not see them."""
+    from pullback import linalg
+
+    s, u = linalg.eigh(cov) if vectors else (linalg.eigvalsh(cov), None)
+    eps = 1e6 * np.finfo(np.float64).eps * np.max(np.abs(s))
+    kept = s > eps
+    return s, u, kept, eps
+
+
+def _masked_log(s, kept):
+    """``log s`` where kept, 0 elsewhere (no NaN reaches a derivative from the masked values)."""
+    return np.where(kept, np.log(np.where(kept, s, 1.0)), 0.0)
+
+
+def _singular_logpdf(diff, cov):
+    """``-(r log 2 pi + log pdet C + |diff U|^2) / 2`` with ``U = V diag(s^+)^(1/2)`` from ``C = V diag(s) V^T``,
+    ``r`` the number of eigenvalues above the cutoff and ``s^+`` their reciprocals (0 for the others);
+    ``-inf`` off the support: where ``diff`` has a component of norm ``1e3 eps`` or more along the
+    eigenvectors of the masked eigenvalues (SciPy's ``_support_mask``)."""
+    s, u, kept, eps = _psd_spectrum(cov, vectors=True)
+    scale = np.where(kept, 1.0 / np.sqrt(np.where(kept, s, 1.0)), 0.0)
+    mahalanobis = np.sum((diff @ (u * scale)) ** 2, axis=-1)
+    rank = np.sum(kept.astype(np.float64))
+    out = -0.5 * (rank * 2 * _LOG_SQRT_2PI + np.sum(_masked_log(s, kept)) + mahalanobis)
+    residual = np.sqrt(np.sum((diff @ (u * ~kept)) ** 2, axis=-1))
+    return np.where(residual < 1e3 * eps, out, -np.inf)
+
+
+@implements_attribute(type(scipy.stats.multivariate_normal), "entropy", "scipy.stats.multivariate_normal.entropy")
+def multivariate_normal_entropy(mean=None, cov=1):
+    """``(r (log 2 pi + 1) + log pdet C) / 2``, SciPy's formula: the pseudo-determinant over the
+    ``r`` eigenvalues above SciPy's cutoff (a singular ``C`` has a finite entropy on its support).
+    Only eigenvalues are computed; ``d log s_i = v_i^T dC v_i`` needs no eigenvalue gaps."""
+    _, _, cov = _mvn_parameters(mean, cov)
+    s, _, kept, _ = _psd_spectrum(cov, vectors=False)
+    rank = np.sum(kept.astype(np.float64))
+    return 0.5 * (rank * (2 * _LOG_SQRT_2PI + 1) + np.sum(_masked_log(s, kept)))
 
 
 def _squeeze(out):
@@ -237,3 +325,27 @@ def multivariate_normal_pdf(x, mean=None, cov=1, allow_singular=False):
 @implements_attribute(type(scipy.stats.dirichlet), "pdf", "scipy.stats.dirichlet.pdf")
 def dirichlet_pdf(x, alpha):
     return np.exp(dirichlet_logpdf(x, alpha))
+
+
+@implements_attribute(scipy.stats, "entropy", "scipy.stats.entropy")
+def entropy(pk, qk=None, base=None, axis=0, *, nan_policy="propagate", keepdims=False):
+    """SciPy's ``entropy``: ``-sum(p log p)`` of ``pk`` normalised along ``axis``, or with ``qk``
+    (normalised too, the two broadcast) the relative entropy ``sum(p log(p / q))`` as
+    ``xlogy(p, p) - xlogy(p, q)`` (SciPy's ``rel_entr``: 0 where ``p`` is, ``inf`` where only ``q``
+    is 0); divided by ``log(base)``."""
+    from pullback.numpy_api import unsupported
+
+    if nan_policy != "propagate":
+        unsupported(f"scipy.stats.entropy with nan_policy={nan_policy!r}")
+    if base is not None and base <= 0:
+        raise TracingError(located("scipy.stats.entropy: `base` must be a positive number or `None`."))
+    pk = pk if isinstance(pk, Tracer) else np.asarray(pk)
+    if qk is not None:
+        qk = qk if isinstance(qk, Tracer) else np.asarray(qk)
+        shape = np.broadcast_shapes(np.shape(pk), np.shape(qk))
+        pk, qk = np.broadcast_to(pk, shape), np.broadcast_to(qk, shape)
+        qk = qk / np.sum(qk, axis=axis, keepdims=True)
+    pk = pk / np.sum(pk, axis=axis, keepdims=True)
+    terms = sc.entr(pk) if qk is None else sc.xlogy(pk, pk) - sc.xlogy(pk, qk)
+    total = np.sum(terms, axis=axis, keepdims=keepdims)
+    return total if base is None else total / math.log(base)

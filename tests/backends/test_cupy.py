@@ -36,7 +36,7 @@ def check_cupy_source(source: str) -> set[str]:
     tree = ast.parse(source)
     compile(tree, "<cupy>", "exec")
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert imports <= {"numpy", "cupy", "cupyx.scipy.linalg", "cupyx.scipy.special"}, imports
+    assert imports <= {"numpy", "cupy", "cupyx.scipy.linalg", "cupyx.scipy.special", "cupyx.scipy.signal"}, imports
     assert "scipy.linalg.lapack" not in source and "scipy.linalg.blas" not in source
     host = {id(n.func) for n in ast.walk(tree)  # np.ones(()): a host scalar, cuBLAS's alpha
             if isinstance(n, ast.Call) and _dotted(n.func) == "np.ones" and ast.unparse(n.args[0]) == "()"}

@@ -20,6 +20,7 @@ import libcst as cst
 
 from pullback.backends import memory
 from pullback.backends import syntax as s
+from pullback.errors import TracingError
 from pullback.ir import sourcemap
 from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
@@ -155,7 +156,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts = _while(eqn, ins, namer, expr, block, escaped)
             elif eqn.prim.name == "cond":
                 stmts = _cond(eqn, ins, namer, expr, block)
-            elif eqn.prim.name == "checkpoint":
+            elif eqn.prim.name == "custom_lin":
+                raise TracingError("forward-mode differentiation (jvp) of a custom_vjp function is not supported, "
+                                   "as in JAX: give it a custom_jvp rule for forward mode")
+            elif eqn.prim.name in ("checkpoint", "custom_jvp_call", "custom_vjp_call"):
                 stmts = _inline_body(eqn, ins, namer, expr, block)
             elif k is not None:  # the result takes over the dead operand's buffer, and its name
                 namer.alias(eqn.outputs[0], eqn.inputs[k])

@@ -49,7 +49,8 @@ def buffer_roots(program: Program) -> dict[int, int]:
         elif eqn.prim.name == "scan":
             for v, src in _scan_carry_sources(eqn):
                 root[id(v)] = root.get(id(src), id(src))
-        elif eqn.prim.name in ("checkpoint", "cond", "while"):  # a result may be (a view of) an operand
+        elif eqn.prim.name in ("checkpoint", "cond", "while", "custom_jvp_call", "custom_vjp_call"):
+            # printed in place: a result may be (a view of) an operand
             bodies = eqn.params["branches"] if eqn.prim.name == "cond" else (eqn.params["body"],)
             operands = eqn.inputs[1:] if eqn.prim.name == "cond" else eqn.inputs[
                 eqn.params.get("num_cond_consts", 0):]

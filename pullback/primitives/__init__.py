@@ -5,6 +5,7 @@ import pullback.primitives.banded  # noqa: F401
 import pullback.primitives.contractions  # noqa: F401
 import pullback.primitives.control  # noqa: F401
 import pullback.primitives.cumulative  # noqa: F401
+import pullback.primitives.custom  # noqa: F401
 import pullback.primitives.elementwise  # noqa: F401
 import pullback.primitives.fft  # noqa: F401
 import pullback.primitives.indexing  # noqa: F401

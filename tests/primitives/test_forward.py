@@ -137,4 +137,5 @@ def test_every_primitive_has_a_case(rng):
     for case in CASES:
         args = [_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
         seen |= {e.prim.name for e in pb.make_ir(case.fn)(*args).eqns}
-    assert set(PRIMITIVES) - seen == set()
+    # custom_lin only exists in linear programs (a custom_vjp's linearisation): its transpose is tested there
+    assert set(PRIMITIVES) - seen - {"custom_lin"} == set()

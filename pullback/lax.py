@@ -90,6 +90,13 @@ entr, logit, log_expit = _unary(sp.entr_p), _unary(sp.logit_p), _unary(sp.log_ex
 xlogy, xlog1py, beta, betaln, gammainc, gammaincc = (_binary(p) for p in (
     sp.xlogy_p, sp.xlog1py_p, sp.beta_p, sp.betaln_p, sp.gammainc_p, sp.gammaincc_p))
 
+j0, j1, y0, y1, k0, k1, k0e, k1e = (_unary(p) for p in (
+    sp.j0_p, sp.j1_p, sp.y0_p, sp.y1_p, sp.k0_p, sp.k1_p, sp.k0e_p, sp.k1e_p))
+gammasgn, rgamma = _unary(sp.gammasgn_p), _unary(sp.rgamma_p)
+# Bessel functions of order v (the first operand)
+jv, yv, yn, iv, ive, kv, kve = (_binary(p) for p in (sp.jv_p, sp.yv_p, sp.yn_p, sp.iv_p, sp.ive_p, sp.kv_p,
+                                                    sp.kve_p))
+
 
 def betainc(a, b, x):
     a, b = (Literal.of(v, x.dtype) if isinstance(v, PYTHON_SCALARS) else v for v in (a, b))

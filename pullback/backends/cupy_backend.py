@@ -317,8 +317,34 @@ def _expit(ctx, eqn, ins, outs):
 
 
 EMITTERS[ew.logistic_p] = _expit
+# cupyx.scipy.special has no Bessel function of a real order, and real-only erf and erfc
+CUPYX_LACKS = frozenset({sp.jv_p, sp.yv_p, sp.iv_p, sp.ive_p, sp.kv_p, sp.kve_p})
+CUPYX_REAL_ONLY = frozenset({sp.erf_p, sp.erfc_p})
+
+
+def lacks(eqn) -> bool:
+    """Whether CuPy has no routine for ``eqn``, so that printing it for CuPy raises."""
+    return (eqn.prim in CPU_ONLY or eqn.prim in CUPYX_LACKS
+            or (eqn.prim in CUPYX_REAL_ONLY and eqn.inputs[0].dtype.kind == "c"))
+
+
+def _cupyx_special(name: str):
+    emit = numpy_special.emitter("cupyx.scipy.special", name)
+
+    def checked(ctx, eqn, ins, outs):
+        if eqn.prim in CUPYX_LACKS:
+            raise NotImplementedError(f"scipy.special.{name} ({eqn.prim.name}) has no CuPy emitter: "
+                                      f"cupyx.scipy.special has no {name}; run it on the CPU")
+        if lacks(eqn):
+            raise NotImplementedError(f"scipy.special.{name} of complex values has no CuPy emitter: "
+                                      f"cupyx.scipy.special.{name} takes real values only; run it on the CPU")
+        return emit(ctx, eqn, ins, outs)
+
+    return checked
+
+
 for _p, _name in sp.SCIPY_NAMES.items():
-    EMITTERS[_p] = numpy_special.emitter("cupyx.scipy.special", _name)
+    EMITTERS[_p] = _cupyx_special(_name)
 EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal")
 
 

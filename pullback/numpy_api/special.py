@@ -1,6 +1,6 @@
 """``scipy.special`` on traced arrays, called by SciPy's own names.
 
-The ufuncs (``gammaln``, ``erf``, ``xlogy``, ``betainc``, ...) reach pullback through
+The ufuncs (``gammaln``, ``erf``, ``xlogy``, ``betainc``, ``jv``, ...) reach pullback through
 ``__array_ufunc__`` and lower to the primitive of the same name (pullback.primitives.special),
 in the dtype SciPy's own loop would compute in (``gammaln`` of integers is float64, of float32
 float32; ``polygamma`` is always float64). The Python functions (``polygamma``, ``logsumexp``,
@@ -12,6 +12,7 @@ whose gradient is the softmax ``exp(a - m) / s`` (no overflow at any scale)."""
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import scipy.special
@@ -39,7 +40,8 @@ def _key(x) -> tuple[str, str]:
 @functools.cache
 def _dtype_for(func, keys: tuple[tuple[str, str], ...]) -> np.dtype:
     samples = [_SAMPLE[k] if kind == "weak" else np.full((), 0.5, np.dtype(k)) for kind, k in keys]
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # yn of the sample order 0.5 warns that it truncates it
         return np.asarray(func(*samples)).dtype
 
 
@@ -49,12 +51,17 @@ def scipy_dtype(func, *xs) -> np.dtype:
     return _dtype_for(func, tuple(_key(x) for x in xs))
 
 
+# holomorphic, and SciPy has complex loops for them: erf' = 2/sqrt(pi) exp(-z^2) holds for complex z
+_COMPLEX = frozenset({scipy.special.erf, scipy.special.erfc})
+
+
 def _special_ufunc(func, prim):
     name = f"scipy.special.{func.__name__}"
+    kinds = "fc" if func in _COMPLEX else "f"
 
     def call(*xs):
         dtype = scipy_dtype(func, *xs)
-        if dtype.kind != "f":
+        if dtype.kind not in kinds:
             unsupported(f"{name} of {dtype.name} values")
         return elementwise(prim, *xs, dtype=dtype)
 
@@ -71,8 +78,13 @@ _UFUNCS = {
     scipy.special.expit: ew.logistic_p, scipy.special.xlogy: sp.xlogy_p, scipy.special.xlog1py: sp.xlog1py_p,
     scipy.special.beta: sp.beta_p, scipy.special.betaln: sp.betaln_p, scipy.special.gammainc: sp.gammainc_p,
     scipy.special.gammaincc: sp.gammaincc_p, scipy.special.betainc: sp.betainc_p,
+    scipy.special.gammasgn: sp.gammasgn_p, scipy.special.rgamma: sp.rgamma_p,
+    scipy.special.j0: sp.j0_p, scipy.special.j1: sp.j1_p, scipy.special.y0: sp.y0_p, scipy.special.y1: sp.y1_p,
+    scipy.special.k0: sp.k0_p, scipy.special.k1: sp.k1_p, scipy.special.k0e: sp.k0e_p, scipy.special.k1e: sp.k1e_p,
+    scipy.special.jv: sp.jv_p, scipy.special.yv: sp.yv_p, scipy.special.yn: sp.yn_p, scipy.special.iv: sp.iv_p,
+    scipy.special.ive: sp.ive_p, scipy.special.kv: sp.kv_p, scipy.special.kve: sp.kve_p,
 }
-for _u, _p in _UFUNCS.items():  # scipy.special.psi is digamma itself
+for _u, _p in _UFUNCS.items():  # scipy.special.psi is digamma itself, jn is jv
     implements_ufunc(_u)(_special_ufunc(_u, _p))
 
 

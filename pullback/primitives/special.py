@@ -1,13 +1,17 @@
 """Special functions: the ``scipy.special`` ufuncs people differentiate (gamma and its logarithm,
 digamma and polygamma, the error functions and their inverses, the normal distribution function,
-modified Bessel functions of order 0 and 1, entropy-style products, the logistic family, beta,
-and the regularised incomplete gamma and beta functions). Each prints as the SciPy call of its
-name. Operands are real floats of one dtype, as for the other elementwise primitives.
+the Bessel functions ``J``, ``Y``, ``I`` and ``K`` (of any real order and of orders 0 and 1, with
+their exponentially scaled forms), entropy-style products, the logistic family, beta, and the
+regularised incomplete gamma and beta functions). Each prints as the SciPy call of its name.
+Operands are real floats of one dtype, as for the other elementwise primitives; ``erf`` and
+``erfc`` take complex ones too (SciPy's Faddeeva-based loops). A Bessel function's order is its
+first operand, a value like polygamma's ``n`` (constant in practice, so that a rule can shift it).
 
 Derivatives cite the DLMF (https://dlmf.nist.gov) and are written in ``lax``, so they can be
 differentiated again. Where no closed form exists (the incomplete gamma function in ``a``, the
-incomplete beta function in ``a`` and ``b``, polygamma in its order) asking for that tangent
-raises ``TracingError`` naming the function and the argument: never a silent zero."""
+incomplete beta function in ``a`` and ``b``, polygamma and the Bessel functions in their order)
+asking for that tangent raises ``TracingError`` naming the function and the argument: never a
+silent zero."""
 
 from __future__ import annotations
 
@@ -17,14 +21,14 @@ import numpy as np
 
 from pullback.ir.core import Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType
-from pullback.primitives.elementwise import REAL_FLOAT, _common, _register, _same
+from pullback.primitives.elementwise import INEXACT, REAL_FLOAT, _common, _register, _same
 
 # SciPy's name of each primitive (printing and constant folding use it)
 SCIPY_NAMES: dict[Primitive, str] = {}
 
 
-def _special(name: str, arity: int) -> Primitive:
-    prim = _register(name, arity, REAL_FLOAT, _same)
+def _special(name: str, arity: int, kinds: str = REAL_FLOAT) -> Primitive:
+    prim = _register(name, arity, kinds, _same)
     SCIPY_NAMES[prim] = name
     return prim
 
@@ -32,8 +36,8 @@ def _special(name: str, arity: int) -> Primitive:
 gammaln_p = _special("gammaln", 1)
 gamma_p = _special("gamma", 1)
 digamma_p = _special("digamma", 1)
-erf_p = _special("erf", 1)
-erfc_p = _special("erfc", 1)
+erf_p = _special("erf", 1, INEXACT)
+erfc_p = _special("erfc", 1, INEXACT)
 erfinv_p = _special("erfinv", 1)
 erfcinv_p = _special("erfcinv", 1)
 erfcx_p = _special("erfcx", 1)
@@ -54,9 +58,18 @@ betaln_p = _special("betaln", 2)
 gammainc_p = _special("gammainc", 2)
 gammaincc_p = _special("gammaincc", 2)
 betainc_p = _special("betainc", 3)
+gammasgn_p = _special("gammasgn", 1)
+rgamma_p = _special("rgamma", 1)
+# Bessel functions of orders 0 and 1, and of a real order v (the first operand; yn's is integral)
+j0_p, j1_p, y0_p, y1_p = (_special(name, 1) for name in ("j0", "j1", "y0", "y1"))
+k0_p, k1_p, k0e_p, k1e_p = (_special(name, 1) for name in ("k0", "k1", "k0e", "k1e"))
+jv_p, yv_p, yn_p = _special("jv", 2), _special("yv", 2), _special("yn", 2)
+iv_p, ive_p, kv_p, kve_p = (_special(name, 2) for name in ("iv", "ive", "kv", "kve"))
 
 polygamma_p = Primitive("polygamma")
 SCIPY_NAMES[polygamma_p] = "polygamma"
+# The primitives whose first operand is an order (printed as the integer a person writes, where it is one)
+ORDERS = frozenset({polygamma_p, jv_p, yv_p, yn_p, iv_p, ive_p, kv_p, kve_p})
 
 
 def _polygamma_rule(n, x):
@@ -116,7 +129,8 @@ defjvp(gamma_p, lambda t, x, ans: lax.mul(t, lax.mul(ans, lax.digamma(x))))
 defjvp(digamma_p, lambda t, x, ans: lax.mul(t, lax.polygamma(1, x)))
 defjvp(polygamma_p, _no_derivative("polygamma", "n (the order)"),
        lambda t, n, x, ans: lax.mul(t, lax.polygamma(lax.add(n, 1), x)))
-# DLMF 7.2.1 and 7.10: erf' = 2/sqrt(pi) exp(-x^2), erfc = 1 - erf
+# DLMF 7.2.1 and 7.10: erf' = 2/sqrt(pi) exp(-x^2), erfc = 1 - erf. erf is entire, so for complex z this is
+# its complex derivative (as exp's rule is), and transposing the product conjugates it: dL = Re(G^H dZ)
 defjvp(erf_p, lambda t, x, ans: lax.mul(t, lax.mul(lax.exp(lax.neg(_sq(x))), _TWO_OVER_SQRT_PI)))
 defjvp(erfc_p, lambda t, x, ans: lax.mul(t, lax.mul(lax.exp(lax.neg(_sq(x))), -_TWO_OVER_SQRT_PI)))
 # DLMF 7.17: the inverse functions, whose derivative is the reciprocal of 7.10's at the answer
@@ -154,6 +168,56 @@ def _i1e_slope(x, ans):
 
 
 defjvp(i1e_p, lambda t, x, ans: lax.mul(t, _i1e_slope(x, ans)))
+
+
+# --- Bessel functions J, Y, K and the last gamma functions ------------------------------------------
+
+
+def _order(function: str, name: str = "v"):
+    return _no_derivative(function, f"{name} (the order)")
+
+
+def _half(combine, f, v, x):
+    """``combine(f(v - 1, x), f(v + 1, x)) / 2``: a Bessel function's derivative from the orders beside it."""
+    return lax.mul(combine(f(lax.sub(v, 1), x), f(lax.add(v, 1), x)), 0.5)
+
+
+# DLMF 10.6.1: C_v' = (C_{v-1} - C_{v+1}) / 2 for C = J, Y (integral orders included)
+defjvp(jv_p, _order("jv"), lambda t, v, x, ans: lax.mul(t, _half(lax.sub, lax.jv, v, x)))
+defjvp(yv_p, _order("yv"), lambda t, v, x, ans: lax.mul(t, _half(lax.sub, lax.yv, v, x)))
+defjvp(yn_p, _order("yn", "n"), lambda t, n, x, ans: lax.mul(t, _half(lax.sub, lax.yn, n, x)))
+# DLMF 10.29.1: I_v' = (I_{v-1} + I_{v+1}) / 2 and K_v' = -(K_{v-1} + K_{v+1}) / 2; the scaled
+# ive = exp(-|x|) I_v and kve = exp(x) K_v gain the terms -sign(x) ive and +kve
+defjvp(iv_p, _order("iv"), lambda t, v, x, ans: lax.mul(t, _half(lax.add, lax.iv, v, x)))
+defjvp(ive_p, _order("ive"),
+       lambda t, v, x, ans: lax.mul(t, lax.sub(_half(lax.add, lax.ive, v, x), lax.mul(lax.sign(x), ans))))
+defjvp(kv_p, _order("kv"), lambda t, v, x, ans: lax.mul(t, lax.neg(_half(lax.add, lax.kv, v, x))))
+defjvp(kve_p, _order("kve"), lambda t, v, x, ans: lax.mul(t, lax.sub(ans, _half(lax.add, lax.kve, v, x))))
+# DLMF 10.6.3 and 10.29.3: J0' = -J1, Y0' = -Y1, K0' = -K1; k0e = exp(x) K0: k0e' = k0e - k1e
+defjvp(j0_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.j1(x))))
+defjvp(y0_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.y1(x))))
+defjvp(k0_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.k1(x))))
+defjvp(k0e_p, lambda t, x, ans: lax.mul(t, lax.sub(ans, lax.k1e(x))))
+
+
+def _j1_slope(x):
+    """DLMF 10.6.2: J1' = J0 - J1/x, which is 1/2 at x = 0 (J1(x) ~ x/2, DLMF 10.7.3)."""
+    zero, safe = _safe_x(x)
+    return lax.select(zero, 0.5, lax.sub(lax.j0(x), lax.div(lax.j1(safe), safe)))
+
+
+defjvp(j1_p, lambda t, x, ans: lax.mul(t, _j1_slope(x)))
+# DLMF 10.6.2: Y1' = Y0 - Y1/x; DLMF 10.29.2: K1' = -K0 - K1/x (both infinite at 0, where Y1 and K1 are)
+defjvp(y1_p, lambda t, x, ans: lax.mul(t, lax.sub(lax.y0(x), lax.div(ans, x))))
+defjvp(k1_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.add(lax.k0(x), lax.div(ans, x)))))
+# k1e = exp(x) K1: k1e' = k1e - k0e - k1e/x
+defjvp(k1e_p, lambda t, x, ans: lax.mul(t, lax.sub(lax.sub(ans, lax.k0e(x)), lax.div(ans, x))))
+# gammasgn is piecewise constant; rgamma = 1/Gamma: rgamma' = -psi rgamma (DLMF 5.2.2), nan at the poles
+# of psi (x = 0, -1, -2, ...), where rgamma is 0
+defzero(gammasgn_p)
+defjvp(rgamma_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.mul(ans, lax.digamma(x)))))
+
+
 # entr = -x log x: entr' = -(log x + 1)
 defjvp(entr_p, lambda t, x, ans: lax.mul(t, lax.neg(lax.add(lax.log(x), 1))))
 # logit = log(p / (1 - p)): logit' = 1 / (p (1 - p))

@@ -544,4 +544,13 @@ transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), N
 transpose_rules[unpermute_p] = lambda ct, x, perm: (bind(permute_p, ct, perm), None)
 
 
+# --- batching rules ---------------------------------------------------------------------
+# Every primitive here takes leading batch axes (equal in all operands).
+
+from pullback.transforms.batch import leading_batch  # noqa: E402
+
+for _p in (potrf_p, trsm_p, trmm_p, syrk_p, potri_p, gelqf_p, geqrf_p, syevd_p, gesvd_p, getrf_p, permute_p,
+           unpermute_p, getc2_p):
+    leading_batch(_p)
+
 from pullback.primitives import linalg_extra  # noqa: E402,F401  (registers det and the general eigenproblem)

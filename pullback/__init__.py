@@ -2,14 +2,29 @@
 
 from pullback import linalg  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
 from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback.api import differentiate, grad, jit, jvp, linearize, make_ir, source, value_and_grad, vjp
+from pullback.api import (
+    differentiate,
+    grad,
+    hessian,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jit,
+    jvp,
+    linearize,
+    make_ir,
+    source,
+    value_and_grad,
+    vjp,
+    vmap,
+)
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.ir.core import Program
 from pullback.ir.verify import VerificationError, verify
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
-    "differentiate", "grad", "jit", "jvp", "linalg", "linearize", "make_ir", "source", "value_and_grad", "verify",
-    "vjp",
+    "differentiate", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize",
+    "make_ir", "source", "value_and_grad", "verify", "vjp", "vmap",
 ]
 __version__ = "0.1.0"

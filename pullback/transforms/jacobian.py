@@ -43,7 +43,6 @@ def call(program: Program, args: Sequence) -> list:
         outs = bind(eqn.prim, *map(read, eqn.inputs), **eqn.params)
         for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
             env[id(v)] = o
-    builder.source = None
     return [read(a) for a in program.outputs]
 
 
@@ -76,6 +75,12 @@ def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType]) -> list:
     return call(batched, fixed + identity_seeds(seeded))
 
 
+def _last_line(program: Program):
+    """Where the user's function returns (its last equation's line): the place the seeds and
+    the final reshapes of a Jacobian are attributed to."""
+    return next((e.source for e in reversed(program.eqns) if e.source is not None), None)
+
+
 def _check_inexact(values, what: str) -> None:
     for v in values:
         if not is_inexact(v.dtype):
@@ -99,8 +104,10 @@ def jacfwd(program: Program, wrt: Sequence[bool]) -> Program:
     _check_inexact(program.outputs, "outputs")
     m = len(program.outputs)
     with new_trace() as builder:
+        builder.source = _last_line(program)  # seeds and reshapes: not the caller's line
         ins = [Tracer(v, builder) for v in program.inputs]
         touts = _seeded(jvp(program, wrt), ins, [v.type for v in wrt_vars])[m:]
+        builder.source = _last_line(program)
         results = []
         for o, t in zip(program.outputs, touts):  # t: (size, *o.shape)
             offset = 0
@@ -124,9 +131,11 @@ def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
     split = ad.linearize(program, wrt)
     transposed = ad.transpose_linear(split)
     with new_trace() as builder:
+        builder.source = _last_line(program)
         ins = [Tracer(v, builder) for v in program.inputs]
         residuals = call(split.known, ins)[m:]
         cts = _seeded(transposed, residuals, program.out_types)  # each (size, *in.shape)
+        builder.source = _last_line(program)
         results, offset = [], 0
         for o in program.outputs:
             k = o.type.size

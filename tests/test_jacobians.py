@@ -1,0 +1,217 @@
+"""vmap, jacfwd, jacrev, jacobian and hessian: Jacobians against central finite differences,
+Hessians against finite differences of the gradient and the logistic-regression formula,
+vmap against Python loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+
+
+def numerical_jacobian(f, args, argnum: int, eps: float = 1e-6) -> np.ndarray:
+    """Central differences: shape ``out.shape + in.shape``."""
+    x = np.asarray(args[argnum], dtype=np.float64)
+    cols = []
+    for k in range(x.size):
+        d = np.zeros(x.size)
+        d[k] = eps
+        d = d.reshape(x.shape)
+        plus = [*args[:argnum], x + d, *args[argnum + 1:]]
+        minus = [*args[:argnum], x - d, *args[argnum + 1:]]
+        cols.append((np.asarray(f(*plus)) - np.asarray(f(*minus))) / (2 * eps))
+    out = np.stack(cols, axis=-1)
+    return out.reshape(out.shape[:-1] + x.shape)
+
+
+def spd(rng, n):
+    a = rng.standard_normal((n, n))
+    return a @ a.T / n + np.eye(n)
+
+
+def _tanh_affine(x, A):
+    return np.tanh(A @ x)
+
+
+def _matmul(X, W):
+    return X @ W
+
+
+def _solve(A, b):
+    return np.linalg.solve(A, b)
+
+
+def _cholesky(A):
+    return np.linalg.cholesky(A @ A.T + 3 * np.eye(A.shape[0]))
+
+
+def _softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def _args(name, rng):
+    return {
+        "tanh_affine": (rng.standard_normal(3), rng.standard_normal((4, 3))),
+        "matmul": (rng.standard_normal((2, 3)), rng.standard_normal((3, 4))),
+        "solve": (spd(rng, 3), rng.standard_normal(3)),
+        "cholesky": (rng.standard_normal((3, 3)),),
+        "softmax": (rng.standard_normal(5),),
+    }[name]
+
+
+FUNCTIONS = {"tanh_affine": _tanh_affine, "matmul": _matmul, "solve": _solve, "cholesky": _cholesky,
+             "softmax": _softmax}
+
+
+@pytest.mark.parametrize("mode", ["jacfwd", "jacrev", "jacobian"])
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_jacobian_against_finite_differences(name, mode, rng):
+    f = FUNCTIONS[name]
+    args = _args(name, rng)
+    nums = tuple(range(len(args)))
+    got = getattr(pb, mode)(f, argnums=nums)(*args)
+    assert isinstance(got, tuple) and len(got) == len(args)
+    for k, j in enumerate(got):
+        want = numerical_jacobian(f, args, k)
+        assert j.shape == np.shape(f(*args)) + np.shape(args[k])
+        np.testing.assert_allclose(j, want, rtol=1e-6, atol=1e-7)
+
+
+def test_jacobian_int_argnum_and_float32(rng):
+    x = rng.standard_normal(3).astype(np.float32)
+    A = rng.standard_normal((4, 3)).astype(np.float32)
+    for mode in (pb.jacfwd, pb.jacrev):
+        j = mode(_tanh_affine)(x, A)
+        assert j.shape == (4, 3) and j.dtype == np.float32
+        want = (1 - np.tanh(A @ x) ** 2)[:, None] * A
+        np.testing.assert_allclose(j, want, rtol=1e-5, atol=1e-6)
+
+
+def test_jacobian_pytrees(rng):
+    """Outputs keep their structure; each leaf holds the argnums structure of its derivatives."""
+    def f(p, x):
+        return {"y": np.sin(p["w"] * x), "s": np.sum(p["b"] * x)}
+
+    p = {"w": rng.standard_normal(3), "b": rng.standard_normal(3)}
+    x = rng.standard_normal(3)
+    for mode in (pb.jacfwd, pb.jacrev):
+        j = mode(f)(p, x)
+        assert set(j) == {"y", "s"} and set(j["y"]) == {"w", "b"}
+        np.testing.assert_allclose(j["y"]["w"], np.diag(np.cos(p["w"] * x) * x), atol=1e-12)
+        np.testing.assert_allclose(j["y"]["b"], np.zeros((3, 3)), atol=0)
+        np.testing.assert_allclose(j["s"]["b"], x, atol=1e-12)
+        assert j["s"]["w"].shape == (3,)
+
+
+def test_differentiate_methods_and_source(rng):
+    A, b = spd(rng, 3), rng.standard_normal(3)
+    f = pb.differentiate(_solve, argnums=1)
+    np.testing.assert_allclose(f.jacobian(A, b), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    for program in ("jacfwd", "jacrev", "jacobian", "hessian"):  # jacobian: as many outputs as inputs, jacfwd
+        src = f.source(A, b, program=program)
+        assert f"def solve_{program.replace('jacobian', 'jacfwd')}(A, b)" in src
+        assert "ndindex" not in src  # no loop over the batch
+    assert f.hessian(A, b).shape == (3, 3, 3)
+    np.testing.assert_allclose(f.hessian(A, b), 0, atol=1e-12)
+
+
+def _logistic_loss(w, X, y):
+    z = X @ w
+    return np.sum(np.logaddexp(0, z) - y * z)
+
+
+def test_logistic_regression_hessian_is_the_formula(rng):
+    X = rng.standard_normal((20, 4))
+    y = (rng.random(20) > 0.5).astype(float)
+    w = rng.standard_normal(4)
+    s = 1 / (1 + np.exp(-X @ w))
+    want = X.T @ ((s * (1 - s))[:, None] * X)
+    np.testing.assert_allclose(pb.hessian(_logistic_loss)(w, X, y), want, rtol=1e-10)
+    np.testing.assert_allclose(pb.jacfwd(pb.grad(_logistic_loss))(w, X, y), want, rtol=1e-10)
+    np.testing.assert_allclose(pb.jacrev(pb.grad(_logistic_loss))(w, X, y), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["rosenbrock", "logdet", "quadratic-solve"])
+def test_hessian_against_finite_differences_of_the_gradient(name, rng):
+    A = spd(rng, 3)
+    f = {"rosenbrock": lambda x: np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2),
+         "logdet": lambda x: np.linalg.slogdet(A + np.outer(x, x))[1],
+         "quadratic-solve": lambda x: x @ np.linalg.solve(A + np.diag(x * x), x)}[name]
+    x = rng.standard_normal(3) * 0.5
+    g = pb.grad(f)
+    want = numerical_jacobian(g, (x,), 0)
+    H = pb.hessian(f)(x)
+    np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(H, H.T, rtol=1e-10, atol=1e-10)
+
+
+def test_hessian_several_argnums(rng):
+    def f(x, y):
+        return np.sum(np.sin(x)) * np.sum(y ** 2)
+
+    x, y = rng.standard_normal(2), rng.standard_normal(3)
+    (hxx, hxy), (hyx, hyy) = pb.hessian(f, argnums=(0, 1))(x, y)
+    assert hxx.shape == (2, 2) and hxy.shape == (2, 3) and hyx.shape == (3, 2) and hyy.shape == (3, 3)
+    s = np.sum(y ** 2)
+    np.testing.assert_allclose(hxx, np.diag(-np.sin(x) * s), atol=1e-12)
+    np.testing.assert_allclose(hxy, np.outer(np.cos(x), 2 * y), atol=1e-12)
+    np.testing.assert_allclose(hyx, hxy.T, atol=1e-12)
+    np.testing.assert_allclose(hyy, 2 * np.sum(np.sin(x)) * np.eye(3), atol=1e-12)
+
+
+def test_vmap_per_example_gradients(rng):
+    X = rng.standard_normal((6, 4))
+    y = (rng.random(6) > 0.5).astype(float)
+    w = rng.standard_normal(4)
+    per_example = pb.vmap(pb.grad(_logistic_loss), in_axes=(None, 0, 0))(w, X[:, None, :], y[:, None])
+    want = np.stack([pb.grad(_logistic_loss)(w, X[i:i + 1], y[i:i + 1]) for i in range(6)])
+    np.testing.assert_allclose(per_example, want, rtol=1e-12)
+    s = 1 / (1 + np.exp(-X @ w))
+    np.testing.assert_allclose(per_example, (s - y)[:, None] * X, rtol=1e-10)
+
+
+def test_vmap_axes_and_composition(rng):
+    A = rng.standard_normal((3, 4, 2))
+    b = rng.standard_normal((2, 4))
+
+    def f(a, v):
+        return np.linalg.norm(a @ v), a.T @ a
+
+    norms, grams = pb.vmap(f, in_axes=(2, None), out_axes=(0, 2))(A, b[0])
+    for k in range(2):
+        n, g = f(A[:, :, k], b[0])
+        np.testing.assert_allclose(norms[k], n, rtol=1e-12)
+        np.testing.assert_allclose(grams[:, :, k], g, rtol=1e-12)
+    nested = pb.vmap(pb.vmap(lambda a, v: a @ v, in_axes=(0, None)), in_axes=(2, 0))(A, b)
+    assert nested.shape == (2, 3)
+    np.testing.assert_allclose(nested, np.einsum("ijk,kj->ki", A, b), rtol=1e-12)
+
+
+def test_vmap_complex_against_loop(rng):
+    Z = rng.standard_normal((5, 3, 3)) + 1j * rng.standard_normal((5, 3, 3))
+
+    def f(z):
+        return np.exp(z).sum(axis=0) * np.conj(z[0]), np.abs(z).max()
+
+    got = pb.vmap(f)(Z)
+    for k in range(5):
+        want = f(Z[k])
+        np.testing.assert_allclose(got[0][k], want[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1][k], want[1], rtol=1e-12)
+
+
+def test_vmap_source_is_a_whole_array_program(rng):
+    src = pb.vmap(lambda x, W: np.tanh(x @ W), in_axes=(0, None)).source(rng.standard_normal((8, 3)),
+                                                                         rng.standard_normal((3, 2)))
+    assert "ndindex" not in src and "x @ W" in src
+
+
+def test_vmap_errors(rng):
+    with pytest.raises(ValueError, match="different sizes"):
+        pb.vmap(lambda a, b: a + b)(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="at least one"):
+        pb.vmap(lambda a: a, in_axes=None)(np.ones(3))
+    with pytest.raises(ValueError, match="depend"):
+        pb.vmap(lambda a: a, out_axes=None)(np.ones(3))

@@ -215,3 +215,21 @@ def test_vmap_errors(rng):
         pb.vmap(lambda a: a, in_axes=None)(np.ones(3))
     with pytest.raises(ValueError, match="depend"):
         pb.vmap(lambda a: a, out_axes=None)(np.ones(3))
+
+
+def _code(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+
+
+def test_identity_seeds_vanish_from_printed_jacobians(rng):
+    """The seed meets a contraction and disappears (Laue's unit tensor): the logistic Hessian is
+    one matrix product of X with a scaled X, the reverse Jacobian of tanh(A x) a row scaling of A."""
+    X = rng.standard_normal((20, 4))
+    y = (rng.random(20) > 0.5).astype(float)
+    w = rng.standard_normal(4)
+    src = _code(pb.differentiate(_logistic_loss).source(w, X, y, program="hessian"))
+    assert "eye" not in src and src.count(" @ ") == 2  # z = X @ w, and the Hessian's product
+    x, A = rng.standard_normal(3), rng.standard_normal((5, 3))
+    for program in ("jacfwd", "jacrev"):
+        src = _code(pb.differentiate(_tanh_affine).source(x, A, program=program))
+        assert "eye" not in src and "diag" not in src and src.count(" @ ") == 1, src

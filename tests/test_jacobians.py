@@ -233,3 +233,14 @@ def test_identity_seeds_vanish_from_printed_jacobians(rng):
     for program in ("jacfwd", "jacrev"):
         src = _code(pb.differentiate(_tanh_affine).source(x, A, program=program))
         assert "eye" not in src and "diag" not in src and src.count(" @ ") == 1, src
+
+
+def test_jacobians_refuse_complex_and_integer_values():
+    z = np.ones(2, dtype=complex)
+    for mode in (pb.jacfwd, pb.jacrev, pb.hessian):
+        with pytest.raises(TypeError, match="real float"):
+            mode(lambda z: np.sum(np.abs(z) ** 2))(z)
+        with pytest.raises(TypeError, match="real float"):
+            mode(lambda x: x * 1j)(np.ones(2))
+    with pytest.raises(TypeError, match="real float"):
+        pb.jacfwd(lambda x: np.argmax(x))(np.ones(2))

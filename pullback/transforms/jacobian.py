@@ -7,9 +7,8 @@ identity as the batch of output cotangents (one per output entry), after one for
 ``dot_general`` with the identity is one matrix product.
 
 Each result is ``d out_j / d in_i`` of shape ``out_j.shape + in_i.shape``, listed output by
-output, and for each output input by input (the inputs in ``wrt``). For a complex input the
-columns are the derivatives along its real unit directions (JAX's ``jacfwd`` without
-``holomorphic``); ``jacrev`` wants real outputs.
+output, and for each output input by input (the inputs in ``wrt``). Inputs and outputs are
+real floats (complex ones are refused, see ``_check_inexact``).
 """
 
 from __future__ import annotations
@@ -82,9 +81,13 @@ def _last_line(program: Program):
 
 
 def _check_inexact(values, what: str) -> None:
+    """Real floats only: for complex values the forward and reverse Jacobians differ by a
+    conjugation for holomorphic functions and mean different things otherwise (JAX refuses them
+    too, unless told the function is holomorphic)."""
     for v in values:
-        if not is_inexact(v.dtype):
-            raise TypeError(f"a Jacobian needs float or complex {what}; got {v.type}")
+        if not is_inexact(v.dtype) or v.dtype.kind == "c":
+            raise TypeError(f"a Jacobian needs real float {what}; got {v.type} (for complex values, take the "
+                            "real and imaginary parts as separate real arrays)")
 
 
 def _finish(program: Program, builder, results, name: str) -> Program:

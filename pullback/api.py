@@ -688,8 +688,10 @@ class vmap:
                 sub, iter(range(n_out))))[0]))]
         else:
             out_axes = [self.out_axes] * n_out
-        batched = batch(program, [*leaf_axes, *[None] * len(captures)], size, out_axes)
-        staged = Staged(ad.optimize(batched), treedef, tuple(captures), len(leaves))
+        batched = ad.optimize(batch(program, [*leaf_axes, *[None] * len(captures)], size, out_axes))
+        batched = Program(batched.inputs, batched.eqns, batched.outputs, batched.constvars, batched.constvals,
+                          name=f"{program.name}_vmap")
+        staged = Staged(batched, treedef, tuple(captures), len(leaves))
         staged.backend = _backend_for(tuple(leaves))
         return staged
 

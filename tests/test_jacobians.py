@@ -244,3 +244,24 @@ def test_jacobians_refuse_complex_and_integer_values():
             mode(lambda x: x * 1j)(np.ones(2))
     with pytest.raises(TypeError, match="real float"):
         pb.jacfwd(lambda x: np.argmax(x))(np.ones(2))
+
+
+def _relu_net(W1, x, W2, t):
+    h = np.maximum(W1 @ x, 0)
+    z = W2 @ h
+    z = z - z.max()
+    p = np.exp(z) / np.sum(np.exp(z))
+    return -np.sum(t * np.log(p))
+
+
+def test_relu_net_first_layer_hessian_is_the_formula(rng):
+    """Laue's third example: H[i, j, k, l] = A[i, k] x[j] x[l] with A = D W2^T (diag(p) - p p^T) W2 D,
+    D the ReLU's 0/1 slopes and p the softmax (one-hot target)."""
+    W1, x, W2 = rng.standard_normal((5, 3)), rng.standard_normal(3), rng.standard_normal((4, 5))
+    t = np.eye(4)[1]
+    D = np.diag((W1 @ x > 0).astype(float))
+    z = W2 @ np.maximum(W1 @ x, 0)
+    p = np.exp(z - z.max()) / np.sum(np.exp(z - z.max()))
+    A = D @ W2.T @ (np.diag(p) - np.outer(p, p)) @ W2 @ D
+    want = np.einsum("ik,j,l->ijkl", A, x, x)
+    np.testing.assert_allclose(pb.hessian(_relu_net)(W1, x, W2, t), want, rtol=1e-9, atol=1e-12)

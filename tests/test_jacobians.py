@@ -229,6 +229,9 @@ def test_identity_seeds_vanish_from_printed_jacobians(rng):
     w = rng.standard_normal(4)
     src = _code(pb.differentiate(_logistic_loss).source(w, X, y, program="hessian"))
     assert "eye" not in src and src.count(" @ ") == 2  # z = X @ w, and the Hessian's product
+    program = pb.differentiate(_logistic_loss).ir(w, X, y, stage="hessian")
+    full = [e.prim.name for e in program.eqns if e.outputs[0].type.size == X.size and e.prim.name != "transpose"]
+    assert full == ["broadcast_in_dim", "mul"]  # X scaled by s (1 - s) once: the scalings are collected first
     x, A = rng.standard_normal(3), rng.standard_normal((5, 3))
     for program in ("jacfwd", "jacrev"):
         src = _code(pb.differentiate(_tanh_affine).source(x, A, program=program))

@@ -21,6 +21,7 @@ from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import ad
 from pullback.transforms.batch import batch, moveaxis
 from pullback.transforms.jvp import jvp
+from pullback.transforms.scalings import collect_scalings
 
 
 def call(program: Program, args: Sequence) -> list:
@@ -93,8 +94,9 @@ def _check_inexact(values, what: str) -> None:
 def _finish(program: Program, builder, results, name: str) -> Program:
     out_atoms = tuple(builder.atom(r) for r in results)
     constvars, constvals = builder.constants()
-    return ad.optimize(Program(program.inputs, tuple(builder.eqns), out_atoms, constvars, constvals,
-                               name=f"{program.name}_{name}"))
+    result = ad.optimize(Program(program.inputs, tuple(builder.eqns), out_atoms, constvars, constvals,
+                                 name=f"{program.name}_{name}"))
+    return ad.optimize(collect_scalings(result))
 
 
 def jacfwd(program: Program, wrt: Sequence[bool]) -> Program:

@@ -268,3 +268,15 @@ def test_relu_net_first_layer_hessian_is_the_formula(rng):
     A = D @ W2.T @ (np.diag(p) - np.outer(p, p)) @ W2 @ D
     want = np.einsum("ik,j,l->ijkl", A, x, x)
     np.testing.assert_allclose(pb.hessian(_relu_net)(W1, x, W2, t), want, rtol=1e-9, atol=1e-12)
+
+
+def test_transforms_of_vmap_and_vmap_of_jacobians(rng):
+    X, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    # grad through vmap, the mapped function closing over the traced w
+    g = pb.grad(lambda w: np.sum(pb.vmap(lambda x: np.tanh(x @ w))(X)))(w)
+    np.testing.assert_allclose(g, X.T @ (1 - np.tanh(X @ w) ** 2), rtol=1e-12)
+    # per-example Jacobians
+    J = pb.vmap(pb.jacrev(lambda x: np.sin(x) * x.sum()))(X)
+    want = np.stack([np.diag(np.cos(x) * x.sum()) + np.sin(x)[:, None] for x in X])
+    np.testing.assert_allclose(J, want, rtol=1e-12)
+    np.testing.assert_allclose(pb.jacfwd(pb.vmap(np.sin))(w), np.diag(np.cos(w)), rtol=1e-12)

@@ -1,18 +1,18 @@
 """Batching: push a batch axis through every equation of a program (``vmap``).
 
-Before (``in_axes=(0,)``, a batch of 5)::
+Before::
 
     program f(x: f64[3], y: f64[3]):
       t: f64[3] = mul x y
-      s: f64[] = reduce_sum t axes=(0,)
+      s: f64[] = reduce_sum[axes=(0,)] t
       return s
 
-After ``batch(f, (0, None))``::
+After ``batch(f, in_axes=(0, None), size=5)``::
 
     program f_batch(x: f64[5,3], y: f64[3]):
-      y_b: f64[5,3] = broadcast_in_dim y shape=(5, 3) broadcast_dimensions=(1,)
+      y_b: f64[5,3] = broadcast_in_dim[broadcast_dimensions=(1,), shape=(5, 3)] y
       t: f64[5,3] = mul x y_b
-      s: f64[5] = reduce_sum t axes=(1,)
+      s: f64[5] = reduce_sum[axes=(1,)] t
       return s
 
 Each value carries its batch axis, or None when it does not depend on a batched input (JAX's

@@ -19,7 +19,8 @@ Each value carries its batch axis, or None when it does not depend on a batched 
 convention): unbatched values are computed once, as in the original program. A rule
 ``batch_rules[prim](args, dims, **params) -> (outs, out_dims)`` sees the equation's operands
 (Tracers or Literals) with their batch axes and binds whole-array primitives: the printed
-program never loops over the batch. A primitive without a rule raises NotImplementedError.
+program does not loop over the batch (except where a LAPACK primitive gets a batch of
+matrices: its emitter loops over leading batch axes, as for any batched input). A primitive without a rule raises NotImplementedError.
 Rules live beside each primitive family's other rules; the helpers below give their common
 shapes a one-line form.
 """

@@ -20,9 +20,9 @@ convention): unbatched values are computed once, as in the original program. A r
 ``batch_rules[prim](args, dims, **params) -> (outs, out_dims)`` sees the equation's operands
 (Tracers or Literals) with their batch axes and binds whole-array primitives: the printed
 program does not loop over the batch (except where a LAPACK primitive gets a batch of
-matrices: its emitter loops over leading batch axes, as for any batched input). A primitive without a rule raises NotImplementedError.
-Rules live beside each primitive family's other rules; the helpers below give their common
-shapes a one-line form.
+matrices: its emitter loops over leading batch axes, as for any batched input). A primitive
+without a rule raises NotImplementedError. Rules live beside each primitive family's other
+rules; the helpers below give their common shapes a one-line form.
 """
 
 from __future__ import annotations

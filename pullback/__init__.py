@@ -21,10 +21,12 @@ from pullback.api import (
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.ir.core import Program
 from pullback.ir.verify import VerificationError, verify
+from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
-    "differentiate", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize",
-    "make_ir", "source", "value_and_grad", "verify", "vjp", "vmap",
+    "checkpoint", "cond", "differentiate", "fori_loop", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit",
+    "jvp", "linalg", "linearize", "make_ir", "scan", "source", "switch", "value_and_grad", "verify", "vjp", "vmap",
+    "while_loop",
 ]
 __version__ = "0.1.0"

@@ -280,3 +280,29 @@ def test_transforms_of_vmap_and_vmap_of_jacobians(rng):
     want = np.stack([np.diag(np.cos(x) * x.sum()) + np.sin(x)[:, None] for x in X])
     np.testing.assert_allclose(J, want, rtol=1e-12)
     np.testing.assert_allclose(pb.jacfwd(pb.vmap(np.sin))(w), np.diag(np.cos(w)), rtol=1e-12)
+
+
+def test_vmap_of_a_while_loop_with_a_batched_condition():
+    """Each element runs its own number of steps (the loop runs while any element's condition holds)."""
+    def halvings(x):
+        return pb.while_loop(lambda c: c[0] > 1.0, lambda c: (c[0] / 2.0, c[1] + 1), (x, 0))
+
+    xs = np.array([0.5, 3.0, 10.0, 1.5])
+    values, counts = pb.vmap(halvings)(xs)
+    want = [halvings(x) for x in xs]
+    np.testing.assert_array_equal(counts, [c for _, c in want])
+    np.testing.assert_allclose(values, [v for v, _ in want], rtol=0)
+    np.testing.assert_array_equal(counts, [0, 2, 4, 1])
+
+
+def test_vmap_of_scan_and_switch(rng):
+    def f(h0, xs, k):
+        h, ys = pb.scan(lambda h, x: (np.tanh(h + x), h.sum()), h0, xs)
+        return pb.switch(k, [lambda a: a * 2.0, lambda a: -a, lambda a: a + 1.0], h), ys
+
+    H0, XS, K = rng.standard_normal((4, 2)), rng.standard_normal((4, 3, 2)), np.array([0, 1, 2, 5])
+    got = pb.vmap(f)(H0, XS, K)
+    for i in range(4):
+        h, ys = f(H0[i], XS[i], K[i])
+        np.testing.assert_allclose(got[0][i], h, rtol=1e-12)
+        np.testing.assert_allclose(got[1][i], ys, rtol=1e-12)

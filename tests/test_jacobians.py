@@ -306,3 +306,16 @@ def test_vmap_of_scan_and_switch(rng):
         h, ys = f(H0[i], XS[i], K[i])
         np.testing.assert_allclose(got[0][i], h, rtol=1e-12)
         np.testing.assert_allclose(got[1][i], ys, rtol=1e-12)
+
+
+def test_hessian_through_scan(rng):
+    M = np.array([[0.5, -0.3, 0.1], [0.2, 0.4, -0.2], [0.0, 0.3, 0.6]])
+
+    def rnn(h0, xs):
+        h, ys = pb.scan(lambda h, x: (np.tanh(M @ h + x), np.sum(h * x)), h0, xs)
+        return np.sum(h ** 2) + np.sum(ys)
+
+    h0, xs = rng.standard_normal(3), rng.standard_normal((4, 3))
+    want = numerical_jacobian(pb.grad(rnn), (h0, xs), 0)
+    np.testing.assert_allclose(pb.hessian(rnn)(h0, xs), want, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(pb.jacfwd(rnn, argnums=1)(h0, xs), pb.grad(rnn, argnums=1)(h0, xs), rtol=1e-12)

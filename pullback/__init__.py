@@ -2,7 +2,22 @@
 
 from pullback import linalg  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
 from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback.api import differentiate, grad, jit, jvp, linearize, make_ir, source, value_and_grad, vjp
+from pullback.api import (
+    differentiate,
+    grad,
+    hessian,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jit,
+    jvp,
+    linearize,
+    make_ir,
+    source,
+    value_and_grad,
+    vjp,
+    vmap,
+)
 from pullback.custom import custom_jvp, custom_vjp, stop_gradient
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.ir.core import Program
@@ -11,8 +26,8 @@ from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
-    "checkpoint", "cond", "custom_jvp", "custom_vjp", "differentiate", "fori_loop", "grad", "jit", "jvp", "linalg",
-    "linearize", "make_ir", "scan", "source", "stop_gradient", "switch", "value_and_grad", "verify", "vjp",
-    "while_loop",
+    "checkpoint", "cond", "custom_jvp", "custom_vjp", "differentiate", "fori_loop", "grad", "hessian", "jacfwd",
+    "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source", "stop_gradient",
+    "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
 ]
 __version__ = "0.1.0"

@@ -22,6 +22,8 @@ from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, refuse_matrix, trace
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
+from pullback.transforms import jacobian as jacobian_transforms
+from pullback.transforms.batch import batch
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.tree import LEAF, flatten, unflatten
@@ -196,7 +198,7 @@ _CONTAINERS = frozenset({tuple, list, dict, _Kwargs})
 _SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64,
                       np.complex64, np.complex128})
 
-STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad")
+STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian")
 
 
 class differentiate:
@@ -344,7 +346,34 @@ class differentiate:
             outputs = (value, *[c for group in cts for c in group])
             program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
             return closed(program, (tuple, (LEAF, self._grads_tree(args, trees, nums))))
+        if kind in ("jacfwd", "jacrev", "jacobian", "hessian"):
+            return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
+
+    def _jacobian_program(self, kind: str, p: Program, wrt: list[bool], args: tuple, trees, nums: list[int],
+                          out_tree) -> tuple[Program, Any]:
+        """The Jacobian (or Hessian) program, its outputs regrouped from input order into argnums
+        order, and its output tree: each output leaf replaced by the argnums structure (twice
+        for a Hessian), as JAX's ``jacfwd`` returns it."""
+        if kind == "jacobian":  # reverse mode when the outputs are fewer than the inputs
+            n_in = sum(v.type.size for v, w in zip(p.inputs, wrt) if w)
+            kind = "jacrev" if sum(o.type.size for o in p.outputs) < n_in else "jacfwd"
+        j = getattr(jacobian_transforms, kind)(p, wrt)
+        w = sum(wrt)
+        per_out = w * w if kind == "hessian" else w
+        outs, group = list(j.outputs), functools.partial(self._by_argnum, args=args, trees=trees, nums=nums)
+        flat = []
+        for start in range(0, len(outs), per_out):
+            block = outs[start:start + per_out]
+            if kind == "hessian":
+                rows = [[x for g in group(block[i * w:(i + 1) * w]) for x in g] for i in range(w)]
+                block = [x for g in group(rows) for row in g for x in row]
+            else:
+                block = [x for g in group(block) for x in g]
+            flat += block
+        sub = self._grads_tree(args, trees, nums)
+        tree = _graft(out_tree, _graft(sub, sub) if kind == "hessian" else sub)
+        return Program(j.inputs, j.eqns, tuple(flat), j.constvars, j.constvals, j.name), tree
 
     def _by_argnum(self, cts: list, args: tuple, trees, nums: list[int]) -> list[list]:
         """Cotangents (in input order) grouped per argnum, in argnums order."""
@@ -382,6 +411,30 @@ class differentiate:
 
     def grad(self, *args, **kwargs):
         return self.value_and_grad(*args, **kwargs)[1]
+
+    def _call_stage(self, kind: str, args: tuple, kwargs: dict):
+        if kwargs:
+            return self._run(kind, (*args, _Kwargs(kwargs)))
+        run = self._runners.get((kind, *map(_signature_of, args)))
+        return run(*args) if run is not None else self._run(kind, args)
+
+    def jacfwd(self, *args, **kwargs):
+        """The Jacobian by forward mode (one batched JVP over the identity): for each output leaf,
+        an array of shape ``out.shape + in.shape`` per ``argnums`` argument leaf."""
+        return self._call_stage("jacfwd", args, kwargs)
+
+    def jacrev(self, *args, **kwargs):
+        """The Jacobian by reverse mode (one forward pass, one batched transposed pass over the
+        identity); the same structure as ``jacfwd``."""
+        return self._call_stage("jacrev", args, kwargs)
+
+    def jacobian(self, *args, **kwargs):
+        """``jacrev`` when the outputs have fewer entries than the ``argnums`` inputs, else ``jacfwd``."""
+        return self._call_stage("jacobian", args, kwargs)
+
+    def hessian(self, *args, **kwargs):
+        """``jacfwd(jacrev(f))``: shape ``out.shape + in.shape + in.shape`` per output leaf."""
+        return self._call_stage("hessian", args, kwargs)
 
     def jvp(self, primals: Sequence, tangents: Sequence):
         """``(f(*primals), J(primals) @ tangents)``; tangents have the primals' structure
@@ -473,6 +526,15 @@ class differentiate:
         return print_program(staged.program, cupy_backend, out_tree=staged.treedef)
 
 
+def _graft(tree, sub):
+    """``tree`` with each leaf replaced by the tree ``sub``."""
+    if tree is LEAF:
+        return sub
+    if tree[0] is dict:
+        return (dict, tree[1], tuple(_graft(t, sub) for t in tree[2]))
+    return (tree[0], tuple(_graft(t, sub) for t in tree[1]))
+
+
 def _as_list(out) -> list:
     return list(out) if isinstance(out, tuple | list) else [out]
 
@@ -547,3 +609,108 @@ def make_ir(fn: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[
 def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:
     """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy)."""
     return jit(fn, static_argnums).source(*args, device=device)
+
+
+def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``)."""
+    return differentiate(fn, argnums=argnums).jacfwd
+
+
+def jacrev(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``)."""
+    return differentiate(fn, argnums=argnums).jacrev
+
+
+def jacobian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward."""
+    return differentiate(fn, argnums=argnums).jacobian
+
+
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``."""
+    return differentiate(fn, argnums=argnums).hessian
+
+
+class vmap:
+    """``fn`` mapped over an axis of its arguments, as one whole-array program (JAX's ``vmap``).
+
+    ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
+    (applied to every leaf of a tuple, list or dict argument); None passes the argument unbatched.
+    ``out_axes``: where each output leaf gets the batch axis (an int, or a tuple per element of
+    a tuple output); None for outputs that do not depend on the batch. Called inside a trace
+    (``vmap(grad(f))``, ``vmap(vmap(f))``, or within a differentiated function) it inlines its
+    batched program, so it composes with the other transforms."""
+
+    def __init__(self, fn: Callable, in_axes: int | None | Sequence[int | None] = 0,
+                 out_axes: int | None | Sequence[int | None] = 0):
+        functools.update_wrapper(self, fn)
+        self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
+        self._stages: dict[tuple, Staged] = {}
+
+    def _flat_axes(self, args: tuple) -> tuple[list, list, list]:
+        axes = tuple(self.in_axes) if isinstance(self.in_axes, tuple | list) else (self.in_axes,) * len(args)
+        if len(axes) != len(args):
+            raise ValueError(f"vmap in_axes {self.in_axes} has {len(axes)} entries for {len(args)} arguments")
+        leaves, trees, leaf_axes = [], [], []
+        for a, axis in zip(args, axes):
+            arg_leaves, tree = flatten(a)
+            leaves += map(at_boundary, arg_leaves)
+            trees.append(tree)
+            leaf_axes += [axis] * len(arg_leaves)
+        return leaves, trees, leaf_axes
+
+    def _program(self, leaves: list, trees: list, leaf_axes: list) -> Staged:
+        size, placeholders = None, []
+        for k, (x, axis) in enumerate(zip(leaves, leaf_axes)):
+            if axis is None:
+                placeholders.append(x if isinstance(x, PYTHON_SCALARS) else np.broadcast_to(
+                    np.zeros((), x.dtype), np.shape(x)))
+                continue
+            shape = list(np.shape(x))
+            if not -len(shape) <= axis < len(shape):
+                raise ValueError(f"vmap in_axes {axis} out of range for argument leaf {k} of shape {tuple(shape)}")
+            n = shape.pop(axis)
+            if size is not None and n != size:
+                raise ValueError(f"vmap got batch axes of different sizes, {size} and {n}")
+            size = n
+            placeholders.append(np.broadcast_to(np.zeros((), x.dtype), shape))
+        if size is None:
+            raise ValueError("vmap needs at least one argument with a batch axis (in_axes not None)")
+        it = iter(placeholders)
+        structured = [unflatten(tree, it) for tree in trees]
+        captures: list = []
+        program, treedef = trace(self.fn, structured, captures=captures)
+        n_out = len(program.outputs)
+        if isinstance(self.out_axes, tuple | list):
+            if treedef is LEAF or treedef[0] not in (tuple, list) or len(treedef[1]) != len(self.out_axes):
+                raise ValueError(f"vmap out_axes {self.out_axes} does not match the function's output structure")
+            out_axes = [a for a, sub in zip(self.out_axes, treedef[1]) for _ in range(len(flatten(unflatten(
+                sub, iter(range(n_out))))[0]))]
+        else:
+            out_axes = [self.out_axes] * n_out
+        batched = ad.optimize(batch(program, [*leaf_axes, *[None] * len(captures)], size, out_axes))
+        batched = Program(batched.inputs, batched.eqns, batched.outputs, batched.constvars, batched.constvals,
+                          name=f"{program.name}_vmap")
+        staged = Staged(batched, treedef, tuple(captures), len(leaves))
+        staged.backend = _backend_for(tuple(leaves))
+        return staged
+
+    def __call__(self, *args):
+        leaves, trees, leaf_axes = self._flat_axes(args)
+        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves))
+        staged = self._stages.get(key)
+        if staged is None:
+            staged = self._program(leaves, trees, leaf_axes)
+            if not staged.captures:
+                self._stages[key] = staged
+        return staged(*leaves)
+
+    def source(self, *args, device: str = "cpu") -> str:
+        """The generated source of the batched program at these arguments."""
+        leaves, trees, leaf_axes = self._flat_axes(args)
+        staged = self._program(leaves, trees, leaf_axes)
+        if device == "cpu":
+            return staged.source
+        from pullback.backends import cupy_backend
+
+        return print_program(staged.program, cupy_backend, out_tree=staged.treedef)

@@ -85,8 +85,10 @@ def test_identities_made_while_tracing_print_as_code(make):
 
     x = np.linspace(0.5, 2.0, make().shape[1])
     src = pb.differentiate(f).source(x)
-    assert "np.eye(" in src and _keyword_only(src) == []
-    E = make().astype(np.float64)
+    E = make()
+    vanishes = E.dtype == np.float64 and np.array_equal(E, np.eye(*E.shape))  # I @ x simplifies to x
+    assert ("np.eye(" in src) != vanishes and _keyword_only(src) == []
+    E = E.astype(np.float64)
     np.testing.assert_allclose(pb.grad(f)(x), 2 * E.T @ (E @ x), rtol=1e-6)
 
 

@@ -94,3 +94,33 @@ def _dot_general_t(ct, x, y, *, dims: DotDims):
 
 
 transpose_rules[dot_general_p] = _dot_general_t
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import at_front, batch_rules, unbatched_axis  # noqa: E402
+
+
+def _dot_general_b(args, bdims, *, dims: DotDims):
+    """Both operands batched: the batch axis becomes a batch axis of the contraction (a batched
+    matmul). One batched: it is a free axis of that operand (``X @ V`` with the batch in V's
+    columns: one matrix product, not a batch of matrix-vector products)."""
+    (x, y), (dx, dy) = args, bdims
+    if dx is not None and dy is not None:
+        x, y = at_front(x, dx, 0), at_front(y, dy, 0)
+        up = lambda axes: tuple(a + 1 for a in axes)  # noqa: E731
+        new = DotDims(up(dims.lhs_contract), up(dims.rhs_contract), (0, *up(dims.lhs_batch)),
+                      (0, *up(dims.rhs_batch)))
+        return lax.dot_general(x, y, new), 0
+    nb = len(dims.lhs_batch)
+    if dx is not None:
+        lc, lb = (tuple(unbatched_axis(a, dx) for a in axes) for axes in (dims.lhs_contract, dims.lhs_batch))
+        new = DotDims(lc, dims.rhs_contract, lb, dims.rhs_batch)
+        return lax.dot_general(x, y, new), nb + free_axes(x.ndim, lc, lb).index(dx)
+    rc, rb = (tuple(unbatched_axis(a, dy) for a in axes) for axes in (dims.rhs_contract, dims.rhs_batch))
+    new = DotDims(dims.lhs_contract, rc, dims.lhs_batch, rb)
+    n_lhs_free = x.ndim - len(dims.lhs_contract) - nb
+    return lax.dot_general(x, y, new), nb + n_lhs_free + free_axes(y.ndim, rc, rb).index(dy)
+
+
+batch_rules[dot_general_p] = _dot_general_b

@@ -779,3 +779,138 @@ def _cond_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
 
 
 dce_.dce_rules[cond_p] = _cond_dce
+
+
+# --- batching ----------------------------------------------------------------------------------
+# A body is batched with the batching transform itself; which of its values carry the batch axis
+# follows from which inputs do (a carry is batched when its initial value or any step makes it so:
+# a fixed point, as for nonzero tangents). A batched value's batch axis is first (after the step
+# axis for stacked xs and ys).
+
+from pullback import lax  # noqa: E402
+from pullback.primitives import reductions as red  # noqa: E402
+from pullback.transforms.batch import at_front, batch, batch_rules, batch_size, moveaxis  # noqa: E402
+
+
+def _batched_outputs(program: Program, batched: Sequence[bool]) -> list[bool]:
+    """Which outputs of ``program`` depend on its batched inputs."""
+    dep = {id(v) for v, b in zip(program.inputs, batched) if b}
+    for e in program.eqns:
+        if any(isinstance(a, Var) and id(a) in dep for a in e.inputs):
+            dep.update(id(v) for v in e.outputs)
+    return [isinstance(a, Var) and id(a) in dep for a in program.outputs]
+
+
+def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequence[bool], size: int) -> Program:
+    b = batch(body, [0 if x else None for x in batched_in], size, [0 if x else None for x in batched_out])
+    return Program(b.inputs, b.eqns, b.outputs, b.constvars, b.constvals, name=body.name)
+
+
+def _carry_fixed_point(body: Program, fixed: list[bool], carry: list[bool], n_carry_out: int,
+                       offset: int = 0) -> list[bool]:
+    while True:
+        out = _batched_outputs(body, fixed[:offset] + carry + fixed[offset:])[:n_carry_out]
+        new = [a or b for a, b in zip(carry, out)]
+        if new == carry:
+            return carry
+        carry = new
+
+
+def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+    size = batch_size(args, dims)
+    consts, carry, xs = _split(args, num_consts, num_carry)
+    cd, kd, xd = _split(dims, num_consts, num_carry)
+    cb, xb = [d is not None for d in cd], [d is not None for d in xd]
+    kb = _carry_fixed_point(body, cb + xb, [d is not None for d in kd], num_carry, offset=num_consts)
+    yb = _batched_outputs(body, cb + kb + xb)[num_carry:]
+    new_body = _batched_body(body, cb + kb + xb, kb + yb, size)
+    operands = ([at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]
+                + [at_front(c, d, size) if b else c for c, d, b in zip(carry, kd, kb)]
+                + [moveaxis(x, d, 1) if d is not None else x for x, d in zip(xs, xd)])
+    outs = bind(scan_p, *operands, body=new_body, length=length, reverse=reverse, num_consts=num_consts,
+                num_carry=num_carry)
+    return outs, tuple([0 if b else None for b in kb] + [1 if b else None for b in yb])
+
+
+def _checkpoint_batch(args, dims, *, body: Program):
+    size = batch_size(args, dims)
+    batched = [d is not None for d in dims]
+    out = _batched_outputs(body, batched)
+    outs = bind(checkpoint_p, *(at_front(a, d, size) if d is not None else a for a, d in zip(args, dims)),
+                body=_batched_body(body, batched, out, size))
+    return outs, tuple(0 if b else None for b in out)
+
+
+def _cond_batch(args, dims, *, branches: tuple[Program, ...]):
+    """An unbatched index picks one batched branch. A batched index picks a branch per batch
+    element: every branch runs on the whole batch and ``select`` keeps each element's (JAX does
+    the same)."""
+    size = batch_size(args, dims)
+    (index, *ops), (index_dim, *op_dims) = args, dims
+    batched = [d is not None for d in op_dims]
+    ops = [at_front(a, d, size) if d is not None else a for a, d in zip(ops, op_dims)]
+    if index_dim is None:
+        out = [any(z) for z in zip(*(_batched_outputs(br, batched) for br in branches))]
+        new = tuple(_batched_body(br, batched, out, size) for br in branches)
+        return bind(cond_p, index, *ops, branches=new), tuple(0 if b else None for b in out)
+    n_out = len(branches[0].outputs)
+    results = [_inline(_batched_body(br, batched, [True] * n_out, size), ops) for br in branches]
+    index = moveaxis(index, index_dim, 0)
+    if index.dtype.kind != "b":
+        index = lax.clip(index, 0, len(branches) - 1)
+    outs = list(results[0])
+    for k in range(1, len(branches)):
+        pick = lax.eq(index, Literal.of(k, index.dtype))
+        outs = [lax.select(lax.broadcast_in_dim(pick, o.shape, (0,)), r, o) for r, o in zip(results[k], outs)]
+    return tuple(outs), (0,) * n_out
+
+
+def _closed_program(in_types: Sequence[ArrayType], fn, name: str) -> Program:
+    """The program of ``fn`` on tracers of ``in_types`` (its outputs: a list of tracers)."""
+    with new_trace() as builder:
+        inputs = tuple(Var(t) for t in in_types)
+        outs = fn([Tracer(v, builder) for v in inputs])
+        outputs = tuple(builder.atom(o) for o in outs)
+    return Program(inputs, tuple(builder.eqns), outputs, name=name)
+
+
+def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+    """An unbatched condition: one loop over batched values. A batched one: the loop runs while
+    any element's condition holds, and an element whose condition fails keeps its carry (a
+    ``select`` per step), as JAX does."""
+    size = batch_size(args, dims)
+    ncc, nbc = num_cond_consts, num_body_consts
+    cb = [d is not None for d in dims[:ncc]]
+    bb = [d is not None for d in dims[ncc:ncc + nbc]]
+    kb = _carry_fixed_point(body, bb, [d is not None for d in dims[ncc + nbc:]], len(body.outputs), offset=nbc)
+    pred_batched = _batched_outputs(cond, cb + kb)[0]
+    if pred_batched:
+        kb = [True] * len(kb)
+    operands = [at_front(a, d, size) if (d is not None or (i >= ncc + nbc and kb[i - ncc - nbc])) else a
+                for i, (a, d) in enumerate(zip(args, dims))]
+    new_cond = _batched_body(cond, cb + kb, [pred_batched], size)
+    new_body = _batched_body(body, bb + kb, kb, size)
+    if not pred_batched:
+        outs = bind(while_p, *operands, cond=new_cond, body=new_body, num_cond_consts=ncc, num_body_consts=nbc)
+        return outs, tuple(0 if b else None for b in kb)
+    cc_types = [a.type for a in new_cond.inputs[:ncc]]
+    carry_types = [a.type for a in new_body.inputs[nbc:]]
+    any_cond = _closed_program(cc_types + carry_types,
+                               lambda xs: [bind(red.reduce_or_p, _inline(new_cond, xs)[0], axes=(0,))], cond.name)
+
+    def step(xs):
+        cc, bc, carry = xs[:ncc], xs[ncc:ncc + nbc], xs[ncc + nbc:]
+        (going,) = _inline(new_cond, cc + carry)
+        new = _inline(new_body, bc + carry)
+        return [lax.select(lax.broadcast_in_dim(going, c.shape, (0,)), n, c) for n, c in zip(new, carry)]
+
+    selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name)
+    outs = bind(while_p, *operands[:ncc], *operands, cond=any_cond, body=selecting, num_cond_consts=ncc,
+                num_body_consts=ncc + nbc)
+    return outs, (0,) * len(kb)
+
+
+batch_rules[scan_p] = _scan_batch
+batch_rules[checkpoint_p] = _checkpoint_batch
+batch_rules[cond_p] = _cond_batch
+batch_rules[while_p] = _while_batch

@@ -108,3 +108,12 @@ def _cumprod_jvp(t, x, *, ans, axis, reverse):
 
 defjvp(reduce_prod_p, _reduce_prod_jvp)
 defjvp(cumprod_p, _cumprod_jvp)
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import unary_axes  # noqa: E402
+
+unary_axes(cumsum_p, "axis", removed=False)
+unary_axes(cumprod_p, "axis", removed=False)
+unary_axes(reduce_prod_p, "axes", removed=True)

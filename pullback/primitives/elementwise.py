@@ -455,3 +455,11 @@ def _clip_jvp(primals, tangents):
 
 
 jvp_rules[clip_p] = _clip_jvp
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import elementwise as _batch_elementwise  # noqa: E402
+
+for _p in [v for v in globals().values() if isinstance(v, Primitive)]:  # every primitive here is elementwise
+    _batch_elementwise(_p)

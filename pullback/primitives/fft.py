@@ -162,3 +162,10 @@ def _fft_t(ct, x, *, kind: FftKind, axes, lengths, norm: FftNorm):
 
 
 transpose_rules[fft_p] = _fft_t
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import unary_axes  # noqa: E402
+
+unary_axes(fft_p, "axes", removed=False)

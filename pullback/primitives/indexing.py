@@ -282,3 +282,75 @@ def _sort_jvp(primals, tangents, *, axis):
 jvp_rules[sort_p] = _sort_jvp
 for _p in (argsort_p, argmax_p, argmin_p):
     defzero(_p)
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import at_front, batch_rules, batch_size, moveaxis, unary_axes  # noqa: E402
+
+unary_axes(sort_p, "axis", removed=False)
+unary_axes(argsort_p, "axis", removed=False)
+unary_axes(argmax_p, "axis", removed=True)
+unary_axes(argmin_p, "axis", removed=True)
+
+
+def _spread(index) -> bool:
+    """Whether the advanced entries (index arrays and integers) are separated by a slice or a
+    new axis: NumPy then puts their broadcast axes first in ``x[key]``."""
+    positions = [p for p, e in enumerate(index) if isinstance(e, Operand | Int)]
+    return bool(positions) and positions != list(range(positions[0], positions[-1] + 1))
+
+
+def _group_at(index) -> int:
+    """Where the first axis of the index arrays' broadcast shape lands in ``x[key]``."""
+    first = next(p for p, e in enumerate(index) if isinstance(e, Operand | Int))
+    return 0 if _spread(index) else sum(isinstance(e, Slice | NewAxis) for e in index[:first])
+
+
+def _batched_key(x, dx, idx, didx, index, size):
+    """Operand, index arrays and key of the batched indexing, and where the batch axis lands in
+    its result. Index arrays unbatched: a leading ``:`` for the batch axis of ``x``. Some
+    batched: every index array gets the batch axis first, and ``x`` (when batched) an
+    ``arange`` index of its own."""
+    shapes = [i.shape if d is None else i.shape[:d] + i.shape[d + 1:] for i, d in zip(idx, didx)]
+    shape = tuple(np.broadcast_shapes(*shapes))
+    if all(d is None for d in didx):
+        return at_front(x, dx, size), list(idx), (Slice(0, size, 1), *index), len(shape) if _spread(index) else 0
+    full = (size, *shape)
+    new_idx = []
+    for i, d in zip(idx, didx):
+        i = at_front(i, d, size)
+        new_idx.append(lax.broadcast_in_dim(i, full, (0, *range(len(full) - i.ndim + 1, len(full)))))
+    if dx is None:
+        return x, new_idx, index, _group_at(index)
+    rows = lax.iota(INDEX_DTYPE, (size,) + (1,) * len(shape), 0)
+    shifted = tuple(Operand(e.k + 1) if isinstance(e, Operand) else e for e in index)
+    return at_front(x, dx, size), [rows, *new_idx], (Operand(0), *shifted), 0
+
+
+def _gather_b(args, dims, *, index, unique_indices):
+    (x, *idx), (dx, *didx) = args, dims
+    x, idx, key, at = _batched_key(x, dx, idx, didx, index, batch_size(args, dims))
+    return lax.gather(x, idx, key, unique_indices), at
+
+
+def _scatter_b(prim):
+    def rule(args, dims, *, index, unique_indices):
+        (x, u, *idx), (dx, du, *didx) = args, dims
+        size = batch_size(args, dims)
+        x, idx, key, at = _batched_key(at_front(x, dx, size), 0, idx, didx, index, size)
+        shape = indexed_shape(x.shape, key, [i.shape for i in idx])
+        if du is None and u.shape != ():
+            u = lax.broadcast_in_dim(u, shape, tuple(a for a in range(len(shape)) if a != at))
+        elif du is not None and u.ndim == 1:
+            u = lax.broadcast_in_dim(u, shape, (at,))
+        elif du is not None:
+            u = moveaxis(u, du, at)
+        return bind(prim, x, u, *idx, index=key, unique_indices=unique_indices), 0
+
+    return rule
+
+
+batch_rules[gather_p] = _gather_b
+batch_rules[scatter_p] = _scatter_b(scatter_p)
+batch_rules[scatter_add_p] = _scatter_b(scatter_add_p)

@@ -544,4 +544,43 @@ transpose_rules[permute_p] = lambda ct, x, perm: (bind(unpermute_p, ct, perm), N
 transpose_rules[unpermute_p] = lambda ct, x, perm: (bind(permute_p, ct, perm), None)
 
 
+# --- batching rules ---------------------------------------------------------------------
+# Every primitive here takes leading batch axes (equal in all operands).
+
+from pullback.transforms.batch import batch_rules, leading_batch, moveaxis  # noqa: E402
+
+for _p in (potrf_p, trsm_p, trmm_p, syrk_p, potri_p, gelqf_p, geqrf_p, syevd_p, gesvd_p, getrf_p, permute_p,
+           unpermute_p, getc2_p):
+    leading_batch(_p)
+
+
+def _folded(prim, rows_of, shared: int = 0):
+    """A matrix operand A shared by the batch and a batched right-hand side B: the batch is
+    folded into B's columns (``A X = B``, row permutations) or rows (``X A = B``), so one call
+    on a wider B serves it, not one call per batch element with copies of A."""
+    batched = batch_rules[prim]
+
+    def rule(args, dims, **params):
+        a, b, da, db = args[shared], args[1 - shared], dims[shared], dims[1 - shared]
+        if da is not None:
+            return batched(args, dims, **params)
+        nb = b.ndim - 3  # B's own batch axes
+        rows = rows_of(params)
+        at = nb + 1 if rows else nb  # the batch axis goes next to the axis it is folded into
+        moved = moveaxis(b, db, at)
+        shape = moved.shape
+        folded = (*shape[:nb], shape[nb], shape[nb + 1] * shape[nb + 2]) if rows else \
+            (*shape[:nb], shape[nb] * shape[nb + 1], shape[nb + 2])
+        operands = [a, lax.reshape(moved, folded)]
+        out = bind(prim, *(operands if shared == 0 else operands[::-1]), **params)
+        return lax.reshape(out, shape), at
+
+    batch_rules[prim] = rule
+
+
+_folded(trsm_p, lambda p: p["left"])
+_folded(trmm_p, lambda p: p["left"])
+_folded(permute_p, lambda p: True, shared=1)
+_folded(unpermute_p, lambda p: True, shared=1)
+
 from pullback.primitives import linalg_extra  # noqa: E402,F401  (registers det and the general eigenproblem)

@@ -279,3 +279,12 @@ jvp_rules[sqrtm_p] = la.empty_aware(sqrtm_p, _sqrtm_jvp)
 jvp_rules[trsyl_p] = la.empty_aware(trsyl_p, _trsyl_jvp)
 transpose_rules[expm_frechet_p] = _expm_frechet_t
 transpose_rules[trsyl_p] = _trsyl_t
+
+
+# --- batching rules ---------------------------------------------------------------------
+# Every primitive here takes leading batch axes (equal in all operands).
+
+from pullback.transforms.batch import leading_batch  # noqa: E402
+
+for _p in (det_p, pinv_p, geev_p, expm_p, expm_frechet_p, sqrtm_p, trsyl_p):
+    leading_batch(_p)

@@ -53,3 +53,11 @@ defzero(reduce_and_p)
 defzero(reduce_or_p)
 defjvp(reduce_min_p, _extremum_jvp)
 transpose_rules[reduce_sum_p] = lambda ct, x, *, axes: (lax.broadcast_in_dim(ct, x.shape, _kept(x.ndim, axes)),)
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import unary_axes  # noqa: E402
+
+for _p in (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p):
+    unary_axes(_p, "axes", removed=True)

@@ -259,3 +259,11 @@ def _beta_density(a, b, x):
 
 defjvp(betainc_p, _no_derivative("betainc", "a"), _no_derivative("betainc", "b"),
        lambda t, a, b, x, ans: lax.mul(t, _beta_density(a, b, x)))
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import elementwise as _batch_elementwise  # noqa: E402
+
+for _p in [v for v in globals().values() if isinstance(v, Primitive)]:  # every primitive here is elementwise
+    _batch_elementwise(_p)

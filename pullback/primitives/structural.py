@@ -283,3 +283,78 @@ transpose_rules[add_transpose_p] = lambda ct, x: (lax.add_transpose(ct),)  # sel
 transpose_rules[tril_p] = lambda ct, x, *, k: (lax.tril(ct, k),)
 transpose_rules[triu_p] = lambda ct, x, *, k: (lax.triu(ct, k),)
 transpose_rules[convert_element_type_p] = _convert_t
+
+
+# --- batching rules ---------------------------------------------------------------------
+
+from pullback.transforms.batch import (  # noqa: E402
+    at_front,
+    batch_rules,
+    batch_size,
+    elementwise,
+    leading_batch,
+    unbatched_axis,
+)
+
+elementwise(convert_element_type_p)
+for _p in (diagonal_p, diag_embed_p, tril_p, triu_p):  # act on the last two axes
+    leading_batch(_p)
+
+
+def _broadcast_in_dim_b(args, dims, *, shape, broadcast_dimensions):
+    (x,), (d,) = args, dims
+    return lax.broadcast_in_dim(at_front(x, d, 0), (x.shape[d], *shape),
+                                (0, *(b + 1 for b in broadcast_dimensions))), 0
+
+
+def _reshape_b(args, dims, *, new_sizes):
+    (x,), (d,) = args, dims
+    return lax.reshape(at_front(x, d, 0), (x.shape[d], *new_sizes)), 0
+
+
+def _transpose_b(args, dims, *, permutation):
+    (x,), (d,) = args, dims
+    return lax.transpose(x, (d, *(unbatched_axis(p, d) for p in permutation))), 0
+
+
+def _slice_b(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    return lax.slice(at_front(x, d, 0), (0, *start_indices), (x.shape[d], *limit_indices), (1, *strides)), 0
+
+
+def _pad_b(args, dims, *, shape, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    n = x.shape[d]
+    return lax.pad(at_front(x, d, 0), (n, *shape), (0, *start_indices), (n, *limit_indices), (1, *strides)), 0
+
+
+def _concatenate_b(args, dims, *, dimension):
+    size = batch_size(args, dims)
+    return lax.concatenate([at_front(x, d, size) for x, d in zip(args, dims)], dimension + 1), 0
+
+
+def _add_diagonal_b(args, dims):
+    """``x + diag_embed(v)``, batched: the primitive itself takes one matrix."""
+    (x, v), (dx, dv) = args, dims
+    size = batch_size(args, dims)
+    n = x.shape[-1]
+    v = at_front(v, dv, size)
+    if v.ndim == 1:  # a scalar per batch element: on every diagonal entry
+        v = lax.broadcast_in_dim(v, (size, n), (0,))
+    return lax.add(at_front(x, dx, size), lax.diag_embed(v, (n, n))), 0
+
+
+def _add_transpose_b(args, dims):
+    (x,), (d,) = args, dims
+    x = at_front(x, d, 0)
+    return lax.add(x, lax.mT(x)), 0
+
+
+batch_rules[broadcast_in_dim_p] = _broadcast_in_dim_b
+batch_rules[reshape_p] = _reshape_b
+batch_rules[transpose_p] = _transpose_b
+batch_rules[slice_p] = _slice_b
+batch_rules[pad_p] = _pad_b
+batch_rules[concatenate_p] = _concatenate_b
+batch_rules[add_diagonal_p] = _add_diagonal_b
+batch_rules[add_transpose_p] = _add_transpose_b

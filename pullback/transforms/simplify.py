@@ -168,6 +168,10 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             inner = Var(out.type, out.hint)
             operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
             return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    if prim is con.dot_general_p:
+        unit = _identity_contraction(ins, p["dims"], out, defs)
+        if unit is not None:
+            return unit
     diagonal = _diagonal_rewrite(prim, ins, p, out, defs, same)
     if diagonal is not None:
         return diagonal
@@ -272,6 +276,40 @@ def _is_square_eye(d: Eqn | None, out: Var) -> bool:
             and out.shape[0] == out.shape[1])
 
 
+def _identity_contraction(ins, dims: con.DotDims, out: Var, defs: dict[int, Eqn]):
+    """``x . I`` (I an ``eye``, square, contracted on one axis, no batch axes) is ``x`` with the
+    contracted axis in I's other axis's place: a transpose at most; ``x . diag(v)`` is the same
+    after scaling that axis of ``x`` by ``v``. The identity seeds of Jacobians meet their first
+    contraction here and vanish (Laue's unit tensor), and diagonal matrices stay vectors."""
+    if dims.lhs_batch or len(dims.lhs_contract) != 1:
+        return None
+    for k in (0, 1):
+        a = ins[k]
+        d = defs.get(id(a)) if isinstance(a, Var) else None
+        scale = d.inputs[0] if _diag_embedded(d, a) else None
+        if not isinstance(a, Var) or (scale is None and not _is_square_eye(d, a)):
+            continue
+        x = ins[1 - k]
+        axis = (dims.rhs_contract if k == 0 else dims.lhs_contract)[0]
+        free = [i for i in range(x.type.ndim) if i != axis]
+        perm = tuple([axis, *free] if k == 0 else [*free, axis])
+        eqns = []
+        if scale is not None:
+            b = Var(x.type)
+            scaled = Var(x.type, "scaled")
+            eqns = [Eqn(st.broadcast_in_dim_p, (scale,), (b,), Params({"shape": x.shape,
+                                                                       "broadcast_dimensions": (axis,)})),
+                    Eqn(ew.mul_p, (x, b), (scaled,))]
+            x = scaled
+        if perm == tuple(range(len(perm))):
+            if not eqns:
+                return x
+            eqns[-1] = Eqn(ew.mul_p, eqns[-1].inputs, (out,))
+            return eqns
+        return [*eqns, Eqn(st.transpose_p, (x,), (out,), Params({"permutation": perm}))]
+    return None
+
+
 def _diag_embedded(d: Eqn | None, out: Var) -> bool:
     return (d is not None and d.prim is st.diag_embed_p and d.params["offset"] == 0 and d.inputs[0].type.ndim == 1
             and out.type.ndim == 2 and out.shape[0] == out.shape[1] and d.outputs[0].type == out.type)
@@ -287,6 +325,10 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], same):
                 d = Var(ArrayType(out.shape[:1], out.dtype), "diagonal")
                 return [Eqn(st.diagonal_p, (x,), (d,), Params({"offset": 0})),
                         Eqn(st.diag_embed_p, (d,), (out,), Params({"shape": out.shape, "offset": 0}))]
+    if prim is st.diagonal_p and ds[0] is not None and ds[0].prim is st.broadcast_in_dim_p \
+            and ds[0].inputs[0].type == out.type and p["offset"] == 0 and ins[0].type.ndim == 2 \
+            and ds[0].params["broadcast_dimensions"] in ((0,), (1,)):  # a vector down rows or columns
+        return ds[0].inputs[0]
     if prim is st.diagonal_p and ds[0] is not None and ds[0].prim is st.broadcast_in_dim_p \
             and ds[0].inputs[0].type.ndim == 0:
         params = Params({"shape": out.shape, "broadcast_dimensions": ()})

@@ -1,0 +1,32 @@
+"""collect_scalings: arithmetic moved onto the small operands of broadcasts, same values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import numpy_backend
+from pullback.backends.compiler import compile_program
+from pullback.primitives import elementwise as ew
+from pullback.transforms.scalings import collect_scalings
+
+FUNCTIONS = [
+    (lambda x, u, v: (x - x * u[:, None]) * u[:, None], 1),
+    (lambda x, u, v: (x + u[:, None] * x) * v[:, None] / 2.0, 2),  # the division by 2.0 is not a broadcast
+    (lambda x, u, v: x * u[:, None] * v[:, None] * u[:, None], 1),
+    (lambda x, u, v: x * (2.0 - u[:, None]) + v[:, None] * u[:, None], 2),
+    (lambda x, u, v: (x * u[None, :3]) * v[:, None], 2),  # different broadcasts: kept apart
+]
+
+
+@pytest.mark.parametrize("k", range(len(FUNCTIONS)))
+def test_same_values_fewer_full_size_operations(k, rng):
+    fn, full_size = FUNCTIONS[k]
+    x, u, v = rng.standard_normal((3, 3)), rng.standard_normal(3), rng.standard_normal(3)
+    program = pb.make_ir(fn)(x, u, v)
+    collected = pb.verify(collect_scalings(program))
+    ops = [e for e in collected.eqns if e.prim in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p) and e.outputs[0].shape]
+    assert sum(e.outputs[0].shape == (3, 3) for e in ops) == full_size
+    got, _ = compile_program(collected, numpy_backend)
+    np.testing.assert_allclose(got(x, u, v), fn(x, u, v), rtol=1e-13)

@@ -129,3 +129,21 @@ def test_stop_gradient():
     assert tree["a"] == 1.0 and tree["b"][0] is x
     t = np.array([0.5, -1.0])
     np.testing.assert_array_equal(pb.jvp(lambda x: pb.stop_gradient(x ** 2) + x, (x,), (t,))[1], t)
+
+
+def test_custom_rules_under_vmap_and_jacobians():
+    x = RNG.standard_normal((4, 3))
+    batched = pb.vmap(log1pexp)(x)
+    np.testing.assert_allclose(batched, np.log1p(np.exp(x)), rtol=1e-14)
+    per_example = pb.vmap(pb.grad(lambda v: np.sum(log1pexp(v) ** 2)))(x)
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(per_example, 2 * np.log1p(np.exp(x)) * s, rtol=1e-13)
+    grads = pb.grad(lambda x: np.sum(pb.vmap(log1pexp)(x)))(np.array([[0.0, 800.0]]))
+    np.testing.assert_allclose(grads, [[0.5, 1.0]], rtol=1e-15)  # the custom rule survives vmap
+    y = RNG.standard_normal(3)
+    J = pb.jacrev(lambda x: f_sin_y(x, y))(x[0])
+    np.testing.assert_allclose(J, np.diag(np.cos(x[0]) * y), rtol=1e-14, atol=1e-15)
+    gv = pb.grad(lambda x: np.sum(pb.vmap(lambda r: f_sin_y(r, y))(x) ** 2))(x)
+    np.testing.assert_allclose(gv, 2 * np.sin(x) * y ** 2 * np.cos(x), rtol=1e-13)
+    with pytest.raises(pb.TracingError, match="forward-mode"):
+        pb.jacfwd(lambda x: f_sin_y(x, y))(x[0])

@@ -97,3 +97,12 @@ jvp_rules[gbsv_p] = _gbsv_jvp
 transpose_rules[gbsv_p] = _gbsv_t
 deflinear(band_transpose_p)
 transpose_rules[band_transpose_p] = _band_transpose_t
+
+
+# --- batching: per batch element (see ``batch.per_element``) --------------------------------------
+
+from pullback.transforms.batch import per_element  # noqa: E402
+
+for _p in (gbsv_p, band_transpose_p):
+    per_element(_p)
+

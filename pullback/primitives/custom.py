@@ -108,3 +108,94 @@ def _lin_transpose(cts, *args, bwd: Callable, num_res: int, out_types):
 
 
 transpose_rules[custom_lin_p] = _lin_transpose
+
+
+# --- batching: the function's program by the batching transform, the user's rule under vmap ---------
+
+from pullback.ir.core import Literal  # noqa: E402
+from pullback.primitives.control import close  # noqa: E402
+from pullback.transforms.batch import at_front, batch, batch_rules, batch_size  # noqa: E402
+
+
+def _batch_call(prim, args, dims, body: Program, rule: Callable, num_consts: int, batched_rule: Callable):
+    if any(d is not None for d in dims[:num_consts]):
+        raise NotImplementedError(f"vmap of a {prim.name.replace('_call', '')} function that reads a batched "
+                                  "value from its enclosing function; pass it as an argument")
+    size = batch_size(args, dims)
+    axes = [0 if d is not None else None for d in dims]
+    new_body, values = close(batch(body, axes, size, [0] * len(body.outputs)))
+    moved = [at_front(a, d, size) if d is not None else a for a, d in zip(args, dims)]
+    arg_axes = tuple(axes[num_consts:])
+    outs = bind(prim, *values, *moved, body=new_body, rule=batched_rule(rule, arg_axes),
+                num_consts=len(values) + num_consts)
+    return outs, (0,) * len(outs)
+
+
+def _vmapped_jvp_rule(rule: Callable, arg_axes: tuple) -> Callable:
+    from pullback.api import vmap
+
+    def batched(primals, tangents):
+        n, box = len(primals), []
+
+        def flat(*xs):
+            outs, touts = rule(list(xs[:n]), list(xs[n:]))
+            box.append(len(outs))
+            return (*outs, *touts)
+
+        vals = vmap(flat, in_axes=arg_axes + arg_axes, out_axes=0)(*primals, *tangents)
+        vals = list(vals) if isinstance(vals, tuple) else [vals]
+        return vals[:box[0]], vals[box[0]:]
+
+    return batched
+
+
+def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
+    from pullback.api import vmap
+
+    def batched(primals):
+        box = []
+
+        def fwd(*xs):
+            outs, res, bwd = rule(list(xs))
+            literal = {i: r for i, r in enumerate(res) if isinstance(r, Literal)}
+            box.append((len(outs), bwd, literal, len(res)))
+            return (*outs, *(r for r in res if not isinstance(r, Literal)))
+
+        vals = vmap(fwd, in_axes=arg_axes, out_axes=0)(*primals)
+        vals = list(vals) if isinstance(vals, tuple) else [vals]
+        n_out, bwd, literal, n_res = box[0]
+        outs, traced_res = vals[:n_out], vals[n_out:]
+
+        def batched_bwd(res_values, cts):
+            def one(*xs):
+                it = iter(xs[:len(res_values)])
+                res = [literal[i] if i in literal else next(it) for i in range(n_res)]
+                return tuple(bwd(res, list(xs[len(res_values):])))
+
+            g = vmap(one, in_axes=0, out_axes=0)(*res_values, *cts)
+            g = list(g) if isinstance(g, tuple) else [g]
+            # an argument the batch did not vary gets the sum of the batch's cotangents
+            from pullback import lax
+
+            return [lax.reduce_sum(c, (0,)) if axis is None else c for c, axis in zip(g, diff_axes)]
+
+        diff_axes = [axis for p, axis in zip(primals, arg_axes) if is_inexact(_type(p).dtype)]
+        return outs, traced_res, batched_bwd
+
+    return batched
+
+
+batch_rules[custom_jvp_call_p] = lambda args, dims, *, body, rule, num_consts: _batch_call(
+    custom_jvp_call_p, args, dims, body, rule, num_consts, _vmapped_jvp_rule)
+batch_rules[custom_vjp_call_p] = lambda args, dims, *, body, rule, num_consts: _batch_call(
+    custom_vjp_call_p, args, dims, body, rule, num_consts, _vmapped_vjp_rule)
+
+
+def _lin_batch(args, dims, **params):
+    """custom_lin is batched only by forward-mode Jacobians (jacfwd), which a custom_vjp function does
+    not have; reverse-mode ones batch the program after transposition, where the user's bwd is."""
+    raise TracingError("forward-mode differentiation (jacfwd) of a custom_vjp function is not supported, as in "
+                       "JAX; use jacrev")
+
+
+batch_rules[custom_lin_p] = _lin_batch

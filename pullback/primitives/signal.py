@@ -124,3 +124,12 @@ def _transpose(prim: Primitive):
 
 transpose_rules[convolve_p] = _transpose(convolve_p)
 transpose_rules[correlate_p] = _transpose(correlate_p)
+
+
+# --- batching: per batch element (see ``batch.per_element``) --------------------------------------
+
+from pullback.transforms.batch import per_element  # noqa: E402
+
+for _p in (convolve_p, correlate_p):
+    per_element(_p)
+

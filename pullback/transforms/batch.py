@@ -196,3 +196,34 @@ def batch(program: Program, in_axes: Sequence[int | None], size: int,
     result = Program(tuple(inputs), tuple(builder.eqns), out_atoms, constvars, constvals,
                      name=f"{program.name}_batch")
     return rename(result, hints)
+
+
+def per_element(prim: Primitive) -> None:
+    """For primitives whose operation takes no batch axes (SciPy's N-d ``convolve`` would convolve
+    along one too, ``solve_banded`` has none): the primitive once per batch element, the results
+    stacked. The printed program then holds one call per element, as a loop over the batch would."""
+    from pullback import lax
+
+    def rule(args, dims, **params):
+        size = batch_size(args, dims)
+        moved = [a if isinstance(a, Literal) or d is None else at_front(a, d, 0) for a, d in zip(args, dims)]
+
+        def element(a, d, i):
+            if isinstance(a, Literal) or d is None:
+                return a
+            part = lax.slice_axis(a, 0, i, i + 1)
+            return lax.reshape(part, a.shape[1:])
+
+        outs = [bind(prim, *(element(a, d, i) for a, d in zip(moved, dims)), **params) for i in range(size)]
+        if prim.multiple_results:
+            return tuple(_stack([o[k] for o in outs]) for k in range(len(outs[0]))), (0,) * len(outs[0])
+        return _stack(outs), 0
+
+    batch_rules[prim] = rule
+
+
+def _stack(xs):
+    from pullback import lax
+
+    return lax.concatenate([lax.reshape(x, (1, *x.shape)) for x in xs], 0)
+

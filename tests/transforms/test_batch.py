@@ -104,7 +104,8 @@ def test_every_batching_rule_is_exercised(rng):
                 batch(program, (0,) * len(program.inputs), B)
     finally:
         batch_rules.update(saved)
-    assert {p.name for p in batch_rules} - called == set()
+    # custom_lin is batched by jacfwd alone, whose refusal tests/test_custom.py checks
+    assert {p.name for p in batch_rules} - called - {"custom_lin"} == set()
 
 
 def test_no_rule_names_the_primitive():

@@ -425,3 +425,14 @@ def test_while_loop_with_a_value_dependent_trip_count():
     np.testing.assert_allclose(pb.jit(newton_sqrt)(a), np.sqrt(7.0), rtol=1e-14)
     # the derivative through the converged iteration: 1 / (2 sqrt a)
     np.testing.assert_allclose(pb.jvp(newton_sqrt, (a,), (1.0,))[1], 0.5 / np.sqrt(7.0), rtol=1e-8)
+
+
+def test_the_benchmarks_hand_written_kalman_gradient_is_right():
+    from benchmarks.loops import data, grad_numpy
+
+    args = data(3, 15)
+    value, grads = grad_numpy(*args)
+    value_pb, grads_pb = kf.nll.value_and_grad(*args)
+    np.testing.assert_allclose(value, value_pb, rtol=1e-13)
+    for a, b in zip(grads, grads_pb):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -18,7 +18,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import memory
+from pullback.backends import memory, render
 from pullback.backends import syntax as s
 from pullback.ir import sourcemap
 from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
@@ -139,9 +139,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
             namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
             namer.alias(eqn.inputs[0], eqn.outputs[0])
+    comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
     for i, eqn in enumerate(program.eqns):
         ins = [expr(a) for a in eqn.inputs]
-        ctx.where = _where(eqn.source)
+        if eqn.source not in comments:
+            comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
+        ctx.where, comment = comments[eqn.source]
         ctx.reusable = reuse.get(i, frozenset())
         k = _in_place_operand(eqn, ctx.reusable, backend)
         if k is not None:  # the result takes over the dead operand's buffer, and its name
@@ -154,7 +157,6 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
             emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
             stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
-        comment = _comment(eqn.source)
         if comment is not None and comment[1] != last_comment:
             last_comment = comment[1]
             stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
@@ -175,14 +177,20 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     if constants:
         body.insert(0, _docstring(program, constants))
 
+    # libcst prints the imports, the signature and the docstring; the body, one statement per line in
+    # bulk, prints through ``render`` (libcst's text, sooner), after a marker statement libcst prints last
+    head = [body.pop(0)] if constants else []
+    marker = s.statement(s.name(fn_name))
     func = cst.FunctionDef(
         name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
-                                                     else cst.MaybeSentinel.DEFAULT), body=cst.IndentedBlock(body),
-        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+                                                     else cst.MaybeSentinel.DEFAULT),
+        body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
     imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
-    module = cst.Module(body=[*imports, func])
-    return Generated(module.code, fn_name, constants)
+    code = cst.Module(body=[*imports, func]).code
+    tail = render.body([marker])
+    assert code.endswith(tail), "the marker statement prints last"
+    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
 
 
 def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStatementLine:

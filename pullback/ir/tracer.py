@@ -8,6 +8,7 @@ Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -217,9 +218,15 @@ def bind(prim: Primitive, *args, **params):
 
 
 def _makes_view(prim: Primitive, atoms) -> bool:
+    return _view_rule()(prim, atoms)
+
+
+@functools.cache
+def _view_rule() -> Callable[..., bool]:
+    """memory.makes_view, imported once (not per equation): memory imports the primitives, which import this."""
     from pullback.backends.memory import makes_view
 
-    return makes_view(prim, atoms)
+    return makes_view
 
 
 class Tracer:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import platform
 import re
 import subprocess
@@ -56,7 +57,7 @@ PROBLEMS = {"chain": chain_problem, "kalman": kalman_problem}
 
 
 class StageClock:
-    """Each stage's own time: a stage called inside another is subtracted from the outer one."""
+    """Each stage's own CPU time: a stage called inside another is subtracted from the outer one."""
 
     def __init__(self):
         self.spent: dict[str, float] = {}
@@ -65,13 +66,13 @@ class StageClock:
 
     def wrap(self, stage: str, fn):
         def timed(*args, **kwargs):
-            frame = [time.perf_counter(), 0.0]
+            frame = [time.process_time(), 0.0]
             self._stack.append(frame)
             try:
                 return fn(*args, **kwargs)
             finally:
                 self._stack.pop()
-                total = time.perf_counter() - frame[0]
+                total = time.process_time() - frame[0]
                 self.spent[stage] = self.spent.get(stage, 0.0) + total - frame[1]
                 self.calls[stage] = self.calls.get(stage, 0) + 1
                 if self._stack:
@@ -147,9 +148,9 @@ def table(kind: str, sizes: list[int]) -> tuple[list[str], dict]:
 
 def stage_rows(kind: str, size: int) -> list[str]:
     r = child_run(kind, size, stages=True)
-    total = r["wall"]
-    rows = [f"Stages at {size:,} ({'equations' if kind == 'chain' else 'steps'}), each stage's own wall time "
-            f"(total {total:.2f} s with the clocks in place):", "", "| stage | s | share |", "|---|---|---|"]
+    total = r["cpu"]
+    rows = [f"Stages at {size:,} ({'equations' if kind == 'chain' else 'steps'}), each stage's own CPU time "
+            f"(total {total:.2f} s with the clocks in place):", "", "| stage | CPU, s | share |", "|---|---|---|"]
     spent = dict(sorted(r["stages"].items(), key=lambda kv: -kv[1]))
     spent["other (api glue, value_and_grad's seeding, running the result)"] = max(
         0.0, total - sum(spent.values()))
@@ -187,8 +188,9 @@ def main(argv=None) -> None:
     section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}` on "
                f"{platform.machine()}, Python {platform.python_version()}: a fresh process per size; wall time and "
                "the process's CPU time of the first `value_and_grad` call (trace, transforms, printing, compiling "
-               "and one run). Targets: CPU per equation flat within 1.5x from 1k to 100k equations; the Kalman "
-               "filter at 300 steps under 3 s.", ""]
+               f"and one run). Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when the run "
+               "started: on a shared machine the CPU time is the steadier measure. Targets: CPU per equation flat "
+               "within 1.5x from 1k to 100k equations; the Kalman filter at 300 steps under 3 s.", ""]
     for kind, title in (("chain", "elementwise chain `x = np.sin(x) * .9 + .1 * x`"),
                         ("kalman", "Kalman filter (examples/kalman_filter.py), unrolled")):
         print(f"\n{title}", flush=True)

@@ -6,10 +6,11 @@ from pullback.api import differentiate, grad, jit, jvp, linearize, make_ir, sour
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.ir.core import Program
 from pullback.ir.verify import VerificationError, verify
+from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
-    "differentiate", "grad", "jit", "jvp", "linalg", "linearize", "make_ir", "source", "value_and_grad", "verify",
-    "vjp",
+    "checkpoint", "cond", "differentiate", "fori_loop", "grad", "jit", "jvp", "linalg", "linearize", "make_ir",
+    "scan", "source", "switch", "value_and_grad", "verify", "vjp", "while_loop",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Nested tuples, lists and dicts of arrays: flatten to leaves and rebuild."""
+"""Nested tuples, lists and dicts of arrays (and None, which holds no leaves): flatten to leaves and rebuild."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ def flatten(obj: Any) -> tuple[list[Any], Any]:
     leaves: list[Any] = []
 
     def walk(o):
+        if o is None:  # no leaves, as in JAX
+            return (type(None), ())
         if isinstance(o, tuple | list):
             return (type(o), tuple(walk(x) for x in o))
         if isinstance(o, dict):
@@ -28,6 +30,8 @@ def unflatten(treedef: Any, leaves) -> Any:
     def build(t):
         if t is LEAF:
             return next(it)
+        if t[0] is type(None):
+            return None
         if t[0] is dict:
             return {k: build(s) for k, s in zip(t[1], t[2])}
         return t[0](build(s) for s in t[1])

@@ -39,3 +39,14 @@ def test_readme_primal_source_is_real():
     printed = next(b for b in BLOCKS if b.startswith("import numpy as np\n\n\ndef loss"))
     normalize = lambda s: re.sub(r"# \S+:\d+", "#", s).strip()  # noqa: E731  (file names differ)
     assert normalize(printed) == normalize(src)
+
+
+def test_readme_loop_gradient_source_is_real():
+    from pullback.demo import rnn_loss
+
+    rng = np.random.default_rng(0)
+    W, U = 0.5 * rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
+    h0, xs = np.zeros(3), rng.standard_normal((1000, 2))
+    src = pb.differentiate(rnn_loss, argnums=(0, 1)).source(W, U, h0, xs)
+    printed = next(b for b in BLOCKS if b.startswith("def rnn_loss_grad"))
+    assert printed.strip() in src

@@ -130,40 +130,56 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     if not getattr(backend, "SCALARS_AS_ARRAYS", False):  # Python scalar arguments stay scalars: see SCALAR_SAFE
         for v in scalar_inputs(program):
             body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
-    last_comment: tuple[str, int] | None = None
-    dead = _last_uses(program) if dels else {}
-    reuse = memory.plan(program) if in_place else {}
-    returned = {id(a) for a in program.outputs}
-    for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
-        eqn = program.eqns[i]
-        if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
-            namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
-            namer.alias(eqn.inputs[0], eqn.outputs[0])
+    last_comment: list[tuple[str, int] | None] = [None]
+    escaped: set[int] = set()  # loop carries whose names the code after their loop reads (see _scan)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
-    for i, eqn in enumerate(program.eqns):
-        ins = [expr(a) for a in eqn.inputs]
-        if eqn.source not in comments:
-            comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
-        ctx.where, comment = comments[eqn.source]
-        ctx.reusable = reuse.get(i, frozenset())
-        k = _in_place_operand(eqn, ctx.reusable, backend)
-        if k is not None:  # the result takes over the dead operand's buffer, and its name
-            namer.alias(eqn.outputs[0], eqn.inputs[k])
-            dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
-            stmts = [backend.in_place(eqn, ins, k)]
-        else:
-            fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
-            hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
-            outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
-            emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
-            stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
-        if comment is not None and comment[1] != last_comment:
-            last_comment = comment[1]
-            stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
-        body.extend(stmts)
-        if dead.get(i):
-            names = [s.name(namer[v]) for v in dead[i]]
-            body.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
+
+    def block(prog: Program) -> list[cst.BaseStatement]:
+        """The statements of ``prog``'s equations (its inputs are already named)."""
+        stmts_out: list[cst.BaseStatement] = []
+        dead = _last_uses(prog) if dels else {}
+        reuse = memory.plan(prog) if in_place else {}
+        returned = {id(a) for a in prog.outputs}
+        for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
+            eqn = prog.eqns[i]
+            if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
+                namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
+                namer.alias(eqn.inputs[0], eqn.outputs[0])
+        for i, eqn in enumerate(prog.eqns):
+            ins = [expr(a) for a in eqn.inputs]
+            if eqn.source not in comments:
+                comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
+            ctx.where, comment = comments[eqn.source]
+            ctx.reusable = reuse.get(i, frozenset())
+            k = _in_place_operand(eqn, ctx.reusable, backend)
+            if eqn.prim.name == "scan":
+                stmts = _scan(eqn, ins, namer, expr, block, escaped, backend)
+            elif eqn.prim.name == "while":
+                stmts = _while(eqn, ins, namer, expr, block, escaped)
+            elif eqn.prim.name == "cond":
+                stmts = _cond(eqn, ins, namer, expr, block)
+            elif eqn.prim.name == "checkpoint":
+                stmts = _inline_body(eqn, ins, namer, expr, block)
+            elif k is not None:  # the result takes over the dead operand's buffer, and its name
+                namer.alias(eqn.outputs[0], eqn.inputs[k])
+                dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
+                stmts = [backend.in_place(eqn, ins, k)]
+            else:
+                fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+                hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+                outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
+                emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+                stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+            if comment is not None and comment[1] != last_comment[0] and stmts:
+                last_comment[0] = comment[1]
+                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
+            stmts_out.extend(stmts)
+            if dead.get(i):
+                names = [s.name(namer[v]) for v in dead[i]]
+                stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
+        return stmts_out
+
+    body.extend(block(program))
     outputs = [expr(a) for a in program.outputs]
     for k in aliased_outputs(program):
         outputs[k] = _fresh(outputs[k], program.outputs[k], backend)
@@ -191,6 +207,144 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
     return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
+
+
+def _scan(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int],
+          backend: ModuleType) -> list[cst.BaseStatement]:
+    """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once.
+
+        carry = init
+        ys = np.empty((T, ...), dtype=...)
+        for t in range(T):
+            x = xs[t]
+            ...body...
+            carry = new_carry
+            ys[t] = y
+    """
+    p = eqn.params
+    body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
+    stmts: list[cst.BaseStatement] = []
+    consts, carry, xs = body.inputs[:nc], body.inputs[nc:nc + nk], body.inputs[nc + nk:]
+    for v, a, e in zip(consts, eqn.inputs[:nc], ins[:nc]):
+        if isinstance(a, Var):
+            namer.alias(v, a)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+    for v, e in zip(carry, ins[nc:nc + nk]):
+        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    ys = []
+    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
+        made = made_by.get(id(y), "y")
+        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
+        ys.append((name, y))
+        stmts.append(s.assign([name], backend.empty(v.type)))
+    t = s.name(namer.fresh("t"))
+    used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
+    # A value may be read by two loops (a residual of the forward loop, sliced again in the backward
+    # one) and share its name there; but if it was an earlier loop's carry, the code after that loop
+    # reads the name: here it takes another.
+    renamed = {id(v): (v, namer.rebind(v, namer.fresh(v.hint or "x"))) for v in xs if id(v) in escaped}
+    loop: list[cst.BaseStatement] = [s.assign([s.name(namer.name(v, v.hint, "x"))], s.subscript(e, [t]))
+                                     for v, e in zip(xs, ins[nc + nk:]) if id(v) in used]
+    loop += block(body)
+    for v, old in renamed.values():
+        namer.rebind(v, old)
+    for name, y in ys:  # before the carry is rebound: a y may be this step's carry
+        loop.append(s.statement(cst.Assign([cst.AssignTarget(s.subscript(name, [t]))], expr(y))))
+    changed = [(v, a) for v, a in zip(carry, body.outputs[:nk]) if a is not v]
+    if changed:
+        loop.append(s.assign([s.name(namer[v]) for v, _ in changed],
+                             s.tuple_([expr(a) for _, a in changed], parens=False) if len(changed) > 1
+                             else expr(changed[0][1])))
+    steps = (s.number(length - 1), s.number(-1), s.number(-1)) if p["reverse"] else (s.number(length),)
+    if not loop:
+        loop = [s.statement(cst.Pass())]
+    stmts.append(cst.For(target=t, iter=s.call("range", *steps), body=cst.IndentedBlock(loop)))
+    for v, c in zip(eqn.outputs[:nk], carry):
+        namer.alias(v, c)
+        escaped.add(id(c))
+    return stmts
+
+
+def _bind_inputs(body: Program, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:
+    """Name a sub-program's inputs as the operands they stand for (literals are assigned)."""
+    stmts = []
+    for v, a, e in zip(body.inputs, operands, ins):
+        if isinstance(a, Var):
+            namer.alias(v, a)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+    return stmts
+
+
+def _while(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int]) -> list[cst.BaseStatement]:
+    """``carry = init; pred = cond(carry); while pred: carry = body(carry); pred = cond(carry)``."""
+    p = eqn.params
+    cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
+    nk = len(eqn.outputs)
+    stmts = _bind_inputs(cond, eqn.inputs[:ncc], ins[:ncc], namer)
+    stmts += _bind_inputs(body, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
+    carry = body.inputs[nbc:]
+    for v, e in zip(carry, ins[ncc + nbc:]):
+        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    for v, c in zip(cond.inputs[ncc:ncc + nk], carry):
+        namer.alias(v, c)
+    stmts += block(cond)
+    loop = block(body)
+    changed = [(v, a) for v, a in zip(carry, body.outputs) if a is not v]
+    if changed:
+        loop.append(s.assign([s.name(namer[v]) for v, _ in changed],
+                             s.tuple_([expr(a) for _, a in changed], parens=False) if len(changed) > 1
+                             else expr(changed[0][1])))
+    loop += block(cond)
+    stmts.append(cst.While(test=expr(cond.outputs[0]), body=cst.IndentedBlock(loop)))
+    for v, c in zip(eqn.outputs, carry):
+        namer.alias(v, c)
+        escaped.add(id(c))
+    return stmts
+
+
+def _cond(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.BaseStatement]:
+    """``if index <= 0: ... elif index == 1: ... else: ...`` (``if pred: ... else: ...`` for two
+    branches of a boolean), every branch assigning the same result names."""
+    branches = eqn.params["branches"]
+    names = [s.name(namer.name(v, v.hint, "branch")) for v in eqn.outputs]
+    bodies = []
+    for br in branches:
+        code = _bind_inputs(br, eqn.inputs[1:], ins[1:], namer) + block(br)
+        if names:
+            code.append(s.assign(names, s.tuple_([expr(a) for a in br.outputs], parens=False) if len(names) > 1
+                                 else expr(br.outputs[0])))
+        bodies.append(code or [s.statement(cst.Pass())])
+    index = ins[0]
+    if eqn.inputs[0].dtype == bool:
+        return [cst.If(test=index, body=cst.IndentedBlock(bodies[1]),
+                       orelse=cst.Else(body=cst.IndentedBlock(bodies[0])))]
+    node: cst.If | cst.Else = cst.Else(body=cst.IndentedBlock(bodies[-1]))
+    for k in range(len(branches) - 2, -1, -1):
+        test = s.binop(index, "<=" if k == 0 else "==", s.number(k))
+        node = cst.If(test=test, body=cst.IndentedBlock(bodies[k]), orelse=node)
+    return [node]
+
+
+def _inline_body(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.BaseStatement]:
+    """A checkpoint's body, printed in place: its inputs are the operands' names, its outputs
+    the results' (in the backward pass, the recomputed forward values it needs)."""
+    body = eqn.params["body"]
+    stmts: list[cst.BaseStatement] = []
+    for v, a, e in zip(body.inputs, eqn.inputs, ins):
+        if isinstance(a, Var):
+            namer.alias(v, a)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+    stmts += block(body)
+    for v, out in zip(eqn.outputs, body.outputs):
+        if isinstance(out, Var):
+            namer.alias(v, out)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "t"))], expr(out)))
+    return stmts
 
 
 def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStatementLine:

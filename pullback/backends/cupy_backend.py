@@ -69,6 +69,10 @@ def _renamed(emit):
     return lambda ctx, eqn, ins, outs: to_cupy(emit(ctx, eqn, ins, outs))
 
 
+def empty(t):
+    return to_cupy(npb.empty(t))
+
+
 def configure(ctx: Context, program) -> None:
     ctx.use("cp")
 

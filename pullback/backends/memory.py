@@ -46,7 +46,53 @@ def buffer_roots(program: Program) -> dict[int, int]:
         if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
+        elif eqn.prim.name == "scan":
+            for v, src in _scan_carry_sources(eqn):
+                root[id(v)] = root.get(id(src), id(src))
+        elif eqn.prim.name in ("checkpoint", "cond", "while"):  # a result may be (a view of) an operand
+            bodies = eqn.params["branches"] if eqn.prim.name == "cond" else (eqn.params["body"],)
+            operands = eqn.inputs[1:] if eqn.prim.name == "cond" else eqn.inputs[
+                eqn.params.get("num_cond_consts", 0):]
+            for v, src in _aliased_operands(eqn, bodies, operands):
+                root[id(v)] = root.get(id(src), id(src))
     return root
+
+
+def _aliased_operands(eqn, bodies, operands):
+    """(result, an operand whose buffer it may share) for sub-programs printed in place (a loop's
+    result may also be its initial value: that one is taken)."""
+    for k, v in enumerate(eqn.outputs):
+        found = []
+        for body in bodies:
+            out = body.outputs[k]
+            body_root = buffer_roots(body)
+            operand = {id(w): a for w, a in zip(body.inputs, operands)}
+            src = operand.get(body_root.get(id(out), id(out))) if isinstance(out, Var) else None
+            if isinstance(src, Var):
+                found.append(src)
+        if eqn.prim.name == "while" and isinstance(operands[len(operands) - len(eqn.outputs) + k], Var):
+            found.append(operands[len(operands) - len(eqn.outputs) + k])  # no step run: the initial value
+        if found:
+            yield v, found[-1]
+
+
+def _scan_carry_sources(eqn):
+    """(final carry, operand it may be the buffer of): a loop's final carry is a fresh array only if
+    the body makes a new one for it and the loop runs at least once; otherwise it may be its initial
+    value, or (a view of) a const, an earlier step's carry or a slice of xs."""
+    p = eqn.params
+    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    body_root = buffer_roots(body)
+    operand = {id(v): a for v, a in zip(body.inputs, eqn.inputs)}
+    made = {id(v) for e in body.eqns for v in e.outputs}
+    for k, (v, out) in enumerate(zip(eqn.outputs[:nk], body.outputs[:nk])):
+        r = body_root.get(id(out), id(out)) if isinstance(out, Var) else None
+        if p["length"] and r in made:
+            continue
+        src = operand.get(r) if r is not None else None
+        src = eqn.inputs[nc + k] if src is None or r in {id(c) for c in body.inputs[nc:nc + nk]} else src
+        if isinstance(src, Var):
+            yield v, src
 
 
 def plan(program: Program) -> dict[int, frozenset[int]]:

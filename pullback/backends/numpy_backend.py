@@ -55,6 +55,11 @@ Emitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], "Expr | list[cst.
 EMITTERS: dict[Primitive, Emitter] = {}
 
 
+def empty(t) -> Expr:
+    """An uninitialised array of type ``t`` (a loop's stacked results, filled one step at a time)."""
+    return s.call("np.empty", s.ints(t.shape), dtype=s.dtype(t.dtype))
+
+
 def emits(*prims: Primitive):
     def register(fn):
         for p in prims:

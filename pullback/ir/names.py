@@ -67,5 +67,12 @@ class Namer:
         """Give ``obj`` the name ``other`` already has (it takes over a dead value's buffer)."""
         self._names[id(obj)] = self._names[id(other)]
 
+    def rebind(self, obj, name: str | None) -> str | None:
+        """Give ``obj`` the name ``name`` (None: no name); return the name it had."""
+        old = self._names.pop(id(obj), None)
+        if name is not None:
+            self._names[id(obj)] = name
+        return old
+
     def __getitem__(self, obj) -> str:
         return self._names[id(obj)]

@@ -495,7 +495,8 @@ def _leaf_names(treedef, name: str) -> list[str]:
 
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
-          captures: list | None = None, arg_names: Sequence[str] | None = None) -> tuple[Program, Any]:
+          captures: list | None = None, arg_names: Sequence[str] | None = None,
+          scope: Callable | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
@@ -503,7 +504,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     traces that ``fn`` closes over become further inputs, after the leaves, and the list
     receives those outer tracers in the same order (a nested ``grad`` inside a traced function).
     ``arg_names`` names the arguments (default: ``fn``'s parameters); an empty name gives a
-    dict's leaves their keys alone (keyword arguments)."""
+    dict's leaves their keys alone (keyword arguments). ``scope`` (default ``fn``) is the user's function
+    whose variables name the arrays it reads (when ``fn`` wraps it)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
@@ -516,7 +518,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         names += _leaf_names(tree, n)
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
-        builder.const_names = _closure_names(fn)
+        builder.const_names = _closure_names(inspect.unwrap(scope or fn))
         if captures is not None:
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))

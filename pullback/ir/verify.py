@@ -57,6 +57,12 @@ def verify(program: Program) -> Program:
             )
         for v in eqn.outputs:
             define(v, where)
+        for body in eqn.params.values():
+            if isinstance(body, Program):
+                try:
+                    verify(body)
+                except VerificationError as e:
+                    raise VerificationError(f"{where}, body: {e}") from None
     for a in program.outputs:
         use(a, "program output")
     return program

@@ -2,6 +2,7 @@
 by importing it here, one line each)."""
 
 import pullback.primitives.contractions  # noqa: F401
+import pullback.primitives.control  # noqa: F401
 import pullback.primitives.cumulative  # noqa: F401
 import pullback.primitives.elementwise  # noqa: F401
 import pullback.primitives.fft  # noqa: F401

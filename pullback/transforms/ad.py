@@ -24,7 +24,27 @@ from pullback.transforms.transpose import transpose
 
 
 def optimize(program: Program) -> Program:
-    return dce(cse(simplify(program)))
+    """Simplify, CSE and DCE; sub-programs (loop bodies) before the program around them, and again
+    those that simplifying it changed (it may move operands into them)."""
+    done: set[int] = set()
+    return dce(cse(_bodies(simplify(_bodies(program, done)), done)))
+
+
+def _bodies(program: Program, done: set[int]) -> Program:
+    """``program`` with the sub-programs of its equations optimised (``done``: those already are)."""
+    def opt(v):
+        if not isinstance(v, Program) or id(v) in done:
+            return v
+        new = optimize(v)
+        done.add(id(new))
+        return new
+
+    if not any(isinstance(v, Program) for e in program.eqns for v in e.params.values()):
+        return program
+    eqns = tuple(e if not any(isinstance(v, Program) for v in e.params.values()) else Eqn(
+        e.prim, e.inputs, e.outputs, Params({k: opt(v) for k, v in e.params.items()}), e.source)
+        for e in program.eqns)
+    return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name)
 
 
 def linearize(program: Program, wrt: Sequence[bool]) -> Split:

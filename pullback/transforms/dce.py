@@ -3,14 +3,26 @@ All primitives are pure, so liveness is the whole story."""
 
 from __future__ import annotations
 
-from pullback.ir.core import Program, Var
+from collections.abc import Callable
+
+from pullback.ir.core import Eqn, Primitive, Program, Var
+
+# Equations that can drop some of their outputs (a scan: unused stacked results and carries):
+# rule(eqn, which outputs are used) -> the pruned equation (None: nothing is needed).
+dce_rules: dict[Primitive, Callable[[Eqn, list[bool]], Eqn | None]] = {}
 
 
 def dce(program: Program) -> Program:
     live = {id(a) for a in program.outputs if isinstance(a, Var)}
     kept = []
     for eqn in reversed(program.eqns):
-        if any(id(v) in live for v in eqn.outputs):
+        used = [id(v) in live for v in eqn.outputs]
+        if any(used):
+            rule = dce_rules.get(eqn.prim)
+            if rule is not None:
+                eqn = rule(eqn, used)
+                if eqn is None:
+                    continue
             kept.append(eqn)
             live.update(id(a) for a in eqn.inputs if isinstance(a, Var))
     consts = [(v, c) for v, c in zip(program.constvars, program.constvals) if id(v) in live]

@@ -24,10 +24,10 @@ program and then the unknown one is plain concatenation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pullback.ir.core import Program, Var
+from pullback.ir.core import Eqn, Primitive, Program, Var
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,26 @@ class Split:
     n_residuals: int
 
 
+# Equations that split themselves rather than go wholly to the unknown side (a scan: a known loop and
+# an unknown one): rule(eqn, unknown_inputs) -> (known eqns, unknown eqns, which outputs are unknown).
+PartialEvalRule = Callable[[Eqn, list[bool]], tuple[list[Eqn], list[Eqn], list[bool]]]
+partial_eval_rules: dict[Primitive, PartialEvalRule] = {}
+
+
 def partial_eval(program: Program, unknown_inputs: Sequence[bool], unknown_outputs: Sequence[bool]) -> Split:
     """Split ``program``; ``unknown_outputs[i]`` puts output i in the unknown program
     (a known value there becomes a residual passed through)."""
     unknown: set[int] = {id(v) for v, u in zip(program.inputs, unknown_inputs) if u}
     known_eqns, unknown_eqns = [], []
     for eqn in program.eqns:
-        if any(isinstance(a, Var) and id(a) in unknown for a in eqn.inputs):
+        is_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.inputs]
+        rule = partial_eval_rules.get(eqn.prim)
+        if rule is not None and any(is_unknown):
+            known_part, unknown_part, outs_unknown = rule(eqn, is_unknown)
+            known_eqns += known_part
+            unknown_eqns += unknown_part
+            unknown.update(id(v) for v, u in zip(eqn.outputs, outs_unknown) if u)
+        elif any(is_unknown):
             unknown_eqns.append(eqn)
             unknown.update(id(v) for v in eqn.outputs)
         else:

@@ -35,6 +35,7 @@ from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.types import ArrayType
 from pullback.lax import FOLD
 from pullback.primitives import contractions as con
+from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
 from pullback.primitives import reductions as red
@@ -109,6 +110,11 @@ def _step(program: Program) -> Program:
         elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
             ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        if prim is control.scan_p:
+            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v)))
+            if result is not None:
+                eqns.append(result)
+                continue
         result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
         if result is not None:
             if isinstance(result, list):

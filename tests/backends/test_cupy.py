@@ -71,7 +71,7 @@ def test_every_primitive_and_its_gradient_print_for_cupy(case, rng):
         return
     check_cupy_source(pb.jit(case.fn).source(*args, device="cuda"))
     inexact = _inexact(args)
-    if inexact:
+    if inexact and not case.name.startswith("while"):  # a while_loop has no reverse mode
         check_cupy_source(pb.differentiate(_grad_fn(case), argnums=inexact).source(*args, device="cuda"))
 
 

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 import bayesian_linear_regression as blr  # noqa: E402
 import gp_regression as gpr  # noqa: E402
 import kalman_filter as kf  # noqa: E402
+import sequence_models as seq  # noqa: E402
 import sparse_gp as sgp  # noqa: E402
 
 
@@ -84,6 +85,48 @@ def test_kalman_filter_gradients():
     np.testing.assert_allclose(value, kf.kalman_nll(*args), rtol=1e-12)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, fd(kf.kalman_nll, args, i), rtol=1e-6, atol=1e-7)
+
+
+def test_kalman_filter_scan_and_unrolled_agree():
+    A, B, v = kf.simulate(T=12)
+    args = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+    value, grads = kf.nll.value_and_grad(*args)
+    value_u, grads_u = kf.nll_unrolled.value_and_grad(*args)
+    np.testing.assert_allclose(value, value_u, rtol=1e-13)
+    for g, g_u in zip(grads, grads_u):
+        np.testing.assert_allclose(g, g_u, rtol=1e-11, atol=1e-13)
+    _, grads_ck = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3)
+                                   ).value_and_grad(*args)
+    for g, g_ck in zip(grads, grads_ck):
+        np.testing.assert_allclose(g, g_ck, rtol=1e-12, atol=1e-13)
+
+
+def test_gru_sequence_loss_against_unrolled_and_finite_differences():
+    params, h0, xs, targets = seq.gru_data(T=6, n=4, m=2)
+    value, grads = pb.value_and_grad(seq.gru_loss)(params, h0, xs, targets)
+    value_u, grads_u = pb.value_and_grad(seq.gru_loss_unrolled)(params, h0, xs, targets)
+    np.testing.assert_allclose(value, value_u, rtol=1e-13)
+    for g, g_u in zip(grads, grads_u):
+        np.testing.assert_allclose(g, g_u, rtol=1e-11, atol=1e-13)
+    for i in (0, 5, 6):  # a gate's input weights, the candidate's recurrent weights, the read-out
+        def loss_i(p, i=i):
+            return seq.gru_loss_unrolled(params[:i] + (p,) + params[i + 1:], h0, xs, targets)
+        np.testing.assert_allclose(grads[i], fd(loss_i, (params[i],), 0), rtol=1e-6, atol=1e-7)
+
+
+def test_rk4_sensitivity_checkpointed_against_unrolled_and_finite_differences():
+    theta, u0 = np.array([1.1, 0.4, 0.4, 0.1]), np.array([10.0, 10.0])
+
+    def prey(theta, checkpoint):
+        return seq.rk4_final_state(theta, u0, 1e-2, 40, checkpoint=checkpoint)[0]
+
+    g = pb.grad(lambda th: prey(th, True))(theta)
+    g_plain = pb.grad(lambda th: prey(th, None))(theta)
+    g_unrolled = pb.grad(lambda th: seq.rk4_final_state_unrolled(th, u0, 1e-2, 40)[0])(theta)
+    np.testing.assert_allclose(g, g_plain, rtol=1e-12)
+    np.testing.assert_allclose(g, g_unrolled, rtol=1e-11)
+    np.testing.assert_allclose(g, fd(lambda th: seq.rk4_final_state_unrolled(th, u0, 1e-2, 40)[0], (theta,), 0),
+                               rtol=1e-6)
 
 
 @pytest.mark.parametrize("module", [gpr, sgp, blr, kf])

@@ -1,0 +1,331 @@
+"""Control flow that stays control flow: ``scan``, ``fori_loop``, ``while_loop``, ``cond``, ``switch``
+and ``checkpoint``, with JAX's semantics.
+
+Called on concrete arrays outside any trace they simply run. Inside a trace the body is traced
+once into a typed sub-program, so a loop of 10,000 steps costs what one step costs to compile, and
+the printed code is a Python ``for`` loop (see ``primitives.control``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pullback.errors import TracingError
+from pullback.ir.core import Program, Var
+from pullback.ir.tracer import Tracer, _arg_names, _leaf_names, _state, is_python_scalar, located, trace
+from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
+from pullback.tree import flatten, unflatten
+
+
+def _tracing() -> bool:
+    return bool(getattr(_state, "stack", None))
+
+
+def _slice_example(x):
+    """A stand-in for one step's slice of ``x`` (only its shape and dtype are read)."""
+    shape, dtype = (x.ssa.type.shape, x.ssa.type.dtype) if isinstance(x, Tracer) else (np.shape(x), np.asarray(x).dtype)
+    if not shape:
+        raise TracingError(located("scan: xs must be arrays with a leading axis to scan over, got a 0-d value"))
+    return np.empty(shape[1:], dtype)
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         checkpoint: int | bool | None = None):
+    """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``; returns ``(carry, ys)``.
+
+    ``init`` and ``xs`` are arrays or tuples, lists and dicts of arrays; ``ys`` stacks each
+    step's ``y`` along a new leading axis (``y`` may be None). With ``xs=None``, ``length`` gives
+    the number of steps. ``reverse=True`` runs from the last step to the first, as JAX's
+    ``lax.scan`` does.
+
+    ``checkpoint=k`` runs the steps in blocks of ``k``, each block checkpointed: reverse mode keeps
+    one carry per block and recomputes a block's steps when it gets to it, so it stores about
+    ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
+    forward steps twice. ``checkpoint=True`` takes ``k = ceil(sqrt(T))``."""
+    x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
+    lengths = {np.shape(x)[0] if not isinstance(x, Tracer) else x.ssa.type.shape[0]
+               for x in x_leaves if np.ndim(x) if not isinstance(x, Tracer) or x.ssa.type.ndim}
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) != 1:
+        raise ValueError("scan: give xs with a common leading axis, or length when xs is None; "
+                         f"got leading lengths {sorted(lengths)}" if lengths else
+                         "scan: give xs or length")
+    (n,) = lengths
+    if checkpoint is not None and checkpoint is not False and _tracing():
+        k = math.isqrt(max(n - 1, 0)) + 1 if checkpoint is True else int(checkpoint)
+        if k < 1:
+            raise ValueError(f"scan: checkpoint must be a positive block length, got {checkpoint}")
+        return _scan_blocks(f, init, xs, x_leaves, x_tree, n, reverse, k)
+    if not _tracing():
+        return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
+
+    from pullback import lax
+
+    carry_leaves, carry_tree = flatten(init)
+    carry_leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in carry_leaves]
+    ys_tree: list = []
+
+    def step(carry, x):
+        out = f(carry, x)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TracingError(located("scan: the body must return a pair (carry, y)"))
+        new_carry, y = out
+        new_leaves, new_tree = flatten(new_carry)
+        if new_tree != carry_tree:
+            raise TracingError(located("scan: the body returns a carry of a different structure than init"))
+        y_leaves, y_tree = flatten(y) if y is not None else ([], None)
+        ys_tree.append(y_tree)
+        return (*new_leaves, *y_leaves)
+
+    carry_ex = unflatten(carry_tree, carry_leaves)
+    x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves]) if xs is not None else None
+    captures: list = []
+    names = _arg_names(f, 2)
+    if xs is None:
+        body, _ = trace(lambda carry: step(carry, None), [carry_ex], name="step", captures=captures,
+                        arg_names=names[:1], scope=f)
+    else:
+        body, _ = trace(step, [carry_ex, x_ex], name="step", captures=captures, arg_names=names, scope=f)
+    n_leaves = len(carry_leaves) + len(x_leaves)
+    leaves_in = body.inputs[:n_leaves]
+    body = Program(body.inputs[n_leaves:] + leaves_in, body.eqns, body.outputs, body.constvars, body.constvals,
+                   name="step")
+    nk = len(carry_leaves)
+    for i, (a, b) in enumerate(zip(body.in_types[len(captures):len(captures) + nk], body.out_types[:nk])):
+        if a != b:
+            raise TracingError(located(
+                f"scan: carry component {i} enters the body as {a} but the body returns {b}; "
+                "the carry must keep its shape and dtype (cast init, e.g. np.float32(0.0))"))
+    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
+    carry = unflatten(carry_tree, outs[:nk])
+    y_tree = ys_tree[0] if ys_tree else None
+    ys = unflatten(y_tree, outs[nk:]) if y_tree is not None or len(outs) > nk else None
+    return carry, ys
+
+
+def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
+    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest."""
+    from pullback import numpy_api as api
+
+    q, r = divmod(n, k)
+
+    def run(carry, part, steps):
+        return scan(f, carry, part, length=steps, reverse=reverse)
+
+    def blocks(carry):
+        if not q:
+            return carry, None
+        part = None if xs is None else unflatten(x_tree, [api.reshape(x[:q * k], (q, k, *x.shape[1:]))
+                                                          for x in x_leaves])
+        carry, ys = scan(checkpoint(lambda c, xb: run(c, xb, k)), carry, part, length=q, reverse=reverse)
+        if ys is None:
+            return carry, None
+        leaves, tree = flatten(ys)
+        return carry, unflatten(tree, [api.reshape(y, (q * k, *y.shape[2:])) for y in leaves])
+
+    def tail(carry):
+        if not r:
+            return carry, None
+        part = None if xs is None else unflatten(x_tree, [x[q * k:] for x in x_leaves])
+        return checkpoint(lambda c, xt: run(c, xt, r))(carry, part)
+
+    if reverse:
+        carry, ys_tail = tail(init)
+        carry, ys_main = blocks(carry)
+    else:
+        carry, ys_main = blocks(init)
+        carry, ys_tail = tail(carry)
+    if ys_main is None or ys_tail is None:
+        return carry, ys_main if ys_tail is None else ys_tail
+    main_leaves, tree = flatten(ys_main)
+    tail_leaves, _ = flatten(ys_tail)
+    return carry, unflatten(tree, [api.concatenate([a, b]) for a, b in zip(main_leaves, tail_leaves)])
+
+
+def _scan_empty(f, init, xs):
+    """No steps: the carry is ``init``; the stacked results are empty, shaped by tracing the body."""
+    from pullback.api import jit
+
+    no_ys: list[bool] = []
+
+    def run(init):
+        carry, ys = scan(f, init, xs, length=0)
+        no_ys.append(ys is None)
+        return carry if ys is None else (carry, ys)
+
+    out = jit(run)(init)
+    return (out, None) if no_ys[0] else out
+
+
+def _scan_python(f, init, xs, x_leaves, x_tree, n: int, reverse: bool):
+    carry, ys = init, []
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        x = unflatten(x_tree, [x[t] for x in x_leaves]) if xs is not None else None
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys or ys[0] is None:
+        return carry, None
+    leaves = [flatten(y)[0] for y in ys]
+    _, tree = flatten(ys[0])
+    return carry, unflatten(tree, [np.stack([y[i] for y in leaves]) for i in range(len(leaves[0]))])
+
+
+def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
+    """``body_fun(i, val) -> val`` for ``i`` in ``range(lower, upper)``; returns the final ``val``.
+
+    The bounds must be Python integers (a static trip count), so that the loop can be
+    differentiated in reverse mode; it is a ``scan`` over the step index."""
+    for b in (lower, upper):
+        if isinstance(b, Tracer):
+            raise TracingError(located(
+                "fori_loop: the bounds must be Python integers (a static trip count), not traced values; "
+                "pass them as static arguments (static_argnums)"))
+    lower, upper = int(lower), int(upper)
+    if not _tracing():
+        val = init_val
+        for i in range(lower, upper):
+            val = body_fun(i, val)
+        return val
+    from pullback import lax
+
+    steps = max(upper - lower, 0)
+    index = lax.iota(np.int64, (steps,), 0)
+    if lower:
+        index = lax.add(index, lower)
+    carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val, index, length=steps)
+    return carry
+
+
+def checkpoint(f: Callable) -> Callable:
+    """``f`` whose intermediate values are recomputed in the backward pass rather than kept from the
+    forward one (rematerialisation): reverse mode then stores ``f``'s inputs alone. Wrapping a scan's
+    step keeps one carry per step instead of every intermediate of every step."""
+
+    @functools.wraps(f)
+    def checkpointed(*args):
+        if not _tracing():
+            return f(*args)
+        leaves, trees = [], []
+        for a in args:
+            arg_leaves, tree = flatten(a)
+            leaves += arg_leaves
+            trees.append(tree)
+        out_tree: list = []
+
+        def flat(*xs):
+            it = iter(xs)
+            out = f(*(unflatten(t, it) for t in trees))
+            out_leaves, tree = flatten(out)
+            out_tree.append(tree)
+            return tuple(out_leaves)
+
+        captures: list = []
+        names = _arg_names(f, len(args)) if all(t is None for t in trees) else [f"arg{i}" for i in range(len(leaves))]
+        body, _ = trace(flat, leaves, name=getattr(f, "__name__", "f"), captures=captures, arg_names=names, scope=f)
+        n = len(leaves)
+        body = Program(body.inputs[n:] + body.inputs[:n], body.eqns, body.outputs, body.constvars, body.constvals,
+                       name=body.name)
+        outs = make_checkpoint(body, [*captures, *leaves])
+        return unflatten(out_tree[0], outs)
+
+    return checkpointed
+
+
+def _trace_closed(fn: Callable, args: list, name: str) -> tuple[Program, list, Any]:
+    """``fn`` traced on ``args`` (a list of pytrees): its program with the enclosing tracers it reads
+    as leading inputs, those tracers, and its output tree."""
+    leaves, trees = [], []
+    for a in args:
+        arg_leaves, tree = flatten(a)
+        leaves += arg_leaves
+        trees.append(tree)
+    out_tree: list = []
+
+    def flat(*xs):
+        it = iter(xs)
+        out_leaves, tree = flatten(fn(*(unflatten(t, it) for t in trees)))
+        out_tree.append(tree)
+        return tuple(out_leaves)
+
+    captures: list = []
+    names = [n for t, a in zip(trees, _arg_names(fn, len(args))) for n in _leaf_names(t, a)]
+    body, _ = trace(flat, leaves, name=name, captures=captures, arg_names=names, scope=fn)
+    n = len(leaves)
+    body = Program(body.inputs[n:] + body.inputs[:n], body.eqns, body.outputs, body.constvars, body.constvals,
+                   name=name)
+    return body, captures, out_tree[0]
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
+    """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``.
+
+    Forward mode (``jvp``) differentiates through it; reverse mode does not, since the number of
+    steps depends on values: use ``scan`` or ``fori_loop`` with a static trip count there."""
+    if not _tracing():
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+        return val
+    from pullback import lax
+
+    leaves, tree = flatten(init_val)
+    leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in leaves]
+    init_val = unflatten(tree, leaves)
+    cond, cond_caps, cond_tree = _trace_closed(cond_fun, [init_val], "cond")
+    if len(cond.outputs) != 1 or cond.out_types[0].shape != () or cond.out_types[0].dtype != np.bool_:
+        raise TracingError(located(f"while_loop: cond_fun must return a boolean scalar, got "
+                                   f"{', '.join(map(str, cond.out_types))}"))
+    body, body_caps, body_tree = _trace_closed(body_fun, [init_val], "body")
+    if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
+        raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
+                                   "of init_val"))
+    outs = make_while(cond, body, cond_caps, body_caps, leaves)
+    return unflatten(tree, outs)
+
+
+def switch(index: Any, branches: list[Callable], *operands: Any):
+    """``branches[clip(index, 0, len(branches) - 1)](*operands)``; only the chosen branch runs (and is
+    differentiated)."""
+    if not branches:
+        raise ValueError("switch: give at least one branch")
+    if not isinstance(index, Tracer):  # a value known when tracing: the choice is made now
+        return branches[min(max(int(index), 0), len(branches) - 1)](*operands)
+    traced = [_trace_closed(br, list(operands), getattr(br, "__name__", "branch")) for br in branches]
+    trees = {t for _, _, t in traced}
+    types = {p.out_types for p, _, _ in traced}
+    if len(trees) != 1 or len(types) != 1:
+        raise TracingError(located("cond/switch: the branches must return values of the same structure, shapes "
+                                   "and dtypes"))
+    # every branch reads every branch's captured tracers (each its own)
+    caps = [c for _, cs, _ in traced for c in cs]
+    counts = [len(cs) for _, cs, _ in traced]
+    programs = []
+    for i, (p, _, _) in enumerate(traced):
+        before = tuple(Var(c.ssa.type) for c in caps[:sum(counts[:i])])
+        after = tuple(Var(c.ssa.type) for c in caps[sum(counts[:i + 1]):])
+        programs.append(Program(before + p.inputs[:counts[i]] + after + p.inputs[counts[i]:], p.eqns, p.outputs,
+                                p.constvars, p.constvals, name=p.name))
+    leaves = [x for a in operands for x in flatten(a)[0]]
+    if np.dtype(index.dtype).kind not in "biu" or index.shape != ():
+        raise TracingError(located(f"cond/switch: the index must be a boolean or integer scalar, got {index.dtype}"
+                                   f"{list(index.shape)}"))
+    outs = make_cond(index, programs, [*caps, *leaves])
+    return unflatten(traced[0][2], outs)
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any):
+    """``true_fun(*operands) if pred else false_fun(*operands)``, with a traced ``pred``: only the
+    branch taken runs, and is differentiated (unlike ``np.where``, which computes both)."""
+    if not isinstance(pred, Tracer):  # a value known when tracing: the choice is made now
+        return true_fun(*operands) if pred else false_fun(*operands)
+    if pred.dtype != np.bool_:
+        raise TracingError(located(f"cond: pred must be a boolean scalar, got {pred.ssa.type}"))
+    return switch(pred, [false_fun, true_fun], *operands)

@@ -1,0 +1,764 @@
+"""Structured control flow: ``scan``, an equation whose body is a typed Program run once per step.
+
+Operands are ``consts`` (read by every step), the initial ``carry`` and ``xs`` (arrays whose
+leading axis of ``length`` is sliced, one slice per step). The body maps
+``(*consts, *carry, *x) -> (*carry, *y)``; the equation's outputs are the final carry and the
+``y`` of every step, stacked along a new leading axis. The body is closed: it reads nothing but
+its inputs (tracing turns captured arrays and enclosing tracers into consts).
+
+The transforms treat a scan as a whole and recurse into its body:
+
+- JVP: the body's JVP, with the tangents of consts, carry and xs beside their primals; the
+  carry tangents that can be nonzero are found by a fixed point.
+- Partial evaluation: the body splits into a known loop, which also stacks the per-step
+  residuals as extra ``y`` outputs (preallocated once by the printed code), and an unknown
+  loop reading them as extra ``xs``; residuals that are consts stay consts.
+- Transposition: the transposed body, run in the opposite direction; cotangents of linear
+  consts (loop-invariant inputs, such as a Kalman filter's A) are summed in extra carries, never
+  stacked.
+- Dead code: unused ``y`` outputs, carries nothing live reads, and unused operands are removed.
+
+Loop-invariant equations are hoisted out of a body when a scan is built (``make_scan``), so
+residuals that depend on consts alone are computed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, ShapeError, Var, shape_rules
+from pullback.ir.tracer import Tracer, bind, new_trace, rename
+from pullback.ir.types import ArrayType, is_inexact
+from pullback.transforms import dce as dce_
+from pullback.transforms import partial_eval as pe
+from pullback.transforms.jvp import Zero, jvp, jvp_rules
+from pullback.transforms.transpose import Linear, cotangent_hint, transpose, transpose_rules
+
+scan_p = Primitive("scan", multiple_results=True)
+
+
+def _stacked(t: ArrayType, length: int) -> ArrayType:
+    return ArrayType((length, *t.shape), t.dtype)
+
+
+def _scan_shape(*args, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+    del reverse
+    consts, carry, xs = args[:num_consts], args[num_consts:num_consts + num_carry], args[num_consts + num_carry:]
+    for x in xs:
+        if x.type.shape[:1] != (length,):
+            raise ShapeError(f"scan over {length} steps got an xs operand of shape {x.type.shape}")
+    expected = tuple(a.type for a in consts) + tuple(a.type for a in carry) + tuple(
+        ArrayType(x.type.shape[1:], x.type.dtype) for x in xs)
+    if body.in_types != expected:
+        raise ShapeError(f"scan body takes {', '.join(map(str, body.in_types))}; "
+                         f"operands give {', '.join(map(str, expected))}")
+    if body.constvars:
+        raise ShapeError("a scan body must be closed (no constants)")
+    outs = body.out_types
+    if outs[:num_carry] != tuple(a.type for a in carry):
+        raise ShapeError(f"scan body returns a carry of types {', '.join(map(str, outs[:num_carry]))} "
+                         f"for a carry of types {', '.join(str(a.type) for a in carry)}")
+    return outs[:num_carry] + tuple(_stacked(t, length) for t in outs[num_carry:])
+
+
+shape_rules[scan_p] = _scan_shape
+
+
+# --- building scans ------------------------------------------------------------------------
+
+
+def close(program: Program) -> tuple[Program, tuple]:
+    """``program`` with its constants made leading inputs, and their values (which keep their names
+    as constants of the trace they are passed in)."""
+    if not program.constvars:
+        return program, ()
+    from pullback.ir.tracer import _state
+
+    stack = getattr(_state, "stack", None)
+    if stack:
+        for v, c in zip(program.constvars, program.constvals):
+            if v.hint:
+                stack[-1].const_names.setdefault(id(c), v.hint)
+    return Program(program.constvars + program.inputs, program.eqns, program.outputs, name=program.name), \
+        program.constvals
+
+
+def _subst(a, env):
+    return env.get(id(a), a) if isinstance(a, Var) else a
+
+
+def _inline(program: Program, args: Sequence, hints: dict[int, str] | None = None) -> list:
+    """Bind ``program``'s equations on ``args`` in the current trace, keeping their sources and names."""
+    from pullback.ir.tracer import current_builder
+
+    builder = current_builder()
+    env: dict[int, object] = {id(v): a for v, a in zip(program.inputs, args)}
+    env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
+    saved = builder.source
+    for eqn in program.eqns:
+        builder.source = eqn.source or saved
+        outs = bind(eqn.prim, *(_subst(a, env) for a in eqn.inputs), **eqn.params)
+        for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
+            env[id(v)] = o
+            if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
+                hints.setdefault(id(o.ssa), v.hint)
+    builder.source = saved
+    return [_subst(a, env) for a in program.outputs]
+
+
+def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *, length: int,
+              reverse: bool) -> list:
+    """Bind a scan in the current trace, after hoisting the body's loop-invariant equations (those
+    reading consts and literals alone) into the enclosing trace, and dropping constants the body
+    does not read. Returns the outputs: final carry, then stacked ys."""
+    body, values = close(body)
+    consts = list(values) + list(consts)
+    n = len(consts)
+    invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
+    kept = []
+    for eqn in body.eqns:
+        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs) and eqn.inputs:
+            outs = bind(eqn.prim, *(_subst(a, invariant) for a in eqn.inputs), **eqn.params)
+            for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
+                invariant[id(v)] = o
+        else:
+            kept.append(eqn)
+    used = {id(a) for e in kept for a in e.inputs} | {id(a) for a in body.outputs}
+    hoisted = [v for e in body.eqns if e not in kept for v in e.outputs if id(v) in used]
+    const_vars = [v for v in body.inputs[:n] if id(v) in used] + hoisted
+    # a body output that is invariant (or a const) is still returned by the body, read from a const input
+    body = Program(tuple(const_vars) + body.inputs[n:], tuple(kept), body.outputs, name=body.name)
+    outs = bind(scan_p, *(invariant[id(v)] for v in const_vars), *carry, *xs, body=body, length=length,
+                reverse=reverse, num_consts=len(const_vars), num_carry=len(carry))
+    return list(outs)
+
+
+def _split(seq, num_consts: int, num_carry: int):
+    seq = list(seq)
+    return seq[:num_consts], seq[num_consts:num_consts + num_carry], seq[num_consts + num_carry:]
+
+
+# --- JVP -----------------------------------------------------------------------------------
+
+
+def _nonzero_outputs(body: Program, nonzero: Sequence[bool]) -> list[bool]:
+    """Which outputs' tangents can be nonzero, given which inputs' can (dependence on an inexact path)."""
+    nz = {id(v) for v, z in zip(body.inputs, nonzero) if z}
+    for eqn in body.eqns:
+        if any(isinstance(a, Var) and id(a) in nz for a in eqn.inputs):
+            nz.update(id(v) for v in eqn.outputs if is_inexact(v.dtype))
+    return [isinstance(a, Var) and id(a) in nz for a in body.outputs]
+
+
+def _scan_jvp(primals, tangents, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+    nz = [not isinstance(t, Zero) for t in tangents]
+    c_nz, k_nz, x_nz = _split(nz, num_consts, num_carry)
+    while True:  # a carry's tangent is nonzero if its initial value's is, or if the body makes it so
+        out_nz = _nonzero_outputs(body, c_nz + k_nz + x_nz)
+        new = [a or b for a, b in zip(k_nz, out_nz[:num_carry])]
+        if new == k_nz:
+            break
+        k_nz = new
+    y_nz = out_nz[num_carry:]
+    wrt = c_nz + k_nz + x_nz
+    j = jvp(body, wrt)
+    n_in, n_out = len(body.inputs), len(body.outputs)
+    p_in, t_in = list(j.inputs[:n_in]), iter(j.inputs[n_in:])
+    t_for = [next(t_in) if w else None for w in wrt]
+    pc, pk, px = _split(p_in, num_consts, num_carry)
+    tc, tk, tx = _split(t_for, num_consts, num_carry)
+    inputs = (pc + [t for t in tc if t is not None] + pk + [t for t in tk if t is not None]
+              + px + [t for t in tx if t is not None])
+    p_out, t_out = list(j.outputs[:n_out]), list(j.outputs[n_out:])
+    outputs = (p_out[:num_carry] + [t for t, z in zip(t_out[:num_carry], k_nz) if z]
+               + p_out[num_carry:] + [t for t, z in zip(t_out[num_carry:], y_nz) if z])
+    new_body = Program(tuple(inputs), j.eqns, tuple(outputs), j.constvars, j.constvals, name=body.name)
+
+    from pullback import lax
+
+    def tangent(t, p):
+        return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
+
+    cs, ks, xs = _split(primals, num_consts, num_carry)
+    cts, kts, xts = _split(tangents, num_consts, num_carry)
+    outs = make_scan(new_body,
+                     cs + [t for t, z in zip(cts, c_nz) if z],
+                     ks + [tangent(t, p) for t, p, z in zip(kts, ks, k_nz) if z],
+                     xs + [t for t, z in zip(xts, x_nz) if z], length=length, reverse=reverse)
+    outs = iter(outs)
+    carry = [next(outs) for _ in range(num_carry)]
+    carry_t = [next(outs) if z else Zero(c.ssa.type) for c, z in zip(carry, k_nz)]
+    ys = [next(outs) for _ in y_nz]
+    ys_t = [next(outs) if z else Zero(y.ssa.type) for y, z in zip(ys, y_nz)]
+    return tuple(carry + ys), tuple(carry_t + ys_t)
+
+
+jvp_rules[scan_p] = _scan_jvp
+
+
+# --- partial evaluation ---------------------------------------------------------------------
+
+
+def _unknown_outputs(body: Program, unknown: Sequence[bool]) -> list[bool]:
+    """Which outputs partial evaluation will find unknown (as ``partial_eval`` does, equation by equation)."""
+    u = {id(v) for v, z in zip(body.inputs, unknown) if z}
+    for eqn in body.eqns:
+        ins = [isinstance(a, Var) and id(a) in u for a in eqn.inputs]
+        if not any(ins):
+            continue
+        mask = _MASKS.get(eqn.prim)
+        outs = mask(eqn, ins) if mask is not None else [True] * len(eqn.outputs)
+        u.update(id(v) for v, o in zip(eqn.outputs, outs) if o)
+    return [isinstance(a, Var) and id(a) in u for a in body.outputs]
+
+
+def _scan_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
+    body, nc, nk = eqn.params["body"], eqn.params["num_consts"], eqn.params["num_carry"]
+    c_u, k_u, x_u = _split(unknown_inputs, nc, nk)
+    while True:
+        out_u = _unknown_outputs(body, c_u + k_u + x_u)
+        new = [a or b for a, b in zip(k_u, out_u[:nk])]
+        if new == k_u:
+            return k_u + out_u[nk:]
+        k_u = new
+
+
+def _rematerialize_views(known: Program, residuals) -> tuple[list[Var], list[Eqn]]:
+    """Residuals that are views (transposes, reshapes, diagonals, slices) of other known values are
+    taken again in the unknown loop rather than stacked: the residual becomes what they view."""
+    from pullback.backends.memory import makes_view
+
+    defs = {id(v): e for e in known.eqns for v in e.outputs}
+    out: dict[int, Var] = {}
+    moved: dict[int, Eqn] = {}
+    for r in residuals:
+        a = r
+        while (isinstance(a, Var) and id(a) in defs and len(defs[id(a)].inputs) == 1
+               and makes_view(defs[id(a)].prim, defs[id(a)].inputs) and isinstance(defs[id(a)].inputs[0], Var)):
+            moved.setdefault(id(defs[id(a)]), defs[id(a)])
+            a = defs[id(a)].inputs[0]
+        out.setdefault(id(a), a)
+    order = {id(e): i for i, e in enumerate(known.eqns)}
+    return list(out.values()), sorted(moved.values(), key=lambda e: order[id(e)])
+
+
+def _scan_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
+    p = eqn.params
+    body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
+    c_u, _, x_u = _split(unknown_inputs, nc, nk)
+    out_u = _scan_unknown(eqn, unknown_inputs)
+    k_u, y_u = out_u[:nk], out_u[nk:]
+    split = pe.partial_eval(body, c_u + k_u + x_u, k_u + y_u)
+    known, unknown = split.known, split.unknown
+    residuals, remat = _rematerialize_views(known, unknown.inputs[:split.n_residuals])
+    unknown = Program(unknown.inputs, tuple(remat) + unknown.eqns, unknown.outputs, name=unknown.name)
+    n_known_out = len(known.outputs) - split.n_residuals
+    # residuals that are the body's known consts stay consts; the others are stacked per step
+    # residuals that are the body's known consts stay consts; those that are known slices of xs are
+    # read from the same xs; the others are stacked per step
+    body_consts = {id(v): a for v, a in zip(body.inputs[:nc], eqn.inputs[:nc])}
+    body_xs = {id(v): a for v, a in zip(body.inputs[nc + nk:], eqn.inputs[nc + nk:])}
+    const_res = [r for r in residuals if id(r) in body_consts]
+    xs_res = [r for r in residuals if id(r) in body_xs]
+    step_res = [r for r in residuals if id(r) not in body_consts and id(r) not in body_xs]
+    known_body = Program(known.inputs, known.eqns, known.outputs[:n_known_out] + tuple(step_res),
+                         name=f"{body.name}_known")
+    cs, ks, xs = _split(eqn.inputs, nc, nk)
+    outs_k, outs_y = eqn.outputs[:nk], eqn.outputs[nk:]
+    stacks = [Var(_stacked(r.type, length), f"{r.hint}_steps" if r.hint else "") for r in step_res]
+    known_eqn = Eqn(scan_p, tuple(a for a, u in zip(cs, c_u) if not u) + tuple(a for a, u in zip(ks, k_u) if not u)
+                    + tuple(a for a, u in zip(xs, x_u) if not u),
+                    tuple(v for v, u in zip(outs_k, k_u) if not u) + tuple(v for v, u in zip(outs_y, y_u) if not u)
+                    + tuple(stacks),
+                    Params({**p, "body": known_body, "num_consts": nc - sum(c_u), "num_carry": nk - sum(k_u)}),
+                    eqn.source)
+    unknown_body_inputs = unknown.inputs[split.n_residuals:]  # the unknown consts, carry, xs, in order
+    uc, uk, ux = _split(unknown_body_inputs, sum(c_u), sum(k_u))
+    unknown_body = Program(tuple(const_res) + tuple(uc) + tuple(uk) + tuple(step_res) + tuple(xs_res) + tuple(ux),
+                           unknown.eqns, unknown.outputs, name=f"{body.name}_unknown")
+    unknown_eqn = Eqn(scan_p, tuple(body_consts[id(r)] for r in const_res)
+                      + tuple(a for a, u in zip(cs, c_u) if u) + tuple(a for a, u in zip(ks, k_u) if u)
+                      + tuple(stacks) + tuple(body_xs[id(r)] for r in xs_res) + tuple(a for a, u in zip(xs, x_u) if u),
+                      tuple(v for v, u in zip(outs_k, k_u) if u) + tuple(v for v, u in zip(outs_y, y_u) if u),
+                      Params({**p, "body": unknown_body, "num_consts": len(const_res) + sum(c_u),
+                              "num_carry": sum(k_u)}),
+                      eqn.source)
+    # a known carry whose initial value is unknown cannot happen: k_u covers the inputs
+    return [known_eqn], [unknown_eqn], k_u + y_u
+
+
+pe.partial_eval_rules[scan_p] = _scan_partial_eval
+_MASKS: dict[Primitive, object] = {scan_p: _scan_unknown}
+
+
+# --- transposition ---------------------------------------------------------------------------
+
+
+def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+    from pullback import lax
+
+    cs, ks, xs = _split(args, num_consts, num_carry)
+    c_lin = [isinstance(a, Linear) for a in cs]
+    x_lin = [isinstance(a, Linear) for a in xs]
+    # every carry is linear in the loop; a carry whose initial value is not (a zero tangent made before the
+    # loop, hence known) gets no cotangent
+    body_t = transpose(body, c_lin + [True] * num_carry + x_lin)
+    cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
+    ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
+    res_c = [a for a, lin in zip(cs, c_lin) if not lin]
+    res_x = [a for a, lin in zip(xs, x_lin) if not lin]
+    lin_c_types = [a.type for a, lin in zip(cs, c_lin) if lin]
+    n_rc, n_rx = len(res_c), len(res_x)
+    body_t, t_values = close(body_t)
+    n_tv = len(t_values)
+
+    # the transposed step: (consts..., ct_carry..., acc..., res_x..., ct_y...) -> (ct_carry..., acc..., ct_x...)
+    in_types = ([v.type for v in body_t.inputs[:n_tv + n_rc]] + [c.ssa.type for c in ct_carry] + lin_c_types
+                + [v.type for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
+                + [ArrayType(c.ssa.type.shape[1:], c.ssa.type.dtype) for c in ct_ys])
+    ks_vars = body.inputs[num_consts:num_consts + num_carry]
+    in_hints = ([v.hint for v in body_t.inputs[:n_tv + n_rc]] + [cotangent_hint(v.hint) for v in ks_vars]
+                + [cotangent_hint(v.hint) + "_sum" if v.hint else ""
+                   for v, lin in zip(body.inputs[:num_consts], c_lin) if lin]
+                + [v.hint for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
+                + [cotangent_hint(a.hint) if isinstance(a, Var) else "" for a in body.outputs[num_carry:]])
+    hints: dict[int, str] = {}
+    from pullback.ir.tracer import current_builder
+
+    where = current_builder().source  # the scan's own line, for the equations added here
+    with new_trace() as builder:
+        builder.source = where
+        # residuals keep their Vars, so that the printed loops call them by the same names
+        end = len(in_types) - len(ct_ys)
+        same = list(range(n_tv + n_rc)) + list(range(end - n_rx, end))
+        reused = dict(zip(same, body_t.inputs[:n_tv + n_rc + n_rx]))
+        vs = [reused.get(i) or Var(t, h) for i, (t, h) in enumerate(zip(in_types, in_hints))]
+        tr = [Tracer(v, builder) for v in vs]
+        consts_t, rest = tr[:n_tv + n_rc], tr[n_tv + n_rc:]
+        ctk, acc = rest[:num_carry], rest[num_carry:num_carry + len(lin_c_types)]
+        rx, cty = rest[num_carry + len(lin_c_types):][:n_rx], rest[num_carry + len(lin_c_types) + n_rx:]
+        outs = _inline(body_t, consts_t + rx + ctk + cty, hints)
+        n_lc = len(lin_c_types)
+        ct_lc, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
+        new_acc = [lax.add(a, c) for a, c in zip(acc, ct_lc)]
+        step_outs = tuple(builder.atom(o) for o in ct_k + new_acc + ct_x)
+    step = rename(Program(tuple(vs), tuple(builder.eqns), step_outs, *builder.constants(),
+                          name=f"{body.name}_transpose"), hints)
+    zeros = [lax.zeros(t) for t in lin_c_types]
+    outs = make_scan(step, list(t_values) + res_c, ct_carry + zeros, res_x + ct_ys, length=length,
+                     reverse=not reverse)
+    ct_k_in, acc_out, ct_xs = outs[:num_carry], outs[num_carry:num_carry + len(zeros)], outs[num_carry + len(zeros):]
+    acc_it, x_it = iter(acc_out), iter(ct_xs)
+    return ([next(acc_it) if lin else None for lin in c_lin]
+            + [c if isinstance(k, Linear) else None for c, k in zip(ct_k_in, ks)]
+            + [next(x_it) if lin else None for lin in x_lin])
+
+
+transpose_rules[scan_p] = _scan_transpose
+
+
+# --- dead code -------------------------------------------------------------------------------
+
+
+_LIVE: dict[tuple[int, tuple[bool, ...]], tuple[Program, Program, list[bool]]] = {}
+
+
+def _live_inputs(body: Program, live_outputs: Sequence[bool]) -> tuple[Program, list[bool]]:
+    """``body`` pruned to the live outputs, and which inputs they read. Memoised: dead-code elimination
+    runs to a fixed point inside ``simplify``, and asks again about the same bodies."""
+    key = (id(body), tuple(live_outputs))
+    hit = _LIVE.get(key)
+    if hit is not None and hit[0] is body:
+        return hit[1], hit[2]
+    if len(_LIVE) > 4096:
+        _LIVE.clear()
+    pruned, used = _live_inputs_uncached(body, live_outputs)
+    _LIVE[key] = (body, pruned, used)
+    return pruned, used
+
+
+def _live_inputs_uncached(body: Program, live_outputs: Sequence[bool]) -> tuple[Program, list[bool]]:
+    pruned = dce_.dce(Program(body.inputs, body.eqns, tuple(a for a, lv in zip(body.outputs, live_outputs) if lv),
+                              name=body.name))
+    used = {id(a) for e in pruned.eqns for a in e.inputs} | {id(a) for a in pruned.outputs}
+    return pruned, [id(v) in used for v in body.inputs]
+
+
+def _scan_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
+    p = eqn.params
+    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    k_live, y_live = list(used[:nk]), list(used[nk:])
+    while True:  # a carry stays if its result is used, or a live output reads it
+        _, in_used = _live_inputs(body, k_live + y_live)
+        new = [a or b for a, b in zip(k_live, in_used[nc:nc + nk])]
+        if new == k_live:
+            break
+        k_live = new
+    if not any(k_live) and not any(y_live):
+        return None
+    pruned, in_used = _live_inputs(body, k_live + y_live)
+    keep_in = in_used[:nc] + k_live + in_used[nc + nk:]
+    if all(keep_in) and all(k_live) and all(y_live):
+        return eqn if pruned.eqns == body.eqns else Eqn(eqn.prim, eqn.inputs, eqn.outputs,
+                                                         Params({**p, "body": pruned}), eqn.source)
+    new_body = Program(tuple(v for v, k in zip(body.inputs, keep_in) if k), pruned.eqns, pruned.outputs,
+                       name=body.name)
+    return Eqn(scan_p, tuple(a for a, k in zip(eqn.inputs, keep_in) if k),
+               tuple(v for v, lv in zip(eqn.outputs, k_live + y_live) if lv),
+               Params({**p, "body": new_body, "num_consts": sum(keep_in[:nc]), "num_carry": sum(k_live)}),
+               eqn.source)
+
+
+dce_.dce_rules[scan_p] = _scan_dce
+
+
+# --- simplification ---------------------------------------------------------------------------
+
+
+def with_fills(eqn: Eqn, ins: tuple, fill_of) -> Eqn | None:
+    """The scan with its consts and xs that are fills (a broadcast literal, such as the ones seeding a
+    sum's cotangent) made inside the body instead: no array of ones is stacked, sliced and read."""
+    from pullback.primitives import structural as st
+
+    p = eqn.params
+    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    filled = [i for i, a in enumerate(ins) if (i < nc or i >= nc + nk) and isinstance(a, Var)
+              and fill_of(a) is not None]
+    if not filled:
+        return None
+    made = tuple(Eqn(st.broadcast_in_dim_p, (fill_of(ins[i]),), (body.inputs[i],),
+                     Params({"shape": body.inputs[i].type.shape, "broadcast_dimensions": ()})) for i in filled)
+    keep = [i for i in range(len(ins)) if i not in filled]
+    new_body = Program(tuple(body.inputs[i] for i in keep), made + body.eqns, body.outputs, name=body.name)
+    return Eqn(scan_p, tuple(ins[i] for i in keep), eqn.outputs,
+               Params({**p, "body": new_body, "num_consts": sum(1 for i in keep if i < nc)}), eqn.source)
+
+
+# --- checkpoint: a sub-program whose intermediates are recomputed, not kept ---------------------
+
+checkpoint_p = Primitive("checkpoint", multiple_results=True)
+
+
+def _checkpoint_shape(*args, body: Program):
+    if tuple(a.type for a in args) != body.in_types:
+        raise ShapeError(f"checkpoint body takes {', '.join(map(str, body.in_types))}; "
+                         f"operands give {', '.join(str(a.type) for a in args)}")
+    if body.constvars:
+        raise ShapeError("a checkpoint body must be closed (no constants)")
+    return body.out_types
+
+
+shape_rules[checkpoint_p] = _checkpoint_shape
+
+
+def make_checkpoint(body: Program, args: Sequence) -> list:
+    body, values = close(body)
+    return list(bind(checkpoint_p, *values, *args, body=body))
+
+
+def _checkpoint_jvp(primals, tangents, *, body: Program):
+    nz = [not isinstance(t, Zero) for t in tangents]
+    out_nz = _nonzero_outputs(body, nz)
+    j = jvp(body, nz)
+    n_out = len(body.outputs)
+    new_body = Program(j.inputs, j.eqns, j.outputs[:n_out] + tuple(
+        t for t, z in zip(j.outputs[n_out:], out_nz) if z), j.constvars, j.constvals, name=body.name)
+    outs = make_checkpoint(new_body, list(primals) + [t for t, z in zip(tangents, nz) if z])
+    it = iter(outs[n_out:])
+    return tuple(outs[:n_out]), tuple(next(it) if z else Zero(o.ssa.type) for o, z in zip(outs[:n_out], out_nz))
+
+
+jvp_rules[checkpoint_p] = _checkpoint_jvp
+
+
+def _checkpoint_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
+    """The known side computes the known outputs alone; the unknown side reads the checkpoint's known
+    inputs (the only residuals) and recomputes what it needs from them."""
+    body = eqn.params["body"]
+    out_u = _unknown_outputs(body, unknown_inputs)
+    known_body, known_in = _live_inputs(body, [not u for u in out_u])
+    unknown_body, unknown_in = _live_inputs(body, out_u)
+    eqns = []
+    if not all(out_u):
+        kb = Program(tuple(v for v, k in zip(body.inputs, known_in) if k), known_body.eqns, known_body.outputs,
+                     name=body.name)
+        eqns.append(Eqn(checkpoint_p, tuple(a for a, k in zip(eqn.inputs, known_in) if k),
+                        tuple(v for v, u in zip(eqn.outputs, out_u) if not u), Params({"body": kb}), eqn.source))
+    unknown_eqns = []
+    if any(out_u):
+        ub = Program(tuple(v for v, k in zip(body.inputs, unknown_in) if k), unknown_body.eqns, unknown_body.outputs,
+                     name=body.name)
+        unknown_eqns.append(Eqn(checkpoint_p, tuple(a for a, k in zip(eqn.inputs, unknown_in) if k),
+                                tuple(v for v, u in zip(eqn.outputs, out_u) if u), Params({"body": ub}), eqn.source))
+    return eqns, unknown_eqns, out_u
+
+
+pe.partial_eval_rules[checkpoint_p] = _checkpoint_partial_eval
+_MASKS[checkpoint_p] = lambda eqn, unknown: _unknown_outputs(eqn.params["body"], unknown)
+
+
+def _checkpoint_transpose(cts, *args, body: Program):
+    from pullback import lax
+
+    lin = [isinstance(a, Linear) for a in args]
+    # the body recomputes forward values from its non-linear inputs: split that part off (a loop in the
+    # body splits into its known and linear loops), then transpose the linear rest
+    split = pe.partial_eval(body, lin, [True] * len(body.outputs))
+    linear_t = transpose(split.unknown, [False] * split.n_residuals + [True] * sum(lin))
+    consts = {id(v): (v, c) for p in (split.known, linear_t) for v, c in zip(p.constvars, p.constvals)}
+    body_t = Program(split.known.inputs + linear_t.inputs[split.n_residuals:], split.known.eqns + linear_t.eqns,
+                     linear_t.outputs, tuple(v for v, _ in consts.values()), tuple(c for _, c in consts.values()),
+                     name=f"{body.name}_transpose")
+    cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
+    outs = make_checkpoint(body_t, [a for a, is_lin in zip(args, lin) if not is_lin] + cts)
+    it = iter(outs)
+    return [next(it) if is_lin else None for is_lin in lin]
+
+
+transpose_rules[checkpoint_p] = _checkpoint_transpose
+
+
+def _checkpoint_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
+    body = eqn.params["body"]
+    pruned, in_used = _live_inputs(body, used)
+    if all(in_used) and all(used):
+        return eqn if pruned.eqns == body.eqns else Eqn(checkpoint_p, eqn.inputs, eqn.outputs,
+                                                         Params({"body": pruned}), eqn.source)
+    new_body = Program(tuple(v for v, k in zip(body.inputs, in_used) if k), pruned.eqns, pruned.outputs,
+                       name=body.name)
+    return Eqn(checkpoint_p, tuple(a for a, k in zip(eqn.inputs, in_used) if k),
+               tuple(v for v, u in zip(eqn.outputs, used) if u), Params({"body": new_body}), eqn.source)
+
+
+dce_.dce_rules[checkpoint_p] = _checkpoint_dce
+
+
+# --- while: a loop whose trip count depends on values (forward mode only) -----------------------
+
+while_p = Primitive("while", multiple_results=True)
+
+
+def _while_shape(*args, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+    cc, bc, carry = args[:num_cond_consts], args[num_cond_consts:num_cond_consts + num_body_consts], \
+        args[num_cond_consts + num_body_consts:]
+    carry_types = tuple(a.type for a in carry)
+    if cond.in_types != tuple(a.type for a in cc) + carry_types:
+        raise ShapeError("while: the condition's inputs do not match its operands")
+    if len(cond.outputs) != 1 or cond.out_types[0] != ArrayType((), np.dtype(bool)):
+        raise ShapeError("while: the condition must return one boolean scalar")
+    if body.in_types != tuple(a.type for a in bc) + carry_types or body.out_types != carry_types:
+        raise ShapeError("while: the body must map the carry to a carry of the same types")
+    if cond.constvars or body.constvars:
+        raise ShapeError("while: condition and body must be closed (no constants)")
+    return carry_types
+
+
+shape_rules[while_p] = _while_shape
+
+
+def make_while(cond: Program, body: Program, cond_consts: Sequence, body_consts: Sequence, init: Sequence) -> list:
+    cond, cv = close(cond)
+    body, bv = close(body)
+    return list(bind(while_p, *cv, *cond_consts, *bv, *body_consts, *init, cond=cond, body=body,
+                     num_cond_consts=len(cv) + len(cond_consts), num_body_consts=len(bv) + len(body_consts)))
+
+
+def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+    ncc, nbc = num_cond_consts, num_body_consts
+    cc, bc, carry = primals[:ncc], primals[ncc:ncc + nbc], primals[ncc + nbc:]
+    bct, kt = tangents[ncc:ncc + nbc], tangents[ncc + nbc:]
+    b_nz = [not isinstance(t, Zero) for t in bct]
+    k_nz = [not isinstance(t, Zero) for t in kt]
+    while True:
+        out_nz = _nonzero_outputs(body, b_nz + k_nz)
+        new = [a or b for a, b in zip(k_nz, out_nz)]
+        if new == k_nz:
+            break
+        k_nz = new
+    j = jvp(body, b_nz + k_nz)
+    n_in, nk = len(body.inputs), len(carry)
+    t_in = iter(j.inputs[n_in:])
+    t_for = [next(t_in) if w else None for w in b_nz + k_nz]
+    inputs = (list(j.inputs[:nbc]) + [t for t in t_for[:nbc] if t is not None] + list(j.inputs[nbc:n_in])
+              + [t for t in t_for[nbc:] if t is not None])
+    outputs = list(j.outputs[:nk]) + [t for t, z in zip(j.outputs[nk:], k_nz) if z]
+    new_body = Program(tuple(inputs), j.eqns, tuple(outputs), j.constvars, j.constvals, name=body.name)
+    # the condition reads the primal carry only: its tangent carries are extra, unread inputs
+    tangent_vars = [Var(c.ssa.type if isinstance(c, Tracer) else c.type) for c, z in zip(carry, k_nz) if z]
+    new_cond = Program(cond.inputs + tuple(tangent_vars), cond.eqns, cond.outputs, name=cond.name)
+
+    from pullback import lax
+
+    def tangent(t, p):
+        return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
+
+    outs = make_while(new_cond, new_body, cc, list(bc) + [t for t, z in zip(bct, b_nz) if z],
+                      list(carry) + [tangent(t, p) for t, p, z in zip(kt, carry, k_nz) if z])
+    it = iter(outs[nk:])
+    return tuple(outs[:nk]), tuple(next(it) if z else Zero(o.ssa.type) for o, z in zip(outs[:nk], k_nz))
+
+
+jvp_rules[while_p] = _while_jvp
+
+
+def _while_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
+    from pullback.errors import TracingError
+
+    raise TracingError(
+        (f"{eqn.source}: " if eqn.source else "") + "reverse-mode differentiation of a while_loop is not "
+        "supported: its trip count depends on values, so its steps cannot be stored for the backward pass; "
+        "use scan or fori_loop with a static trip count (forward mode, jvp, works)")
+
+
+pe.partial_eval_rules[while_p] = _while_partial_eval
+
+
+def _while_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
+    return eqn  # every carry feeds the condition or the next step: kept whole
+
+
+dce_.dce_rules[while_p] = _while_dce
+
+
+# --- cond: one of several branches, chosen by an integer or boolean index ------------------------
+
+cond_p = Primitive("cond", multiple_results=True)
+
+
+def _cond_shape(index, *args, branches: tuple[Program, ...]):
+    if index.type.shape != () or index.type.dtype.kind not in "biu":
+        raise ShapeError(f"cond: the index must be a boolean or integer scalar, got {index.type}")
+    types = tuple(a.type for a in args)
+    outs = branches[0].out_types
+    for br in branches:
+        if br.in_types != types:
+            raise ShapeError("cond: a branch's inputs do not match the operands")
+        if br.out_types != outs:
+            raise ShapeError(f"cond: branches return different types: {', '.join(map(str, outs))} and "
+                             f"{', '.join(map(str, br.out_types))}")
+        if br.constvars:
+            raise ShapeError("cond: branches must be closed (no constants)")
+    return outs
+
+
+shape_rules[cond_p] = _cond_shape
+
+
+def make_cond(index, branches: Sequence[Program], args: Sequence) -> list:
+    """Bind a cond; the branches' constants become operands of every branch."""
+    closed = [close(br) for br in branches]
+    values = [v for _, vals in closed for v in vals]
+    counts = [len(vals) for _, vals in closed]
+    new = []
+    for i, (br, _) in enumerate(closed):  # branch i reads its own constants and ignores the others'
+        before, after = sum(counts[:i]), sum(counts[i + 1:])
+        extra_before = tuple(Var(ArrayType.of(c)) for c in values[:before])
+        extra_after = tuple(Var(ArrayType.of(c)) for c in values[len(values) - after:])
+        n = counts[i]
+        new.append(Program(extra_before + br.inputs[:n] + extra_after + br.inputs[n:], br.eqns, br.outputs,
+                           name=br.name))
+    return list(bind(cond_p, index, *values, *args, branches=tuple(new)))
+
+
+def _cond_jvp(primals, tangents, *, branches):
+    index, args, ts = primals[0], primals[1:], tangents[1:]
+    nz = [not isinstance(t, Zero) for t in ts]
+    out_nz = [any(z) for z in zip(*(_nonzero_outputs(br, nz) for br in branches))]
+    n_out = len(branches[0].outputs)
+    new = []
+    for br in branches:
+        j = jvp(br, nz)
+        new.append(Program(j.inputs, j.eqns, j.outputs[:n_out] + tuple(
+            t for t, z in zip(j.outputs[n_out:], out_nz) if z), j.constvars, j.constvals, name=br.name))
+    outs = make_cond(index, new, list(args) + [t for t, z in zip(ts, nz) if z])
+    it = iter(outs[n_out:])
+    return tuple(outs[:n_out]), tuple(next(it) if z else Zero(o.ssa.type) for o, z in zip(outs[:n_out], out_nz))
+
+
+jvp_rules[cond_p] = _cond_jvp
+
+
+def _cond_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
+    if unknown_inputs[0]:
+        return [True] * len(eqn.outputs)
+    return [any(z) for z in zip(*(_unknown_outputs(br, unknown_inputs[1:]) for br in eqn.params["branches"]))]
+
+
+def _cond_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
+    """Each branch splits in two. The known cond returns the known results and the residuals of every
+    branch (the branch taken fills the others' with zeros); the unknown cond takes them all, and each
+    branch reads its own. Only the taken branch runs, forward and backward."""
+    from pullback.primitives import structural as st
+
+    branches = eqn.params["branches"]
+    if unknown_inputs[0]:
+        return [], [eqn], [True] * len(eqn.outputs)
+    out_u = _cond_unknown(eqn, unknown_inputs)
+    u_in = unknown_inputs[1:]
+    splits = [pe.partial_eval(br, u_in, out_u) for br in branches]
+    residuals = [list(sp_.unknown.inputs[:sp_.n_residuals]) for sp_ in splits]
+    all_types = [r.type for rs in residuals for r in rs]
+    stacks = [Var(t) for t in all_types]
+    known_branches, unknown_branches = [], []
+    offsets = [sum(len(rs) for rs in residuals[:i]) for i in range(len(branches))]
+    for i, (br, sp_) in enumerate(zip(branches, splits)):
+        n_known = len(sp_.known.outputs) - sp_.n_residuals
+        fills = []
+        outs = list(sp_.known.outputs[:n_known])
+        for j, t in enumerate(all_types):
+            if offsets[i] <= j < offsets[i] + len(residuals[i]):
+                outs.append(residuals[i][j - offsets[i]])
+            else:
+                v = Var(t)
+                fills.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, t.dtype),), (v,),
+                                 Params({"shape": t.shape, "broadcast_dimensions": ()})))
+                outs.append(v)
+        known_branches.append(Program(sp_.known.inputs, sp_.known.eqns + tuple(fills), tuple(outs),
+                                      name=br.name))
+        ins = [residuals[i][j - offsets[i]] if offsets[i] <= j < offsets[i] + len(residuals[i]) else Var(t)
+               for j, t in enumerate(all_types)]
+        unknown_branches.append(Program(tuple(ins) + sp_.unknown.inputs[sp_.n_residuals:], sp_.unknown.eqns,
+                                        sp_.unknown.outputs, name=br.name))
+    args = eqn.inputs[1:]
+    known_eqn = Eqn(cond_p, (eqn.inputs[0],) + tuple(a for a, u in zip(args, u_in) if not u),
+                    tuple(v for v, u in zip(eqn.outputs, out_u) if not u) + tuple(stacks),
+                    Params({"branches": tuple(known_branches)}), eqn.source)
+    unknown_eqn = Eqn(cond_p, (eqn.inputs[0],) + tuple(stacks) + tuple(a for a, u in zip(args, u_in) if u),
+                      tuple(v for v, u in zip(eqn.outputs, out_u) if u),
+                      Params({"branches": tuple(unknown_branches)}), eqn.source)
+    return [known_eqn], [unknown_eqn], out_u
+
+
+pe.partial_eval_rules[cond_p] = _cond_partial_eval
+_MASKS[cond_p] = _cond_unknown
+
+
+def _cond_transpose(cts, index, *args, branches):
+    from pullback import lax
+
+    lin = [isinstance(a, Linear) for a in args]
+    cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
+    new = [transpose(br, lin) for br in branches]
+    outs = make_cond(index, new, [a for a, is_lin in zip(args, lin) if not is_lin] + cts)
+    it = iter(outs)
+    return [None] + [next(it) if is_lin else None for is_lin in lin]
+
+
+transpose_rules[cond_p] = _cond_transpose
+
+
+def _cond_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
+    branches = eqn.params["branches"]
+    pruned = [_live_inputs(br, used) for br in branches]
+    in_used = [any(z) for z in zip(*(u for _, u in pruned))]
+    if all(used) and all(in_used) and all(p.eqns == br.eqns for br, (p, _) in zip(branches, pruned)):
+        return eqn
+    new = tuple(Program(tuple(v for v, k in zip(br.inputs, in_used) if k), p.eqns, p.outputs, name=br.name)
+                for br, (p, _) in zip(branches, pruned))
+    return Eqn(cond_p, (eqn.inputs[0],) + tuple(a for a, k in zip(eqn.inputs[1:], in_used) if k),
+               tuple(v for v, u in zip(eqn.outputs, used) if u), Params({"branches": new}), eqn.source)
+
+
+dce_.dce_rules[cond_p] = _cond_dce

@@ -16,7 +16,7 @@ import numpy as np
 
 from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
-from pullback.backends.compiler import compile_program, print_program
+from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, refuse_matrix, trace
@@ -309,7 +309,8 @@ class differentiate:
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
-            staged = self._build(kind, args, trees)
+            with gc_paused():
+                staged = self._build(kind, args, trees)
             staged.backend = backend
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged

@@ -18,7 +18,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import memory
+from pullback.backends import memory, render
 from pullback.backends import syntax as s
 from pullback.errors import TracingError
 from pullback.ir import sourcemap
@@ -133,6 +133,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
     last_comment: list[tuple[str, int] | None] = [None]
     escaped: set[int] = set()  # loop carries whose names the code after their loop reads (see _scan)
+    comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
     def block(prog: Program) -> list[cst.BaseStatement]:
         """The statements of ``prog``'s equations (its inputs are already named)."""
@@ -147,7 +148,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         for i, eqn in enumerate(prog.eqns):
             ins = [expr(a) for a in eqn.inputs]
-            ctx.where = _where(eqn.source)
+            if eqn.source not in comments:
+                comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
+            ctx.where, comment = comments[eqn.source]
             ctx.reusable = reuse.get(i, frozenset())
             k = _in_place_operand(eqn, ctx.reusable, backend)
             if eqn.prim.name == "scan":
@@ -171,7 +174,6 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
-            comment = _comment(eqn.source)
             if comment is not None and comment[1] != last_comment[0] and stmts:
                 last_comment[0] = comment[1]
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
@@ -195,14 +197,20 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     if constants:
         body.insert(0, _docstring(program, constants))
 
+    # libcst prints the imports, the signature and the docstring; the body, one statement per line in
+    # bulk, prints through ``render`` (libcst's text, sooner), after a marker statement libcst prints last
+    head = [body.pop(0)] if constants else []
+    marker = s.statement(s.name(fn_name))
     func = cst.FunctionDef(
         name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
-                                                     else cst.MaybeSentinel.DEFAULT), body=cst.IndentedBlock(body),
-        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+                                                     else cst.MaybeSentinel.DEFAULT),
+        body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
     imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
-    module = cst.Module(body=[*imports, func])
-    return Generated(module.code, fn_name, constants)
+    code = cst.Module(body=[*imports, func]).code
+    tail = render.body([marker])
+    assert code.endswith(tail), "the marker statement prints last"
+    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
 
 
 def _scan(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int],

@@ -3,15 +3,32 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import linecache
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 from pullback.backends import codegen, numpy_backend
 from pullback.ir.core import Program
 
 _counter = itertools.count()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic garbage collection off while a program is built. Building allocates millions of
+    small objects (IR, libcst nodes) that reference counting frees, and each full collection would
+    walk all of them: about a third of the time of a large first call. The collector's own state
+    is restored after; cycles made meanwhile are collected then."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def print_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> str:
@@ -21,11 +38,13 @@ def print_program(program: Program, backend: ModuleType = numpy_backend, out_tre
 
 def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> tuple[Callable, str]:
     """The compiled function of ``program``, and its source."""
-    gen = codegen.generate(program, backend, out_tree)
+    with gc_paused():
+        gen = codegen.generate(program, backend, out_tree)
     filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
     namespace = {"__name__": f"pullback.generated.{gen.function_name}"}
-    exec(compile(gen.source, filename, "exec"), namespace)
+    with gc_paused():
+        exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]
     if gen.constants:  # the keyword-only constants default to the arrays themselves: no per-call cost
         constant = getattr(backend, "constant", None)  # e.g. CuPy moves constants to the device, once

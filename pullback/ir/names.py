@@ -40,13 +40,20 @@ class Namer:
     def __init__(self, reserved: frozenset[str] = RESERVED):
         self._taken: set[str] = set(reserved)
         self._names: dict[int, str] = {}
+        self._next: dict[str, int] = {}  # base -> the first suffix not yet known to be taken
+        self.probes = 0  # names tried, for tests that check naming stays linear
 
     def fresh(self, hint: str, fallback: str = "t") -> str:
+        """``base`` if free, else ``base_i`` for the least free ``i``. Names are never released, so
+        the suffixes below ``_next[base]`` stay taken: probing resumes there, linear in all."""
         base = sanitize(hint, fallback)
-        name, i = base, 1
+        name, i = base, self._next.get(base, 1)
+        self.probes += 1
         while name in self._taken:
             name = f"{base}_{i}"
             i += 1
+            self.probes += 1
+        self._next[base] = i
         self._taken.add(name)
         return name
 

@@ -8,6 +8,7 @@ Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -217,9 +218,15 @@ def bind(prim: Primitive, *args, **params):
 
 
 def _makes_view(prim: Primitive, atoms) -> bool:
+    return _view_rule()(prim, atoms)
+
+
+@functools.cache
+def _view_rule() -> Callable[..., bool]:
+    """memory.makes_view, imported once (not per equation): memory imports the primitives, which import this."""
     from pullback.backends.memory import makes_view
 
-    return makes_view(prim, atoms)
+    return makes_view
 
 
 class Tracer:
@@ -552,16 +559,23 @@ def name_from_source(program: Program) -> Program:
     """
     hints: dict[int, str] = {}
     eqns = program.eqns
+    found: dict[SourceInfo, sourcemap.Statement | None] = {}  # once per line: a lookup reads the whole file
+
+    def statement(src: SourceInfo) -> sourcemap.Statement | None:
+        if src not in found:
+            found[src] = sourcemap.statement_at(src.filename, src.lineno)
+        return found[src]
+
     for i, eqn in enumerate(eqns):
         src = eqn.source
         if src is None:
             continue
         nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
-        stmt = sourcemap.statement_at(src.filename, src.lineno)
+        stmt = statement(src)
         if stmt is None or not stmt.targets:
             continue
         same_file = nxt is not None and nxt.filename == src.filename
-        if same_file and sourcemap.statement_at(nxt.filename, nxt.lineno) == stmt:
+        if same_file and statement(nxt) == stmt:
             continue  # not the last equation of this run
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,7 +66,7 @@ class ArrayType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python ints: exact, and no NumPy call per query
 
     def __str__(self) -> str:
         return f"{DTYPES[self.dtype]}[{','.join(map(str, self.shape))}]"

@@ -8,6 +8,7 @@ forward pass keeps residuals as locals, the backward pass follows.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -88,19 +89,43 @@ def vjp(program: Program, wrt: Sequence[bool]) -> Program:
 
 def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     """Move forward equations (before ``boundary``) that only the backward pass reads to just
-    before their first use: residuals are then computed where they are needed and die sooner."""
-    eqns = list(eqns)
+    before their first use: residuals are then computed where they are needed and die sooner.
+
+    Walking the forward equations from the last, one that nothing left in the forward pass reads
+    goes just before its first reader (a backward equation or one sunk already), after those sunk
+    there before it. That order is a forest: each sunk equation hangs under its first reader, and
+    its position key (a path: a backward equation's index, then the order of arrival under each
+    reader, with a reader after all it holds) compares readers without moving anything, so the
+    list is rebuilt once, linear in the equations for the shallow forests residuals make."""
+    eqns = tuple(eqns)
     pinned = {id(a) for a in outputs}
+    producer = {id(v): i for i, eqn in enumerate(eqns[:boundary]) for v in eqn.outputs}
+    readers: list[set[int]] = [set() for _ in range(boundary)]
+    for j, eqn in enumerate(eqns):
+        for a in eqn.inputs:
+            i = producer.get(id(a))
+            if i is not None:
+                readers[i].add(j)
+    last = sys.maxsize  # a reader's key ends with it: it follows the equations sunk under it
+    path: dict[int, tuple[int, ...]] = {j: (j,) for j in range(boundary, len(eqns))}
+    held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
     for i in reversed(range(boundary)):
-        eqn = eqns[i]
-        if any(id(v) in pinned for v in eqn.outputs):
+        if not readers[i] or any(id(v) in pinned for v in eqns[i].outputs) or any(j not in path for j in readers[i]):
+            continue  # unread, an output, or read by the forward pass: it stays
+        first = min(readers[i], key=lambda j: path[j] + (last,))
+        below = held.setdefault(first, [])
+        path[i] = path[first] + (len(below),)
+        below.append(i)
+    order = [i for i in range(boundary) if i not in path]
+    stack = [(j, False) for j in reversed(range(boundary, len(eqns)))]
+    while stack:  # each reader after the equations it holds, in arrival order, each after its own
+        j, expanded = stack.pop()
+        if expanded or j not in held:
+            order.append(j)
             continue
-        outs = {id(v) for v in eqn.outputs}
-        first = next((j for j in range(i + 1, len(eqns)) if any(id(a) in outs for a in eqns[j].inputs)), None)
-        if first is not None and first >= boundary:
-            eqns.insert(first - 1, eqns.pop(i))
-            boundary -= 1
-    return tuple(eqns)
+        stack.append((j, True))
+        stack.extend((k, False) for k in reversed(held[j]))
+    return tuple(eqns[k] for k in order)
 
 
 def value_and_grad(program: Program, wrt: Sequence[bool]) -> Program:

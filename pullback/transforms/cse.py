@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pullback.ir.core import Eqn, Literal, Program, Var
-from pullback.transforms.substitute import substitute
 
 
 def _key(a):
@@ -23,8 +22,10 @@ def cse(program: Program) -> Program:
             for v, w in zip(eqn.outputs, first.outputs):
                 replace[id(v)] = w
             continue
-        eqn = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
+        if inputs != eqn.inputs:
+            eqn = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
         seen[key] = eqn
         eqns.append(eqn)
-    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars,
-                              program.constvals, program.name), replace)
+    # uses were replaced on the way (a kept equation precedes its duplicates' uses): only outputs remain
+    outputs = tuple(replace.get(id(a), a) if isinstance(a, Var) else a for a in program.outputs)
+    return Program(program.inputs, tuple(eqns), outputs, program.constvars, program.constvals, program.name)

@@ -68,12 +68,19 @@ def _is(a, value) -> bool:
 
 
 def simplify(program: Program) -> Program:
-    for _ in range(10):
-        new = dce(_step(program))
-        if len(new.eqns) == len(program.eqns) and all(a is b for a, b in zip(new.eqns, program.eqns)):
+    for i in range(10):
+        stepped = _step(program)
+        if i and _same(stepped, program):  # nothing rewritten: ``program`` is already free of dead code
+            return program
+        new = dce(stepped)
+        if _same(new, program):
             return new
         program = new
     return program
+
+
+def _same(a: Program, b: Program) -> bool:
+    return len(a.eqns) == len(b.eqns) and all(x is y for x, y in zip(a.eqns, b.eqns))
 
 
 def _step(program: Program) -> Program:

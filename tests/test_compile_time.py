@@ -1,0 +1,136 @@
+"""Compilation stays linear in program length: work counted, not timed (machine speed cannot
+fool it), and the fast paths checked against the slow, obvious ones they replace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import libcst as cst
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import codegen, numpy_backend, render
+from pullback.backends import syntax as s
+from pullback.ir.names import Namer
+from pullback.ir.tracer import trace
+from pullback.transforms import ad
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+import kalman_filter as kf  # noqa: E402
+
+
+def chain(steps: int):
+    def f(x):
+        for _ in range(steps):
+            x = np.sin(x) * 0.9 + 0.1 * x
+        return np.sum(x)
+
+    return f
+
+
+def kalman_args(steps: int):
+    A, B, v = kf.simulate(steps)
+    return A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2)
+
+
+def test_namer_probes_each_name_once_or_twice():
+    namer = Namer(frozenset())
+    names = [namer.fresh("x") for _ in range(1000)]
+    assert names[:3] == ["x", "x_1", "x_2"] and names[-1] == "x_999"
+    assert namer.probes == 1 + 2 * 999  # "x" once; then "x" and the next suffix, never x_1, x_2, ... again
+
+
+def test_namer_skips_names_taken_by_other_hints():
+    namer = Namer(frozenset({"y_1"}))
+    got = [namer.fresh("y"), namer.fresh("x_2"), namer.fresh("y"), namer.fresh("x"), namer.fresh("x"),
+           namer.fresh("x"), namer.fresh("x"), namer.fresh("y")]
+    assert got == ["y", "x_2", "y_2", "x", "x_1", "x_3", "x_4", "y_3"]
+
+
+def test_printing_a_long_gradient_probes_linearly(monkeypatch):
+    made: list[Namer] = []
+    calls = [0]
+
+    class Counting(Namer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+        def fresh(self, hint, fallback="t"):
+            calls[0] += 1
+            return super().fresh(hint, fallback)
+
+    monkeypatch.setattr(codegen, "Namer", Counting)
+    src = pb.differentiate(chain(200)).source(np.ones(3))
+    (namer,) = made
+    assert calls[0] > 1000 and src.count("\n") > 1000
+    assert namer.probes <= 2 * calls[0]  # quadratic probing made about calls**2 / 8 here
+
+
+def _sink_by_moving(eqns, boundary, outputs):
+    """The obvious quadratic sink: find each first use by a scan, then move the equation there."""
+    eqns = list(eqns)
+    pinned = {id(a) for a in outputs}
+    for i in reversed(range(boundary)):
+        eqn = eqns[i]
+        if any(id(v) in pinned for v in eqn.outputs):
+            continue
+        outs = {id(v) for v in eqn.outputs}
+        first = next((j for j in range(i + 1, len(eqns)) if any(id(a) in outs for a in eqns[j].inputs)), None)
+        if first is not None and first >= boundary:
+            eqns.insert(first - 1, eqns.pop(i))
+            boundary -= 1
+    return tuple(eqns)
+
+
+@pytest.mark.parametrize("name, fn, args, wrt, moves", [
+    ("chain", chain(40), (np.ones(3),), [True], True),
+    ("kalman", kf.kalman_nll_unrolled, kalman_args(6), [True] * 4 + [False] * 3, False),
+    ("two outputs", lambda x, y: np.sum(np.exp(x) * np.cos(y)) + np.sum(np.tanh(x) ** 2 * np.sin(np.cos(y))),
+     (np.ones(3), np.ones(3)), [True, True], True),
+])
+def test_sink_orders_as_moving_one_by_one(name, fn, args, wrt, moves):
+    program, _ = trace(fn, args)
+    split = ad.linearize(program, wrt)
+    t = ad.transpose_linear(split)
+    eqns = split.known.eqns + t.eqns
+    outputs = split.known.outputs[:len(program.outputs)] + t.outputs
+    got = ad.sink(eqns, len(split.known.eqns), outputs)
+    want = _sink_by_moving(eqns, len(split.known.eqns), outputs)
+    assert [id(e) for e in got] == [id(e) for e in want]
+    assert (got != eqns) == moves  # where something moves, the test sees the order it moves to
+
+
+def test_render_prints_what_libcst_prints(monkeypatch):
+    def by_libcst(statements):
+        return cst.Module([]).code_for_node(cst.IndentedBlock(list(statements)))[1:]
+
+    d = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3))
+    args = kalman_args(3)
+    fast = codegen.generate(d.ir(*args, stage="grad"), numpy_backend).source
+    monkeypatch.setattr(render, "body", by_libcst)
+    slow = codegen.generate(d.ir(*args, stage="grad"), numpy_backend).source
+    assert fast == slow and "for t in range" in fast and "if info" in fast  # loops and checks take libcst's path
+
+
+@pytest.mark.parametrize("statement", [
+    s.assign([s.name("a"), s.name("b")], s.call("np.linalg.eigh", s.name("x"), UPLO=cst.SimpleString("'L'"))),
+    s.statement(cst.Del(s.tuple_([s.name("a"), s.name("b")], parens=False))),
+    s.assign([s.name("y")], s.subscript(s.name("x"), [s.slice_(None, 3, -1), s.number(0), s.slice_(1, None, None)])),
+    s.assign([s.name("y")], s.binop(s.neg(s.number(-2.5)), "**", s.binop(s.name("x"), "-", s.number(1j + 2)))),
+    s.assign([s.name("z")], s.binop(s.name("x"), "<=", s.tuple_([s.number(1)]))),
+    s.assign([s.name("z")], cst.List([cst.Element(s.name("x")), cst.Element(s.number(np.inf))])),
+    s.statement(cst.AugAssign(s.subscript(s.name("x"), [s.name("i")]), cst.AddAssign(), s.name("v"))),
+    s.statement(cst.Return(s.tuple_([s.name("x"), s.name("y")]))),
+    s.assign([s.name("z")], cst.UnaryOperation(cst.Not(), s.name("x"))),
+    s.assign([s.name("w")], cst.Call(cst.Name("f"), [cst.Arg(cst.Name("a"), star="*")])),
+    cst.SimpleStatementLine([cst.Expr(s.name("a")), cst.Expr(s.name("b"))],
+                            leading_lines=[cst.EmptyLine(comment=cst.Comment("# f.py:3  a; b"))]),
+    cst.If(s.name("info"), cst.IndentedBlock([s.statement(cst.Raise(s.call("ValueError")))])),
+    s.assign([s.name("z")], cst.Comparison(s.name("x"), [cst.ComparisonTarget(cst.IsNot(), s.name("y"))])),
+])
+def test_render_statement_kinds(statement):
+    want = cst.Module([]).code_for_node(cst.IndentedBlock([statement]))[1:]
+    assert render.body([statement]) == want

@@ -40,6 +40,9 @@ class Primitive:
 
 
 PRIMITIVES: dict[str, Primitive] = {}
+# primitives whose equations hold sub-programs in their params (loop bodies, branches): the passes that
+# must look inside them check membership here rather than every equation's params
+WITH_BODIES: set[Primitive] = set()
 
 ShapeRule = Callable[..., "ArrayType | tuple[ArrayType, ...]"]
 shape_rules: dict[Primitive, ShapeRule] = {}

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, ShapeError, Var, shape_rules
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, ShapeError, Var, shape_rules
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import dce as dce_
@@ -37,6 +37,7 @@ from pullback.transforms.jvp import Zero, jvp, jvp_rules
 from pullback.transforms.transpose import Linear, cotangent_hint, transpose, transpose_rules
 
 scan_p = Primitive("scan", multiple_results=True)
+WITH_BODIES.add(scan_p)
 
 
 def _stacked(t: ArrayType, length: int) -> ArrayType:
@@ -456,6 +457,7 @@ def with_fills(eqn: Eqn, ins: tuple, fill_of) -> Eqn | None:
 # --- checkpoint: a sub-program whose intermediates are recomputed, not kept ---------------------
 
 checkpoint_p = Primitive("checkpoint", multiple_results=True)
+WITH_BODIES.add(checkpoint_p)
 
 
 def _checkpoint_shape(*args, body: Program):
@@ -555,6 +557,7 @@ dce_.dce_rules[checkpoint_p] = _checkpoint_dce
 # --- while: a loop whose trip count depends on values (forward mode only) -----------------------
 
 while_p = Primitive("while", multiple_results=True)
+WITH_BODIES.add(while_p)
 
 
 def _while_shape(*args, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
@@ -642,6 +645,7 @@ dce_.dce_rules[while_p] = _while_dce
 # --- cond: one of several branches, chosen by an integer or boolean index ------------------------
 
 cond_p = Primitive("cond", multiple_results=True)
+WITH_BODIES.add(cond_p)
 
 
 def _cond_shape(index, *args, branches: tuple[Program, ...]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pullback.errors import TracingError
-from pullback.ir.core import Primitive, Program, ShapeError, shape_rules
+from pullback.ir.core import WITH_BODIES, Primitive, Program, ShapeError, shape_rules
 from pullback.ir.tracer import Tracer, bind
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms.jvp import Zero, jvp_rules
@@ -24,6 +24,7 @@ from pullback.transforms.transpose import Linear, transpose_rules
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 custom_lin_p = Primitive("custom_lin", multiple_results=True)
+WITH_BODIES.update((custom_jvp_call_p, custom_vjp_call_p))
 
 
 def _call_shape(*args, body: Program, rule: Callable, num_consts: int):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var
 from pullback.primitives import structural as st
 from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
@@ -39,9 +39,9 @@ def _bodies(program: Program, done: set[int]) -> Program:
         done.add(id(new))
         return new
 
-    if not any(isinstance(v, Program) for e in program.eqns for v in e.params.values()):
+    if not any(e.prim in WITH_BODIES for e in program.eqns):
         return program
-    eqns = tuple(e if not any(isinstance(v, Program) for v in e.params.values()) else Eqn(
+    eqns = tuple(e if e.prim not in WITH_BODIES else Eqn(
         e.prim, e.inputs, e.outputs, Params({k: opt(v) for k, v in e.params.items()}), e.source)
         for e in program.eqns)
     return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name)

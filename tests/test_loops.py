@@ -436,3 +436,27 @@ def test_the_benchmarks_hand_written_kalman_gradient_is_right():
     np.testing.assert_allclose(value, value_pb, rtol=1e-13)
     for a, b in zip(grads, grads_pb):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_checkpoint_returning_one_value_twice_and_an_operand():
+    """Regression: results printed in place shared one name, and the del after one's last use ended the other."""
+    def f(x):
+        y = np.sin(x)
+        a, b, c = pb.checkpoint(lambda y: (np.exp(y), np.exp(y), y))(y)
+        u = a * 2.0
+        return u + b + c + y
+
+    x = RNG.standard_normal(3)
+    np.testing.assert_allclose(pb.jit(f)(x), 3 * np.exp(np.sin(x)) + 2 * np.sin(x), rtol=1e-15)
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(f(x)))(x), (3 * np.exp(np.sin(x)) + 2) * np.cos(x),
+                               rtol=1e-14)
+
+
+def test_checkpointed_kalman_with_a_tail_block():
+    A, B, v = kf.simulate(T=37)  # blocks of 7: 5 blocks and a tail of 2
+    args = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+    _, g = kf.nll.value_and_grad(*args)
+    _, g_ck = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3)
+                               ).value_and_grad(*args)
+    for a, b in zip(g, g_ck):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)

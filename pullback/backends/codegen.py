@@ -343,10 +343,13 @@ def _inline_body(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.
         else:
             stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
     stmts += block(body)
+    inputs = {id(v) for v in body.inputs}
+    taken: set[int] = set()
     for v, out in zip(eqn.outputs, body.outputs):
-        if isinstance(out, Var):
-            namer.alias(v, out)
-        else:
+        if isinstance(out, Var) and id(out) not in inputs and id(out) not in taken:
+            namer.alias(v, out)  # the result is the body's value, by its name
+            taken.add(id(out))
+        else:  # a literal, an operand or a value already returned: a name of its own, lest a del of one end the other
             stmts.append(s.assign([s.name(namer.name(v, v.hint, "t"))], expr(out)))
     return stmts
 

@@ -9,6 +9,7 @@ makes the transforms compose.
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -559,28 +560,76 @@ def _tangent_like(t, v):
 
 
 # --- function forms -------------------------------------------------------------------------
+# ``pb.grad(f)(x)`` in a loop must not trace on every call: the function forms share one
+# ``differentiate`` object per (function, argnums, static_argnums), its compiled programs kept
+# per signature, as JAX caches on the function's identity. An entry is valid while the function's
+# code, defaults, closure cells and named globals are the very objects it was made with (a redefined
+# function is another object; a rebound variable changes a cell or a global). The cache is bounded:
+# a function held only by it lives until evicted.
+
+_HELD: OrderedDict[tuple, tuple[tuple, differentiate]] = OrderedDict()
+_HELD_MAX = 256
 
 
-def grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def _identity(fn: Callable) -> tuple:
+    """The objects a traced program may have read through ``fn`` itself: its code, defaults, closure
+    cells and the globals its code names (a rebound global array is seen; one read through another
+    function is not, as with a held ``differentiate`` object and JAX's ``jit``)."""
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    names = getattr(fn, "__globals__", None)
+    found = () if code is None or names is None else tuple(id(names.get(n)) for n in code.co_names)
+    return (id(code), id(getattr(fn, "__defaults__", None)),
+            *(id(c.cell_contents) if _filled(c) else None for c in cells), *found)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018  (an empty cell raises)
+        return True
+    except ValueError:
+        return False
+
+
+def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()) -> differentiate:
+    """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
+    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums))
+    try:
+        found = _HELD.get(key)
+    except TypeError:  # an unhashable callable: no cache
+        return differentiate(fn, argnums=argnums, static_argnums=static_argnums)
+    ident = _identity(fn)
+    if found is not None and found[0] == ident:
+        _HELD.move_to_end(key)
+        return found[1]
+    d = differentiate(fn, argnums=argnums, static_argnums=static_argnums)
+    _HELD[key] = (ident, d)
+    if len(_HELD) > _HELD_MAX:
+        _HELD.popitem(last=False)
+    return d
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()) -> Callable:
     """The gradient of a real-scalar function with respect to ``argnums``."""
-    return differentiate(fn, argnums=argnums).grad
+    return held(fn, argnums, static_argnums).grad
 
 
-def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    return differentiate(fn, argnums=argnums).value_and_grad
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0,
+                   static_argnums: int | Sequence[int] = ()) -> Callable:
+    return held(fn, argnums, static_argnums).value_and_grad
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
-    return differentiate(fn).jvp(primals, tangents)
+    return held(fn).jvp(primals, tangents)
 
 
 def vjp(fn: Callable, *primals):
     """``(out, vjp_fn)`` with cotangents for every argument."""
-    return differentiate(fn, argnums=tuple(range(len(primals)))).vjp(*primals)
+    return held(fn, tuple(range(len(primals)))).vjp(*primals)
 
 
 def linearize(fn: Callable, *primals):
-    return differentiate(fn, argnums=tuple(range(len(primals)))).linearize(*primals)
+    return held(fn, tuple(range(len(primals)))).linearize(*primals)
 
 
 class jit(differentiate):
@@ -614,22 +663,22 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``)."""
-    return differentiate(fn, argnums=argnums).jacfwd
+    return held(fn, argnums).jacfwd
 
 
 def jacrev(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``)."""
-    return differentiate(fn, argnums=argnums).jacrev
+    return held(fn, argnums).jacrev
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward."""
-    return differentiate(fn, argnums=argnums).jacobian
+    return held(fn, argnums).jacobian
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``."""
-    return differentiate(fn, argnums=argnums).hessian
+    return held(fn, argnums).hessian
 
 
 class vmap:

@@ -1,0 +1,51 @@
+"""The function forms (pb.grad(f)(x), pb.jvp, pb.vjp, ...) reuse compiled programs across calls,
+and are not served stale when the function, its closure or the globals it names change."""
+
+import numpy as np
+
+import pullback as pb
+from pullback import api
+
+W = np.array([1.0, 2.0])
+
+
+def loss(x):
+    return np.sum(W * x ** 2)
+
+
+def test_function_forms_compile_once():
+    x = np.array([0.5, -1.0])
+    f = lambda x: np.sum(np.sin(x) * x)  # noqa: E731
+    pb.grad(f)(x)
+    held = api.held(f)
+    runners = dict(held._runners)
+    for _ in range(5):
+        np.testing.assert_allclose(pb.grad(f)(x), np.sin(x) + x * np.cos(x), rtol=1e-15)
+    assert api.held(f) is held and held._runners == runners  # no new program was built
+
+
+def test_rebound_global_and_closure_are_not_stale():
+    global W
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(pb.grad(loss)(x), 2 * W * x)
+    saved = W
+    try:
+        W = np.array([3.0, 4.0])
+        np.testing.assert_allclose(pb.grad(loss)(x), 2 * W * x)
+    finally:
+        W = saved
+
+    def make(a):
+        return lambda x: a * np.sum(x ** 2)
+
+    f = make(2.0)
+    np.testing.assert_allclose(pb.grad(f)(x), 4.0 * x)
+
+    scale = 1.0
+
+    def g(x):
+        return scale * np.sum(x ** 2)
+
+    np.testing.assert_allclose(pb.grad(g)(x), 2.0 * x)
+    scale = 5.0
+    np.testing.assert_allclose(pb.grad(g)(x), 10.0 * x)

@@ -265,7 +265,7 @@ class differentiate:
         dyn = args if not self.static_argnums else tuple(
             a for i, a in enumerate(args) if i not in self.static_argnums)
         for a in dyn:
-            if type(a) in _CONTAINERS:
+            if type(a) in _CONTAINERS or a is None or isinstance(a, tuple):  # (a NamedTuple)
                 break
         else:
             return tuple(map(at_boundary, dyn)), None

@@ -1,4 +1,5 @@
-"""Nested tuples, lists and dicts of arrays (and None, which holds no leaves): flatten to leaves and rebuild."""
+"""Nested tuples (NamedTuples too), lists and dicts of arrays, and None (no leaves): flatten to leaves and
+rebuild."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def unflatten(treedef: Any, leaves) -> Any:
             return None
         if t[0] is dict:
             return {k: build(s) for k, s in zip(t[1], t[2])}
+        if hasattr(t[0], "_fields"):  # a NamedTuple takes its fields as arguments
+            return t[0](*(build(s) for s in t[1]))
         return t[0](build(s) for s in t[1])
 
     return build(treedef)

@@ -1,6 +1,8 @@
 """The function forms (pb.grad(f)(x), pb.jvp, pb.vjp, ...) reuse compiled programs across calls,
 and are not served stale when the function, its closure or the globals it names change."""
 
+from typing import NamedTuple
+
 import numpy as np
 
 import pullback as pb
@@ -49,3 +51,19 @@ def test_rebound_global_and_closure_are_not_stale():
     np.testing.assert_allclose(pb.grad(g)(x), 2.0 * x)
     scale = 5.0
     np.testing.assert_allclose(pb.grad(g)(x), 10.0 * x)
+
+
+class Params(NamedTuple):
+    w: np.ndarray
+    b: float
+
+
+def test_namedtuple_and_none_arguments():
+    def loss(p, x, unused):
+        return np.sum((x @ p.w + p.b) ** 2)
+
+    x = np.ones((3, 2))
+    value, g = pb.value_and_grad(loss)(Params(np.ones(2), 0.5), x, None)
+    assert value == 18.75 and isinstance(g, Params)
+    np.testing.assert_allclose(g.w, [15.0, 15.0])
+    assert g.b == 15.0

@@ -760,9 +760,35 @@ def expm(a):
 @_traced
 def sqrtm(a):
     """The principal square root X (X X = A, eigenvalues in the right half plane), SciPy's
-    sqrtm. A real A must have no negative real eigenvalues (its root would be complex).
-    dX solves the Sylvester equation X dX + dX X = dA."""
-    return bind(lx.sqrtm_p, _float(_square(a, "sqrtm")))
+    sqrtm. dX solves the Sylvester equation X dX + dX X = dA.
+
+    SciPy returns a complex root for a real A with negative real eigenvalues, a real one otherwise:
+    the dtype depends on the values. A traced program has one dtype, so it follows the arguments it
+    is first called with (``example_value``): complex if SciPy's root is complex there. A later call
+    whose real matrix needs the other case raises a LinAlgError that says to pass a complex matrix."""
+    from pullback import numpy_api as pnp
+    from pullback.ir.tracer import example_value
+
+    a = _float(_square(a, "sqrtm"))
+    if a.dtype.kind == "f" and isinstance(a, Tracer):
+        value = example_value(a)
+        if value is not None and _complex_root(value):
+            a = pnp.astype(a, np.result_type(a.dtype, np.complex64))
+    return bind(lx.sqrtm_p, a)
+
+
+def _complex_root(value: np.ndarray) -> bool:
+    """Whether SciPy's sqrtm of this real matrix (or batch) is complex."""
+    import warnings
+
+    import scipy.linalg
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return bool(np.iscomplexobj(scipy.linalg.sqrtm(value)))
+        except Exception:
+            return False
 
 
 @_traced

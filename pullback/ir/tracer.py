@@ -92,6 +92,10 @@ class Builder:
         self.lowering: str | None = None
         # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
         self.eyes: dict[int, tuple[np.ndarray, int]] = {}
+        # the traced function's inputs and, when it was called on concrete arguments, their values
+        # (see ``example_value``)
+        self.inputs: tuple[Var, ...] = ()
+        self.examples: dict[int, Any] = {}
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
@@ -147,6 +151,39 @@ class Builder:
         if id(x.ssa) not in self.captures:
             self.captures[id(x.ssa)] = (Var(x.ssa.type, x.ssa.hint), x)
         return self.captures[id(x.ssa)][0]
+
+
+def example_value(x: Tracer):
+    """The value ``x`` takes at the arguments the function is being traced with, or None where that
+    is not known (an enclosing trace's values, a transform's trace). For the rare decisions NumPy and
+    SciPy make from values: the program is then specialised to the first call's case, and checks it
+    at run time."""
+    builder = x.builder
+    if not builder.examples:
+        return None
+    from pullback.backends.compiler import compile_program
+    from pullback.transforms.dce import dce
+
+    # an input that is a tracer of an enclosing trace (a nested grad), or one captured from it, has
+    # the value the enclosing trace's example gives it
+    outer = dict(builder.examples)
+    outer.update({id(inner): tracer for inner, tracer in (builder.captures or {}).values()})
+    inputs = builder.inputs + tuple(inner for inner, _ in (builder.captures or {}).values())
+    program = dce(Program(inputs, tuple(builder.eqns), (x.ssa,), *builder.constants()))
+    values = []
+    for v in program.inputs:
+        used = any(a is v for e in program.eqns for a in e.inputs) or program.outputs[0] is v
+        found = outer.get(id(v)) if used else np.zeros(v.type.shape, v.type.dtype)
+        if isinstance(found, Tracer):
+            found = example_value(found)
+        if found is None:
+            return None
+        values.append(found)
+    try:
+        fn, _ = compile_program(program)
+        return np.asarray(fn(*values))
+    except Exception:
+        return None
 
 
 def _made_eye(x) -> int | None:
@@ -522,6 +559,9 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         if captures is not None:
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
+        builder.inputs = in_vars
+        builder.examples = {id(v): x for v, x in zip(in_vars, leaves)
+                            if isinstance(x, np.ndarray | np.generic) or is_python_scalar(x) or isinstance(x, Tracer)}
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
         structured = [unflatten(tree, tracers) for tree in trees]
         out = fn(*structured)

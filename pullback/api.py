@@ -213,16 +213,19 @@ class differentiate:
     """
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
-                static_argnums: int | Sequence[int] = ()):
+                static_argnums: int | Sequence[int] = (), has_aux: bool = False):
         if fn is None:
-            return functools.partial(cls, argnums=argnums, static_argnums=static_argnums)
+            return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
         return super().__new__(cls)
 
-    def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()):
+    def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+                 has_aux: bool = False):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.argnums = argnums
         self.static_argnums = _as_tuple(static_argnums)
+        # fn returns (value, aux): grad differentiates value and returns aux beside it, as JAX's has_aux
+        self.has_aux = has_aux
         self._stages: dict[tuple, Any] = {}
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
@@ -339,15 +342,25 @@ class differentiate:
         if kind == "vjp":
             return closed(ad.vjp(p, wrt))
         if kind == "grad":
-            if not ad.is_real_scalar(p):
-                types = ", ".join(map(str, p.out_types))
+            n_aux, aux_tree = 0, None
+            if self.has_aux:
+                tree = primal.treedef
+                if not (tree is not LEAF and tree[0] in (tuple, list) and len(tree[1]) == 2 and tree[1][0] is LEAF):
+                    raise TypeError(f"with has_aux=True, {p.name} must return a pair (value, aux)")
+                n_aux, aux_tree = len(p.outputs) - 1, tree[1][1]
+            main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
+            if not ad.is_real_scalar(main):
+                types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
                 raise TypeError(f"grad needs a function returning a real scalar; {p.name} returns {types} "
                                 "(use vjp or jvp)")
-            g = ad.value_and_grad(p, wrt)
-            value, cts = g.outputs[0], self._by_argnum(list(g.outputs[1:]), args, trees, nums)
-            outputs = (value, *[c for group in cts for c in group])
+            g = ad.value_and_grad(p, wrt, n_aux)
+            value, aux = g.outputs[0], g.outputs[1:1 + n_aux]
+            cts = self._by_argnum(list(g.outputs[1 + n_aux:]), args, trees, nums)
+            outputs = (value, *aux, *[c for group in cts for c in group])
             program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
-            return closed(program, (tuple, (LEAF, self._grads_tree(args, trees, nums))))
+            grads = self._grads_tree(args, trees, nums)
+            tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
+            return closed(program, tree)
         if kind in ("jacfwd", "jacrev", "jacobian", "hessian"):
             return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
@@ -412,7 +425,9 @@ class differentiate:
         return run(*args) if run is not None else self._run("grad", args)
 
     def grad(self, *args, **kwargs):
-        return self.value_and_grad(*args, **kwargs)[1]
+        """The gradient; with ``has_aux``, ``(gradient, aux)``."""
+        out = self.value_and_grad(*args, **kwargs)
+        return (out[1], out[0][1]) if self.has_aux else out[1]
 
     def _call_stage(self, kind: str, args: tuple, kwargs: dict):
         if kwargs:
@@ -591,32 +606,36 @@ def _filled(cell) -> bool:
         return False
 
 
-def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()) -> differentiate:
+def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+         has_aux: bool = False) -> differentiate:
     """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
-    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums))
+    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums), has_aux)
     try:
         found = _HELD.get(key)
     except TypeError:  # an unhashable callable: no cache
-        return differentiate(fn, argnums=argnums, static_argnums=static_argnums)
+        return differentiate(fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
     ident = _identity(fn)
     if found is not None and found[0] == ident:
         _HELD.move_to_end(key)
         return found[1]
-    d = differentiate(fn, argnums=argnums, static_argnums=static_argnums)
+    d = differentiate(fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
     _HELD[key] = (ident, d)
     if len(_HELD) > _HELD_MAX:
         _HELD.popitem(last=False)
     return d
 
 
-def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = ()) -> Callable:
-    """The gradient of a real-scalar function with respect to ``argnums``."""
-    return held(fn, argnums, static_argnums).grad
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+         has_aux: bool = False) -> Callable:
+    """The gradient of a real-scalar function with respect to ``argnums``; with ``has_aux``, ``fn``
+    returns ``(value, aux)`` and the gradient comes with ``aux``: ``(gradient, aux)``."""
+    return held(fn, argnums, static_argnums, has_aux).grad
 
 
-def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0,
-                   static_argnums: int | Sequence[int] = ()) -> Callable:
-    return held(fn, argnums, static_argnums).value_and_grad
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+                   has_aux: bool = False) -> Callable:
+    """``(value, gradient)``; with ``has_aux``, ``((value, aux), gradient)`` as in JAX."""
+    return held(fn, argnums, static_argnums, has_aux).value_and_grad
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence):

@@ -4,6 +4,7 @@ and are not served stale when the function, its closure or the globals it names 
 from typing import NamedTuple
 
 import numpy as np
+import pytest
 
 import pullback as pb
 from pullback import api
@@ -67,3 +68,23 @@ def test_namedtuple_and_none_arguments():
     assert value == 18.75 and isinstance(g, Params)
     np.testing.assert_allclose(g.w, [15.0, 15.0])
     assert g.b == 15.0
+
+
+def test_has_aux_returns_the_auxiliary_values_beside_the_gradient():
+    def loss(w, x):
+        pred = x @ w
+        return np.sum(pred ** 2), {"pred": pred, "norm": np.linalg.norm(w)}
+
+    w, x = np.array([1.0, 2.0]), np.arange(6.0).reshape(3, 2)
+    g, aux = pb.grad(loss, has_aux=True)(w, x)
+    np.testing.assert_allclose(g, 2 * x.T @ (x @ w))
+    np.testing.assert_allclose(aux["pred"], x @ w)
+    assert aux["norm"] == np.linalg.norm(w)
+    (value, aux2), g2 = pb.value_and_grad(loss, has_aux=True)(w, x)
+    assert value == np.sum((x @ w) ** 2)
+    np.testing.assert_allclose(g2, g)
+    np.testing.assert_allclose(aux2["pred"], x @ w)
+    with pytest.raises(TypeError, match="real scalar"):
+        pb.grad(loss)(w, x)  # without has_aux the pair is not a scalar
+    with pytest.raises(TypeError, match="pair"):
+        pb.grad(lambda w: np.sum(w), has_aux=True)(w)

@@ -47,12 +47,15 @@ def _bodies(program: Program, done: set[int]) -> Program:
     return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name)
 
 
-def linearize(program: Program, wrt: Sequence[bool]) -> Split:
-    """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents."""
+def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
+    """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents.
+    The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
     j = jvp(program, wrt)
-    split = partial_eval(j, [False] * len(program.inputs) + [True] * n_tangents, [False] * m + [True] * m)
+    if n_aux:
+        j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)
+    split = partial_eval(j, [False] * len(program.inputs) + [True] * n_tangents, [False] * m + [True] * (m - n_aux))
     # Not optimised here: the residuals must stay the very Vars both programs name.
     return Split(split.known, Program(split.unknown.inputs, split.unknown.eqns, split.unknown.outputs,
                                       split.unknown.constvars, split.unknown.constvals,
@@ -75,9 +78,10 @@ def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
     return tuple(v for v, _ in seen.values()), tuple(c for _, c in seen.values())
 
 
-def vjp(program: Program, wrt: Sequence[bool]) -> Program:
-    """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``."""
-    split = linearize(program, wrt)
+def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
+    """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``; the
+    last ``n_aux`` outputs get no cotangent (see ``linearize``)."""
+    split = linearize(program, wrt, n_aux)
     t = transpose_linear(split)
     m = len(program.outputs)
     cts = t.inputs[split.n_residuals:]
@@ -128,10 +132,11 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     return tuple(eqns[k] for k in order)
 
 
-def value_and_grad(program: Program, wrt: Sequence[bool]) -> Program:
-    """``(*primals) -> (value, *gradients)`` of a real scalar function: the VJP seeded with 1."""
-    (out,) = program.outputs
-    v = vjp(program, wrt)  # sunk and optimised with the seed still an input
+def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
+    """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output; the
+    ``n_aux`` others are auxiliary values, returned as they are): the VJP seeded with 1."""
+    assert len(program.outputs) == 1 + n_aux
+    v = vjp(program, wrt, n_aux)  # sunk and optimised with the seed still an input
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
               Params({"shape": (), "broadcast_dimensions": ()}))

@@ -213,28 +213,9 @@ def checkpoint(f: Callable) -> Callable:
     def checkpointed(*args):
         if not _tracing():
             return f(*args)
-        leaves, trees = [], []
-        for a in args:
-            arg_leaves, tree = flatten(a)
-            leaves += arg_leaves
-            trees.append(tree)
-        out_tree: list = []
-
-        def flat(*xs):
-            it = iter(xs)
-            out = f(*(unflatten(t, it) for t in trees))
-            out_leaves, tree = flatten(out)
-            out_tree.append(tree)
-            return tuple(out_leaves)
-
-        captures: list = []
-        names = _arg_names(f, len(args)) if all(t is None for t in trees) else [f"arg{i}" for i in range(len(leaves))]
-        body, _ = trace(flat, leaves, name=getattr(f, "__name__", "f"), captures=captures, arg_names=names, scope=f)
-        n = len(leaves)
-        body = Program(body.inputs[n:] + body.inputs[:n], body.eqns, body.outputs, body.constvars, body.constvals,
-                       name=body.name)
-        outs = make_checkpoint(body, [*captures, *leaves])
-        return unflatten(out_tree[0], outs)
+        body, captures, out_tree = _trace_closed(f, list(args), getattr(f, "__name__", "f"))
+        leaves = [x for a in args for x in flatten(a)[0]]
+        return unflatten(out_tree, make_checkpoint(body, [*captures, *leaves]))
 
     return checkpointed
 

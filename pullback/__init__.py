@@ -31,4 +31,10 @@ __all__ = [
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
     "stop_gradient", "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
 ]
-__version__ = "0.1.0"
+try:  # the installed distribution's version, so the two cannot disagree
+    from importlib.metadata import PackageNotFoundError as _NotFound
+    from importlib.metadata import version as _version
+
+    __version__ = _version("pullback")
+except _NotFound:  # run from a source tree that is not installed
+    __version__ = "0.1.0"

@@ -24,3 +24,12 @@ def test_tree_is_ruff_clean():
     result = subprocess.run([ruff, "check", "."], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_version_matches_the_package_metadata_and_types_are_shipped():
+    from importlib.metadata import version
+
+    import pullback
+
+    assert pullback.__version__ == version("pullback")
+    assert (Path(pullback.__file__).parent / "py.typed").exists()

@@ -9,12 +9,15 @@ makes the transforms compose.
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from pullback import log
 from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
@@ -67,7 +70,13 @@ class Staged:
         self._constants: dict[str, Any] = {}
 
     def _compile(self) -> Callable:
+        n = len(self.program.eqns)
+        if n >= log.LARGE:
+            log.logger.info("compiling %s (%d equations) ...", self.program.name, n)
+        start = time.perf_counter()
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
+        log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
+                        self._source.count("\n"), time.perf_counter() - start)
         self._constants = dict(self._fn.__kwdefaults__ or {})  # the arrays the runner passes, by parameter name
         if self.treedef is not None and not printable_tree(self.treedef):  # dicts: rebuild in Python
             fn, treedef = self._fn, self.treedef
@@ -313,8 +322,15 @@ class differentiate:
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
+            start = time.perf_counter()
             with gc_paused():
                 staged = self._build(kind, args, trees)
+            if log.logger.isEnabledFor(logging.INFO):
+                signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])
+                log.logger.info("traced %s, stage %s, for (%s): %d equations, %.3f s%s",
+                                getattr(self.fn, "__qualname__", "a function"), kind, signature,
+                                len(staged.program.eqns), time.perf_counter() - start,
+                                f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
             staged.backend = backend
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged

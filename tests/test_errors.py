@@ -92,3 +92,15 @@ def test_shape_error_of_the_matmul_operator_names_it():
 
     msg = _message(f, np.ones((3, 3)))
     assert "size mismatch" in msg and "dot_general" not in msg and _line_of(f, "x @") in msg
+
+
+def test_python_loop_on_an_argument_suggests_static_argnums():
+    def f(x, n):
+        for _ in range(n):
+            x = np.sin(x)
+        return np.sum(x)
+
+    with pytest.raises(pb.ConcretizationError, match="n is an argument.*static_argnums"):
+        pb.grad(f)(np.ones(2), 3)
+    np.testing.assert_allclose(pb.grad(f, static_argnums=(1,))(np.ones(2), 2),
+                               np.cos(np.sin(1.0)) * np.cos(1.0) * np.ones(2))

@@ -88,3 +88,17 @@ def test_has_aux_returns_the_auxiliary_values_beside_the_gradient():
         pb.grad(loss)(w, x)  # without has_aux the pair is not a scalar
     with pytest.raises(TypeError, match="pair"):
         pb.grad(lambda w: np.sum(w), has_aux=True)(w)
+
+
+def test_traces_and_compiles_are_logged(caplog):
+    import logging
+
+    f = lambda x: np.sum(np.cos(x) * x)  # noqa: E731
+    with caplog.at_level(logging.INFO, logger="pullback"):
+        pb.grad(f)(np.ones(3))
+        pb.grad(f)(np.ones(3))  # compiled already: nothing more
+        pb.grad(f)(np.ones(5))
+    messages = [r.getMessage() for r in caplog.records if r.name == "pullback"]
+    assert sum("stage grad, for (f64[3])" in m for m in messages) == 1
+    assert sum("stage grad, for (f64[5])" in m for m in messages) == 1
+    assert sum(m.startswith("compiled f_grad") for m in messages) == 2

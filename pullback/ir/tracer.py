@@ -301,9 +301,14 @@ class Tracer:
 
     # --- refusing concrete values -------------------------------------------
     def _concrete(self, what: str):
+        hint = ""
+        if self.ssa in self.builder.inputs:  # an argument of the traced function
+            name = self.ssa.hint or "this argument"
+            hint = (f"; {name} is an argument: if it is a Python value the function branches or loops on "
+                    f"(a loop bound, a flag), mark it static (static_argnums=...), or use pb.fori_loop/pb.cond")
         raise ConcretizationError(located(
             f"{what} of a traced value {self.ssa.type}: Python control flow and conversions "
-            "cannot depend on traced values (use np.where for elementwise choices)"
+            f"cannot depend on traced values (use np.where for elementwise choices){hint}"
         ))
 
     def __bool__(self):

@@ -30,7 +30,7 @@ from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
-from pullback.tree import LEAF, flatten, unflatten
+from pullback.tree import LEAF, flatten, is_node, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
@@ -277,7 +277,7 @@ class differentiate:
         dyn = args if not self.static_argnums else tuple(
             a for i, a in enumerate(args) if i not in self.static_argnums)
         for a in dyn:
-            if type(a) in _CONTAINERS or a is None or isinstance(a, tuple):  # (a NamedTuple)
+            if type(a) in _CONTAINERS or is_node(a):  # (a NamedTuple, a registered class, an unregistered dataclass)
                 break
         else:
             return tuple(map(at_boundary, dyn)), None
@@ -563,8 +563,8 @@ def _graft(tree, sub):
     """``tree`` with each leaf replaced by the tree ``sub``."""
     if tree is LEAF:
         return sub
-    if tree[0] is dict:
-        return (dict, tree[1], tuple(_graft(t, sub) for t in tree[2]))
+    if len(tree) == 3:  # a dict or a registered class: (type, keys or aux, children)
+        return (tree[0], tree[1], tuple(_graft(t, sub) for t in tree[2]))
     return (tree[0], tuple(_graft(t, sub) for t in tree[1]))
 
 

@@ -531,8 +531,8 @@ def _leaf_names(treedef, name: str) -> list[str]:
     """``params`` -> ``params`` for a leaf, ``params_0``, ``params_W``, ... inside a structure."""
     if treedef is None:
         return [name]
-    keys = treedef[1] if treedef[0] is dict else range(len(treedef[1]))
-    subtrees = treedef[2] if treedef[0] is dict else treedef[1]
+    subtrees = treedef[2] if len(treedef) == 3 else treedef[1]  # dicts and registered classes: (type, aux, children)
+    keys = treedef[1] if treedef[0] is dict else range(len(subtrees))
     return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}" if name else str(k))]
 
 

@@ -9,6 +9,7 @@ makes the transforms compose.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 from collections import OrderedDict
@@ -176,16 +177,19 @@ def at_boundary(a):
 
 
 class _Kwargs(dict):
-    """Keyword arguments of a call, carried as one last dynamic argument (a dict of leaves)."""
+    """Keyword arguments of a call, carried as one last dynamic argument (a dict of leaves);
+    those named in ``static_argnames`` ride along in ``static``, outside the traced leaves."""
+
+    static: dict[str, Any] = {}
 
 
-def _static_key(v, i: int):
+def _static_key(v, i: int | str):
     """A static argument in a cache key: its type with its value (``2`` and ``2.0`` differ)."""
     key = (tuple, tuple(_static_key(e, i) for e in v)) if type(v) is tuple else (type(v), v)
     try:
         hash(key)
     except TypeError:
-        raise TypeError(f"static argument {i} (static_argnums) must be hashable, as programs are cached by its "
+        raise TypeError(f"static argument {i!r} (static_argnums, static_argnames) must be hashable, as programs are cached by its "
                         f"value; got a {type(v).__name__}") from None
     return key
 
@@ -222,17 +226,23 @@ class differentiate:
     """
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
-                static_argnums: int | Sequence[int] = (), has_aux: bool = False):
+                static_argnums: int | Sequence[int] = (), has_aux: bool = False,
+                static_argnames: str | Sequence[str] = ()):
         if fn is None:
-            return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
+            return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
+                                     static_argnames=static_argnames)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                 has_aux: bool = False):
+                 has_aux: bool = False, static_argnames: str | Sequence[str] = ()):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.argnums = argnums
-        self.static_argnums = _as_tuple(static_argnums)
+        # as JAX infers them: a static parameter is static whether passed by position or by name
+        self._params = _positional_params(fn)
+        self.static_argnums, self.static_argnames = _infer_static(
+            self._params, _as_tuple(static_argnums), (static_argnames,) if isinstance(static_argnames, str)
+            else tuple(static_argnames))
         # fn returns (value, aux): grad differentiates value and returns aux beside it, as JAX's has_aux
         self.has_aux = has_aux
         self._stages: dict[tuple, Any] = {}
@@ -248,7 +258,8 @@ class differentiate:
         if not self.static_argnums and not kw:
             return self.fn, args, None
         n = len(args) - kw
-        static = {i: args[i] for i in self.static_argnums}
+        static = {i: args[i] for i in self._static_at(args)}
+        static_kw = args[n].static if kw else {}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static)
         positional = _arg_names(self.fn, n)
         names = [positional[i] for i in range(n) if i not in static] + [""] * kw  # keyword leaves: their keys
@@ -256,26 +267,36 @@ class differentiate:
         def with_static(*dyn):
             it = iter(dyn)
             full = [static[i] if i in static else next(it) for i in range(len(args))]
-            return self.fn(*full[:n], **(full[n] if kw else {}))
+            return self.fn(*full[:n], **(full[n] if kw else {}), **static_kw)
 
         with_static.__name__ = getattr(self.fn, "__name__", "f")
         with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
         return with_static, dynamic, names
 
-    def _check_static(self, args: tuple) -> None:
+    def _static_at(self, args: tuple) -> tuple[int, ...]:
+        """The static argnums this call passes by position."""
         n = len(args) - _has_kwargs(args)
+        return tuple(i for i in self.static_argnums if i < n)
+
+    def _check_static(self, args: tuple) -> None:
+        kw = _has_kwargs(args)
+        n = len(args) - kw
         for i in self.static_argnums:
-            if not 0 <= i < n:
+            if 0 <= i < n:
+                continue
+            param = self._params[i] if self._params is not None and 0 <= i < len(self._params) else None
+            if param is None or not (param.name in (args[-1].static if kw else {})
+                                     or param.default is not param.empty):
                 raise ValueError(f"static_argnums {self.static_argnums} out of range for a call with {n} positional "
-                                 "arguments (static arguments must be passed by position)")
+                                 "arguments (pass static arguments by position, or by a parameter's name)")
 
     def _flat(self, args: tuple) -> tuple[tuple, tuple | None]:
         """The dynamic arguments' leaves (as ``at_boundary`` makes them), and their structures
         (None when all are arrays)."""
         if self.static_argnums:
             self._check_static(args)
-        dyn = args if not self.static_argnums else tuple(
-            a for i, a in enumerate(args) if i not in self.static_argnums)
+        static = self._static_at(args) if self.static_argnums else ()
+        dyn = args if not static else tuple(a for i, a in enumerate(args) if i not in static)
         for a in dyn:
             if type(a) in _CONTAINERS or is_node(a):  # (a NamedTuple, a registered class, an unregistered dataclass)
                 break
@@ -291,7 +312,8 @@ class differentiate:
     def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:
         """Argument position -> the range of its leaves among the program's inputs."""
         ranges, start = {}, 0
-        dyn_positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        static = self._static_at(args)
+        dyn_positions = [i for i in range(len(args)) if i not in static]
         for i in dyn_positions:
             n = 1 if trees is None else len(flatten(args[i])[0])
             ranges[i] = range(start, start + n)
@@ -318,7 +340,9 @@ class differentiate:
         leaves, trees = flat or self._flat(args)
         key = (kind, trees, _has_kwargs(args), *map(_signature_of, leaves))
         if self.static_argnums:
-            key += tuple(_static_key(args[i], i) for i in self.static_argnums)
+            key += tuple(_static_key(args[i], i) for i in self._static_at(args))
+        if _has_kwargs(args) and args[-1].static:
+            key += (tuple((k, _static_key(v, k)) for k, v in sorted(args[-1].static.items())),)
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
@@ -414,11 +438,19 @@ class differentiate:
         return [[at[k] for k in ranges[i]] for i in nums]
 
     def _grads_tree(self, args: tuple, trees, nums: list[int]):
-        dyn_positions = [i for i in range(len(args)) if i not in self.static_argnums]
+        static = self._static_at(args)
+        dyn_positions = [i for i in range(len(args)) if i not in static]
         arg_trees = [LEAF if trees is None else trees[dyn_positions.index(i)] for i in nums]
         return arg_trees[0] if isinstance(self.argnums, int) else (tuple, tuple(arg_trees))
 
     # --- calling ------------------------------------------------------------------------------
+
+    def _pack(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` and the keyword arguments as one last argument, static ones (``static_argnames``) apart."""
+        packed = _Kwargs({k: v for k, v in kwargs.items() if k not in self.static_argnames})
+        if len(packed) != len(kwargs):
+            packed.static = {k: v for k, v in kwargs.items() if k in self.static_argnames}
+        return (*args, packed)
 
     def _run(self, kind: str, args: tuple):
         flat = self._flat(args)
@@ -430,13 +462,13 @@ class differentiate:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            return self._run("primal", (*args, _Kwargs(kwargs)))
+            return self._run("primal", self._pack(args, kwargs))
         run = self._runners.get(("primal", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("primal", args)
 
     def value_and_grad(self, *args, **kwargs):
         if kwargs:
-            return self._run("grad", (*args, _Kwargs(kwargs)))
+            return self._run("grad", self._pack(args, kwargs))
         run = self._runners.get(("grad", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("grad", args)
 
@@ -447,7 +479,7 @@ class differentiate:
 
     def _call_stage(self, kind: str, args: tuple, kwargs: dict):
         if kwargs:
-            return self._run(kind, (*args, _Kwargs(kwargs)))
+            return self._run(kind, self._pack(args, kwargs))
         run = self._runners.get((kind, *map(_signature_of, args)))
         return run(*args) if run is not None else self._run(kind, args)
 
@@ -476,7 +508,7 @@ class differentiate:
         if len(primals) != len(tangents):
             raise ValueError(f"jvp got {len(primals)} primals and {len(tangents)} tangents")
         flat = self._flat(primals)
-        flat_t = self._flat(tuple(tangents[i] if i not in self.static_argnums else primals[i]
+        flat_t = self._flat(tuple(tangents[i] if i not in self._static_at(primals) else primals[i]
                                   for i in range(len(primals))))
         if flat_t[1] != flat[1] or len(flat_t[0]) != len(flat[0]):
             raise ValueError("tangents must have the structure of the primals")
@@ -497,7 +529,7 @@ class differentiate:
     def linearize(self, *args, **kwargs):
         """``(f(*args), jvp_fn)``: the forward pass runs now; ``jvp_fn(*tangents)``, one
         tangent per ``argnums`` argument, reuses its residuals."""
-        args = (*args, _Kwargs(kwargs)) if kwargs else args
+        args = self._pack(args, kwargs) if kwargs else args
         primal, flat, outs, residuals = self._forward(args)
         linear: Staged = self._stage("linear", args, flat)
         nums = list(_as_tuple(self.argnums))
@@ -518,7 +550,7 @@ class differentiate:
     def vjp(self, *args, **kwargs):
         """``(f(*args), vjp_fn)``: ``vjp_fn(cotangent)`` returns the tuple of cotangents of
         the ``argnums`` arguments; the forward pass runs once, now."""
-        args = (*args, _Kwargs(kwargs)) if kwargs else args
+        args = self._pack(args, kwargs) if kwargs else args
         primal, flat, outs, residuals = self._forward(args)
         transpose: Staged = self._stage("transpose", args, flat)
         out_types = primal.program.out_types
@@ -557,6 +589,26 @@ class differentiate:
         from pullback.backends import cupy_backend
 
         return print_program(staged.program, cupy_backend, out_tree=staged.treedef)
+
+
+def _positional_params(fn: Callable) -> list | None:
+    """``fn``'s parameters that can be passed by position (None when it has no signature)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _infer_static(params: list | None, nums: tuple[int, ...], names: tuple[str, ...]) -> tuple[tuple, tuple]:
+    """static_argnums and static_argnames completed from each other through the signature, as JAX does."""
+    if params is None:
+        return nums, names
+    by_name = {p.name: i for i, p in enumerate(params)}
+    more_nums = tuple(by_name[n] for n in names if n in by_name and by_name[n] not in nums)
+    more_names = tuple(params[i].name for i in nums if 0 <= i < len(params) and params[i].name not in names
+                       and params[i].kind is not params[i].POSITIONAL_ONLY)
+    return nums + more_nums, names + more_names
 
 
 def _graft(tree, sub):
@@ -623,18 +675,22 @@ def _filled(cell) -> bool:
 
 
 def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-         has_aux: bool = False) -> differentiate:
+         has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> differentiate:
     """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
-    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums), has_aux)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums), has_aux,
+           names)
+    make = functools.partial(differentiate, fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
+                             static_argnames=names)
     try:
         found = _HELD.get(key)
     except TypeError:  # an unhashable callable: no cache
-        return differentiate(fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
+        return make()
     ident = _identity(fn)
     if found is not None and found[0] == ident:
         _HELD.move_to_end(key)
         return found[1]
-    d = differentiate(fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux)
+    d = make()
     _HELD[key] = (ident, d)
     if len(_HELD) > _HELD_MAX:
         _HELD.popitem(last=False)
@@ -642,16 +698,16 @@ def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | S
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-         has_aux: bool = False) -> Callable:
+         has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The gradient of a real-scalar function with respect to ``argnums``; with ``has_aux``, ``fn``
     returns ``(value, aux)`` and the gradient comes with ``aux``: ``(gradient, aux)``."""
-    return held(fn, argnums, static_argnums, has_aux).grad
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).grad
 
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                   has_aux: bool = False) -> Callable:
+                   has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """``(value, gradient)``; with ``has_aux``, ``((value, aux), gradient)`` as in JAX."""
-    return held(fn, argnums, static_argnums, has_aux).value_and_grad
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
@@ -670,10 +726,13 @@ def linearize(fn: Callable, *primals):
 class jit(differentiate):
     """``fn`` traced, printed and compiled once per argument signature, then called directly."""
 
-    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = ()):
-        super().__init__(fn, static_argnums=static_argnums)
+    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
+                 static_argnames: str | Sequence[str] = ()):
+        super().__init__(fn, static_argnums=static_argnums, static_argnames=static_argnames)
 
-    def __new__(cls, fn=None, static_argnums=()):
+    def __new__(cls, fn=None, static_argnums=(), static_argnames=()):
+        if fn is None:  # @jit(static_argnames=...)
+            return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames)
         return object.__new__(cls)
 
     def source(self, *args, program: str = "primal", device: str = "cpu") -> str:
@@ -696,24 +755,28 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
     return jit(fn, static_argnums).source(*args, device=device)
 
 
-def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+           static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``)."""
-    return held(fn, argnums).jacfwd
+    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacfwd
 
 
-def jacrev(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacrev(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+           static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``)."""
-    return held(fn, argnums).jacrev
+    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacrev
 
 
-def jacobian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+             static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward."""
-    return held(fn, argnums).jacobian
+    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacobian
 
 
-def hessian(fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
+            static_argnames: str | Sequence[str] = ()) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``."""
-    return held(fn, argnums).hessian
+    return held(fn, argnums, static_argnums, static_argnames=static_argnames).hessian
 
 
 class vmap:
@@ -731,6 +794,7 @@ class vmap:
         functools.update_wrapper(self, fn)
         self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
         self._stages: dict[tuple, Staged] = {}
+        self._kw_maps: dict[tuple, vmap] = {}  # (positional count, keyword names) -> the map taking them
 
     def _flat_axes(self, args: tuple) -> tuple[list, list, list]:
         axes = tuple(self.in_axes) if isinstance(self.in_axes, tuple | list) else (self.in_axes,) * len(args)
@@ -780,7 +844,9 @@ class vmap:
         staged.backend = _backend_for(tuple(leaves))
         return staged
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:  # as JAX does, keyword arguments are mapped over their leading axis
+            return self._with_kwargs(len(args), kwargs)(*args, kwargs)
         leaves, trees, leaf_axes = self._flat_axes(args)
         key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves))
         staged = self._stages.get(key)
@@ -789,6 +855,22 @@ class vmap:
             if not staged.captures:
                 self._stages[key] = staged
         return staged(*leaves)
+
+    def _with_kwargs(self, n: int, kwargs: dict) -> vmap:
+        """This map of a function taking the keyword arguments as one last positional dict, batched on axis 0."""
+        fn = self.fn
+
+        def call(*args):
+            return fn(*args[:-1], **args[-1])
+
+        call.__name__ = getattr(fn, "__name__", "f")
+        call.__wrapped__ = fn  # type: ignore[attr-defined]
+        in_axes = (*self.in_axes, 0) if isinstance(self.in_axes, tuple | list) else (self.in_axes,) * n + (0,)
+        key = (n, tuple(kwargs))
+        found = self._kw_maps.get(key)
+        if found is None:
+            found = self._kw_maps[key] = vmap(call, in_axes, self.out_axes)
+        return found
 
     def source(self, *args, device: str = "cpu") -> str:
         """The generated source of the batched program at these arguments."""

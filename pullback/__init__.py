@@ -1,8 +1,10 @@
 """pullback: source-to-source automatic differentiation for numerical Python."""
 
-from pullback import linalg  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
+from pullback import (
+    linalg,  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
+    tree,  # noqa: F401  (pb.tree.register_dataclass)
+)
 from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback import tree  # noqa: F401  (pb.tree.register_dataclass)
 from pullback.api import (
     differentiate,
     grad,

@@ -189,8 +189,8 @@ def _static_key(v, i: int | str):
     try:
         hash(key)
     except TypeError:
-        raise TypeError(f"static argument {i!r} (static_argnums, static_argnames) must be hashable, as programs are cached by its "
-                        f"value; got a {type(v).__name__}") from None
+        raise TypeError(f"static argument {i!r} (static_argnums, static_argnames) must be hashable, as programs are "
+                        f"cached by its value; got a {type(v).__name__}") from None
     return key
 
 

@@ -570,18 +570,18 @@ class differentiate:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def ir(self, *args, stage: str = "grad") -> Program:
-        return self._stage(stage, args).program
+    def ir(self, *args, stage: str = "grad", **kwargs) -> Program:
+        return self._stage(stage, self._pack(args, kwargs) if kwargs else args).program
 
-    def constants(self, *args, program: str = "grad") -> dict[str, Any]:
+    def constants(self, *args, program: str = "grad", **kwargs) -> dict[str, Any]:
         """The arrays the generated source of a stage takes as keyword-only parameters, by name
         (the very objects: what a saved program needs besides the arguments)."""
-        return self._stage(program, args).constants
+        return self._stage(program, self._pack(args, kwargs) if kwargs else args).constants
 
-    def source(self, *args, program: str = "grad", device: str = "cpu") -> str:
+    def source(self, *args, program: str = "grad", device: str = "cpu", **kwargs) -> str:
         """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
         arguments of these shapes (no GPU, nor CuPy, is needed to read it)."""
-        staged = self._stage(program, args)
+        staged = self._stage(program, self._pack(args, kwargs) if kwargs else args)
         if device == "cpu":
             return staged.source
         if device != "cuda":
@@ -735,19 +735,20 @@ class jit(differentiate):
             return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames)
         return object.__new__(cls)
 
-    def source(self, *args, program: str = "primal", device: str = "cpu") -> str:
-        return super().source(*args, program=program, device=device)
+    def source(self, *args, program: str = "primal", device: str = "cpu", **kwargs) -> str:
+        return super().source(*args, program=program, device=device, **kwargs)
 
-    def constants(self, *args, program: str = "primal") -> dict[str, Any]:
-        return super().constants(*args, program=program)
+    def constants(self, *args, program: str = "primal", **kwargs) -> dict[str, Any]:
+        return super().constants(*args, program=program, **kwargs)
 
-    def ir(self, *args, stage: str = "primal") -> Program:
-        return super().ir(*args, stage=stage)
+    def ir(self, *args, stage: str = "primal", **kwargs) -> Program:
+        return super().ir(*args, stage=stage, **kwargs)
 
 
-def make_ir(fn: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., Program]:
+def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),
+            static_argnames: str | Sequence[str] = ()) -> Callable[..., Program]:
     """``make_ir(f)(*args)``: the Program of ``f`` at the shapes and dtypes of ``args``."""
-    return jit(fn, static_argnums).ir
+    return jit(fn, static_argnums, static_argnames).ir
 
 
 def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:

@@ -257,3 +257,15 @@ def test_bad_static_arguments_are_refused():
         pb.jit(f, static_argnames="n")(np.ones(2), n=[1, 2])
     with pytest.raises(ValueError, match="static_argnums"):
         pb.jit(f, static_argnums=2)(np.ones(2), 3)
+
+
+def test_stages_are_read_with_keyword_arguments():
+    def f(x, *, n, shift):
+        return x**n + shift
+
+    x, shift = np.array([1.0, 2.0]), np.array(0.5)
+    jitted = pb.jit(f, static_argnames="n")
+    assert "** 3" in jitted.source(x, n=3, shift=shift) and "** 3" not in jitted.source(x, n=4, shift=shift)
+    assert [v.hint for v in jitted.ir(x, n=3, shift=shift).inputs] == ["x", "shift"]
+    small = pb.make_ir(f, static_argnames="n")(x, n=1, shift=shift)
+    assert len(small.eqns) < len(pb.make_ir(f, static_argnames="n")(x, n=5, shift=shift).eqns)

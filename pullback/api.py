@@ -239,7 +239,7 @@ class differentiate:
         self.fn = fn
         self.argnums = argnums
         # as JAX infers them: a static parameter is static whether passed by position or by name
-        self._params = _positional_params(fn)
+        self._params = _positional_params(fn) if _as_tuple(static_argnums) or static_argnames else None
         self.static_argnums, self.static_argnames = _infer_static(
             self._params, _as_tuple(static_argnums), (static_argnames,) if isinstance(static_argnames, str)
             else tuple(static_argnames))
@@ -327,7 +327,8 @@ class differentiate:
         n = len(args) - _has_kwargs(args)
         for i in nums:
             if i not in ranges or i >= n:
-                raise ValueError(f"argnums {self.argnums} out of range or static for {len(args)} arguments")
+                raise ValueError(f"argnums {self.argnums} out of range or static for {n} positional arguments "
+                                 "(argnums count positional arguments: keyword ones are not differentiated)")
         wanted = {k for i in nums for k in ranges[i]}
         wrt = [k in wanted for k in range(len(program.inputs))]
         for k, v in enumerate(program.inputs):

@@ -269,3 +269,12 @@ def test_stages_are_read_with_keyword_arguments():
     assert [v.hint for v in jitted.ir(x, n=3, shift=shift).inputs] == ["x", "shift"]
     small = pb.make_ir(f, static_argnames="n")(x, n=1, shift=shift)
     assert len(small.eqns) < len(pb.make_ir(f, static_argnames="n")(x, n=5, shift=shift).eqns)
+
+
+def test_argnums_passed_by_keyword_is_refused():
+    def f(n, x):
+        return np.sum(x**n)
+
+    np.testing.assert_allclose(pb.grad(f, argnums=1, static_argnums=0)(3, np.array([2.0])), [12.0])
+    with pytest.raises(ValueError, match="keyword ones are not differentiated"):
+        pb.grad(f, argnums=1, static_argnums=0)(x=np.array([2.0]), n=3)

@@ -278,3 +278,16 @@ def test_argnums_passed_by_keyword_is_refused():
     np.testing.assert_allclose(pb.grad(f, argnums=1, static_argnums=0)(3, np.array([2.0])), [12.0])
     with pytest.raises(ValueError, match="keyword ones are not differentiated"):
         pb.grad(f, argnums=1, static_argnums=0)(x=np.array([2.0]), n=3)
+
+
+def test_registered_dataclass_through_jvp_linearize_and_vmap():
+    def f(p):
+        return np.sum(p.w**p.power + p.b)
+
+    p = Linear(np.array([1.0, 2.0]), np.array(0.5), 3)
+    out, tangent = pb.jvp(f, (p,), (Linear(np.array([1.0, -1.0]), np.array(2.0), 3),))
+    np.testing.assert_allclose([out, tangent], [10.0, 3 * 1 - 3 * 4 + 4.0])
+    value, jvp_fn = pb.linearize(f, p)
+    np.testing.assert_allclose([value, jvp_fn(Linear(np.array([0.0, 1.0]), np.array(0.0), 3))], [10.0, 12.0])
+    batched = pb.vmap(lambda p: p.w * p.power + p.b)(Linear(np.ones((2, 3)), np.array([1.0, -1.0]), 2))
+    np.testing.assert_allclose(batched, [[3.0] * 3, [1.0] * 3])

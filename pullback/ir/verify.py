@@ -10,7 +10,16 @@ from pullback.ir.core import Literal, Program, ShapeError, Var, output_types, sh
 
 class VerificationError(Exception):
     """A program breaks the IR's invariants (SSA: each value defined once, before its use; every
-    output type the one its primitive's shape rule derives). A bug in a transform, never in user code."""
+    output type the one its primitive's shape rule derives). A bug in a transform, never in user code.
+
+    >>> program = pb.make_ir(lambda x: np.sin(x))(np.ones(2))
+    >>> without_inputs = pb.Program((), program.eqns, program.outputs)
+    >>> try:
+    ...     pb.verify(without_inputs)
+    ... except pb.VerificationError as e:
+    ...     print(str(e).endswith("x:f64[2] is used before it is defined"))
+    True
+    """
 
 
 def verify(program: Program) -> Program:

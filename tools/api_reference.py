@@ -40,7 +40,8 @@ def _kind(obj) -> str:
 
 def _signature(name: str, obj) -> str:
     if isinstance(obj, type) and issubclass(obj, BaseException):
-        bases = (b.__name__ if b.__module__ == "builtins" else f"{b.__module__}.{b.__qualname__}" for b in obj.__bases__)
+        bases = (b.__name__ if b.__module__ == "builtins" else f"{b.__module__}.{b.__qualname__}"
+                 for b in obj.__bases__)
         return f"class {name}({', '.join(bases)})"
     try:
         sig = str(inspect.signature(obj))

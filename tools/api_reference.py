@@ -18,7 +18,8 @@ HEADER = """# API reference
 
 Generated from the docstrings by `tools/api_reference.py` (`python tools/api_reference.py > docs/api.md`);
 do not edit by hand. Everything here is importable as `pullback.<name>` (`import pullback as pb`).
-The guide is in [index.md](index.md).
+The examples are doctests (run by `tests/test_docs.py`) and assume `import numpy as np` and
+`import pullback as pb`. The guide is in [index.md](index.md).
 """
 
 KINDS = [("Transforms", "function"), ("Control flow", "loop"), ("Custom rules", "custom"), ("Modules", "module"),
@@ -52,7 +53,7 @@ def _signature(name: str, obj) -> str:
 
 
 def _module_section(name: str, module: types.ModuleType) -> list[str]:
-    lines = [f"## `{name}`", "", inspect.cleandoc(module.__doc__ or ""), ""]
+    lines = [f"## `{name}`", "", _fence_examples(inspect.cleandoc(module.__doc__ or "")), ""]
     public = getattr(module, "__all__", None) or [
         n for n, v in vars(module).items()
         if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__]
@@ -66,12 +67,27 @@ def _module_section(name: str, module: types.ModuleType) -> list[str]:
     return lines + [""]
 
 
+def _fence_examples(doc: str) -> str:
+    """Doctest examples (a ``>>>`` line up to the next blank line) in ```pycon fences, so that Markdown
+    keeps their lines apart."""
+    out, inside = [], False
+    for line in doc.splitlines():
+        if line.startswith(">>>") and not inside:
+            out.append("```pycon")
+            inside = True
+        elif not line.strip() and inside:
+            out.append("```")
+            inside = False
+        out.append(line)
+    return "\n".join(out + (["```"] if inside else []))
+
+
 def _section(name: str, obj) -> list[str]:
     if isinstance(obj, types.ModuleType):
         return _module_section(name, obj)
     own = obj.__doc__ if isinstance(obj, type) else inspect.getdoc(obj)  # a class's own, not Exception's
     doc = inspect.cleandoc(own) if own else "(no docstring)"
-    return [f"### `{name}`", "", "```text", _signature(name, obj), "```", "", doc, ""]
+    return [f"### `{name}`", "", "```text", _signature(name, obj), "```", "", _fence_examples(doc), ""]
 
 
 def reference() -> str:

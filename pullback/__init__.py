@@ -32,7 +32,7 @@ __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
     "checkpoint", "cond", "custom_jvp", "custom_vjp", "differentiate", "export", "fori_loop", "grad", "hessian",
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
-    "stop_gradient", "switch", "tree", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
+    "stop_gradient", "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
 ]
 try:  # the installed distribution's version, so the two cannot disagree
     from importlib.metadata import PackageNotFoundError as _NotFound

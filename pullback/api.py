@@ -223,6 +223,16 @@ class differentiate:
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
+
+    >>> @pb.differentiate(argnums=(0, 1))
+    ... def f(x, y):
+    ...     return np.sum(x * np.log(y))
+    >>> x, y = np.array([1.0, 2.0]), np.array([1.0, 4.0])
+    >>> value, (x_bar, y_bar) = f.value_and_grad(x, y)
+    >>> round(float(value), 6), np.allclose(x_bar, np.log(y)), y_bar.tolist()
+    (2.772589, True, [1.0, 0.5])
+    >>> "def f_grad(x, y):" in f.source(x, y)
+    True
     """
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
@@ -701,31 +711,70 @@ def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | S
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
          has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The gradient of a real-scalar function with respect to ``argnums``; with ``has_aux``, ``fn``
-    returns ``(value, aux)`` and the gradient comes with ``aux``: ``(gradient, aux)``."""
+    returns ``(value, aux)`` and the gradient comes with ``aux``: ``(gradient, aux)``.
+
+    >>> pb.grad(lambda x: np.sum(x ** 2))(np.array([1.0, -2.0])).tolist()
+    [2.0, -4.0]
+    >>> abs(float(pb.grad(pb.grad(np.sin))(0.5)) + float(np.sin(0.5))) < 1e-12  # second derivative
+    True
+    """
     return held(fn, argnums, static_argnums, has_aux, static_argnames).grad
 
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
                    has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
-    """``(value, gradient)``; with ``has_aux``, ``((value, aux), gradient)`` as in JAX."""
+    """``(value, gradient)``; with ``has_aux``, ``((value, aux), gradient)`` as in JAX.
+
+    >>> value, g = pb.value_and_grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    >>> float(value), g.tolist()
+    (9.0, [3.0, 12.0])
+    """
     return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
+    """``(fn(*primals), J @ tangents)``: forward mode, one directional derivative (JAX's ``jvp``).
+
+    >>> out, out_dot = pb.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))
+    >>> out_dot.tolist()  # cos(x) * x_dot
+    [1.0, -2.0]
+    """
     return held(fn).jvp(primals, tangents)
 
 
 def vjp(fn: Callable, *primals):
-    """``(out, vjp_fn)`` with cotangents for every argument."""
+    """``(out, vjp_fn)`` with cotangents for every argument: ``vjp_fn(out_bar)`` returns one per
+    argument; the forward pass runs once, however often ``vjp_fn`` is called.
+
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> out, vjp_fn = pb.vjp(lambda A, x: A @ x, A, np.ones(2))
+    >>> A_bar, x_bar = vjp_fn(np.array([1.0, 0.0]))
+    >>> A_bar.tolist(), x_bar.tolist()
+    ([[1.0, 1.0], [0.0, 0.0]], [1.0, 2.0])
+    """
     return held(fn, tuple(range(len(primals)))).vjp(*primals)
 
 
 def linearize(fn: Callable, *primals):
+    """``(fn(*primals), jvp_fn)``: the forward pass runs once, and ``jvp_fn(*tangents)`` applies the
+    linear map (the Jacobian at ``primals``) to tangents, as JAX's ``linearize``.
+
+    >>> out, jvp_fn = pb.linearize(lambda x: x ** 2, np.array([1.0, 3.0]))
+    >>> jvp_fn(np.array([1.0, 1.0])).tolist()
+    [2.0, 6.0]
+    """
     return held(fn, tuple(range(len(primals)))).linearize(*primals)
 
 
 class jit(differentiate):
-    """``fn`` traced, printed and compiled once per argument signature, then called directly."""
+    """``fn`` traced, printed and compiled once per argument signature, then called directly.
+
+    >>> fast = pb.jit(lambda x, n: np.sum(x ** n), static_argnums=1)
+    >>> float(fast(np.array([1.0, 2.0]), 3))
+    9.0
+    >>> "def " in fast.source(np.array([1.0, 2.0]), 3)
+    True
+    """
 
     def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
                  static_argnames: str | Sequence[str] = ()):
@@ -748,36 +797,76 @@ class jit(differentiate):
 
 def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),
             static_argnames: str | Sequence[str] = ()) -> Callable[..., Program]:
-    """``make_ir(f)(*args)``: the Program of ``f`` at the shapes and dtypes of ``args``."""
+    """``make_ir(f)(*args)``: the Program of ``f`` at the shapes and dtypes of ``args``.
+
+    >>> def scaled_exp(x):
+    ...     return np.exp(x) * 2.0
+    >>> print(pb.make_ir(scaled_exp)(np.ones(3)))
+    program scaled_exp(x: f64[3]):
+      t: f64[3] = exp x
+      t_1: f64[3] = mul t 2.0
+      return t_1
+    """
     return jit(fn, static_argnums, static_argnames).ir
 
 
 def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:
-    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy)."""
+    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy).
+
+    >>> def f(x):
+    ...     return np.sum(np.sqrt(x))
+    >>> print(pb.source(f, np.ones(3)), end="")  # doctest: +ELLIPSIS
+    import numpy as np
+    <BLANKLINE>
+    <BLANKLINE>
+    def f(x):
+        # ...:2  return np.sum(np.sqrt(x))
+        sqrt = np.sqrt(x)
+        total = np.sum(sqrt)
+        del sqrt
+        return total
+    """
     return jit(fn, static_argnums).source(*args, device=device)
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
            static_argnames: str | Sequence[str] = ()) -> Callable:
-    """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``)."""
+    """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``).
+
+    >>> pb.jacfwd(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
+    [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
+    """
     return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacfwd
 
 
 def jacrev(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
            static_argnames: str | Sequence[str] = ()) -> Callable:
-    """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``)."""
+    """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``).
+
+    >>> pb.jacrev(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
+    [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
+    """
     return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacrev
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
              static_argnames: str | Sequence[str] = ()) -> Callable:
-    """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward."""
+    """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward.
+
+    >>> A = np.arange(6.0).reshape(2, 3)
+    >>> np.array_equal(pb.jacobian(lambda x: A @ x)(np.ones(3)), A)
+    True
+    """
     return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacobian
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
             static_argnames: str | Sequence[str] = ()) -> Callable:
-    """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``."""
+    """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``.
+
+    >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
+    [[4.0, 2.0], [2.0, 0.0]]
+    """
     return held(fn, argnums, static_argnums, static_argnames=static_argnames).hessian
 
 
@@ -789,7 +878,15 @@ class vmap:
     ``out_axes``: where each output leaf gets the batch axis (an int, or a tuple per element of
     a tuple output); None for outputs that do not depend on the batch. Called inside a trace
     (``vmap(grad(f))``, ``vmap(vmap(f))``, or within a differentiated function) it inlines its
-    batched program, so it composes with the other transforms."""
+    batched program, so it composes with the other transforms.
+
+    >>> X = np.arange(6.0).reshape(3, 2)
+    >>> pb.vmap(lambda x, w: np.sum(x * w), in_axes=(0, None))(X, np.array([1.0, 10.0])).tolist()
+    [10.0, 32.0, 54.0]
+    >>> per_example = pb.vmap(pb.grad(lambda w, x: np.sum(x * w) ** 2), in_axes=(None, 0))(np.ones(2), X)
+    >>> per_example.shape
+    (3, 2)
+    """
 
     def __init__(self, fn: Callable, in_axes: int | None | Sequence[int | None] = 0,
                  out_axes: int | None | Sequence[int | None] = 0):

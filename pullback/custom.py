@@ -91,7 +91,18 @@ def _flat_out(out, tree, what: str) -> list:
 class custom_jvp:
     """``f`` with a JVP rule of one's own: ``@f.defjvp`` on ``rule(primals, tangents) ->
     (primal_out, tangent_out)``. ``nondiff_argnums``: arguments passed to the rule first, as
-    Python values, neither traced nor differentiated."""
+    Python values, neither traced nor differentiated.
+
+    >>> @pb.custom_jvp
+    ... def log1pexp(x):
+    ...     return np.log(1.0 + np.exp(x))
+    >>> @log1pexp.defjvp
+    ... def log1pexp_jvp(primals, tangents):
+    ...     (x,), (x_dot,) = primals, tangents
+    ...     return log1pexp(x), (1 - 1 / (1 + np.exp(x))) * x_dot
+    >>> pb.grad(lambda x: np.sum(log1pexp(x)))(np.array([0.0, 50.0])).tolist()
+    [0.5, 1.0]
+    """
 
     def __init__(self, fun: Callable, nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
@@ -124,7 +135,15 @@ class custom_jvp:
 class custom_vjp:
     """``f`` with a VJP rule of one's own: ``f.defvjp(fwd, bwd)``, ``fwd(*args) -> (out, residuals)``,
     ``bwd(residuals, out_cotangent) -> (one cotangent per argument)`` (None for a zero one). Reverse
-    mode only: forward mode through ``f`` raises, as in JAX."""
+    mode only: forward mode through ``f`` raises, as in JAX.
+
+    >>> @pb.custom_vjp
+    ... def clip_gradient(x):  # the identity, whose cotangent is clipped to [-1, 1]
+    ...     return x
+    >>> clip_gradient.defvjp(lambda x: (x, None), lambda _, g: (np.clip(g, -1.0, 1.0),))
+    >>> pb.grad(lambda x: np.sum(3.0 * clip_gradient(x)))(np.zeros(2)).tolist()
+    [1.0, 1.0]
+    """
 
     def __init__(self, fun: Callable, nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
@@ -191,7 +210,11 @@ def _traced(x, dtype):
 
 
 def stop_gradient(x: Any):
-    """``x`` with a zero derivative (for every leaf of a pytree), as ``jax.lax.stop_gradient``."""
+    """``x`` with a zero derivative (for every leaf of a pytree), as ``jax.lax.stop_gradient``.
+
+    >>> float(pb.grad(lambda x: x * pb.stop_gradient(x))(3.0))  # d/dx of x * c, c = x held constant
+    3.0
+    """
     from pullback import lax
 
     leaves, tree = flatten(x)

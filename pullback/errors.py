@@ -6,24 +6,51 @@ import numpy as np
 
 
 class PullbackError(Exception):
-    """Base class of pullback's errors."""
+    """Base class of pullback's errors.
+
+    >>> issubclass(pb.TracingError, pb.PullbackError) and issubclass(pb.LinAlgError, pb.PullbackError)
+    True
+    """
 
 
 class TracingError(PullbackError, TypeError):
     """A function cannot be traced: control flow on a traced value, an
     unsupported NumPy function, a shape mismatch, ... A TypeError, as JAX's and
-    autograd's tracing errors are, so code catching those catches it."""
+    autograd's tracing errors are, so code catching those catches it.
+
+    >>> try:
+    ...     pb.jit(lambda x: np.unique(x))(np.ones(3))
+    ... except TypeError as e:
+    ...     print(type(e).__name__)
+    TracingError
+    """
 
 
 class ConcretizationError(TracingError):
     """A traced value was asked for a concrete Python or NumPy value
-    (``bool(x)``, ``float(x)``, ``np.asarray(x)``)."""
+    (``bool(x)``, ``float(x)``, ``np.asarray(x)``).
+
+    >>> def relu(x):
+    ...     return x if x > 0 else 0.0  # Python control flow on a traced value
+    >>> try:
+    ...     pb.grad(relu)(1.0)
+    ... except pb.ConcretizationError as e:
+    ...     print("control flow" in str(e))
+    True
+    """
 
 
 class LinAlgError(PullbackError, np.linalg.LinAlgError):
     """A factorisation or solve failed (LAPACK ``info`` > 0, a zero pivot). Generated code,
     which depends on NumPy alone, raises ``np.linalg.LinAlgError``; pullback re-raises it
-    as this subclass, so either can be caught."""
+    as this subclass, so either can be caught.
+
+    >>> try:
+    ...     pb.jit(np.linalg.cholesky)(-np.eye(2))
+    ... except np.linalg.LinAlgError as e:
+    ...     print(type(e).__name__, "not positive definite" in str(e))
+    LinAlgError True
+    """
 
 
 class ArgumentError(TracingError, ValueError):

@@ -38,7 +38,19 @@ def export(fn: Callable, *example_args, path: str | Path, program: str = "grad",
            argnums: int | tuple[int, ...] = 0, static_argnums: int | tuple[int, ...] = ()) -> Path:
     """Write the ``program`` stage of ``fn`` at the shapes and dtypes of ``example_args`` to ``path``
     (a ``.py`` file; its constants, if any, to the ``.npz`` beside it). ``fn`` may be a
-    ``differentiate`` object, whose ``argnums`` then apply. Returns the module's path."""
+    ``differentiate`` object, whose ``argnums`` then apply. Returns the module's path.
+
+    >>> import importlib.util, pathlib, tempfile
+    >>> def loss(w, X):
+    ...     return np.sum(np.tanh(X @ w) ** 2)
+    >>> w, X = np.ones(2), np.arange(6.0).reshape(3, 2) / 10
+    >>> path = pb.export(loss, w, X, path=pathlib.Path(tempfile.mkdtemp()) / "loss_grad.py")
+    >>> spec = importlib.util.spec_from_file_location("loss_grad", path)
+    >>> module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    >>> value, w_bar = module.loss_grad(w, X)  # NumPy and SciPy only
+    >>> np.allclose(w_bar, pb.grad(loss)(w, X))
+    True
+    """
     d = fn if isinstance(fn, differentiate) else differentiate(fn, argnums=argnums, static_argnums=static_argnums)
     path = Path(path)
     if path.suffix != ".py":

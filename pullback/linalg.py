@@ -18,6 +18,14 @@ closer than ``GAP_EPS * max|lambda|`` (1000 ulps: about 2.2e-13 relative in floa
 count as tied and their pair's coefficient is zero, which is exact for losses that see a
 cluster of tied values only through its eigenspace and symmetric functions of its values
 (projectors, ``tr f(A)``, sums over whole clusters of singular values): see the README.
+
+>>> from pullback import linalg as pla
+>>> A = np.array([[4.0, 2.0], [2.0, 3.0]])
+>>> logdet = lambda A: 2 * np.sum(np.log(np.diag(pla.cholesky(A))))
+>>> np.allclose(pb.grad(logdet)(A), np.linalg.inv(A))  # d log|A| / dA
+True
+>>> "potrf" in str(pb.make_ir(pla.cholesky)(A))
+True
 """
 
 from __future__ import annotations

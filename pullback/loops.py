@@ -46,7 +46,16 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``checkpoint=k`` runs the steps in blocks of ``k``, each block checkpointed: reverse mode keeps
     one carry per block and recomputes a block's steps when it gets to it, so it stores about
     ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
-    forward steps twice. ``checkpoint=True`` takes ``k = ceil(sqrt(T))``."""
+    forward steps twice. ``checkpoint=True`` takes ``k = ceil(sqrt(T))``.
+
+    >>> def cumulative_sum_of_squares(x):
+    ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)
+    ...     return total
+    >>> float(cumulative_sum_of_squares(np.array([1.0, 2.0, 3.0])))
+    14.0
+    >>> pb.grad(cumulative_sum_of_squares)(np.array([1.0, 2.0, 3.0])).tolist()
+    [2.0, 4.0, 6.0]
+    """
     x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
     lengths = {np.shape(x)[0] if not isinstance(x, Tracer) else x.ssa.type.shape[0]
                for x in x_leaves if np.ndim(x) if not isinstance(x, Tracer) or x.ssa.type.ndim}
@@ -182,7 +191,13 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
     """``body_fun(i, val) -> val`` for ``i`` in ``range(lower, upper)``; returns the final ``val``.
 
     The bounds must be Python integers (a static trip count), so that the loop can be
-    differentiated in reverse mode; it is a ``scan`` over the step index."""
+    differentiated in reverse mode; it is a ``scan`` over the step index.
+
+    >>> def power(x):  # x ** 5 by a loop
+    ...     return pb.fori_loop(0, 4, lambda i, acc: acc * x, x)
+    >>> float(power(2.0)), float(pb.grad(power)(2.0))
+    (32.0, 80.0)
+    """
     for b in (lower, upper):
         if isinstance(b, Tracer):
             raise TracingError(located(
@@ -207,7 +222,13 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
 def checkpoint(f: Callable) -> Callable:
     """``f`` whose intermediate values are recomputed in the backward pass rather than kept from the
     forward one (rematerialisation): reverse mode then stores ``f``'s inputs alone. Wrapping a scan's
-    step keeps one carry per step instead of every intermediate of every step."""
+    step keeps one carry per step instead of every intermediate of every step.
+
+    >>> step = pb.checkpoint(lambda h: np.tanh(2.0 * h))
+    >>> g = pb.grad(lambda h: np.sum(step(step(h))))(np.zeros(3))
+    >>> g.tolist()  # d/dh tanh(2 tanh(2h)) at 0
+    [4.0, 4.0, 4.0]
+    """
 
     @functools.wraps(f)
     def checkpointed(*args):
@@ -249,7 +270,16 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``.
 
     Forward mode (``jvp``) differentiates through it; reverse mode does not, since the number of
-    steps depends on values: use ``scan`` or ``fori_loop`` with a static trip count there."""
+    steps depends on values: use ``scan`` or ``fori_loop`` with a static trip count there.
+
+    >>> def double_until_big(x):  # the number of steps depends on x
+    ...     return pb.while_loop(lambda v: np.sum(v) < 10.0, lambda v: 2.0 * v, x)
+    >>> double_until_big(np.ones(2)).tolist()
+    [8.0, 8.0]
+    >>> out, out_dot = pb.jvp(double_until_big, (np.ones(2),), (np.ones(2),))
+    >>> out_dot.tolist()
+    [8.0, 8.0]
+    """
     if not _tracing():
         val = init_val
         while cond_fun(val):
@@ -274,7 +304,13 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
 
 def switch(index: Any, branches: list[Callable], *operands: Any):
     """``branches[clip(index, 0, len(branches) - 1)](*operands)``; only the chosen branch runs (and is
-    differentiated)."""
+    differentiated).
+
+    >>> def f(i, x):
+    ...     return np.sum(pb.switch(i, [np.sin, np.cos, lambda v: v**2], x))
+    >>> float(f(2, np.array([3.0]))), pb.grad(f, argnums=1)(2, np.array([3.0])).tolist()
+    (9.0, [6.0])
+    """
     if not branches:
         raise ValueError("switch: give at least one branch")
     if not isinstance(index, Tracer):  # a value known when tracing: the choice is made now
@@ -304,7 +340,13 @@ def switch(index: Any, branches: list[Callable], *operands: Any):
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any):
     """``true_fun(*operands) if pred else false_fun(*operands)``, with a traced ``pred``: only the
-    branch taken runs, and is differentiated (unlike ``np.where``, which computes both)."""
+    branch taken runs, and is differentiated (unlike ``np.where``, which computes both).
+
+    >>> def safe_log(x):  # log x, or 0 where x <= 0, without evaluating log there
+    ...     return pb.cond(x > 0, np.log, lambda v: 0.0 * v, x)
+    >>> float(pb.grad(safe_log)(2.0)), float(pb.grad(safe_log)(-1.0))
+    (0.5, 0.0)
+    """
     if not isinstance(pred, Tracer):  # a value known when tracing: the choice is made now
         return true_fun(*operands) if pred else false_fun(*operands)
     if pred.dtype != np.bool_:

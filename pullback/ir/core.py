@@ -159,7 +159,17 @@ class Eqn:
 class Program:
     """A typed SSA function. ``constvals[i]`` is the value of ``constvars[i]``:
     arrays read from the user's scope (or made when tracing), keyword-only parameters of the
-    generated code."""
+    generated code.
+
+    Made by tracing (``pb.make_ir``, ``differentiate(f).ir``), changed only by transforms that
+    return new programs; ``str(program)`` prints one typed equation per line.
+
+    >>> program = pb.make_ir(lambda x, y: np.log(x * y))(np.ones(3), np.ones(3))
+    >>> [str(v.type) for v in program.inputs], len(program.eqns)
+    (['f64[3]', 'f64[3]'], 2)
+    >>> print(str(program).splitlines()[1].strip())
+    t: f64[3] = mul x y
+    """
 
     inputs: tuple[Var, ...]
     eqns: tuple[Eqn, ...]

@@ -1,0 +1,59 @@
+"""The guide in docs/ runs, its API reference is what tools/api_reference.py prints, and the
+examples in the public docstrings are doctests that pass."""
+
+import doctest
+import importlib
+import re
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pullback as pb
+
+ROOT = Path(__file__).parent.parent
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+# the modules defining the names in pullback.__all__ (checked below, so a new public module is not missed)
+PUBLIC_MODULES = ["pullback.api", "pullback.loops", "pullback.custom", "pullback.export", "pullback.errors",
+                  "pullback.ir.verify", "pullback.ir.core", "pullback.linalg"]
+
+
+@pytest.mark.parametrize("page", [p.name for p in DOCS])
+def test_python_blocks_in_docs_run(page):
+    text = (ROOT / "docs" / page).read_text()
+    ns: dict = {}
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        exec(compile(block, f"docs/{page}", "exec"), ns)  # blocks of a page share a namespace, in order
+
+
+def test_docs_pages_link_to_each_other_and_exist():
+    index = (ROOT / "docs" / "index.md").read_text()
+    for page in DOCS:
+        assert page.name == "index.md" or f"]({page.name})" in index, page.name
+    for page in DOCS:
+        for target in re.findall(r"\]\(([\w./-]+)(?:#[\w-]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), (page.name, target)
+    assert "docs/index.md" in (ROOT / "README.md").read_text()
+
+
+def test_api_reference_is_up_to_date():
+    reference = runpy.run_path(str(ROOT / "tools" / "api_reference.py"))["reference"]()
+    assert (ROOT / "docs" / "api.md").read_text() == reference, (
+        "docs/api.md is stale: run `python tools/api_reference.py > docs/api.md`")
+    for name in pb.__all__:
+        assert f"`{name}`" in reference, name
+
+
+def test_every_public_callable_has_a_doctest_example():
+    modules = {getattr(pb, n).__name__ if n == "linalg" else getattr(pb, n).__module__ for n in pb.__all__}
+    assert modules <= set(PUBLIC_MODULES), modules - set(PUBLIC_MODULES)
+    missing = [n for n in pb.__all__ if ">>>" not in (getattr(pb, n).__doc__ or "")]
+    assert not missing, f"public names without an example in their docstring: {missing}"
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module), extraglobs={"np": np, "pb": pb},
+                             optionflags=doctest.ELLIPSIS, report=True)
+    assert result.attempted > 0 and result.failed == 0, result

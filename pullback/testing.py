@@ -4,6 +4,7 @@ pullback tests its rules.
 - ``check_jvp``: forward mode against central finite differences (run in float64);
 - ``check_transpose``: the dot-product test ``<T x, y> = <x, T^T y>`` for a linear function;
 - ``check_vjp``: reverse mode consistent with forward mode, ``<J t, c> = <t, J^T c>``;
+- ``check_vjp_numerically``: reverse mode alone against finite differences (a ``custom_vjp`` rule);
 - ``check_grads``: all of the above, to first or second order.
 
 Inner products are real: ``<X, Y> = Re sum(conj(X) Y)``, the one pullback transposes under.
@@ -124,13 +125,38 @@ def check_vjp(f: Callable, args: Sequence, *, seed: int = 0,
         raise AssertionError(f"VJP inconsistent with JVP: <J t, c> = {lhs!r} but <t, J^T c> = {rhs!r}")
 
 
-def check_grads(f: Callable, args: Sequence, order: int = 1, *, seed: int = 0,
-                rtol: float | None = None, atol: float | None = None) -> None:
+def check_vjp_numerically(f: Callable, args: Sequence, *, seed: int = 0, eps: float = 1e-6,
+                          rtol: float | None = None, atol: float | None = None) -> None:
+    """Reverse mode alone against central finite differences: ``<t, J^T c>`` against the
+    derivative of ``<f(x + h t), c>`` in h. For functions with reverse mode only (a ``custom_vjp``)."""
+    rng = np.random.default_rng(seed)
+    tangents = [_random_like(rng, a) for a in args]
+    out, vjp_fn = api.vjp(f, *args)
+    cts_out = [_random_like(rng, o) for o in _leaves(out)]
+    cts_in = vjp_fn(unflatten(flatten(out)[1], cts_out))
+    exact = inner(tangents, cts_in)
+    numeric = inner(numerical_jvp(f, args, tangents, eps), cts_out)
+    r, a = _tolerance([np.asarray(x).dtype for x in args])
+    r, a = max(r, 1e-6), max(a, 1e-7)
+    scale = max(1.0, abs(exact))
+    if abs(exact - numeric) > (rtol or r) * abs(numeric) + (atol or a) * scale:
+        raise AssertionError(f"VJP vs finite differences: <t, J^T c> = {exact!r}, finite differences {numeric!r}")
+
+
+def check_grads(f: Callable, args: Sequence, order: int = 1, *, modes: Sequence[str] = ("fwd", "rev"),
+                seed: int = 0, rtol: float | None = None, atol: float | None = None) -> None:
     """``check_jvp`` and ``check_vjp``; with ``order=2`` also of the directional derivative
-    ``x -> J(x) t``, i.e. second derivatives through pullback's own derivative programs."""
+    ``x -> J(x) t``, i.e. second derivatives through pullback's own derivative programs.
+    ``modes=("rev",)`` checks reverse mode alone against finite differences (a function with a
+    ``custom_vjp`` rule has no forward mode), to first order."""
     if order not in (1, 2):
         raise ValueError("order must be 1 or 2")
+    if "fwd" not in modes:
+        check_vjp_numerically(f, args, seed=seed, rtol=rtol, atol=atol)
+        return
     check_jvp(f, args, seed=seed, rtol=rtol, atol=atol)
+    if "rev" not in modes:
+        return
     check_vjp(f, args, seed=seed, rtol=rtol, atol=atol)
     if order == 2:
         rng = np.random.default_rng(seed + 1)

@@ -147,3 +147,19 @@ def test_custom_rules_under_vmap_and_jacobians():
     np.testing.assert_allclose(gv, 2 * np.sin(x) * y ** 2 * np.cos(x), rtol=1e-13)
     with pytest.raises(pb.TracingError, match="forward-mode"):
         pb.jacfwd(lambda x: f_sin_y(x, y))(x[0])
+
+
+def test_pullback_testing_checks_users_rules():
+    from pullback.testing import check_vjp_numerically
+
+    x, y = RNG.standard_normal(3), RNG.standard_normal(3)
+    check_grads(lambda x, y: f_sin_y(x, y) ** 2, (x, y), modes=("rev",))
+    check_grads(log1pexp, (x,), order=2)
+
+    @pb.custom_vjp
+    def wrong(x):
+        return np.sin(x)
+
+    wrong.defvjp(lambda x: (np.sin(x), x), lambda x, g: (g * np.sin(x),))  # should be cos
+    with pytest.raises(AssertionError, match="finite differences"):
+        check_vjp_numerically(wrong, (x,))

@@ -10,8 +10,6 @@ import numpy as np
 import pullback as pb
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
-import gp_regression as gpr  # noqa: E402
-import kalman_filter as kf  # noqa: E402
 
 RUN = """
 import importlib.util, sys
@@ -49,13 +47,20 @@ def _round_trip(tmp_path: Path, d, args, name: str):
     return [got[f"arr_{i}"] for i in range(len(got.files))]
 
 
-def test_exported_gradients_run_without_pullback(tmp_path):
-    A, B, v = kf.simulate(T=10)
-    kalman_args = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
-    X, y = gpr.synthetic_data(n=12)
-    gp_args = (np.array([0.1, 0.2, -1.0]), X, y)
-    cases = [("kalman", kf.nll, kalman_args), ("gp", gpr.neg_log_marginal_likelihood, gp_args)]
-    for name, d, args in cases:
+def _every_example():
+    from tests.test_standalone import _examples
+
+    yield from _examples()  # GP, sparse GP, Bayesian linear regression (two forms), Kalman filter
+    import autodiff_cookbook as cb
+    import sequence_models as seq
+
+    params, h0, xs, targets = seq.gru_data(T=5, n=3, m=2)
+    yield "gru", pb.differentiate(lambda *p: seq.gru_loss(p, h0, xs, targets), argnums=tuple(range(7))), params
+    yield "cookbook", pb.differentiate(cb.loss, argnums=(0, 1)), (cb.W, cb.b)
+
+
+def test_every_example_exported_runs_without_pullback(tmp_path):
+    for name, d, args in _every_example():
         got = _round_trip(tmp_path, d, args, name)
         want = _flat(d.value_and_grad(*args))
         assert len(got) == len(want)

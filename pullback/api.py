@@ -386,7 +386,7 @@ class differentiate:
             return closed(ad.optimize(jvp_transform(p, wrt)))
         wrt, nums = self._wrt(p, args, trees)
         if kind in ("known", "linear", "transpose"):
-            split = ad.linearize(p, wrt)
+            split = ad.linearize(p, wrt, self._n_aux(primal))
             return {"known": lambda: closed(ad.optimize(split.known)),
                     "linear": lambda: Staged(ad.optimize(split.unknown)),
                     "transpose": lambda: Staged(ad.transpose_linear(split))}[kind]()
@@ -558,25 +558,41 @@ class differentiate:
 
         return unflatten(primal.treedef, outs), jvp_fn
 
+    def _n_aux(self, primal: Staged) -> int:
+        """With ``has_aux``, how many output leaves are the auxiliary value's (the function must
+        return a pair ``(out, aux)``)."""
+        if not self.has_aux:
+            return 0
+        tree = primal.treedef
+        if tree is LEAF or tree[0] not in (tuple, list) or len(tree[1]) != 2:
+            raise TypeError(f"with has_aux=True, {primal.program.name} must return a pair (out, aux)")
+        return len(primal.program.outputs) - len(flatten(unflatten(tree[1][0], iter(lambda: 0, 1)))[0])
+
     def vjp(self, *args, **kwargs):
         """``(f(*args), vjp_fn)``: ``vjp_fn(cotangent)`` returns the tuple of cotangents of
-        the ``argnums`` arguments; the forward pass runs once, now."""
+        the ``argnums`` arguments; the forward pass runs once, now. With ``has_aux``, ``f``
+        returns ``(out, aux)`` and this returns ``(out, vjp_fn, aux)``, as JAX's ``vjp``."""
         args = self._pack(args, kwargs) if kwargs else args
         primal, flat, outs, residuals = self._forward(args)
         transpose: Staged = self._stage("transpose", args, flat)
-        out_types = primal.program.out_types
+        n_aux = self._n_aux(primal)
+        out_tree = primal.treedef[1][0] if self.has_aux else primal.treedef
+        out_types = primal.program.out_types[:len(primal.program.outputs) - n_aux]
         nums = list(_as_tuple(self.argnums))
         grads_tree = self._grads_tree(args, flat[1], nums)
 
         def vjp_fn(cotangent):
             cts, treedef = flatten(cotangent)
-            if treedef != primal.treedef or len(cts) != len(out_types):
+            if treedef != out_tree or len(cts) != len(out_types):
                 raise ValueError("the cotangent must have the structure of the function's output")
             cts = [_tangent_like(c, t) for c, t in zip(cts, out_types)]
             grouped = self._by_argnum(_as_list(transpose(*residuals, *cts)), args, flat[1], nums)
             result = unflatten(grads_tree, [c for group in grouped for c in group])
             return (result,) if isinstance(self.argnums, int) else result
 
+        if self.has_aux:
+            value = unflatten(primal.treedef, outs)
+            return value[0], vjp_fn, value[1]
         return unflatten(primal.treedef, outs), vjp_fn
 
     # --- reading ------------------------------------------------------------------------------
@@ -742,9 +758,10 @@ def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
     return held(fn).jvp(primals, tangents)
 
 
-def vjp(fn: Callable, *primals):
+def vjp(fn: Callable, *primals, has_aux: bool = False):
     """``(out, vjp_fn)`` with cotangents for every argument: ``vjp_fn(out_bar)`` returns one per
-    argument; the forward pass runs once, however often ``vjp_fn`` is called.
+    argument; the forward pass runs once, however often ``vjp_fn`` is called. With ``has_aux``,
+    ``fn`` returns ``(out, aux)`` and ``vjp`` returns ``(out, vjp_fn, aux)``.
 
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> out, vjp_fn = pb.vjp(lambda A, x: A @ x, A, np.ones(2))
@@ -752,7 +769,7 @@ def vjp(fn: Callable, *primals):
     >>> A_bar.tolist(), x_bar.tolist()
     ([[1.0, 1.0], [0.0, 0.0]], [1.0, 2.0])
     """
-    return held(fn, tuple(range(len(primals)))).vjp(*primals)
+    return held(fn, tuple(range(len(primals))), has_aux=has_aux).vjp(*primals)
 
 
 def linearize(fn: Callable, *primals):

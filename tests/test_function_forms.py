@@ -102,3 +102,18 @@ def test_traces_and_compiles_are_logged(caplog):
     assert sum("stage grad, for (f64[3])" in m for m in messages) == 1
     assert sum("stage grad, for (f64[5])" in m for m in messages) == 1
     assert sum(m.startswith("compiled f_grad") for m in messages) == 2
+
+
+def test_vjp_has_aux():
+    def f(x):
+        y = np.sin(x)
+        return y * 2.0, {"y": y}
+
+    x = np.array([0.1, 0.2])
+    out, vjp_fn, aux = pb.vjp(f, x, has_aux=True)
+    np.testing.assert_allclose(out, 2 * np.sin(x))
+    np.testing.assert_allclose(aux["y"], np.sin(x))
+    (x_bar,) = vjp_fn(np.array([1.0, -1.0]))
+    np.testing.assert_allclose(x_bar, 2 * np.cos(x) * [1.0, -1.0])
+    with pytest.raises(ValueError, match="structure"):
+        vjp_fn((np.ones(2), np.ones(2)))

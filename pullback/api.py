@@ -24,7 +24,8 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, bind, is_cupy, refuse_matrix, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, is_cupy, refuse_matrix, trace
+from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
@@ -35,20 +36,12 @@ from pullback.tree import LEAF, flatten, is_node, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
-    """Evaluate ``program`` on traced ``args`` inside the current trace. Python scalars among
-    ``args`` become literals of their inputs' types; literal outputs come back as NumPy scalars."""
-    env: dict[int, Any] = {id(v): Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a
-                           for v, a in zip(program.inputs, args)}
-    env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
-
-    def read(a):
-        return env.get(id(a), a)
-
-    for eqn in program.eqns:
-        outs = bind(eqn.prim, *map(read, eqn.inputs), **eqn.params)
-        for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
-            env[id(v)] = o
-    return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in map(read, program.outputs)]
+    """Evaluate ``program`` on traced ``args`` inside the current trace, at the caller's line (a
+    function called inside another's trace). Python scalars among ``args`` become literals of their
+    inputs' types; literal outputs come back as NumPy scalars."""
+    args = [Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a for v, a in zip(program.inputs, args)]
+    outs = tracer_inline(program, args, sources=False)
+    return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 
 class Staged:

@@ -20,14 +20,10 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import Tracer, _state, bind, is_python_scalar, located, trace
+from pullback.ir.tracer import Tracer, bind, is_python_scalar, located, trace, tracing
 from pullback.primitives.control import close
 from pullback.primitives.custom import custom_jvp_call_p, custom_vjp_call_p
 from pullback.tree import flatten, unflatten
-
-
-def _tracing() -> bool:
-    return bool(getattr(_state, "stack", None))
 
 
 def _dtype(x):
@@ -117,7 +113,7 @@ class custom_jvp:
     def __call__(self, *args):
         if self.jvp is None:
             raise AttributeError(f"no JVP rule for the custom_jvp function {self.__name__}: define one with defjvp")
-        if not _tracing():
+        if not tracing():
             return self.fun(*args)
         call = _Call(args, self.nondiff_argnums)
         body, consts, out_tree = call.body(self.fun, self.__name__)
@@ -158,7 +154,7 @@ class custom_vjp:
     def __call__(self, *args):
         if self.fwd is None:
             raise AttributeError(f"no VJP rule for the custom_vjp function {self.__name__}: define one with defvjp")
-        if not _tracing():
+        if not tracing():
             return self.fun(*args)
         call = _Call(args, self.nondiff_argnums)
         body, consts, out_tree = call.body(self.fun, self.__name__)

@@ -17,13 +17,9 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Program, Var
-from pullback.ir.tracer import Tracer, _arg_names, _leaf_names, _state, is_python_scalar, located, trace
+from pullback.ir.tracer import Tracer, _arg_names, _leaf_names, is_python_scalar, located, trace, tracing
 from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
-
-
-def _tracing() -> bool:
-    return bool(getattr(_state, "stack", None))
 
 
 def _slice_example(x):
@@ -66,12 +62,12 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
                          f"got leading lengths {sorted(lengths)}" if lengths else
                          "scan: give xs or length")
     (n,) = lengths
-    if checkpoint is not None and checkpoint is not False and _tracing():
+    if checkpoint is not None and checkpoint is not False and tracing():
         k = math.isqrt(max(n - 1, 0)) + 1 if checkpoint is True else int(checkpoint)
         if k < 1:
             raise ValueError(f"scan: checkpoint must be a positive block length, got {checkpoint}")
         return _scan_blocks(f, init, xs, x_leaves, x_tree, n, reverse, k)
-    if not _tracing():
+    if not tracing():
         return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
 
     from pullback import lax
@@ -204,7 +200,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
                 "fori_loop: the bounds must be Python integers (a static trip count), not traced values; "
                 "pass them as static arguments (static_argnums)"))
     lower, upper = int(lower), int(upper)
-    if not _tracing():
+    if not tracing():
         val = init_val
         for i in range(lower, upper):
             val = body_fun(i, val)
@@ -232,7 +228,7 @@ def checkpoint(f: Callable) -> Callable:
 
     @functools.wraps(f)
     def checkpointed(*args):
-        if not _tracing():
+        if not tracing():
             return f(*args)
         body, captures, out_tree = _trace_closed(f, list(args), getattr(f, "__name__", "f"))
         leaves = [x for a in args for x in flatten(a)[0]]
@@ -280,7 +276,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     >>> out_dot.tolist()
     [8.0, 8.0]
     """
-    if not _tracing():
+    if not tracing():
         val = init_val
         while cond_fun(val):
             val = body_fun(val)

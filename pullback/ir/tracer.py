@@ -222,6 +222,11 @@ def current_builder() -> Builder:
     return stack[-1]
 
 
+def tracing() -> bool:
+    """Whether a trace is running on this thread (functions such as ``pb.scan`` simply run outside one)."""
+    return bool(getattr(_state, "stack", None))
+
+
 @contextmanager
 def new_trace():
     builder = Builder()
@@ -264,6 +269,32 @@ def _view_rule() -> Callable[..., bool]:
     from pullback.backends.memory import makes_view
 
     return makes_view
+
+
+def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None = None,
+           sources: bool = True) -> list[Any]:
+    """Bind ``program``'s equations on ``args`` (tracers, literals, arrays) in the current trace and
+    return its outputs. ``sources``: each equation keeps its user line (a sub-program re-bound by a
+    transform); otherwise the equations take the line of the current call (a nested ``grad``).
+    ``hints``, given, receives the program's value names for the new values, by ``id`` of their Var."""
+    builder = current_builder()
+    env: dict[int, Any] = {id(v): a for v, a in zip(program.inputs, args)}
+    env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
+
+    def read(a):
+        return env.get(id(a), a) if isinstance(a, Var) else a
+
+    saved = builder.source
+    for eqn in program.eqns:
+        if sources:
+            builder.source = eqn.source or saved
+        outs = bind(eqn.prim, *map(read, eqn.inputs), **eqn.params)
+        for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
+            env[id(v)] = o
+            if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
+                hints.setdefault(id(o.ssa), v.hint)
+    builder.source = saved
+    return [read(a) for a in program.outputs]
 
 
 class Tracer:

@@ -64,8 +64,7 @@ def _is_traced_sequence(x) -> bool:
     return isinstance(x, _SEQUENCES) and _holds_tracer(x)
 
 
-def _tracing() -> bool:
-    return bool(getattr(tr._state, "stack", None))
+_tracing = tr.tracing
 
 
 # --- pullback's np.array ------------------------------------------------------------------------

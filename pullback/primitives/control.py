@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, ShapeError, Var, shape_rules
-from pullback.ir.tracer import Tracer, bind, new_trace, rename
+from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace, rename, tracing
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import dce as dce_
 from pullback.transforms import partial_eval as pe
@@ -75,38 +75,17 @@ def close(program: Program) -> tuple[Program, tuple]:
     as constants of the trace they are passed in)."""
     if not program.constvars:
         return program, ()
-    from pullback.ir.tracer import _state
-
-    stack = getattr(_state, "stack", None)
-    if stack:
+    if tracing():
+        names = current_builder().const_names
         for v, c in zip(program.constvars, program.constvals):
             if v.hint:
-                stack[-1].const_names.setdefault(id(c), v.hint)
+                names.setdefault(id(c), v.hint)
     return Program(program.constvars + program.inputs, program.eqns, program.outputs, name=program.name), \
         program.constvals
 
 
 def _subst(a, env):
     return env.get(id(a), a) if isinstance(a, Var) else a
-
-
-def _inline(program: Program, args: Sequence, hints: dict[int, str] | None = None) -> list:
-    """Bind ``program``'s equations on ``args`` in the current trace, keeping their sources and names."""
-    from pullback.ir.tracer import current_builder
-
-    builder = current_builder()
-    env: dict[int, object] = {id(v): a for v, a in zip(program.inputs, args)}
-    env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
-    saved = builder.source
-    for eqn in program.eqns:
-        builder.source = eqn.source or saved
-        outs = bind(eqn.prim, *(_subst(a, env) for a in eqn.inputs), **eqn.params)
-        for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
-            env[id(v)] = o
-            if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
-                hints.setdefault(id(o.ssa), v.hint)
-    builder.source = saved
-    return [_subst(a, env) for a in program.outputs]
 
 
 def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *, length: int,
@@ -326,8 +305,6 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
                 + [v.hint for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
                 + [cotangent_hint(a.hint) if isinstance(a, Var) else "" for a in body.outputs[num_carry:]])
     hints: dict[int, str] = {}
-    from pullback.ir.tracer import current_builder
-
     where = current_builder().source  # the scan's own line, for the equations added here
     with new_trace() as builder:
         builder.source = where
@@ -340,7 +317,7 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
         consts_t, rest = tr[:n_tv + n_rc], tr[n_tv + n_rc:]
         ctk, acc = rest[:num_carry], rest[num_carry:num_carry + len(lin_c_types)]
         rx, cty = rest[num_carry + len(lin_c_types):][:n_rx], rest[num_carry + len(lin_c_types) + n_rx:]
-        outs = _inline(body_t, consts_t + rx + ctk + cty, hints)
+        outs = inline(body_t, consts_t + rx + ctk + cty, hints)
         n_lc = len(lin_c_types)
         ct_lc, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
         new_acc = [lax.add(a, c) for a, c in zip(acc, ct_lc)]
@@ -858,7 +835,7 @@ def _cond_batch(args, dims, *, branches: tuple[Program, ...]):
         new = tuple(_batched_body(br, batched, out, size) for br in branches)
         return bind(cond_p, index, *ops, branches=new), tuple(0 if b else None for b in out)
     n_out = len(branches[0].outputs)
-    results = [_inline(_batched_body(br, batched, [True] * n_out, size), ops) for br in branches]
+    results = [inline(_batched_body(br, batched, [True] * n_out, size), ops) for br in branches]
     index = moveaxis(index, index_dim, 0)
     if index.dtype.kind != "b":
         index = lax.clip(index, 0, len(branches) - 1)
@@ -900,12 +877,12 @@ def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: i
     cc_types = [a.type for a in new_cond.inputs[:ncc]]
     carry_types = [a.type for a in new_body.inputs[nbc:]]
     any_cond = _closed_program(cc_types + carry_types,
-                               lambda xs: [bind(red.reduce_or_p, _inline(new_cond, xs)[0], axes=(0,))], cond.name)
+                               lambda xs: [bind(red.reduce_or_p, inline(new_cond, xs)[0], axes=(0,))], cond.name)
 
     def step(xs):
         cc, bc, carry = xs[:ncc], xs[ncc:ncc + nbc], xs[ncc + nbc:]
-        (going,) = _inline(new_cond, cc + carry)
-        new = _inline(new_body, bc + carry)
+        (going,) = inline(new_cond, cc + carry)
+        new = inline(new_body, bc + carry)
         return [lax.select(lax.broadcast_in_dim(going, c.shape, (0,)), n, c) for n, c in zip(new, carry)]
 
     selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name)

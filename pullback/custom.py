@@ -20,7 +20,7 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import Tracer, bind, is_python_scalar, located, trace, tracing
+from pullback.ir.tracer import Tracer, bind, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import close
 from pullback.primitives.custom import custom_jvp_call_p, custom_vjp_call_p
 from pullback.tree import flatten, unflatten
@@ -50,26 +50,20 @@ class _Call:
 
     def args(self, leaves) -> tuple:
         """The full argument tuple with these leaves for the traced arguments."""
-        it_s, it_d = iter(self.static), iter(self.structured(leaves))
+        return self._rejoin(self.structured(leaves))
+
+    def _rejoin(self, dynamic) -> tuple:
+        it_s, it_d = iter(self.static), iter(dynamic)
         return tuple(next(it_s) if i in self.nondiff else next(it_d)
                      for i in range(len(self.static) + len(self.dynamic)))
 
     def body(self, fun: Callable, name: str) -> tuple[Program, list, Any]:
         """``fun`` traced: its closed program (consts first), the operands for the consts, its output tree."""
-        out_tree: list = []
-
-        def flat(*xs):
-            leaves, tree = flatten(fun(*self.args(xs)))
-            out_tree.append(tree)
-            return tuple(leaves)
-
-        captures: list = []
-        program, _ = trace(flat, self.leaves, name=name, captures=captures,
-                           arg_names=[f"arg{i}" for i in range(len(self.leaves))], scope=fun)
-        n = len(self.leaves)
-        program, values = close(Program(program.inputs[n:] + program.inputs[:n], program.eqns, program.outputs,
-                                        program.constvars, program.constvals, name=name))
-        return program, [*values, *captures], out_tree[0]
+        program, captures, out_tree = trace_closed(
+            lambda *dynamic: fun(*self._rejoin(dynamic)), self.structured(self.leaves), name=name,
+            arg_names=[f"arg{i}" for i in range(len(self.dynamic))], scope=fun)
+        program, values = close(program)
+        return program, [*values, *captures], out_tree
 
 
 def _user(x):

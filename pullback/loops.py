@@ -17,7 +17,7 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Program, Var
-from pullback.ir.tracer import Tracer, _arg_names, _leaf_names, is_python_scalar, located, trace, tracing
+from pullback.ir.tracer import Tracer, _arg_names, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
 
@@ -52,9 +52,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     >>> pb.grad(cumulative_sum_of_squares)(np.array([1.0, 2.0, 3.0])).tolist()
     [2.0, 4.0, 6.0]
     """
-    x_leaves, x_tree = flatten(xs) if xs is not None else ([], None)
-    lengths = {np.shape(x)[0] if not isinstance(x, Tracer) else x.ssa.type.shape[0]
-               for x in x_leaves if np.ndim(x) if not isinstance(x, Tracer) or x.ssa.type.ndim}
+    x_leaves, x_tree = flatten(xs)  # xs=None: no leaves
+    lengths = {np.shape(x)[0] for x in x_leaves if np.ndim(x)}
     if length is not None:
         lengths.add(int(length))
     if len(lengths) != 1:
@@ -74,33 +73,19 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
     carry_leaves, carry_tree = flatten(init)
     carry_leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in carry_leaves]
-    ys_tree: list = []
 
     def step(carry, x):
         out = f(carry, x)
         if not isinstance(out, tuple) or len(out) != 2:
             raise TracingError(located("scan: the body must return a pair (carry, y)"))
-        new_carry, y = out
-        new_leaves, new_tree = flatten(new_carry)
-        if new_tree != carry_tree:
-            raise TracingError(located("scan: the body returns a carry of a different structure than init"))
-        y_leaves, y_tree = flatten(y) if y is not None else ([], None)
-        ys_tree.append(y_tree)
-        return (*new_leaves, *y_leaves)
+        return out
 
     carry_ex = unflatten(carry_tree, carry_leaves)
-    x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves]) if xs is not None else None
-    captures: list = []
-    names = _arg_names(f, 2)
-    if xs is None:
-        body, _ = trace(lambda carry: step(carry, None), [carry_ex], name="step", captures=captures,
-                        arg_names=names[:1], scope=f)
-    else:
-        body, _ = trace(step, [carry_ex, x_ex], name="step", captures=captures, arg_names=names, scope=f)
-    n_leaves = len(carry_leaves) + len(x_leaves)
-    leaves_in = body.inputs[:n_leaves]
-    body = Program(body.inputs[n_leaves:] + leaves_in, body.eqns, body.outputs, body.constvars, body.constvals,
-                   name="step")
+    x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves])
+    body, captures, (_, (out_carry_tree, y_tree)) = trace_closed(step, [carry_ex, x_ex], name="step",
+                                                                  arg_names=_arg_names(f, 2), scope=f)
+    if out_carry_tree != carry_tree:
+        raise TracingError(located("scan: the body returns a carry of a different structure than init"))
     nk = len(carry_leaves)
     for i, (a, b) in enumerate(zip(body.in_types[len(captures):len(captures) + nk], body.out_types[:nk])):
         if a != b:
@@ -108,10 +93,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
                 f"scan: carry component {i} enters the body as {a} but the body returns {b}; "
                 "the carry must keep its shape and dtype (cast init, e.g. np.float32(0.0))"))
     outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
-    carry = unflatten(carry_tree, outs[:nk])
-    y_tree = ys_tree[0] if ys_tree else None
-    ys = unflatten(y_tree, outs[nk:]) if y_tree is not None or len(outs) > nk else None
-    return carry, ys
+    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
 
 
 def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
@@ -230,36 +212,11 @@ def checkpoint(f: Callable) -> Callable:
     def checkpointed(*args):
         if not tracing():
             return f(*args)
-        body, captures, out_tree = _trace_closed(f, list(args), getattr(f, "__name__", "f"))
+        body, captures, out_tree = trace_closed(f, list(args), getattr(f, "__name__", "f"))
         leaves = [x for a in args for x in flatten(a)[0]]
         return unflatten(out_tree, make_checkpoint(body, [*captures, *leaves]))
 
     return checkpointed
-
-
-def _trace_closed(fn: Callable, args: list, name: str) -> tuple[Program, list, Any]:
-    """``fn`` traced on ``args`` (a list of pytrees): its program with the enclosing tracers it reads
-    as leading inputs, those tracers, and its output tree."""
-    leaves, trees = [], []
-    for a in args:
-        arg_leaves, tree = flatten(a)
-        leaves += arg_leaves
-        trees.append(tree)
-    out_tree: list = []
-
-    def flat(*xs):
-        it = iter(xs)
-        out_leaves, tree = flatten(fn(*(unflatten(t, it) for t in trees)))
-        out_tree.append(tree)
-        return tuple(out_leaves)
-
-    captures: list = []
-    names = [n for t, a in zip(trees, _arg_names(fn, len(args))) for n in _leaf_names(t, a)]
-    body, _ = trace(flat, leaves, name=name, captures=captures, arg_names=names, scope=fn)
-    n = len(leaves)
-    body = Program(body.inputs[n:] + body.inputs[:n], body.eqns, body.outputs, body.constvars, body.constvals,
-                   name=name)
-    return body, captures, out_tree[0]
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
@@ -286,11 +243,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     leaves, tree = flatten(init_val)
     leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in leaves]
     init_val = unflatten(tree, leaves)
-    cond, cond_caps, cond_tree = _trace_closed(cond_fun, [init_val], "cond")
+    cond, cond_caps, cond_tree = trace_closed(cond_fun, [init_val], "cond")
     if len(cond.outputs) != 1 or cond.out_types[0].shape != () or cond.out_types[0].dtype != np.bool_:
         raise TracingError(located(f"while_loop: cond_fun must return a boolean scalar, got "
                                    f"{', '.join(map(str, cond.out_types))}"))
-    body, body_caps, body_tree = _trace_closed(body_fun, [init_val], "body")
+    body, body_caps, body_tree = trace_closed(body_fun, [init_val], "body")
     if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
         raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
                                    "of init_val"))
@@ -311,7 +268,7 @@ def switch(index: Any, branches: list[Callable], *operands: Any):
         raise ValueError("switch: give at least one branch")
     if not isinstance(index, Tracer):  # a value known when tracing: the choice is made now
         return branches[min(max(int(index), 0), len(branches) - 1)](*operands)
-    traced = [_trace_closed(br, list(operands), getattr(br, "__name__", "branch")) for br in branches]
+    traced = [trace_closed(br, list(operands), getattr(br, "__name__", "branch")) for br in branches]
     trees = {t for _, _, t in traced}
     types = {p.out_types for p, _, _ in traced}
     if len(trees) != 1 or len(types) != 1:

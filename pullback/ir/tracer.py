@@ -613,6 +613,18 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     return name_from_source(program), treedef
 
 
+def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,
+                 arg_names: Sequence[str] | None = None, scope: Callable | None = None) -> tuple[Program, list, Any]:
+    """``trace`` for a sub-program (a loop body, a branch, a checkpointed function): the tracers of
+    enclosing traces it reads become its *leading* inputs, the consts of the equation holding it.
+    Returns the program, those outer tracers, and the output tree."""
+    captures: list = []
+    program, out_tree = trace(fn, args, name=name, captures=captures, arg_names=arg_names, scope=scope)
+    n = len(program.inputs) - len(captures)
+    return Program(program.inputs[n:] + program.inputs[:n], program.eqns, program.outputs, program.constvars,
+                   program.constvals, program.name), captures, out_tree
+
+
 def _output_atom(builder: Builder, leaf) -> Atom:
     if isinstance(leaf, PYTHON_SCALARS):
         return Literal.of(leaf, np.asarray(leaf).dtype)

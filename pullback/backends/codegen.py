@@ -12,6 +12,7 @@ changes to them are seen.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -20,7 +21,6 @@ import libcst as cst
 
 from pullback.backends import memory, render
 from pullback.backends import syntax as s
-from pullback.errors import TracingError
 from pullback.ir import sourcemap
 from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
@@ -153,17 +153,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ctx.where, comment = comments[eqn.source]
             ctx.reusable = reuse.get(i, frozenset())
             k = _in_place_operand(eqn, ctx.reusable, backend)
-            if eqn.prim.name == "scan":
-                stmts = _scan(eqn, ins, namer, expr, block, escaped, backend)
-            elif eqn.prim.name == "while":
-                stmts = _while(eqn, ins, namer, expr, block, escaped)
-            elif eqn.prim.name == "cond":
-                stmts = _cond(eqn, ins, namer, expr, block)
-            elif eqn.prim.name == "custom_lin":
-                raise TracingError("forward-mode differentiation (jvp) of a custom_vjp function is not supported, "
-                                   "as in JAX: give it a custom_jvp rule for forward mode")
-            elif eqn.prim.name in ("checkpoint", "custom_jvp_call", "custom_vjp_call"):
-                stmts = _inline_body(eqn, ins, namer, expr, block)
+            printer = _NESTED.get(eqn.prim.name)
+            if printer is not None:  # an equation holding sub-programs prints them in place
+                stmts = printer(eqn, ins, nest)
             elif k is not None:  # the result takes over the dead operand's buffer, and its name
                 namer.alias(eqn.outputs[0], eqn.inputs[k])
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
@@ -182,6 +174,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 names = [s.name(namer[v]) for v in dead[i]]
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
+
+    nest = _Nest(namer, expr, block, escaped, backend)
 
     body.extend(block(program))
     outputs = [expr(a) for a in program.outputs]
@@ -213,8 +207,29 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
 
 
-def _scan(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int],
-          backend: ModuleType) -> list[cst.BaseStatement]:
+@dataclass(frozen=True)
+class _Nest:
+    """What printing a sub-program in place needs of the generator: the names, atoms as
+    expressions, the statements of a program, the carries whose names outlive their loop."""
+
+    namer: Namer
+    expr: Callable[[Atom], s.Expr]
+    block: Callable[[Program], list[cst.BaseStatement]]
+    escaped: set[int]
+    backend: ModuleType
+
+
+def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
+    """``c1, c2 = new1, new2`` for the carries a step changes (all at once: a step may swap them)."""
+    changed = [(v, a) for v, a in zip(carry, new) if a is not v]
+    if not changed:
+        return []
+    targets = [s.name(nest.namer[v]) for v, _ in changed]
+    values = [nest.expr(a) for _, a in changed]
+    return [s.assign(targets, s.tuple_(values, parens=False) if len(values) > 1 else values[0])]
+
+
+def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once.
 
         carry = init
@@ -227,13 +242,9 @@ def _scan(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int],
     """
     p = eqn.params
     body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
-    stmts: list[cst.BaseStatement] = []
-    consts, carry, xs = body.inputs[:nc], body.inputs[nc:nc + nk], body.inputs[nc + nk:]
-    for v, a, e in zip(consts, eqn.inputs[:nc], ins[:nc]):
-        if isinstance(a, Var):
-            namer.alias(v, a)
-        else:
-            stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+    namer, expr = nest.namer, nest.expr
+    carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
+    stmts = _bind_inputs(body.inputs[:nc], eqn.inputs[:nc], ins[:nc], namer)
     for v, e in zip(carry, ins[nc:nc + nk]):
         stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
     ys = []
@@ -242,39 +253,35 @@ def _scan(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int],
         made = made_by.get(id(y), "y")
         name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
         ys.append((name, y))
-        stmts.append(s.assign([name], backend.empty(v.type)))
+        stmts.append(s.assign([name], nest.backend.empty(v.type)))
     t = s.name(namer.fresh("t"))
     used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
     # A value may be read by two loops (a residual of the forward loop, sliced again in the backward
     # one) and share its name there; but if it was an earlier loop's carry, the code after that loop
     # reads the name: here it takes another.
-    renamed = {id(v): (v, namer.rebind(v, namer.fresh(v.hint or "x"))) for v in xs if id(v) in escaped}
+    renamed = {id(v): (v, namer.rebind(v, namer.fresh(v.hint or "x"))) for v in xs if id(v) in nest.escaped}
     loop: list[cst.BaseStatement] = [s.assign([s.name(namer.name(v, v.hint, "x"))], s.subscript(e, [t]))
                                      for v, e in zip(xs, ins[nc + nk:]) if id(v) in used]
-    loop += block(body)
+    loop += nest.block(body)
     for v, old in renamed.values():
         namer.rebind(v, old)
     for name, y in ys:  # before the carry is rebound: a y may be this step's carry
         loop.append(s.statement(cst.Assign([cst.AssignTarget(s.subscript(name, [t]))], expr(y))))
-    changed = [(v, a) for v, a in zip(carry, body.outputs[:nk]) if a is not v]
-    if changed:
-        loop.append(s.assign([s.name(namer[v]) for v, _ in changed],
-                             s.tuple_([expr(a) for _, a in changed], parens=False) if len(changed) > 1
-                             else expr(changed[0][1])))
+    loop += _rebind(carry, body.outputs[:nk], nest)
     steps = (s.number(length - 1), s.number(-1), s.number(-1)) if p["reverse"] else (s.number(length),)
     if not loop:
         loop = [s.statement(cst.Pass())]
     stmts.append(cst.For(target=t, iter=s.call("range", *steps), body=cst.IndentedBlock(loop)))
     for v, c in zip(eqn.outputs[:nk], carry):
         namer.alias(v, c)
-        escaped.add(id(c))
+        nest.escaped.add(id(c))
     return stmts
 
 
-def _bind_inputs(body: Program, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:
+def _bind_inputs(inputs, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:
     """Name a sub-program's inputs as the operands they stand for (literals are assigned)."""
     stmts = []
-    for v, a, e in zip(body.inputs, operands, ins):
+    for v, a, e in zip(inputs, operands, ins):
         if isinstance(a, Var):
             namer.alias(v, a)
         else:
@@ -282,41 +289,36 @@ def _bind_inputs(body: Program, operands, ins: list[s.Expr], namer: Namer) -> li
     return stmts
 
 
-def _while(eqn, ins: list[s.Expr], namer: Namer, expr, block, escaped: set[int]) -> list[cst.BaseStatement]:
+def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """``carry = init; pred = cond(carry); while pred: carry = body(carry); pred = cond(carry)``."""
     p = eqn.params
     cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
+    namer, block = nest.namer, nest.block
     nk = len(eqn.outputs)
-    stmts = _bind_inputs(cond, eqn.inputs[:ncc], ins[:ncc], namer)
-    stmts += _bind_inputs(body, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
+    stmts = _bind_inputs(cond.inputs, eqn.inputs[:ncc], ins[:ncc], namer)
+    stmts += _bind_inputs(body.inputs, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
     carry = body.inputs[nbc:]
     for v, e in zip(carry, ins[ncc + nbc:]):
         stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
     for v, c in zip(cond.inputs[ncc:ncc + nk], carry):
         namer.alias(v, c)
     stmts += block(cond)
-    loop = block(body)
-    changed = [(v, a) for v, a in zip(carry, body.outputs) if a is not v]
-    if changed:
-        loop.append(s.assign([s.name(namer[v]) for v, _ in changed],
-                             s.tuple_([expr(a) for _, a in changed], parens=False) if len(changed) > 1
-                             else expr(changed[0][1])))
-    loop += block(cond)
-    stmts.append(cst.While(test=expr(cond.outputs[0]), body=cst.IndentedBlock(loop)))
+    loop = block(body) + _rebind(carry, body.outputs, nest) + block(cond)
+    stmts.append(cst.While(test=nest.expr(cond.outputs[0]), body=cst.IndentedBlock(loop)))
     for v, c in zip(eqn.outputs, carry):
         namer.alias(v, c)
-        escaped.add(id(c))
+        nest.escaped.add(id(c))
     return stmts
 
 
-def _cond(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.BaseStatement]:
+def _cond(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """``if index <= 0: ... elif index == 1: ... else: ...`` (``if pred: ... else: ...`` for two
     branches of a boolean), every branch assigning the same result names."""
-    branches = eqn.params["branches"]
+    branches, namer, expr = eqn.params["branches"], nest.namer, nest.expr
     names = [s.name(namer.name(v, v.hint, "branch")) for v in eqn.outputs]
     bodies = []
     for br in branches:
-        code = _bind_inputs(br, eqn.inputs[1:], ins[1:], namer) + block(br)
+        code = _bind_inputs(br.inputs, eqn.inputs[1:], ins[1:], namer) + nest.block(br)
         if names:
             code.append(s.assign(names, s.tuple_([expr(a) for a in br.outputs], parens=False) if len(names) > 1
                                  else expr(br.outputs[0])))
@@ -332,17 +334,11 @@ def _cond(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.BaseSta
     return [node]
 
 
-def _inline_body(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.BaseStatement]:
-    """A checkpoint's body, printed in place: its inputs are the operands' names, its outputs
-    the results' (in the backward pass, the recomputed forward values it needs)."""
-    body = eqn.params["body"]
-    stmts: list[cst.BaseStatement] = []
-    for v, a, e in zip(body.inputs, eqn.inputs, ins):
-        if isinstance(a, Var):
-            namer.alias(v, a)
-        else:
-            stmts.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
-    stmts += block(body)
+def _inline_body(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """A checkpoint's (or custom rule's) body, printed in place: its inputs are the operands' names,
+    its outputs the results' (in the backward pass, the recomputed forward values it needs)."""
+    body, namer, expr = eqn.params["body"], nest.namer, nest.expr
+    stmts = _bind_inputs(body.inputs, eqn.inputs, ins, namer) + nest.block(body)
     inputs = {id(v) for v in body.inputs}
     taken: set[int] = set()
     for v, out in zip(eqn.outputs, body.outputs):
@@ -352,6 +348,13 @@ def _inline_body(eqn, ins: list[s.Expr], namer: Namer, expr, block) -> list[cst.
         else:  # a literal, an operand or a value already returned: a name of its own, lest a del of one end the other
             stmts.append(s.assign([s.name(namer.name(v, v.hint, "t"))], expr(out)))
     return stmts
+
+
+# Equations that hold sub-programs, by primitive name: they print them in place.
+_NESTED: dict[str, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
+    "scan": _scan, "while": _while, "cond": _cond,
+    "checkpoint": _inline_body, "custom_jvp_call": _inline_body, "custom_vjp_call": _inline_body,
+}
 
 
 def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStatementLine:

@@ -12,7 +12,7 @@ cheap, and a fresh name for every value reads better.
 
 from __future__ import annotations
 
-from pullback.ir.core import Literal, Program, Var
+from pullback.ir.core import WITH_BODIES, Literal, Program, Var
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
@@ -46,33 +46,29 @@ def buffer_roots(program: Program) -> dict[int, int]:
         if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
-        elif eqn.prim.name == "scan":
-            for v, src in _scan_carry_sources(eqn):
-                root[id(v)] = root.get(id(src), id(src))
-        elif eqn.prim.name in ("checkpoint", "cond", "while", "custom_jvp_call", "custom_vjp_call"):
-            # printed in place: a result may be (a view of) an operand
-            bodies = eqn.params["branches"] if eqn.prim.name == "cond" else (eqn.params["body"],)
-            operands = eqn.inputs[1:] if eqn.prim.name == "cond" else eqn.inputs[
-                eqn.params.get("num_cond_consts", 0):]
-            for v, src in _aliased_operands(eqn, bodies, operands):
+        elif eqn.prim in WITH_BODIES:  # sub-programs printed in place: a result may be (a view of) an operand
+            for v, src in (_scan_carry_sources(eqn) if eqn.prim.name == "scan" else _aliased_operands(eqn)):
                 root[id(v)] = root.get(id(src), id(src))
     return root
 
 
-def _aliased_operands(eqn, bodies, operands):
-    """(result, an operand whose buffer it may share) for sub-programs printed in place (a loop's
-    result may also be its initial value: that one is taken)."""
+def _aliased_operands(eqn):
+    """(result, an operand whose buffer it may share) of a cond, while, checkpoint or custom call
+    (a loop's result may also be its initial value: that one is taken)."""
+    p = eqn.params
+    bodies = p["branches"] if "branches" in p else (p["body"],)
+    operands = eqn.inputs[1:] if "branches" in p else eqn.inputs[p.get("num_cond_consts", 0):]
+    sources = []  # per body: output position -> the operand its value is (a view of), if any
+    for body in bodies:
+        body_root = buffer_roots(body)
+        operand = {id(w): a for w, a in zip(body.inputs, operands)}
+        sources.append([operand.get(body_root.get(id(out), id(out))) if isinstance(out, Var) else None
+                        for out in body.outputs])
+    initial = operands[len(operands) - len(eqn.outputs):] if eqn.prim.name == "while" else ()
     for k, v in enumerate(eqn.outputs):
-        found = []
-        for body in bodies:
-            out = body.outputs[k]
-            body_root = buffer_roots(body)
-            operand = {id(w): a for w, a in zip(body.inputs, operands)}
-            src = operand.get(body_root.get(id(out), id(out))) if isinstance(out, Var) else None
-            if isinstance(src, Var):
-                found.append(src)
-        if eqn.prim.name == "while" and isinstance(operands[len(operands) - len(eqn.outputs) + k], Var):
-            found.append(operands[len(operands) - len(eqn.outputs) + k])  # no step run: the initial value
+        found = [src[k] for src in sources if isinstance(src[k], Var)]
+        if initial and isinstance(initial[k], Var):
+            found.append(initial[k])  # no step run: the initial value
         if found:
             yield v, found[-1]
 

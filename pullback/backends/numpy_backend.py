@@ -14,6 +14,7 @@ import numpy as np
 
 from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
+from pullback.errors import TracingError
 from pullback.ir.core import Eqn, Literal, Primitive
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
@@ -21,6 +22,7 @@ from pullback.primitives import elementwise as ew
 from pullback.primitives import fft as fft_
 from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
+from pullback.primitives.custom import custom_lin_p
 
 IMPORTS = {"np": "numpy", "scipy": "scipy"}
 
@@ -460,6 +462,14 @@ def _fft(ctx, eqn, ins, outs):
     if norm is not fft_.FftNorm.BACKWARD:
         kw["norm"] = cst.SimpleString(repr(norm.value))
     return s.call(f"np.fft.{func}", ins[0], **kw)
+
+
+@emits(custom_lin_p)
+def _custom_lin(ctx, eqn, ins, outs):
+    """A custom_vjp's linear map has no forward evaluation (its transpose is the user's bwd): only a
+    forward-mode program prints it."""
+    raise TracingError("forward-mode differentiation (jvp) of a custom_vjp function is not supported, "
+                       "as in JAX: give it a custom_jvp rule for forward mode")
 
 
 # families whose emitters live in modules of their own register them on import

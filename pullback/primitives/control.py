@@ -24,7 +24,7 @@ residuals that depend on consts alone are computed once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -123,25 +123,37 @@ def _split(seq, num_consts: int, num_carry: int):
 # --- JVP -----------------------------------------------------------------------------------
 
 
+def _depends(program: Program, marked: Sequence[bool], inexact_only: bool = False) -> list[bool]:
+    """Which outputs of ``program`` depend on its marked inputs (through inexact values only, for
+    tangents: an integer result carries none)."""
+    dep = {id(v) for v, m in zip(program.inputs, marked) if m}
+    for eqn in program.eqns:
+        if any(isinstance(a, Var) and id(a) in dep for a in eqn.inputs):
+            dep.update(id(v) for v in eqn.outputs if not inexact_only or is_inexact(v.dtype))
+    return [isinstance(a, Var) and id(a) in dep for a in program.outputs]
+
+
+def _fixed_point(step: Callable[[list[bool]], Sequence[bool]], carry: list[bool]) -> list[bool]:
+    """The smallest marking of a loop's carries that holds ``carry`` and that a step keeps: ``step``
+    gives the carries a step marks (tangent, unknown, live, batched) from those marked before it."""
+    while True:
+        new = [a or b for a, b in zip(carry, step(carry))]
+        if new == carry:
+            return carry
+        carry = new
+
+
 def _nonzero_outputs(body: Program, nonzero: Sequence[bool]) -> list[bool]:
-    """Which outputs' tangents can be nonzero, given which inputs' can (dependence on an inexact path)."""
-    nz = {id(v) for v, z in zip(body.inputs, nonzero) if z}
-    for eqn in body.eqns:
-        if any(isinstance(a, Var) and id(a) in nz for a in eqn.inputs):
-            nz.update(id(v) for v in eqn.outputs if is_inexact(v.dtype))
-    return [isinstance(a, Var) and id(a) in nz for a in body.outputs]
+    """Which outputs' tangents can be nonzero, given which inputs' can."""
+    return _depends(body, nonzero, inexact_only=True)
 
 
 def _scan_jvp(primals, tangents, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
     nz = [not isinstance(t, Zero) for t in tangents]
     c_nz, k_nz, x_nz = _split(nz, num_consts, num_carry)
-    while True:  # a carry's tangent is nonzero if its initial value's is, or if the body makes it so
-        out_nz = _nonzero_outputs(body, c_nz + k_nz + x_nz)
-        new = [a or b for a, b in zip(k_nz, out_nz[:num_carry])]
-        if new == k_nz:
-            break
-        k_nz = new
-    y_nz = out_nz[num_carry:]
+    # a carry's tangent is nonzero if its initial value's is, or if the body makes it so
+    k_nz = _fixed_point(lambda k: _nonzero_outputs(body, c_nz + k + x_nz)[:num_carry], k_nz)
+    y_nz = _nonzero_outputs(body, c_nz + k_nz + x_nz)[num_carry:]
     wrt = c_nz + k_nz + x_nz
     j = jvp(body, wrt)
     n_in, n_out = len(body.inputs), len(body.outputs)
@@ -197,12 +209,8 @@ def _unknown_outputs(body: Program, unknown: Sequence[bool]) -> list[bool]:
 def _scan_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
     body, nc, nk = eqn.params["body"], eqn.params["num_consts"], eqn.params["num_carry"]
     c_u, k_u, x_u = _split(unknown_inputs, nc, nk)
-    while True:
-        out_u = _unknown_outputs(body, c_u + k_u + x_u)
-        new = [a or b for a, b in zip(k_u, out_u[:nk])]
-        if new == k_u:
-            return k_u + out_u[nk:]
-        k_u = new
+    k_u = _fixed_point(lambda k: _unknown_outputs(body, c_u + k + x_u)[:nk], k_u)
+    return k_u + _unknown_outputs(body, c_u + k_u + x_u)[nk:]
 
 
 def _rematerialize_views(known: Program, residuals) -> tuple[list[Var], list[Eqn]]:
@@ -368,12 +376,8 @@ def _scan_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
     p = eqn.params
     body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
     k_live, y_live = list(used[:nk]), list(used[nk:])
-    while True:  # a carry stays if its result is used, or a live output reads it
-        _, in_used = _live_inputs(body, k_live + y_live)
-        new = [a or b for a, b in zip(k_live, in_used[nc:nc + nk])]
-        if new == k_live:
-            break
-        k_live = new
+    # a carry stays if its result is used, or a live output reads it
+    k_live = _fixed_point(lambda k: _live_inputs(body, k + y_live)[1][nc:nc + nk], k_live)
     if not any(k_live) and not any(y_live):
         return None
     pruned, in_used = _live_inputs(body, k_live + y_live)
@@ -568,12 +572,7 @@ def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_cons
     bct, kt = tangents[ncc:ncc + nbc], tangents[ncc + nbc:]
     b_nz = [not isinstance(t, Zero) for t in bct]
     k_nz = [not isinstance(t, Zero) for t in kt]
-    while True:
-        out_nz = _nonzero_outputs(body, b_nz + k_nz)
-        new = [a or b for a, b in zip(k_nz, out_nz)]
-        if new == k_nz:
-            break
-        k_nz = new
+    k_nz = _fixed_point(lambda k: _nonzero_outputs(body, b_nz + k), k_nz)
     j = jvp(body, b_nz + k_nz)
     n_in, nk = len(body.inputs), len(carry)
     t_in = iter(j.inputs[n_in:])
@@ -773,28 +772,9 @@ from pullback.primitives import reductions as red  # noqa: E402
 from pullback.transforms.batch import at_front, batch, batch_rules, batch_size, moveaxis  # noqa: E402
 
 
-def _batched_outputs(program: Program, batched: Sequence[bool]) -> list[bool]:
-    """Which outputs of ``program`` depend on its batched inputs."""
-    dep = {id(v) for v, b in zip(program.inputs, batched) if b}
-    for e in program.eqns:
-        if any(isinstance(a, Var) and id(a) in dep for a in e.inputs):
-            dep.update(id(v) for v in e.outputs)
-    return [isinstance(a, Var) and id(a) in dep for a in program.outputs]
-
-
 def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequence[bool], size: int) -> Program:
     b = batch(body, [0 if x else None for x in batched_in], size, [0 if x else None for x in batched_out])
     return Program(b.inputs, b.eqns, b.outputs, b.constvars, b.constvals, name=body.name)
-
-
-def _carry_fixed_point(body: Program, fixed: list[bool], carry: list[bool], n_carry_out: int,
-                       offset: int = 0) -> list[bool]:
-    while True:
-        out = _batched_outputs(body, fixed[:offset] + carry + fixed[offset:])[:n_carry_out]
-        new = [a or b for a, b in zip(carry, out)]
-        if new == carry:
-            return carry
-        carry = new
 
 
 def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
@@ -802,8 +782,8 @@ def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_co
     consts, carry, xs = _split(args, num_consts, num_carry)
     cd, kd, xd = _split(dims, num_consts, num_carry)
     cb, xb = [d is not None for d in cd], [d is not None for d in xd]
-    kb = _carry_fixed_point(body, cb + xb, [d is not None for d in kd], num_carry, offset=num_consts)
-    yb = _batched_outputs(body, cb + kb + xb)[num_carry:]
+    kb = _fixed_point(lambda k: _depends(body, cb + k + xb)[:num_carry], [d is not None for d in kd])
+    yb = _depends(body, cb + kb + xb)[num_carry:]
     new_body = _batched_body(body, cb + kb + xb, kb + yb, size)
     operands = ([at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]
                 + [at_front(c, d, size) if b else c for c, d, b in zip(carry, kd, kb)]
@@ -816,7 +796,7 @@ def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_co
 def _checkpoint_batch(args, dims, *, body: Program):
     size = batch_size(args, dims)
     batched = [d is not None for d in dims]
-    out = _batched_outputs(body, batched)
+    out = _depends(body, batched)
     outs = bind(checkpoint_p, *(at_front(a, d, size) if d is not None else a for a, d in zip(args, dims)),
                 body=_batched_body(body, batched, out, size))
     return outs, tuple(0 if b else None for b in out)
@@ -831,7 +811,7 @@ def _cond_batch(args, dims, *, branches: tuple[Program, ...]):
     batched = [d is not None for d in op_dims]
     ops = [at_front(a, d, size) if d is not None else a for a, d in zip(ops, op_dims)]
     if index_dim is None:
-        out = [any(z) for z in zip(*(_batched_outputs(br, batched) for br in branches))]
+        out = [any(z) for z in zip(*(_depends(br, batched) for br in branches))]
         new = tuple(_batched_body(br, batched, out, size) for br in branches)
         return bind(cond_p, index, *ops, branches=new), tuple(0 if b else None for b in out)
     n_out = len(branches[0].outputs)
@@ -863,8 +843,8 @@ def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: i
     ncc, nbc = num_cond_consts, num_body_consts
     cb = [d is not None for d in dims[:ncc]]
     bb = [d is not None for d in dims[ncc:ncc + nbc]]
-    kb = _carry_fixed_point(body, bb, [d is not None for d in dims[ncc + nbc:]], len(body.outputs), offset=nbc)
-    pred_batched = _batched_outputs(cond, cb + kb)[0]
+    kb = _fixed_point(lambda k: _depends(body, bb + k), [d is not None for d in dims[ncc + nbc:]])
+    pred_batched = _depends(cond, cb + kb)[0]
     if pred_batched:
         kb = [True] * len(kb)
     operands = [at_front(a, d, size) if (d is not None or (i >= ncc + nbc and kb[i - ncc - nbc])) else a

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.ir.core import Program, Var
 from pullback.ir.tracer import Tracer, _arg_names, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
@@ -274,20 +273,11 @@ def switch(index: Any, branches: list[Callable], *operands: Any):
     if len(trees) != 1 or len(types) != 1:
         raise TracingError(located("cond/switch: the branches must return values of the same structure, shapes "
                                    "and dtypes"))
-    # every branch reads every branch's captured tracers (each its own)
-    caps = [c for _, cs, _ in traced for c in cs]
-    counts = [len(cs) for _, cs, _ in traced]
-    programs = []
-    for i, (p, _, _) in enumerate(traced):
-        before = tuple(Var(c.ssa.type) for c in caps[:sum(counts[:i])])
-        after = tuple(Var(c.ssa.type) for c in caps[sum(counts[:i + 1]):])
-        programs.append(Program(before + p.inputs[:counts[i]] + after + p.inputs[counts[i]:], p.eqns, p.outputs,
-                                p.constvars, p.constvals, name=p.name))
     leaves = [x for a in operands for x in flatten(a)[0]]
     if np.dtype(index.dtype).kind not in "biu" or index.shape != ():
         raise TracingError(located(f"cond/switch: the index must be a boolean or integer scalar, got {index.dtype}"
                                    f"{list(index.shape)}"))
-    outs = make_cond(index, programs, [*caps, *leaves])
+    outs = make_cond(index, [p for p, _, _ in traced], leaves, own=[captures for _, captures, _ in traced])
     return unflatten(traced[0][2], outs)
 
 

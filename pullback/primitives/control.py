@@ -643,20 +643,19 @@ def _cond_shape(index, *args, branches: tuple[Program, ...]):
 shape_rules[cond_p] = _cond_shape
 
 
-def make_cond(index, branches: Sequence[Program], args: Sequence) -> list:
-    """Bind a cond; the branches' constants become operands of every branch."""
+def make_cond(index, branches: Sequence[Program], args: Sequence, own: Sequence[Sequence] | None = None) -> list:
+    """Bind a cond on ``args``. Branch i's leading inputs stand for ``own[i]``, values only it reads
+    (the tracers it captured); its constants join them. Every branch then takes every branch's own
+    values as operands and ignores the others'."""
     closed = [close(br) for br in branches]
-    values = [v for _, vals in closed for v in vals]
-    counts = [len(vals) for _, vals in closed]
+    per = [[*values, *mine] for (_, values), mine in zip(closed, own or [()] * len(branches))]
+    types = [v.type for (br, _), vals in zip(closed, per) for v in br.inputs[:len(vals)]]
     new = []
-    for i, (br, _) in enumerate(closed):  # branch i reads its own constants and ignores the others'
-        before, after = sum(counts[:i]), sum(counts[i + 1:])
-        extra_before = tuple(Var(ArrayType.of(c)) for c in values[:before])
-        extra_after = tuple(Var(ArrayType.of(c)) for c in values[len(values) - after:])
-        n = counts[i]
-        new.append(Program(extra_before + br.inputs[:n] + extra_after + br.inputs[n:], br.eqns, br.outputs,
-                           name=br.name))
-    return list(bind(cond_p, index, *values, *args, branches=tuple(new)))
+    for i, (br, _) in enumerate(closed):
+        start, n = sum(len(vals) for vals in per[:i]), len(per[i])
+        before, after = (tuple(Var(t) for t in ts) for ts in (types[:start], types[start + n:]))
+        new.append(Program(before + br.inputs[:n] + after + br.inputs[n:], br.eqns, br.outputs, name=br.name))
+    return list(bind(cond_p, index, *(v for vals in per for v in vals), *args, branches=tuple(new)))
 
 
 def _cond_jvp(primals, tangents, *, branches):

@@ -64,13 +64,14 @@ class Staged:
         self._constants: dict[str, Any] = {}
 
     def _compile(self) -> Callable:
-        n = len(self.program.eqns)
-        if n >= log.LARGE:
+        n, logging_on = len(self.program.eqns), log.logger.isEnabledFor(logging.INFO)
+        if logging_on and n >= log.LARGE:
             log.logger.info("compiling %s (%d equations) ...", self.program.name, n)
         start = time.perf_counter()
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
-        log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
-                        self._source.count("\n"), time.perf_counter() - start)
+        if logging_on:
+            log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
+                            self._source.count("\n"), time.perf_counter() - start)
         self._constants = dict(self._fn.__kwdefaults__ or {})  # the arrays the runner passes, by parameter name
         if self.treedef is not None and not printable_tree(self.treedef):  # dicts: rebuild in Python
             fn, treedef = self._fn, self.treedef

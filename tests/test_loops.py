@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import pullback as pb
 from pullback.testing import check_grads
-from tests.test_random_programs import _loss_of, examples, programs
+from tests.test_random_programs import examples, programs
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import kalman_filter as kf  # noqa: E402
@@ -267,9 +267,6 @@ def test_random_loop_bodies_match_the_unrolled_program(p, seed):
     _, t_loop = pb.jvp(on(looped), primals, tangents)
     _, t_unrolled = pb.jvp(on(unrolled), primals, tangents)
     np.testing.assert_allclose(t_loop, t_unrolled, rtol=1e-8, atol=1e-9)
-
-
-_ = _loss_of  # the random-program helpers are shared with test_random_programs
 
 
 # --- checkpoint ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pullback as pb
+from pullback.demo import rnn_loss as rnn  # h = tanh(W h + U x) by pb.scan: sum(h) + sum of sum(h**2)
 from pullback.testing import check_grads
 from tests.test_random_programs import examples, programs
 
@@ -18,15 +19,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import kalman_filter as kf  # noqa: E402
 
 RNG = np.random.default_rng(0)
-
-
-def rnn(W, U, h0, xs):
-    def step(h, x):
-        h = np.tanh(W @ h + U @ x)
-        return h, np.sum(h ** 2)
-
-    h, ys = pb.scan(step, h0, xs)
-    return np.sum(h) + np.sum(ys)
 
 
 def rnn_unrolled(W, U, h0, xs):

@@ -407,7 +407,13 @@ class differentiate:
             tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
             return closed(program, tree)
         if kind in ("jacfwd", "jacrev", "jacobian", "hessian"):
-            return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
+            if not self.has_aux:
+                return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
+            n_main = len(p.outputs) - self._n_aux(primal)  # differentiate ``out`` of ``(out, aux)``; aux beside it
+            main = Program(p.inputs, p.eqns, p.outputs[:n_main], p.constvars, p.constvals, p.name)
+            aux = Program(p.inputs, p.eqns, p.outputs[n_main:], p.constvars, p.constvals, p.name)
+            j, tree = self._jacobian_program(kind, main, wrt, args, trees, nums, primal.treedef[1][0])
+            return closed(jacobian_transforms.joined(j, aux), (tuple, (tree, primal.treedef[1][1])))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
 
     def _jacobian_program(self, kind: str, p: Program, wrt: list[bool], args: tuple, trees, nums: list[int],
@@ -841,44 +847,46 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-           static_argnames: str | Sequence[str] = ()) -> Callable:
+           has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``).
+    With ``has_aux``, ``fn`` returns ``(out, aux)`` and this returns ``(jacobian, aux)``, as in JAX;
+    likewise for ``jacrev``, ``jacobian`` and ``hessian``.
 
     >>> pb.jacfwd(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
     [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacfwd
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacfwd
 
 
 def jacrev(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-           static_argnames: str | Sequence[str] = ()) -> Callable:
+           has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``).
 
     >>> pb.jacrev(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
     [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacrev
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacrev
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-             static_argnames: str | Sequence[str] = ()) -> Callable:
+             has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward.
 
     >>> A = np.arange(6.0).reshape(2, 3)
     >>> np.array_equal(pb.jacobian(lambda x: A @ x)(np.ones(3)), A)
     True
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacobian
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacobian
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-            static_argnames: str | Sequence[str] = ()) -> Callable:
+            has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``.
 
     >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).hessian
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).hessian
 
 
 class vmap:

@@ -527,6 +527,10 @@ class differentiate:
         ts = [_tangent_like(t, v) for t, v in zip(flat_t[0], primal.program.inputs) if is_inexact(v.dtype)]
         outs = _as_list(self._stage("jvp", primals, flat)(*flat[0], *ts))
         m = len(primal.program.outputs)
+        if self.has_aux:  # ``(out, out_dot, aux)`` as JAX's; aux's tangents are dropped
+            k = m - self._n_aux(primal)
+            out_tree, aux_tree = primal.treedef[1]
+            return unflatten(out_tree, outs[:k]), unflatten(out_tree, outs[m:m + k]), unflatten(aux_tree, outs[k:m])
         return unflatten(primal.treedef, outs[:m]), unflatten(primal.treedef, outs[m:])
 
     def _forward(self, args: tuple):
@@ -554,8 +558,14 @@ class differentiate:
             if len(leaves) != len(types):
                 raise ValueError("jvp_fn's tangents must have the structure of the argnums arguments")
             leaves = [_tangent_like(t, v) for t, v in zip(leaves, types)]
-            return unflatten(primal.treedef, _as_list(linear(*residuals, *leaves)))
+            return unflatten(out_tree, _as_list(linear(*residuals, *leaves)))
 
+        if self.has_aux:  # ``(out, jvp_fn, aux)`` as JAX's
+            self._n_aux(primal)  # checks the pair
+            out_tree = primal.treedef[1][0]
+            value = unflatten(primal.treedef, outs)
+            return value[0], jvp_fn, value[1]
+        out_tree = primal.treedef
         return unflatten(primal.treedef, outs), jvp_fn
 
     def _n_aux(self, primal: Staged) -> int:
@@ -748,14 +758,15 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnum
     return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """``(fn(*primals), J @ tangents)``: forward mode, one directional derivative (JAX's ``jvp``).
+    With ``has_aux``, ``fn`` returns ``(out, aux)`` and ``jvp`` returns ``(out, out_dot, aux)``.
 
     >>> out, out_dot = pb.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))
     >>> out_dot.tolist()  # cos(x) * x_dot
     [1.0, -2.0]
     """
-    return held(fn).jvp(primals, tangents)
+    return held(fn, has_aux=has_aux).jvp(primals, tangents)
 
 
 def vjp(fn: Callable, *primals, has_aux: bool = False):
@@ -772,15 +783,16 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     return held(fn, tuple(range(len(primals))), has_aux=has_aux).vjp(*primals)
 
 
-def linearize(fn: Callable, *primals):
+def linearize(fn: Callable, *primals, has_aux: bool = False):
     """``(fn(*primals), jvp_fn)``: the forward pass runs once, and ``jvp_fn(*tangents)`` applies the
-    linear map (the Jacobian at ``primals``) to tangents, as JAX's ``linearize``.
+    linear map (the Jacobian at ``primals``) to tangents, as JAX's ``linearize``; with ``has_aux``,
+    ``fn`` returns ``(out, aux)`` and this returns ``(out, jvp_fn, aux)``.
 
     >>> out, jvp_fn = pb.linearize(lambda x: x ** 2, np.array([1.0, 3.0]))
     >>> jvp_fn(np.array([1.0, 1.0])).tolist()
     [2.0, 6.0]
     """
-    return held(fn, tuple(range(len(primals)))).linearize(*primals)
+    return held(fn, tuple(range(len(primals))), has_aux=has_aux).linearize(*primals)
 
 
 class jit(differentiate):

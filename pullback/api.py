@@ -901,11 +901,18 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int 
     return held(fn, argnums, static_argnums, has_aux, static_argnames).hessian
 
 
+def _is_static(x, axis) -> bool:
+    """An unbatched Python int or bool: vmap keeps it a Python value (JAX's vmap does not trace it)."""
+    return axis is None and type(x) in (int, bool)
+
+
 class vmap:
     """``fn`` mapped over an axis of its arguments, as one whole-array program (JAX's ``vmap``).
 
     ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
     (applied to every leaf of a tuple, list or dict argument); None passes the argument unbatched.
+    An unbatched Python int or bool stays a Python value, as in JAX (a loop bound, a flag): one
+    program per value.
     ``out_axes``: where each output leaf gets the batch axis (an int, or a tuple per element of
     a tuple output); None for outputs that do not depend on the batch. Called inside a trace
     (``vmap(grad(f))``, ``vmap(vmap(f))``, or within a differentiated function) it inlines its
@@ -941,6 +948,8 @@ class vmap:
     def _program(self, leaves: list, trees: list, leaf_axes: list) -> Staged:
         size, placeholders = None, []
         for k, (x, axis) in enumerate(zip(leaves, leaf_axes)):
+            if _is_static(x, axis):
+                continue
             if axis is None:
                 placeholders.append(x if isinstance(x, PYTHON_SCALARS) else np.broadcast_to(
                     np.zeros((), x.dtype), np.shape(x)))
@@ -955,10 +964,17 @@ class vmap:
             placeholders.append(np.broadcast_to(np.zeros((), x.dtype), shape))
         if size is None:
             raise ValueError("vmap needs at least one argument with a batch axis (in_axes not None)")
-        it = iter(placeholders)
-        structured = [unflatten(tree, it) for tree in trees]
+        static = {k: x for k, (x, axis) in enumerate(zip(leaves, leaf_axes)) if _is_static(x, axis)}
+        leaf_axes = [axis for k, axis in enumerate(leaf_axes) if k not in static]
+
+        def mapped(*dyn):  # the function of the traced leaves, the static ones put back in place
+            it = iter(dyn)
+            full = iter([static[k] if k in static else next(it) for k in range(len(static) + len(dyn))])
+            return self.fn(*[unflatten(tree, full) for tree in trees])
+
+        functools.update_wrapper(mapped, self.fn)
         captures: list = []
-        program, treedef = trace(self.fn, structured, captures=captures)
+        program, treedef = trace(mapped, placeholders, captures=captures)
         n_out = len(program.outputs)
         if isinstance(self.out_axes, tuple | list):
             if treedef is LEAF or treedef[0] not in (tuple, list) or len(treedef[1]) != len(self.out_axes):
@@ -970,21 +986,22 @@ class vmap:
         batched = ad.optimize(batch(program, [*leaf_axes, *[None] * len(captures)], size, out_axes))
         batched = Program(batched.inputs, batched.eqns, batched.outputs, batched.constvars, batched.constvals,
                           name=f"{program.name}_vmap")
-        staged = Staged(batched, treedef, tuple(captures), len(leaves))
-        staged.backend = _backend_for(tuple(leaves))
+        staged = Staged(batched, treedef, tuple(captures), len(placeholders))
+        staged.backend = _backend_for(tuple(placeholders))
         return staged
 
     def __call__(self, *args, **kwargs):
         if kwargs:  # as JAX does, keyword arguments are mapped over their leading axis
             return self._with_kwargs(len(args), kwargs)(*args, kwargs)
         leaves, trees, leaf_axes = self._flat_axes(args)
-        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves))
+        static = tuple((k, type(x), x) for k, (x, axis) in enumerate(zip(leaves, leaf_axes)) if _is_static(x, axis))
+        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves), static)
         staged = self._stages.get(key)
         if staged is None:
             staged = self._program(leaves, trees, leaf_axes)
             if not staged.captures:
                 self._stages[key] = staged
-        return staged(*leaves)
+        return staged(*[x for x, axis in zip(leaves, leaf_axes) if not _is_static(x, axis)])
 
     def _with_kwargs(self, n: int, kwargs: dict) -> vmap:
         """This map of a function taking the keyword arguments as one last positional dict, batched on axis 0."""

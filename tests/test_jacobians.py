@@ -365,3 +365,21 @@ def test_jvp_and_linearize_with_has_aux(rng):
     assert np.array_equal(aux["x"], x)
     with pytest.raises(TypeError, match="pair"):
         pb.linearize(lambda x: x, x, has_aux=True)
+
+
+def test_vmap_keeps_unbatched_python_ints_static():
+    """An unbatched Python int or bool (a loop bound, a flag) stays a Python value, as in JAX's
+    vmap: one program per value; floats stay traced."""
+    X = np.arange(6.0).reshape(3, 2)
+
+    def f(x, n, flag):
+        for _ in range(n):
+            x = x * 2
+        return -x if flag else x
+
+    v = pb.vmap(f, in_axes=(0, None, None))
+    np.testing.assert_array_equal(v(X, 3, True), -8 * X)
+    np.testing.assert_array_equal(v(X, 2, False), 4 * X)
+    np.testing.assert_array_equal(pb.vmap(lambda x, t: x * t[0] ** t[1], in_axes=(0, None))(X, (2.0, 3)), 8 * X)
+    np.testing.assert_array_equal(pb.jit(lambda X: pb.vmap(f, in_axes=(0, None, None))(X, 1, True))(X), -2 * X)
+    assert "for" not in v.source(X, 2, False)  # the loop ran at trace time

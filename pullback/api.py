@@ -65,8 +65,9 @@ class Staged:
 
     def _compile(self) -> Callable:
         n, logging_on = len(self.program.eqns), log.logger.isEnabledFor(logging.INFO)
-        if logging_on and n >= log.LARGE:
-            log.logger.info("compiling %s (%d equations) ...", self.program.name, n)
+        if n >= log.LARGE:  # seconds of printing and compiling ahead: said even with logging off
+            log.logger.log(logging.INFO if logging_on else logging.WARNING,
+                           "compiling %s (%d equations), which takes seconds ...", self.program.name, n)
         start = time.perf_counter()
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
         if logging_on:

@@ -117,3 +117,25 @@ def test_vjp_has_aux():
     np.testing.assert_allclose(x_bar, 2 * np.cos(x) * [1.0, -1.0])
     with pytest.raises(ValueError, match="structure"):
         vjp_fn((np.ones(2), np.ones(2)))
+
+
+def test_large_compiles_are_announced_with_logging_off(caplog, monkeypatch):
+    """A compile of ``log.LARGE`` equations or more is announced before it starts, as a warning
+    (seen without configuring logging); smaller ones are not."""
+    import logging
+
+    from pullback import log
+
+    monkeypatch.setattr(log, "LARGE", 30)
+
+    def chain(x, n):
+        for _ in range(n):
+            x = np.sin(x) * 0.9
+        return np.sum(x)
+
+    with caplog.at_level(logging.WARNING, logger="pullback"):
+        pb.grad(chain, static_argnums=1)(np.ones(2), 2)
+        assert not caplog.records
+        pb.grad(chain, static_argnums=1)(np.ones(2), 40)
+    (record,) = [r for r in caplog.records if r.name == "pullback"]
+    assert record.levelno == logging.WARNING and "chain_grad" in record.getMessage()

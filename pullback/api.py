@@ -759,21 +759,25 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnum
     return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False,
+        static_argnums: int | Sequence[int] = ()):
     """``(fn(*primals), J @ tangents)``: forward mode, one directional derivative (JAX's ``jvp``).
     With ``has_aux``, ``fn`` returns ``(out, aux)`` and ``jvp`` returns ``(out, out_dot, aux)``.
+    ``static_argnums``: primals that are Python values fixed per compiled program (their tangents
+    are ignored).
 
     >>> out, out_dot = pb.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))
     >>> out_dot.tolist()  # cos(x) * x_dot
     [1.0, -2.0]
     """
-    return held(fn, has_aux=has_aux).jvp(primals, tangents)
+    return held(fn, static_argnums=static_argnums, has_aux=has_aux).jvp(primals, tangents)
 
 
-def vjp(fn: Callable, *primals, has_aux: bool = False):
+def vjp(fn: Callable, *primals, has_aux: bool = False, static_argnums: int | Sequence[int] = ()):
     """``(out, vjp_fn)`` with cotangents for every argument: ``vjp_fn(out_bar)`` returns one per
-    argument; the forward pass runs once, however often ``vjp_fn`` is called. With ``has_aux``,
-    ``fn`` returns ``(out, aux)`` and ``vjp`` returns ``(out, vjp_fn, aux)``.
+    argument (but the ``static_argnums`` ones); the forward pass runs once, however often
+    ``vjp_fn`` is called. With ``has_aux``, ``fn`` returns ``(out, aux)`` and ``vjp`` returns
+    ``(out, vjp_fn, aux)``.
 
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> out, vjp_fn = pb.vjp(lambda A, x: A @ x, A, np.ones(2))
@@ -781,19 +785,26 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     >>> A_bar.tolist(), x_bar.tolist()
     ([[1.0, 1.0], [0.0, 0.0]], [1.0, 2.0])
     """
-    return held(fn, tuple(range(len(primals))), has_aux=has_aux).vjp(*primals)
+    return held(fn, _dynamic(len(primals), static_argnums), static_argnums, has_aux).vjp(*primals)
 
 
-def linearize(fn: Callable, *primals, has_aux: bool = False):
+def linearize(fn: Callable, *primals, has_aux: bool = False, static_argnums: int | Sequence[int] = ()):
     """``(fn(*primals), jvp_fn)``: the forward pass runs once, and ``jvp_fn(*tangents)`` applies the
-    linear map (the Jacobian at ``primals``) to tangents, as JAX's ``linearize``; with ``has_aux``,
-    ``fn`` returns ``(out, aux)`` and this returns ``(out, jvp_fn, aux)``.
+    linear map (the Jacobian at ``primals``) to tangents, one per primal but the
+    ``static_argnums`` ones, as JAX's ``linearize``; with ``has_aux``, ``fn`` returns
+    ``(out, aux)`` and this returns ``(out, jvp_fn, aux)``.
 
     >>> out, jvp_fn = pb.linearize(lambda x: x ** 2, np.array([1.0, 3.0]))
     >>> jvp_fn(np.array([1.0, 1.0])).tolist()
     [2.0, 6.0]
     """
-    return held(fn, tuple(range(len(primals))), has_aux=has_aux).linearize(*primals)
+    return held(fn, _dynamic(len(primals), static_argnums), static_argnums, has_aux).linearize(*primals)
+
+
+def _dynamic(n: int, static_argnums: int | Sequence[int]) -> tuple[int, ...]:
+    """The positions of ``n`` arguments that are not static: those a function form differentiates."""
+    static = {i % n for i in _as_tuple(static_argnums)} if n else set()
+    return tuple(i for i in range(n) if i not in static)
 
 
 class jit(differentiate):

@@ -1,7 +1,9 @@
 """Local algebraic simplification, to a fixed point.
 
 - a broadcast of a scalar literal (a *fill*) feeding an elementwise operation is the
-  literal; an elementwise operation on literals and fills alone is folded into a fill;
+  literal; an elementwise operation on literals and fills alone is folded into a fill, and so
+  is the sum of a fill;
+- scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, ``(x c1) c2`` is ``x (c1 c2)``;
 - ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
@@ -109,6 +111,11 @@ def _step(program: Program) -> Program:
             ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
         elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
             ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+            count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+            ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
             prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
         if prim is control.scan_p:
             found = control.invariant_carries(eqn, ins)

@@ -234,3 +234,14 @@ def test_simplify_joins_pads_of_adjacent_slabs():
     want[2][:1], want[2][2:3] = a, c
     for got, w in zip(pb.jit(f)(*args), want):
         np.testing.assert_array_equal(got, w)
+
+
+def test_simplify_folds_the_sum_of_a_fill():
+    """The sum of a broadcast constant is the constant times the count (the cotangent of ``+ b``
+    for a broadcast scalar b is the number of entries), empty axes included."""
+    def f(x, b):
+        return np.sum(x + b), np.sum(np.full((0, 2), 3.0) + x[:2])
+    p = pb.verify(simplify(pb.make_ir(lambda b: pb.grad(lambda b: f(np.arange(4.0), b)[0])(b))(2.0)))
+    assert not [e for e in p.eqns if e.prim.name == "reduce_sum"]
+    assert pb.grad(lambda b: f(np.arange(4.0), b)[0])(2.0) == 4.0
+    np.testing.assert_array_equal(pb.jit(f)(np.arange(4.0), 1.0), f(np.arange(4.0), 1.0))

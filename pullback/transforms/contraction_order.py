@@ -39,6 +39,7 @@ GREEDY_MAX = 32  # longer chains keep their order (the greedy search is cubic in
 MIN_SAVING = 0.1  # a smaller saving does not pay for changing the program a person reads
 
 _NODES = (con.dot_general_p, st.transpose_p, ew.mul_p)
+_VIEWS = (st.transpose_p, st.broadcast_in_dim_p, st.reshape_p)
 
 
 @dataclass
@@ -186,19 +187,23 @@ def _best_order(net: _Net) -> tuple[list[tuple[int, int]], int]:
                 continue
             low = mask & -mask
             rest = mask ^ low
-            choice = None
+            choice, outer = None, None
             sub = rest
             while True:  # every split with the lowest leaf on the first side
                 first = sub | low
                 second = mask ^ first
                 if second:
                     c = best[first][0] + best[second][0] + step_cost(first, second)
-                    if choice is None or c < choice[0]:
-                        choice = (c, (first, second))
+                    # outer products (no shared label) only where the operands share none at all
+                    if kept(first) & kept(second):
+                        if choice is None or c < choice[0]:
+                            choice = (c, (first, second))
+                    elif outer is None or c < outer[0]:
+                        outer = (c, (first, second))
                 if sub == 0:
                     break
                 sub = (sub - 1) & rest
-            best[mask] = choice
+            best[mask] = choice or outer
         steps: list[tuple[int, int]] = []
 
         def unfold(mask: int) -> None:
@@ -281,9 +286,12 @@ def _type(labels, net: _Net, dtype) -> ArrayType:
 
 def program_flops(program: Program) -> int:
     """Multiply-adds of the contractions in ``program`` plus one per element of every other
-    result: the cost model ``pb.jacobian`` picks forward or reverse mode by."""
+    result but the views (transpose, broadcast, reshape): the cost model ``pb.jacobian`` picks
+    forward or reverse mode by."""
     total = 0
     for e in program.eqns:
+        if e.prim in _VIEWS:
+            continue
         if e.prim is con.dot_general_p:
             x, y = e.inputs
             d = e.params["dims"]

@@ -247,12 +247,23 @@ def _emit(net: _Net, steps: list[tuple[int, int]], root: Eqn) -> list[Eqn]:
         eqns.append(Eqn(prim, tuple(ins), (v,), Params(params), root.source))
         return v
 
+    position = {k: i for i, k in enumerate(net.out)}
+
+    def in_order(lx, ly, keep) -> bool:
+        """Whether the product ``x y`` keeps the result's axes in the order they have in the root."""
+        shared = [k for k in lx if k in ly and k in keep]
+        kept = [*shared, *(k for k in lx if k not in ly), *(k for k in ly if k not in lx)]
+        seen = [position[k] for k in kept if k in position]
+        return seen == sorted(seen)
+
     for a, b in steps:
         if (b & -b) < (a & -a):  # the operand holding the earlier leaf goes on the left
             a, b = b, a
-        (x, lx), (y, ly) = vals[a], vals[b]
         mask = a | b
         keep = {k for k, m in where.items() if m & mask and (m & ~mask or k in outs)}
+        if not in_order(vals[a][1], vals[b][1], keep) and in_order(vals[b][1], vals[a][1], keep):
+            a, b = b, a  # (x y)^T = y^T x^T: no transpose of the result
+        (x, lx), (y, ly) = vals[a], vals[b]
         shared = [k for k in lx if k in ly]
         contract = [k for k in shared if k not in keep]
         if not contract and (set(ly) <= set(lx) or set(lx) <= set(ly)):

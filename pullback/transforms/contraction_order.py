@@ -79,7 +79,7 @@ def reorder_contractions(program: Program) -> Program:
         if net.dots < 2 or not 3 <= len(net.leaves) <= GREEDY_MAX:
             continue
         steps, cost = _best_order(net)
-        if cost <= (1 - MIN_SAVING) * net.cost:
+        if cost < net.cost and cost <= (1 - MIN_SAVING) * net.cost:
             replaced[id(eqn)] = _emit(net, steps, eqn)
     if not replaced:
         return program

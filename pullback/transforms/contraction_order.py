@@ -120,11 +120,9 @@ def _network(root: Eqn, defs, uses, inner: list[Eqn]) -> _Net:
         elif eqn.prim is ew.mul_p:
             net.cost += math.prod(net.sizes[k] for k in labels)
             for a in eqn.inputs:
-                b = defs.get(id(a))
-                if b is not None and b.prim is st.broadcast_in_dim_p and isinstance(b.inputs[0], Var) \
-                        and all(b.inputs[0].shape[i] == a.shape[d]
-                                for i, d in enumerate(b.params["broadcast_dimensions"])):
-                    leaf(b.inputs[0], tuple(labels[d] for d in b.params["broadcast_dimensions"]))
+                small = _scaling(a, defs)
+                if small is not None:
+                    leaf(small[0], tuple(labels[d] for d in small[1]))
                 else:
                     operand(a, labels)
         else:
@@ -155,6 +153,24 @@ def _network(root: Eqn, defs, uses, inner: list[Eqn]) -> _Net:
 
     walk(root, out)
     return net
+
+
+def _scaling(a, defs) -> tuple[Var, tuple[int, ...]] | None:
+    """``a = broadcast(u)``: u and the axes of ``a`` its axes are, where u is not stretched along
+    any axis, or is the reshape of a value to size-1 axes that are (``u[:, None] * x``)."""
+    b = defs.get(id(a)) if isinstance(a, Var) else None
+    if b is None or b.prim is not st.broadcast_in_dim_p or not isinstance(b.inputs[0], Var):
+        return None
+    u, dims = b.inputs[0], b.params["broadcast_dimensions"]
+    stretched = {i for i, d in enumerate(dims) if u.shape[i] != a.shape[d]}
+    if not stretched:
+        return u, dims
+    r = defs.get(id(u))
+    kept = tuple(i for i in range(u.type.ndim) if i not in stretched)
+    if r is not None and r.prim is st.reshape_p and isinstance(r.inputs[0], Var) \
+            and r.inputs[0].shape == tuple(u.shape[i] for i in kept):
+        return r.inputs[0], tuple(dims[i] for i in kept)
+    return None
 
 
 # --- the order ------------------------------------------------------------------------------

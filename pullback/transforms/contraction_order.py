@@ -105,53 +105,45 @@ def _network(root: Eqn, defs, uses, inner: list[Eqn]) -> _Net:
         net.sizes[k] = size
         return k
 
-    def leaf(a, labels: tuple[int, ...]) -> None:
-        net.leaves.append(a)
-        net.labels.append(labels)
-
-    def walk(eqn: Eqn, labels: tuple[int, ...]) -> None:
+    def walk(eqn: Eqn, labels: tuple[int, ...]) -> list[tuple[object, tuple[int, ...], bool]]:
+        """The equation's operands with their labels, and whether each is a leaf already."""
         inner.append(eqn)
         if eqn.prim is st.transpose_p:
-            perm = eqn.params["permutation"]
-            ins = [0] * len(perm)
-            for i, p in enumerate(perm):
+            ins = [0] * len(labels)
+            for i, p in enumerate(eqn.params["permutation"]):
                 ins[p] = labels[i]
-            operand(eqn.inputs[0], tuple(ins))
-        elif eqn.prim is ew.mul_p:
+            return [(eqn.inputs[0], tuple(ins), False)]
+        if eqn.prim is ew.mul_p:
             net.cost += math.prod(net.sizes[k] for k in labels)
-            for a in eqn.inputs:
-                small = _scaling(a, defs)
-                if small is not None:
-                    leaf(small[0], tuple(labels[d] for d in small[1]))
-                else:
-                    operand(a, labels)
-        else:
-            x, y = eqn.inputs
-            d: con.DotDims = eqn.params["dims"]
-            lx, ly = [0] * x.type.ndim, [0] * y.type.ndim
-            it = iter(labels)
-            for a, b in zip(d.lhs_batch, d.rhs_batch):
-                lx[a] = ly[b] = next(it)
-            for a in con.free_axes(x.type.ndim, d.lhs_contract, d.lhs_batch):
-                lx[a] = next(it)
-            for b in con.free_axes(y.type.ndim, d.rhs_contract, d.rhs_batch):
-                ly[b] = next(it)
-            for a, b in zip(d.lhs_contract, d.rhs_contract):
-                lx[a] = ly[b] = label(x.shape[a])
-            net.cost += math.prod(net.sizes[k] for k in set(lx) | set(ly))
-            net.dots += 1
-            operand(x, tuple(lx))
-            operand(y, tuple(ly))
+            found = [_scaling(a, defs) for a in eqn.inputs]
+            return [(a, labels, False) if f is None else (f[0], tuple(labels[d] for d in f[1]), True)
+                    for a, f in zip(eqn.inputs, found)]
+        x, y = eqn.inputs
+        d: con.DotDims = eqn.params["dims"]
+        lx, ly = [0] * x.type.ndim, [0] * y.type.ndim
+        it = iter(labels)
+        for a, b in zip(d.lhs_batch, d.rhs_batch):
+            lx[a] = ly[b] = next(it)
+        for a in con.free_axes(x.type.ndim, d.lhs_contract, d.lhs_batch):
+            lx[a] = next(it)
+        for b in con.free_axes(y.type.ndim, d.rhs_contract, d.rhs_batch):
+            ly[b] = next(it)
+        for a, b in zip(d.lhs_contract, d.rhs_contract):
+            lx[a] = ly[b] = label(x.shape[a])
+        net.cost += math.prod(net.sizes[k] for k in set(lx) | set(ly))
+        net.dots += 1
+        return [(x, tuple(lx), False), (y, tuple(ly), False)]
 
-    def operand(a, labels: tuple[int, ...]) -> None:
-        e = defs.get(id(a)) if isinstance(a, Var) else None
+    stack = list(reversed(walk(root, out)))  # depth first, left operands first, without recursion
+    while stack:
+        a, labels, is_leaf = stack.pop()
+        e = None if is_leaf or not isinstance(a, Var) else defs.get(id(a))
         if e is not None and e.prim in _NODES and uses.get(id(a)) == 1 and _is_node(e) \
                 and a.dtype == root.outputs[0].dtype:
-            walk(e, labels)
+            stack.extend(reversed(walk(e, labels)))
         else:
-            leaf(a, labels)
-
-    walk(root, out)
+            net.leaves.append(a)
+            net.labels.append(labels)
     return net
 
 

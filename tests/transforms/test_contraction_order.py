@@ -135,3 +135,18 @@ def test_other_dtypes_and_batched_products(dtype, rng):
     assert program_flops(new) < program_flops(program) / 10
     rtol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(_run(new, (A, B, C, u)), f(A, B, C, u), rtol=rtol)
+
+
+def test_a_long_chain_is_read_without_recursion_and_kept(rng):
+    """Beyond GREEDY_MAX operands the order is kept; reading the chain must not recurse per link."""
+    mats = [rng.standard_normal((2, 2)) for _ in range(1500)]
+
+    def f(x):
+        for m in mats:
+            x = m @ x
+        return x
+
+    x = rng.standard_normal((2, 2))
+    program = pb.make_ir(f)(x)
+    assert reorder_contractions(program) is program
+    np.testing.assert_allclose(_run(program, (x,)), f(x), rtol=1e-8)

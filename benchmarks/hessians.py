@@ -154,12 +154,15 @@ def _torch_logistic(w, X, y):
     return torch.sum(torch.nn.functional.softplus(-y * (X @ w)))
 
 
+REPEATS = 15  # the median of 15 calls: the shared machine's load makes 5 too few
+
+
 def _row(name: str, hand, ours, args, peers) -> str:
     """One table row: times (ms) and ratios to hand, tracemalloc peaks (MB) for hand and pullback."""
-    t_hand, t_pb = best_ms(hand, args), best_ms(ours, args)
+    t_hand, t_pb = best_ms(hand, args, REPEATS), best_ms(ours, args, REPEATS)
     cells = [name, f"{t_hand:.3f}", f"{t_pb:.3f}", f"{t_pb / t_hand:.2f}"]
     for peer in peers:
-        t = best_ms(*peer) if peer is not None else float("nan")
+        t = best_ms(*peer, REPEATS) if peer is not None else float("nan")
         cells += [f"{t:.3f}", f"{t / t_hand:.2f}"]
     cells += [f"{peak_mb(hand, args):.1f}", f"{peak_mb(ours, args):.1f}"]
     return "| " + " | ".join(cells) + " |"

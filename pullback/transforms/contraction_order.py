@@ -70,9 +70,13 @@ def reorder_contractions(program: Program) -> Program:
     defs = {id(v): e for e in program.eqns for v in e.outputs}
     absorbed: set[int] = set()
     replaced: dict[int, list[Eqn]] = {}
+    def grows(a) -> bool:  # a single-use contraction (or transpose, or product) the tree reads through
+        e = defs.get(id(a)) if isinstance(a, Var) else None
+        return e is not None and e.prim in _NODES and uses.get(id(a)) == 1 and _is_node(e)
+
     for eqn in reversed(program.eqns):
-        if eqn.prim not in _NODES or id(eqn) in absorbed or not _is_node(eqn):
-            continue
+        if eqn.prim not in _NODES or id(eqn) in absorbed or not _is_node(eqn) or not any(map(grows, eqn.inputs)):
+            continue  # (a lone equation has nothing to reorder: skipping it keeps the pass cheap)
         inner: list[Eqn] = []
         net = _network(eqn, defs, uses, inner)
         absorbed.update(id(e) for e in inner)

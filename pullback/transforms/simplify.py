@@ -159,6 +159,9 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    scaled = _scaling_rewrite(prim, ins, out, defs)
+    if scaled is not None:
+        return scaled
     if prim is la.trsm_p and p["check"] and _checked_cholesky_factor(ins[0], defs):
         return Eqn(prim, ins, (out,), Params({**p, "check": False}))
     if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
@@ -267,6 +270,42 @@ def _adjacent_pads(ins, out: Var, defs: dict[int, Eqn]):
                 "shape": out.shape, "start_indices": tuple(start if i == axis else 0 for i in range(n)),
                 "limit_indices": tuple(stop if i == axis else out.shape[i] for i in range(n)),
                 "strides": (1,) * n}))]
+
+
+def _scaled(a, defs: dict[int, Eqn]) -> tuple[object, Literal] | None:
+    """``(x, c)`` when ``a`` is ``x * c`` (or ``c * x``) for a scalar literal ``c``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim is not ew.mul_p:
+        return None
+    x, y = d.inputs
+    if isinstance(y, Literal) and not isinstance(x, Literal):
+        return x, y
+    if isinstance(x, Literal) and not isinstance(y, Literal):
+        return y, x
+    return None
+
+
+def _scaling_rewrite(prim, ins, out: Var, defs: dict[int, Eqn]):
+    """Scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, and ``(x c1) c2`` is ``x (c1 c2)``, so that
+    the cotangent of ``0.5 * z @ z``, ``0.5 z + 0.5 z``, is ``z`` (floats only: exact for powers of
+    two, within a rounding otherwise)."""
+    if out.dtype.kind not in "fc":
+        return None
+    if prim is ew.add_p:  # x c1 + x c2 = x (c1 + c2), a bare x counting as x 1
+        terms = [_scaled(a, defs) or (a, Literal.of(1, out.dtype)) for a in ins]
+        (x, c1), (y, c2) = terms
+        if x is y and isinstance(x, Var) and x.type == out.type:
+            value = np.asarray(c1.value, out.dtype) + np.asarray(c2.value, out.dtype)
+            return Eqn(ew.mul_p, (x, Literal.of(value.item(), out.dtype)), (out,))
+    if prim is ew.mul_p:
+        x, y = ins
+        c2, other = (y, x) if isinstance(y, Literal) else (x, y) if isinstance(x, Literal) else (None, None)
+        inner = _scaled(other, defs) if c2 is not None else None
+        if inner is not None and inner[0].type == out.type:
+            base, c1 = inner
+            value = np.asarray(c1.value, out.dtype) * np.asarray(c2.value, out.dtype)
+            return Eqn(ew.mul_p, (base, Literal.of(value.item(), out.dtype)), (out,))
+    return None
 
 
 def _checked_cholesky_factor(a, defs: dict[int, Eqn]) -> bool:

@@ -30,6 +30,7 @@ from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
+from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.tree import LEAF, flatten, is_node, unflatten
@@ -422,10 +423,13 @@ class differentiate:
         """The Jacobian (or Hessian) program, its outputs regrouped from input order into argnums
         order, and its output tree: each output leaf replaced by the argnums structure (twice
         for a Hessian), as JAX's ``jacfwd`` returns it."""
-        if kind == "jacobian":  # reverse mode when the outputs are fewer than the inputs
+        if kind == "jacobian":  # the mode whose optimised program has fewer flops (ties: the smaller batch)
             n_in = sum(v.type.size for v, w in zip(p.inputs, wrt) if w)
-            kind = "jacrev" if sum(o.type.size for o in p.outputs) < n_in else "jacfwd"
-        j = getattr(jacobian_transforms, kind)(p, wrt)
+            by_size = ("jacrev", "jacfwd") if sum(o.type.size for o in p.outputs) < n_in else ("jacfwd", "jacrev")
+            j, kind = min(((getattr(jacobian_transforms, k)(p, wrt), k) for k in by_size),
+                          key=lambda jk: program_flops(jk[0]))
+        else:
+            j = getattr(jacobian_transforms, kind)(p, wrt)
         w = sum(wrt)
         per_out = w * w if kind == "hessian" else w
         outs, group = list(j.outputs), functools.partial(self._by_argnum, args=args, trees=trees, nums=nums)
@@ -894,7 +898,9 @@ def jacrev(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int |
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
              has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
-    """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward.
+    """The Jacobian of ``fn`` by the mode (forward or reverse) whose program has fewer flops after
+    cross-country reordering (``program_flops``: multiply-adds of the contractions plus one per
+    element of every other result); on a tie, reverse mode when ``fn`` has fewer outputs than inputs.
 
     >>> A = np.arange(6.0).reshape(2, 3)
     >>> np.array_equal(pb.jacobian(lambda x: A @ x)(np.ones(3)), A)

@@ -163,3 +163,16 @@ def test_compressed_needs_one_argument(rng):
     U, V, T = mf_data(rng, 3, 2)
     with pytest.raises(TypeError, match="compressed=True"):
         pb.hessian(factorisation, argnums=(0, 1), compressed=True)(U, V, T)
+
+
+def test_diagonal_hessian(rng):
+    """``sum(x**4)``: ``diag(12 x^2)``, a diagonal factor (the factors' program returns a vector)."""
+    x = rng.standard_normal(5)
+    f = pb.differentiate(lambda x: np.sum(x ** 4))
+    H = f.hessian(x, compressed=True)
+    assert H.structured and H.terms[0].factors[0].kind == "diagonal"
+    np.testing.assert_allclose(H.todense(), np.diag(12 * x ** 2), rtol=1e-12)
+    np.testing.assert_allclose(H @ x, 12 * x ** 3, rtol=1e-12)
+    np.testing.assert_allclose(H.solve(x), 1 / (12 * x), rtol=1e-12)
+    np.testing.assert_allclose(H.T @ x, 12 * x ** 3, rtol=1e-12)
+    assert "np.diag" not in f.source(x, program="hessian", compressed=True)

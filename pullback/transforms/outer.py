@@ -292,14 +292,18 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
             outputs.append(a)
         return index[id(a)]
 
+    top = defs.get(id(h)) if isinstance(h, Var) else None
+    if top is not None and top.prim is st.transpose_p \
+            and top.params["permutation"] == (*range(r, 2 * r), *range(r)):
+        h = top.inputs[0]  # a Hessian is symmetric: its halves swapped, it is itself
     terms = []
     for sign, a in _summands(h, defs, 1, 0):
         o = outer_factors(a, defs)
         specs = _term_specs(o, r, defs) if o is not None else None
         if specs is not None:
             coef = sign * o.coef
-        elif isinstance(a, Var):  # no structure: the term is one dense factor
-            coef, specs = sign, [(tuple(range(r)), "dense", a)]
+        elif isinstance(a, Var):  # no structure: the term is one factor over all axes
+            coef, specs = sign, [_classified(tuple(range(r)), a, defs)]
         else:  # a constant: a scalar times a matrix of ones
             coef, specs = sign * a.value, [(tuple(range(r)), "ones", None)]
         factors = tuple(FactorSpec(axes, tuple(h.shape[d] for d in axes), kind,
@@ -319,6 +323,10 @@ def _summands(a, defs, sign, depth):
                 *_summands(y, defs, -sign if d.prim is ew.sub_p else sign, depth + 1)]
     if d is not None and depth < _MAX_FACTORS and d.prim is ew.neg_p:
         return _summands(d.inputs[0], defs, -sign, depth + 1)
+    if d is not None and depth < _MAX_FACTORS and d.prim is ew.mul_p:
+        coef, b = _peel(a, defs)
+        if b is not a:
+            return _summands(b, defs, sign * coef, depth + 1)
     return [(sign, a)]
 
 
@@ -331,15 +339,19 @@ def _term_specs(o: Outer, r: int, defs) -> list | None:
         if f.dims != (*axes, *(a + r for a in axes)) or seen & set(axes):
             return None
         seen |= set(axes)
-        d = defs.get(id(f.operand))
-        if not axes:
-            specs.append((axes, "scalar", f.operand))
-        elif len(axes) == 1 and d is not None and d.prim is st.eye_p and d.params["k"] == 0:
-            specs.append((axes, "identity", None))
-        elif len(axes) == 1 and d is not None and d.prim is st.diag_embed_p and d.params["offset"] == 0 \
-                and isinstance(d.inputs[0], Var) and d.inputs[0].type.ndim == 1:
-            specs.append((axes, "diagonal", d.inputs[0]))
-        else:
-            specs.append((axes, "dense", f.operand))
+        specs.append(_classified(axes, f.operand, defs))
     # axes no factor depends on: a matrix of ones
     return specs + [((axis,), "ones", None) for axis in sorted(set(range(r)) - seen)]
+
+
+def _classified(axes: tuple[int, ...], operand: Var, defs) -> tuple:
+    """(axes, kind, value) of a factor: a scalar, an identity, a diagonal (its vector) or dense."""
+    d = defs.get(id(operand))
+    if not axes:
+        return axes, "scalar", operand
+    if len(axes) == 1 and d is not None and d.prim is st.eye_p and d.params["k"] == 0:
+        return axes, "identity", None
+    if len(axes) == 1 and d is not None and d.prim is st.diag_embed_p and d.params["offset"] == 0 \
+            and isinstance(d.inputs[0], Var) and d.inputs[0].type.ndim == 1:
+        return axes, "diagonal", d.inputs[0]
+    return axes, "dense", operand

@@ -517,6 +517,9 @@ class differentiate:
         args = self._pack(args, kwargs) if kwargs else args
         flat = self._flat(args)
         staged = self._stage("hessian_factors", args, flat)
+        if staged.backend is not numpy_backend:
+            raise TypeError("hessian(..., compressed=True) returns a SciPy LinearOperator: it takes NumPy arrays "
+                            "(the factors' CuPy program prints with source(..., compressed=True, device='cuda'))")
         return kronecker.operator(staged.structure, staged(*flat[0]))
 
     def jvp(self, primals: Sequence, tangents: Sequence):

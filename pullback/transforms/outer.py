@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
-from pullback.ir.types import ArrayType
+from pullback.ir.types import ArrayType, is_inexact
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -116,6 +116,13 @@ def _peel(a: Var, defs) -> tuple[complex, Var]:
 
 def outer_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
     """Replacement equations for ``out`` (a list ending with its definition), or None."""
+    if prim is st.broadcast_in_dim_p and isinstance(ins[0], Var):  # a broadcast of a broadcast is one
+        d = defs.get(id(ins[0]))
+        if d is not None and d.prim is st.broadcast_in_dim_p:
+            dims = tuple(p["broadcast_dimensions"][k] for k in d.params["broadcast_dimensions"])
+            return [Eqn(st.broadcast_in_dim_p, d.inputs, (out,), Params({**p, "broadcast_dimensions": dims}))]
+    if not is_inexact(out.dtype):
+        return None
     if prim is con.dot_general_p:
         return _contraction(ins, p["dims"], out, defs)
     if prim is ew.neg_p or (prim is ew.mul_p and sum(isinstance(a, Literal) for a in ins) == 1):
@@ -125,11 +132,6 @@ def outer_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
             return build(Outer(coef, o.factors, out.type), out)
     if prim in (ew.add_p, ew.sub_p):
         return _sum(prim, ins, out, defs)
-    if prim is st.broadcast_in_dim_p and isinstance(ins[0], Var):  # a broadcast of a broadcast is one
-        d = defs.get(id(ins[0]))
-        if d is not None and d.prim is st.broadcast_in_dim_p:
-            dims = tuple(p["broadcast_dimensions"][k] for k in d.params["broadcast_dimensions"])
-            return [Eqn(st.broadcast_in_dim_p, d.inputs, (out,), Params({**p, "broadcast_dimensions": dims}))]
     if prim is st.transpose_p:
         o = outer_factors(ins[0], defs)
         if o is not None and o.all_broadcasts():

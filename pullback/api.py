@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pullback import log
+from pullback import kronecker, log
 from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
@@ -33,6 +33,7 @@ from pullback.transforms.batch import batch
 from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
+from pullback.transforms.outer import kronecker_factors
 from pullback.tree import LEAF, flatten, is_node, unflatten
 
 
@@ -208,7 +209,8 @@ _CONTAINERS = frozenset({tuple, list, dict, _Kwargs})
 _SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64,
                       np.complex64, np.complex128})
 
-STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian")
+STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian",
+          "hessian_factors")
 
 
 class differentiate:
@@ -416,6 +418,9 @@ class differentiate:
             aux = Program(p.inputs, p.eqns, p.outputs[n_main:], p.constvars, p.constvals, p.name)
             j, tree = self._jacobian_program(kind, main, wrt, args, trees, nums, primal.treedef[1][0])
             return closed(jacobian_transforms.joined(j, aux), (tuple, (tree, primal.treedef[1][1])))
+        if kind == "hessian_factors":
+            return _factored_hessian(self._jacobian_program("hessian", p, wrt, args, trees, nums, primal.treedef)[0],
+                                     primal)
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
 
     def _jacobian_program(self, kind: str, p: Program, wrt: list[bool], args: tuple, trees, nums: list[int],
@@ -513,9 +518,22 @@ class differentiate:
         """``jacrev`` when the outputs have fewer entries than the ``argnums`` inputs, else ``jacfwd``."""
         return self._call_stage("jacobian", args, kwargs)
 
-    def hessian(self, *args, **kwargs):
-        """``jacfwd(jacrev(f))``: shape ``out.shape + in.shape + in.shape`` per output leaf."""
-        return self._call_stage("hessian", args, kwargs)
+    def hessian(self, *args, compressed: bool = False, **kwargs):
+        """``jacfwd(jacrev(f))``: shape ``out.shape + in.shape + in.shape`` per output leaf. With
+        ``compressed=True`` (a real-scalar function of one array argument), a
+        ``pullback.kronecker.KroneckerOperator``: the Hessian as a sum of Kronecker products of
+        its factors, never made dense (the factors' program is ``source(..., program="hessian_factors")``)."""
+        if not compressed:
+            return self._call_stage("hessian", args, kwargs)
+        if self.has_aux:
+            raise TypeError("hessian(..., compressed=True) does not take has_aux=True")
+        args = self._pack(args, kwargs) if kwargs else args
+        flat = self._flat(args)
+        staged = self._stage("hessian_factors", args, flat)
+        if staged.backend is not numpy_backend:
+            raise TypeError("hessian(..., compressed=True) returns a SciPy LinearOperator: it takes NumPy arrays "
+                            "(the factors' CuPy program prints with source(..., compressed=True, device='cuda'))")
+        return kronecker.operator(staged.structure, staged(*flat[0]))
 
     def jvp(self, primals: Sequence, tangents: Sequence):
         """``(f(*primals), J(primals) @ tangents)``; tangents have the primals' structure
@@ -620,10 +638,12 @@ class differentiate:
         (the very objects: what a saved program needs besides the arguments)."""
         return self._stage(program, self._pack(args, kwargs) if kwargs else args).constants
 
-    def source(self, *args, program: str = "grad", device: str = "cpu", **kwargs) -> str:
+    def source(self, *args, program: str = "grad", device: str = "cpu", compressed: bool = False, **kwargs) -> str:
         """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
-        arguments of these shapes (no GPU, nor CuPy, is needed to read it)."""
-        staged = self._stage(program, self._pack(args, kwargs) if kwargs else args)
+        arguments of these shapes (no GPU, nor CuPy, is needed to read it). ``program="hessian",
+        compressed=True`` is the ``"hessian_factors"`` stage: the compressed Hessian's factors."""
+        staged = self._stage("hessian_factors" if compressed and program == "hessian" else program,
+                             self._pack(args, kwargs) if kwargs else args)
         if device == "cpu":
             return staged.source
         if device != "cuda":
@@ -631,6 +651,23 @@ class differentiate:
         from pullback.backends import cupy_backend
 
         return print_program(staged.program, cupy_backend, out_tree=staged.treedef)
+
+
+class _Factored(Staged):
+    """The factors' program of a compressed Hessian, with the structure that assembles them."""
+
+    __slots__ = ("structure",)
+
+
+def _factored_hessian(h: Program, primal: Staged) -> _Factored:
+    if len(h.outputs) != 1 or h.outputs[0].type.ndim % 2:
+        raise TypeError("hessian(..., compressed=True) needs a real-scalar function and one array argument "
+                        f"(argnums); {h.name} has {len(h.outputs)} Hessian blocks")
+    program, terms = kronecker_factors(h)
+    staged = _Factored(program, (tuple, (LEAF,) * len(program.outputs)), primal.captures, primal.capture_at)
+    r = h.outputs[0].type.ndim // 2
+    staged.structure = kronecker.Structure(h.outputs[0].type.shape[:r], h.outputs[0].type.dtype, terms)
+    return staged
 
 
 def _positional_params(fn: Callable) -> list | None:
@@ -910,13 +947,16 @@ def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-            has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
-    """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``.
+            has_aux: bool = False, static_argnames: str | Sequence[str] = (), *, compressed: bool = False) -> Callable:
+    """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``. With ``compressed=True``
+    (``fn`` real-scalar, ``argnums`` one array argument), a ``KroneckerOperator`` of shape (N, N)
+    holding the Hessian's Kronecker factors (see ``pullback.kronecker``).
 
     >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
     """
-    return held(fn, argnums, static_argnums, has_aux, static_argnames).hessian
+    d = held(fn, argnums, static_argnums, has_aux, static_argnames)
+    return functools.partial(d.hessian, compressed=True) if compressed else d.hessian
 
 
 def _is_static(x, axis) -> bool:

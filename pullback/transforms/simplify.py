@@ -44,6 +44,7 @@ from pullback.primitives import reductions as red
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
+from pullback.transforms.outer import outer_rewrite
 from pullback.transforms.substitute import substitute
 
 _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_p, ew.min_p, ew.eq_p, ew.ne_p,
@@ -185,6 +186,8 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             inner = Var(out.type, out.hint)
             operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
             return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    if (factored := outer_rewrite(prim, ins, p, out, defs)) is not None:  # Kronecker-structured values
+        return factored
     if prim is con.dot_general_p:
         unit = _identity_contraction(ins, p["dims"], out, defs)
         if unit is not None:

@@ -352,10 +352,9 @@ def _reduce(ctx, eqn, ins, outs):
     func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod",
             "reduce_and": "np.all", "reduce_or": "np.any"}[eqn.prim.name]
     axes = eqn.params["axes"]
-    kw = {} if len(axes) == eqn.inputs[0].type.ndim else {"axis": s.number(axes[0]) if len(axes) == 1 else s.ints(axes)}
-    if eqn.inputs[0].type.ndim and not isinstance(ins[0], cst.BaseNumber):  # an array at run time: the method,
-        return s.method(ins[0], func[3:], **kw)  # ``x.sum()``, skips np.sum's dispatch (2 us, a loop step's worth)
-    return s.call(func, ins[0], **kw)
+    if len(axes) == eqn.inputs[0].type.ndim:
+        return s.call(func, ins[0])
+    return s.call(func, ins[0], axis=s.number(axes[0]) if len(axes) == 1 else s.ints(axes))
 
 
 @emits(cum.cumsum_p, cum.cumprod_p)

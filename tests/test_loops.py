@@ -272,6 +272,22 @@ def _step_rnn(W):
     return step
 
 
+def test_kalman_gradient_takes_one_triangle_per_step_and_copies_only_the_carries():
+    """The factor L is read by three triangular solves (two for K, one for w); each solve's JVP takes the
+    triangle of L's tangent, which is L Phi(..), lower triangular already: simplified before the step is
+    transposed, none is left, and the backward step takes one triangle, Phi's in the Cholesky rule (four
+    before). The forward loop copies the two carries the backward one reads (mu_h, S_hh) into arrays; every
+    other residual is made afresh each step and kept in a list, uncopied."""
+    A, B, v = kf.simulate(T=40)
+    args = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+    src = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3)).source(*args, program="grad")
+    forward, backward = src.split("for t in range(40):")[1].split("for t_1 in range(39, -1, -1):")
+    assert backward.count("np.tril(") == 1 and "np.tril(" not in forward
+    assert sum("= np.empty((40," in line for line in src.splitlines()) == 2
+    assert _stacks(src, 40) > 2  # the others: lists
+    assert "carry_0_steps = np.empty((40, 2)" in src and "carry_1_steps = np.empty((40, 2, 2)" in src
+
+
 def _stacks(src: str, length: int) -> int:
     """The per-step stores a printed loop of ``length`` steps allocates: arrays, or lists of each step's array."""
     return sum(f"= np.empty(({length}," in line or f"= [None] * {length}" in line for line in src.splitlines())

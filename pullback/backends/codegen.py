@@ -22,7 +22,7 @@ import libcst as cst
 from pullback.backends import memory, render
 from pullback.backends import syntax as s
 from pullback.ir import sourcemap
-from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
+from pullback.ir.core import WITH_BODIES, Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.tree import LEAF
 
@@ -305,10 +305,11 @@ def _listed_stacks(prog: Program) -> set[int]:
         root = memory.buffer_roots(body)
         made = {id(v): b for b in body.eqns for v in b.outputs}
         carried = {root.get(id(a), id(a)) for a in body.outputs[:nk] if isinstance(a, Var)}
+        # (an operand of a nested loop or branch may come out of it as its result: a carry, perhaps)
+        carried |= {root.get(id(a), id(a)) for b in body.eqns if b.prim in WITH_BODIES for a in b.inputs}
         for v, y in zip(e.outputs[nk:], body.outputs[nk:]):
             r = root.get(id(y), id(y)) if isinstance(y, Var) else None
-            if (only_sliced.get(id(v)) and r in made and r not in carried
-                    and not any(isinstance(q, Program) for q in made[r].params.values())):
+            if only_sliced.get(id(v)) and r in made and r not in carried and made[r].prim not in WITH_BODIES:
                 out.add(id(v))
     return out
 

@@ -233,7 +233,8 @@ def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
 
 
 def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
-    """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once.
+    """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once
+    (or lists, for the residuals of ``_listed_stacks``).
 
         carry = init
         ys = np.empty((T, ...), dtype=...)

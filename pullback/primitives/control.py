@@ -11,7 +11,8 @@ The transforms treat a scan as a whole and recurse into its body:
 - JVP: the body's JVP, with the tangents of consts, carry and xs beside their primals; the
   carry tangents that can be nonzero are found by a fixed point.
 - Partial evaluation: the body splits into a known loop, which also stacks the per-step
-  residuals as extra ``y`` outputs (preallocated once by the printed code), and an unknown
+  residuals as extra ``y`` outputs (kept by the printed code in an array preallocated once, or in a
+  list of the steps' arrays: see ``codegen._listed_stacks``), and an unknown
   loop reading them as extra ``xs``; residuals that are consts stay consts.
 - Transposition: the transposed body, run in the opposite direction; cotangents of linear
   consts (loop-invariant inputs, such as a Kalman filter's A) are summed in extra carries, never

@@ -14,7 +14,8 @@ The transforms treat a scan as a whole and recurse into its body:
   residuals as extra ``y`` outputs (kept by the printed code in an array preallocated once, or in a
   list of the steps' arrays: see ``codegen._listed_stacks``), and an unknown
   loop reading them as extra ``xs``; residuals that are consts stay consts.
-- Transposition: the transposed body, run in the opposite direction; cotangents of linear
+- Transposition: the body, simplified (duplicates merged, structure such as a triangular tangent
+  used: no triangle of it taken per solve), transposed, run in the opposite direction; cotangents of linear
   consts (loop-invariant inputs, such as a Kalman filter's A) are summed in extra carries, never
   stacked.
 - Dead code: unused ``y`` outputs, carries nothing live reads, and unused operands are removed.

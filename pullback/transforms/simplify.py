@@ -253,8 +253,8 @@ def _triangular(a, lower: bool, k: int, defs: dict[int, Eqn], depth: int = 16) -
         return False
     sign = 1 if lower else -1
 
-    def tri(x, shift=k):
-        return _triangular(x, lower, shift, defs, depth - 1)
+    def tri(x):
+        return _triangular(x, lower, k, defs, depth - 1)
 
     if d.prim in (st.tril_p, st.triu_p):
         return (d.prim is st.tril_p) == lower and sign * d.params["k"] <= sign * k

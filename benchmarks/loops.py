@@ -1,13 +1,16 @@
 """``python -m benchmarks.loops [--quick]``: the Kalman filter gradient as a loop.
 
 For each state dimension and length T: the first call (trace, transform, print, compile, run; a
-fresh ``differentiate`` object each time), the steady time per step (median of repeats), and the
+fresh ``differentiate`` object each time), the steady time per step (the fastest of a few repeats: the
+machine may be shared, and interference only adds time), and the
 peak memory the NumPy arrays of one gradient call reach (tracemalloc), for ``pb.scan``, ``pb.scan``
-with ``checkpoint=True`` (blocks of sqrt T), and JAX's ``lax.scan`` under ``jit`` when installed.
+with ``checkpoint=True`` (blocks of sqrt T), JAX's ``lax.scan`` under ``jit`` and PyTorch eager (a Python
+loop, ``.backward()``) when installed. The compile overhead is the first call less one steady call.
 The reference is a hand-written NumPy gradient (``grad_numpy``: the forward loop keeps what the
 backward loop's adjoint formulas read), checked against pullback's in tests/test_loops.py; the
 likelihood alone in NumPy/SciPy (no gradient) is shown for scale. Peak memory is what tracemalloc
-sees, NumPy's allocations: not JAX's.
+sees, NumPy's allocations: not JAX's or PyTorch's (n/a). Every implementation's first result is checked
+against the hand-written gradient's.
 """
 
 from __future__ import annotations
@@ -158,8 +161,45 @@ def jax_grad():
     return lambda: jax.jit(jax.value_and_grad(nll, argnums=(0, 1, 2, 3)))
 
 
-def measure(make, args, repeats: int) -> tuple[float, float, float]:
-    """(first call s, steady s per call, peak MB of traced allocations during a steady call)."""
+def torch_grad():
+    """The same likelihood in PyTorch eager (float64), a Python loop over the steps, the gradient by
+    ``.backward()``: the tape records every step's operations, as pullback's forward loop stores residuals."""
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def value_and_grad(A, B, log_qh, log_qv, v, mu0, S0):
+        A, B = (torch.tensor(x, requires_grad=True) for x in (A, B))
+        log_qh, log_qv = (torch.tensor(float(x), dtype=torch.float64, requires_grad=True) for x in (log_qh, log_qv))
+        v, mu_h, S_hh = torch.from_numpy(v), torch.from_numpy(mu0), torch.from_numpy(S0)
+        dh, dv = A.shape[0], B.shape[0]
+        I_h, I_v = torch.eye(dh, dtype=torch.float64), torch.eye(dv, dtype=torch.float64)
+        S_h, S_v = torch.exp(log_qh) * I_h, torch.exp(log_qv) * I_v
+        const = 0.5 * dv * np.log(2 * np.pi)
+        total = torch.zeros((), dtype=torch.float64)
+        for t in range(v.shape[0]):
+            S_hh_Bt = S_hh @ B.T
+            L = torch.linalg.cholesky(B @ S_hh_Bt + S_v)
+            # K^T = L^-T L^-1 (S_hh B^T)^T: two triangular solves
+            K = torch.linalg.solve_triangular(L.mT, torch.linalg.solve_triangular(L, S_hh_Bt.T, upper=False),
+                                              upper=True).T
+            delta = v[t] - B @ mu_h
+            w = torch.linalg.solve_triangular(L, delta[:, None], upper=False)[:, 0]
+            total = total + 0.5 * (w @ w) + torch.log(torch.diagonal(L)).sum() + const
+            f = mu_h + K @ delta
+            ImKB = I_h - K @ B
+            F = ImKB @ S_hh @ ImKB.T + K @ S_v @ K.T
+            mu_h, S_hh = A @ f, A @ F @ A.T + S_h
+        total.backward()
+        return total.item(), (A.grad.numpy(), B.grad.numpy(), log_qh.grad.item(), log_qv.grad.item())
+
+    return lambda: value_and_grad
+
+
+def measure(make, args, repeats: int, traced: bool = True):
+    """(first call s, fastest steady call s, peak MB of traced allocations during a steady call or None, the first
+    call's result)."""
     start = time.perf_counter()
     fn = make()
     out = fn(*args)
@@ -170,11 +210,21 @@ def measure(make, args, repeats: int) -> tuple[float, float, float]:
         t = time.perf_counter()
         _block(fn(*args))
         times.append(time.perf_counter() - t)
-    tracemalloc.start()
-    _block(fn(*args))
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return first, float(np.median(times)), peak
+    peak = None
+    if traced:
+        tracemalloc.start()
+        _block(fn(*args))
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return first, min(times), peak, out
+
+
+def _agrees(out, reference) -> bool:
+    value, grads = out
+    ref_value, ref_grads = reference
+    return bool(np.allclose(float(value), ref_value, rtol=1e-6) and all(
+        np.allclose(np.asarray(g), r, rtol=1e-5, atol=1e-8 * max(1.0, float(np.max(np.abs(r)))))
+        for g, r in zip(grads, ref_grads)))
 
 
 def _block(out):
@@ -189,18 +239,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     opts = parser.parse_args()
-    sizes = [(2, 1000), (8, 1000)] if opts.quick else [(2, 1000), (2, 10_000), (64, 1000), (64, 10_000)]
+    sizes = [(2, 1000), (8, 1000)] if opts.quick else [(2, 1000), (64, 1000), (2, 10_000), (64, 10_000)]
     impls = {
         "hand-written NumPy gradient": lambda: grad_numpy,
         "pullback scan": lambda: pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3)).value_and_grad,
         "pullback scan, checkpoint=True": lambda: pb.differentiate(
             lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3)).value_and_grad,
     }
-    jax_make = jax_grad()
-    if jax_make is not None:
-        impls["JAX lax.scan, jit"] = jax_make
-    print("| state dim | T | implementation | first call, s | steady, us per step | peak MB |")
-    print("|---|---|---|---|---|---|")
+    for name, make in (("JAX lax.scan, jit", jax_grad()), ("PyTorch eager, .backward()", torch_grad())):
+        if make is not None:
+            impls[name] = make
+    print("| state dim | T | implementation | first call, s | compile overhead, s | steady, us per step | peak MB |")
+    print("|---|---|---|---|---|---|---|")
     for dh, T in sizes:
         args = data(dh, T)
         repeats = 3 if T >= 10_000 else 5
@@ -208,11 +258,19 @@ def main() -> None:
         t = time.perf_counter()
         forward_numpy(*args)
         floor = time.perf_counter() - t
-        print(f"| {dh} | {T} | NumPy/SciPy likelihood alone (no gradient) | | {floor / T * 1e6:.1f} | |")
+        print(f"| {dh} | {T} | NumPy/SciPy likelihood alone (no gradient) | | | {floor / T * 1e6:.1f} | |")
+        reference = None
         for name, make in impls.items():
-            first, steady, peak = measure(make, args, repeats)
-            print(f"| {dh} | {T} | {name} | {first:.2f} | {steady / T * 1e6:.1f} | {peak:.1f} |")
-        sys.stdout.flush()
+            # JAX's and PyTorch's allocations are their own: tracemalloc sees NumPy's alone
+            first, steady, peak, out = measure(make, args, repeats, traced=name in TRACED)
+            reference = reference or out
+            ok = "" if _agrees(out, reference) else " (DISAGREES with the hand-written gradient)"
+            print(f"| {dh} | {T} | {name}{ok} | {first:.2f} | {first - steady:.2f} | {steady / T * 1e6:.1f} | "
+                  f"{'n/a' if peak is None else f'{peak:.1f}'} |")
+            sys.stdout.flush()
+
+
+TRACED = {"hand-written NumPy gradient", "pullback scan", "pullback scan, checkpoint=True"}
 
 
 if __name__ == "__main__":

@@ -272,6 +272,27 @@ def _step_rnn(W):
     return step
 
 
+def test_kalman_gradient_takes_one_triangle_per_step_and_copies_only_the_carries():
+    """The factor L is read by three triangular solves (two for K, one for w); each solve's JVP takes the
+    triangle of L's tangent, which is L Phi(..), lower triangular already: simplified before the step is
+    transposed, none is left, and the backward step takes one triangle, Phi's in the Cholesky rule (four
+    before). The forward loop copies the two carries the backward one reads (mu_h, S_hh) into arrays; every
+    other residual is made afresh each step and kept in a list, uncopied."""
+    A, B, v = kf.simulate(T=40)
+    args = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+    src = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3)).source(*args, program="grad")
+    forward, backward = src.split("for t in range(40):")[1].split("for t_1 in range(39, -1, -1):")
+    assert backward.count("np.tril(") == 1 and "np.tril(" not in forward
+    assert sum("= np.empty((40," in line for line in src.splitlines()) == 2
+    assert _stacks(src, 40) > 2  # the others: lists
+    assert "carry_0_steps = np.empty((40, 2)" in src and "carry_1_steps = np.empty((40, 2, 2)" in src
+
+
+def _stacks(src: str, length: int) -> int:
+    """The per-step stores a printed loop of ``length`` steps allocates: arrays, or lists of each step's array."""
+    return sum(f"= np.empty(({length}," in line or f"= [None] * {length}" in line for line in src.splitlines())
+
+
 def test_checkpointed_scan_stores_only_the_carry_and_matches():
     W = 0.5 * RNG.standard_normal((3, 3))
     h0, xs = RNG.standard_normal(3), RNG.standard_normal((6, 3))
@@ -287,10 +308,9 @@ def test_checkpointed_scan_stores_only_the_carry_and_matches():
         np.testing.assert_allclose(a, b, rtol=1e-13)
     check_grads(lambda h0, xs: f(h0, xs, True), (h0, xs), order=2)
     src = pb.differentiate(lambda h0, xs: f(h0, xs, True)).source(h0, xs)
-    stacks = [line for line in src.splitlines() if "np.empty((6" in line]
-    assert len(stacks) == 1  # the carry alone; the plain scan stacks three residuals
+    assert _stacks(src, 6) == 1  # the carry alone; the plain scan stacks three residuals
     plain = pb.differentiate(lambda h0, xs: f(h0, xs, False)).source(h0, xs)
-    assert len([line for line in plain.splitlines() if "np.empty((6" in line]) > 1
+    assert _stacks(plain, 6) > 1
 
 
 def test_checkpoint_of_a_function_recomputes_in_the_backward_pass():
@@ -326,7 +346,7 @@ def test_scan_checkpointing_every_k_steps(k, reverse):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     if k is True:  # blocks of 4: 2 blocks of 4 and a tail of 2; no array of 10 intermediate states
         src = pb.differentiate(lambda h0, xs: f(h0, xs, k)).source(h0, xs)
-        assert "np.empty((10, 3)" not in src and "np.empty((2, 3)" in src
+        assert _stacks(src, 10) == 0 and "np.empty((2, 3)" in src
 
 
 # --- cond, switch, while_loop -----------------------------------------------------------------

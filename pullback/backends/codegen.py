@@ -22,7 +22,7 @@ import libcst as cst
 from pullback.backends import memory, render
 from pullback.backends import syntax as s
 from pullback.ir import sourcemap
-from pullback.ir.core import Atom, Literal, Program, SourceInfo, Var
+from pullback.ir.core import WITH_BODIES, Atom, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.tree import LEAF
 
@@ -133,6 +133,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
     last_comment: list[tuple[str, int] | None] = [None]
     escaped: set[int] = set()  # loop carries whose names the code after their loop reads (see _scan)
+    listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
     def block(prog: Program) -> list[cst.BaseStatement]:
@@ -140,6 +141,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         stmts_out: list[cst.BaseStatement] = []
         dead = _last_uses(prog) if dels else {}
         reuse = memory.plan(prog) if in_place else {}
+        listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
             eqn = prog.eqns[i]
@@ -175,7 +177,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
-    nest = _Nest(namer, expr, block, escaped, backend)
+    nest = _Nest(namer, expr, block, escaped, backend, listed)
 
     body.extend(block(program))
     outputs = [expr(a) for a in program.outputs]
@@ -217,6 +219,7 @@ class _Nest:
     block: Callable[[Program], list[cst.BaseStatement]]
     escaped: set[int]
     backend: ModuleType
+    listed: set[int]
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
@@ -230,7 +233,8 @@ def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
 
 
 def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
-    """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once.
+    """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once
+    (or lists, for the residuals of ``_listed_stacks``).
 
         carry = init
         ys = np.empty((T, ...), dtype=...)
@@ -253,7 +257,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         made = made_by.get(id(y), "y")
         name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
         ys.append((name, y))
-        stmts.append(s.assign([name], nest.backend.empty(v.type)))
+        stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", s.number(length))
+                              if id(v) in nest.listed else nest.backend.empty(v.type)))
     t = s.name(namer.fresh("t"))
     used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
     # A value may be read by two loops (a residual of the forward loop, sliced again in the backward
@@ -276,6 +281,38 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         namer.alias(v, c)
         nest.escaped.add(id(c))
     return stmts
+
+
+def _listed_stacks(prog: Program) -> set[int]:
+    """The stacked results of ``prog``'s loops that only later loops read, a step at a time (a forward
+    loop's residuals, read by the backward loop): printed as a list of each step's array, as a person
+    keeps them, not copied into an array preallocated once (a copy per residual per step, whose call
+    costs more than the copy at small sizes). Only results that each step makes afresh: not (views of)
+    the loop's inputs or carries, which code after the loop may still overwrite."""
+    only_sliced: dict[int, bool] = {}
+    for e in prog.eqns:
+        xs_from = e.params["num_consts"] + e.params["num_carry"] if e.prim.name == "scan" else len(e.inputs)
+        for i, a in enumerate(e.inputs):
+            if isinstance(a, Var):
+                only_sliced[id(a)] = only_sliced.get(id(a), True) and i >= xs_from
+    for a in prog.outputs:
+        if isinstance(a, Var):
+            only_sliced[id(a)] = False
+    out: set[int] = set()
+    for e in prog.eqns:
+        if e.prim.name != "scan":
+            continue
+        body, nk = e.params["body"], e.params["num_carry"]
+        root = memory.buffer_roots(body)
+        made = {id(v): b for b in body.eqns for v in b.outputs}
+        carried = {root.get(id(a), id(a)) for a in body.outputs[:nk] if isinstance(a, Var)}
+        # (an operand of a nested loop or branch may come out of it as its result: a carry, perhaps)
+        carried |= {root.get(id(a), id(a)) for b in body.eqns if b.prim in WITH_BODIES for a in b.inputs}
+        for v, y in zip(e.outputs[nk:], body.outputs[nk:]):
+            r = root.get(id(y), id(y)) if isinstance(y, Var) else None
+            if only_sliced.get(id(v)) and r in made and r not in carried and made[r].prim not in WITH_BODIES:
+                out.add(id(v))
+    return out
 
 
 def _bind_inputs(inputs, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:

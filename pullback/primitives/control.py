@@ -11,9 +11,11 @@ The transforms treat a scan as a whole and recurse into its body:
 - JVP: the body's JVP, with the tangents of consts, carry and xs beside their primals; the
   carry tangents that can be nonzero are found by a fixed point.
 - Partial evaluation: the body splits into a known loop, which also stacks the per-step
-  residuals as extra ``y`` outputs (preallocated once by the printed code), and an unknown
+  residuals as extra ``y`` outputs (kept by the printed code in an array preallocated once, or in a
+  list of the steps' arrays: see ``codegen._listed_stacks``), and an unknown
   loop reading them as extra ``xs``; residuals that are consts stay consts.
-- Transposition: the transposed body, run in the opposite direction; cotangents of linear
+- Transposition: the body, simplified (duplicates merged, structure such as a triangular tangent
+  used: no triangle of it taken per solve), transposed, run in the opposite direction; cotangents of linear
   consts (loop-invariant inputs, such as a Kalman filter's A) are summed in extra carries, never
   stacked.
 - Dead code: unused ``y`` outputs, carries nothing live reads, and unused operands are removed.
@@ -33,6 +35,7 @@ from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace,
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import dce as dce_
 from pullback.transforms import partial_eval as pe
+from pullback.transforms.cse import cse
 from pullback.transforms.jvp import Zero, jvp, jvp_rules
 from pullback.transforms.transpose import Linear, cotangent_hint, transpose, transpose_rules
 
@@ -286,13 +289,17 @@ _MASKS: dict[Primitive, object] = {scan_p: _scan_unknown}
 
 def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
     from pullback import lax
+    from pullback.transforms.simplify import simplify  # simplify imports this module
 
     cs, ks, xs = _split(args, num_consts, num_carry)
     c_lin = [isinstance(a, Linear) for a in cs]
     x_lin = [isinstance(a, Linear) for a in xs]
     # every carry is linear in the loop; a carry whose initial value is not (a zero tangent made before the
     # loop, hence known) gets no cotangent
-    body_t = transpose(body, c_lin + [True] * num_carry + x_lin)
+    # simplified first (duplicates merged, structure used): a factor read by several solves then gives one
+    # tangent triangle (tril(dL)), or none when dL is triangular already (a Cholesky factor's tangent), so
+    # the transposed step takes no triangle of each solve's cotangent
+    body_t = transpose(cse(simplify(body)), c_lin + [True] * num_carry + x_lin)
     cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
     ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
     res_c = [a for a, lin in zip(cs, c_lin) if not lin]

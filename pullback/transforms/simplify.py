@@ -130,6 +130,7 @@ def _step(program: Program) -> Program:
                 continue
         result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
         if result is not None:
+            result = _sourced(result, eqn.source)
             if isinstance(result, list):
                 eqns.extend(result)
                 defs.update((id(e.outputs[0]), e) for e in result)
@@ -146,6 +147,16 @@ def _step(program: Program) -> Program:
         defs[id(out)] = new
     return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                               program.name), replace)
+
+
+def _sourced(result, source):
+    """A rewrite's equations keep the user's line of the equation they replace (its comment, and the line
+    the equations transposed from them name)."""
+    if source is None or not isinstance(result, Eqn | list):
+        return result
+    fix = [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source)
+           for e in (result if isinstance(result, list) else [result])]
+    return fix if isinstance(result, list) else fix[0]
 
 
 def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
@@ -208,6 +219,8 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             return Eqn(st.concatenate_p, flat, (out,), p)
     if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
         return ins[0]
+    if prim in (st.tril_p, st.triu_p) and same(ins[0]) and _triangular(ins[0], prim is st.tril_p, p["k"], defs):
+        return ins[0]  # the triangle of a triangular value, such as a Cholesky factor's tangent L Phi
     if prim is ew.sub_p:
         x, y = ins
         if _is(y, 0) and same(x):
@@ -242,6 +255,39 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
     return None
+
+
+def _triangular(a, lower: bool, k: int, defs: dict[int, Eqn], depth: int = 16) -> bool:
+    """Whether ``a`` is zero outside its lower (``lower``) or upper triangle shifted by ``k`` (``np.tril(a, k)
+    == a``), by construction: a triangle, a diagonal, sums, negations and scalings of those, and triangular
+    products and solves (a triangular factor keeps a triangular operand triangular)."""
+    d = defs.get(id(a)) if isinstance(a, Var) and depth else None
+    if d is None:
+        return False
+    sign = 1 if lower else -1
+
+    def tri(x):
+        return _triangular(x, lower, k, defs, depth - 1)
+
+    if d.prim in (st.tril_p, st.triu_p):
+        return (d.prim is st.tril_p) == lower and sign * d.params["k"] <= sign * k
+    if d.prim is st.diag_embed_p:
+        return sign * d.params["offset"] <= sign * k and d.params["shape"][0] == d.params["shape"][1]
+    if d.prim is st.add_diagonal_p:
+        return sign * k >= 0 and tri(d.inputs[0])
+    if d.prim in (ew.add_p, ew.sub_p):
+        return all(tri(x) if isinstance(x, Var) else _is(x, 0) for x in d.inputs)
+    if d.prim is ew.neg_p:
+        return tri(d.inputs[0])
+    if d.prim is ew.mul_p:  # by a scalar
+        x, y = d.inputs
+        return any(tri(u) and (isinstance(w, Literal) or w.type.ndim == 0) for u, w in ((x, y), (y, x)))
+    if d.prim in (la.trmm_p, la.trsm_p) and k == 0 and not d.params["unit_diagonal"]:
+        # op(A) B or B op(A) (and their solves) with op(A) triangular on the same side keeps B's triangle
+        q = d.params
+        same_side = q["lower"] == (q["trans"] == la.Trans.N) if lower else q["lower"] != (q["trans"] == la.Trans.N)
+        return same_side and tri(d.inputs[1])
+    return False
 
 
 def _slab(d: Eqn | None, out: Var) -> tuple[int, int, int] | None:

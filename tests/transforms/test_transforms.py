@@ -179,7 +179,7 @@ def test_simplify_keeps_diagonal_matrices_as_vectors():
     assert "eye" not in names and "add_diagonal" in names and "diag_embed" not in names
     g = pb.differentiate(f, argnums=(0, 1))
     code = [line for line in g.source(K, s, program="grad").splitlines() if not line.strip().startswith("#")]
-    assert any("np.diag_indices(4)" in line for line in code) and not any("np.eye" in line for line in code)
+    assert any(".reshape(-1)[::5] +=" in line for line in code) and not any("np.eye" in line for line in code)
     A = K + np.exp(s) * np.eye(4)
     K_bar, s_bar = g.grad(K, s)
     np.testing.assert_allclose(K_bar, 2 * A + np.eye(4), rtol=1e-14)

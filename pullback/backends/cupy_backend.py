@@ -409,3 +409,5 @@ CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester", bd.gbsv_p: "solv
 _MISSING = {bd.gbsv_p: "banded solver"}
 for _prim, _name in CPU_ONLY.items():
     EMITTERS[_prim] = _cpu_only(_name, _MISSING.get(_prim, "Schur decomposition"))
+
+from pullback.backends import cupy_factored  # noqa: E402,F401  (getrs, getri, potrs)

@@ -535,7 +535,9 @@ def slogdet(a):
 def det(a):
     """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
     finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
-    return bind(lx.det_p, _float(_square(a, "det")))
+    a = _float(_square(a, "det"))
+    lu, piv, perm, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
+    return bind(lx.det_p, a, lu, piv, perm)
 
 
 # --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------

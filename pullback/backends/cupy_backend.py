@@ -357,7 +357,6 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 from pullback.primitives import banded as bd  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
-EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
 
 
 @emits(lx.pinv_p)

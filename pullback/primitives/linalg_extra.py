@@ -87,11 +87,12 @@ def _det_jvp(primals, tangents):
     singular = lax.gt(lax.reduce_sum(lax.convert(lax.eq(lax.diagonal(lu), 0.0), np.dtype(np.int32)),
                                      tuple(range(nb + 1))), 0)
 
-    def scaled_inverse(lu, piv, perm, d):
-        return lax.mul(lax.broadcast_in_dim(d, lu.shape, tuple(range(nb))), lax.getri(lu, piv))
+    def exact(lu, piv, perm, d):
+        return adjugate(lu, piv, perm), lax.full(d.shape, 1.0, d.dtype)
 
-    adj = cond(singular, lambda lu, piv, perm, d: adjugate(lu, piv, perm), scaled_inverse, lu, piv, perm, d)
-    return d, lax.reduce_sum(lax.mul(lax.mT(adj), da), (nb, nb + 1))
+    # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
+    m, scale = cond(singular, exact, lambda lu, piv, perm, d: (lax.getri(lu, piv), d), lu, piv, perm, d)
+    return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))
 
 
 jvp_rules[det_p] = la.empty_aware(det_p, _det_jvp)

@@ -358,7 +358,6 @@ from pullback.primitives import banded as bd  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
 
-
 @emits(lx.pinv_p)
 def _pinv(ctx, eqn, ins, outs):
     """CuPy's pinv (cuSOLVER gesvd), one matrix at a time."""

@@ -286,7 +286,30 @@ transpose_rules[potrs_p] = _potrs_t
 
 # --- batching ------------------------------------------------------------------------------
 
-from pullback.transforms.batch import leading_batch  # noqa: E402
+from pullback.transforms.batch import batch_rules, leading_batch, moveaxis  # noqa: E402
 
 for _p in (getrs_p, getri_p, potrs_p, gesv_p, getri_at_p, lu_logabsdet_p, posv_p, po_logdet_p):
     leading_batch(_p)
+
+
+def _fold_columns(prim):
+    """Factors shared by the batch and a batched right-hand side B (a Jacobian's tangents): the batch
+    is folded into B's columns, so that one solve serves it (as ``trsm``'s batching rule does)."""
+    batched = batch_rules[prim]
+
+    def rule(args, dims, **params):
+        *factors, b = args
+        if any(d is not None for d in dims[:-1]):
+            return batched(args, dims, **params)
+        nb = b.ndim - 3  # B's own batch axes
+        moved = moveaxis(b, dims[-1], nb + 1)  # (..., n, batch, k)
+        shape = moved.shape
+        out = bind(prim, *factors, lax.reshape(moved, (*shape[:nb], shape[nb], shape[nb + 1] * shape[nb + 2])),
+                   **params)
+        return lax.reshape(out, shape), nb + 1
+
+    batch_rules[prim] = rule
+
+
+_fold_columns(getrs_p)
+_fold_columns(potrs_p)

@@ -370,13 +370,20 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     _check_rhs(a, b, "solve")
     if assume_a not in ("gen", "general", "pos", "positive definite"):
         raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
+    from pullback import numpy_api as pnp
+
     a, b = _common(a, b)
     left_b, undo = _matrix_rhs(b, True)
-    a, left_b = _batch(a, left_b, True)
+    batch = np.broadcast_shapes(a.shape[:-2], left_b.shape[:-2])
+
+    def wide(*xs):  # A is factored once per matrix it holds, then broadcast with its factors
+        return [pnp.broadcast_to(x, batch + x.shape[a.ndim - 2:]) for x in xs]
+
+    rhs = pnp.broadcast_to(left_b, batch + left_b.shape[-2:])
     if assume_a in ("pos", "positive definite"):  # differentiated at the solve: potrs (potrf's factor shared)
-        return undo(bind(fa.posv_p, a, cholesky(a), left_b))
+        return undo(bind(fa.posv_p, *wide(a, cholesky(a)), rhs))
     lu, piv, _, info = _getrf(a)  # unchecked, so that slogdet of the same matrix shares it: gesv checks info
-    return undo(bind(fa.gesv_p, a, lu, piv, info, left_b))
+    return undo(bind(fa.gesv_p, *wide(a, lu, piv, info), rhs))
 
 
 # --- LU -------------------------------------------------------------------------------------

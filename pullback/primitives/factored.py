@@ -269,7 +269,10 @@ def _po_logdet_jvp(primals, tangents):
     out = bind(po_logdet_p, a, l)
     if isinstance(da, Zero):
         return out, Zero(out.ssa.type)
-    return out, _trace_with(bind(la.potri_p, l), da)
+    inverse = bind(la.potri_p, l)  # Hermitian: its transpose is its conjugate (no transposing pass)
+    nb = da.ndim - 2
+    t = lax.reduce_sum(lax.mul(lax.conj(inverse) if inverse.dtype.kind == "c" else inverse, da), (nb, nb + 1))
+    return out, (lax.real(t) if t.dtype.kind == "c" else t)
 
 
 jvp_rules[getrs_p] = _getrs_jvp

@@ -172,10 +172,11 @@ def _H(x):
 @_traced
 def cholesky(a, lower: bool = True):
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
-    with A = L L^H, or upper U = L^H. Raises ``pullback.LinAlgError`` if A is not
-    positive definite (LAPACK's info: the order of the failing leading minor)."""
+    with A = L L^H, or upper U = L^H, from A's lower (upper) triangle, as LAPACK and SciPy read it.
+    Raises ``pullback.LinAlgError`` if A is not positive definite (LAPACK's info: the order of
+    the failing leading minor)."""
     _check_matrix(a, "cholesky")
-    l, _ = bind(la.potrf_p, _float(a), check=True)
+    l, _ = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=True)
     return l if lower else _H(l)
 
 
@@ -184,7 +185,7 @@ def cholesky_ex(a, lower: bool = True):
     """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
     else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
     _check_matrix(a, "cholesky_ex")
-    l, info = bind(la.potrf_p, _float(a), check=False)
+    l, info = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=False)
     return (l if lower else _H(l)), info
 
 
@@ -380,8 +381,10 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
         return [pnp.broadcast_to(x, batch + x.shape[a.ndim - 2:]) for x in xs]
 
     rhs = pnp.broadcast_to(left_b, batch + left_b.shape[-2:])
-    if assume_a in ("pos", "positive definite"):  # differentiated at the solve: potrs (potrf's factor shared)
-        return undo(bind(fa.posv_p, *wide(a, cholesky(a)), rhs))
+    if assume_a in ("pos", "positive definite"):  # the triangle ``lower`` names is read, as SciPy's
+        # differentiated at the solve: potrs with potrf's lower factor L, A = L L^H (shared by CSE)
+        l, _ = bind(la.potrf_p, a if lower else _H(a), check=True)
+        return undo(bind(fa.posv_p, *wide(a, l), rhs))
     lu, piv, _, info = _getrf(a)  # unchecked, so that slogdet of the same matrix shares it: gesv checks info
     return undo(bind(fa.gesv_p, *wide(a, lu, piv, info), rhs))
 

@@ -19,7 +19,7 @@ from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import Tracer, bind, new_trace
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import ad
-from pullback.transforms.batch import batch, moveaxis
+from pullback.transforms.batch import batch
 from pullback.transforms.jvp import jvp
 from pullback.transforms.scalings import collect_scalings
 
@@ -61,18 +61,42 @@ def identity_seeds(types: Sequence[ArrayType]) -> list:
     return seeds
 
 
-def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType]) -> list:
+def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType]) -> tuple[list, tuple[int, ...]]:
     """``linear`` (its last inputs linear, one per type in ``seeded``) applied to the identity
-    seeds: its outputs batched first. The batch of a single entry is the program applied to
-    ones, with no batching at all (the gradient of a scalar function is one reverse pass)."""
+    seeds, and the batch shape its outputs lead with: ``(N,)``, or the seeded value's own shape
+    when there is one seeded value of several axes (batched once per axis over the factored unit
+    tensor, so that no ``eye`` of its size is made). The batch of a single entry is the program
+    applied to ones, with no batching at all (the gradient of a scalar function is one reverse pass)."""
     from pullback import lax
 
     size = sum(t.size for t in seeded)
     if size == 1:
         ones = [lax.full(t.shape, 1, t.dtype) for t in seeded]
-        return [x if isinstance(x, Literal) else lax.reshape(x, (1, *x.shape)) for x in call(linear, fixed + ones)]
+        outs = call(linear, fixed + ones)
+        return [x if isinstance(x, Literal) else lax.reshape(x, (1, *x.shape)) for x in outs], (1,)
+    if len(seeded) == 1 and seeded[0].ndim > 1:
+        batched = linear
+        for n in reversed(seeded[0].shape):  # the first axis outermost
+            batched = batch(batched, [None] * len(fixed) + [0], n)
+        return call(batched, fixed + [unit_tensor(seeded[0])]), seeded[0].shape
     batched = batch(linear, [None] * len(fixed) + [0] * len(seeded), size)
-    return call(batched, fixed + identity_seeds(seeded))
+    return call(batched, fixed + identity_seeds(seeded)), (size,)
+
+
+def unit_tensor(t: ArrayType):
+    """The unit tensor ``delta_ij delta_ab ...`` of shape ``t.shape + t.shape``, kept factored: the
+    product of one broadcast ``eye`` per axis, so that a contraction meeting it touches one small
+    identity (see ``simplify._factored_contraction``), never an ``eye`` of the size of ``t``."""
+    from pullback import lax
+    from pullback.primitives import structural as st
+
+    r = t.ndim
+    result = None
+    for axis, n in enumerate(t.shape):
+        eye = bind(st.eye_p, dtype=t.dtype, shape=(n, n), k=0)
+        factor = lax.broadcast_in_dim(eye, (*t.shape, *t.shape), (axis, r + axis))
+        result = factor if result is None else lax.mul(result, factor)
+    return result
 
 
 def _last_line(program: Program):
@@ -111,14 +135,15 @@ def jacfwd(program: Program, wrt: Sequence[bool]) -> Program:
     with new_trace() as builder:
         builder.source = _last_line(program)  # seeds and reshapes: not the caller's line
         ins = [Tracer(v, builder) for v in program.inputs]
-        touts = _seeded(jvp(program, wrt), ins, [v.type for v in wrt_vars])[m:]
+        touts, lead = _seeded(jvp(program, wrt), ins, [v.type for v in wrt_vars])
         builder.source = _last_line(program)
         results = []
-        for o, t in zip(program.outputs, touts):  # t: (size, *o.shape)
+        for o, t in zip(program.outputs, touts[m:]):  # t: (*lead, *o.shape)
             offset = 0
             for v in wrt_vars:
                 part = t if len(wrt_vars) == 1 else lax.slice_axis(t, 0, offset, offset + v.type.size)
-                part = moveaxis(part, 0, part.ndim - 1)
+                nb = len(lead)
+                part = lax.transpose(part, (*range(nb, part.ndim), *range(nb)))
                 results.append(lax.reshape(part, (*o.shape, *v.shape)))
                 offset += v.type.size
         return _finish(program, builder, results, "jacfwd")
@@ -139,7 +164,7 @@ def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
         builder.source = _last_line(program)
         ins = [Tracer(v, builder) for v in program.inputs]
         residuals = call(split.known, ins)[m:]
-        cts = _seeded(transposed, residuals, program.out_types)  # each (size, *in.shape)
+        cts, _ = _seeded(transposed, residuals, program.out_types)  # each (*lead, *in.shape)
         builder.source = _last_line(program)
         results, offset = [], 0
         for o in program.outputs:
@@ -155,6 +180,17 @@ def hessian(program: Program, wrt: Sequence[bool]) -> Program:
     """``jacfwd(jacrev(program))``: for each output j, input i and input k (in ``wrt``),
     ``d^2 out_j / d in_i d in_k`` of shape ``out_j.shape + in_i.shape + in_k.shape``."""
     return _renamed(jacfwd(jacrev(program, wrt), wrt), f"{program.name}_hessian")
+
+
+def joined(program: Program, other: Program) -> Program:
+    """``program``'s outputs and then ``other``'s, computed from the same inputs (a Jacobian and
+    the auxiliary values of ``has_aux``); shared work is computed once."""
+    with new_trace() as builder:
+        ins = [Tracer(v, builder) for v in program.inputs]
+        outs = call(program, ins) + call(other, ins)
+        constvars, constvals = builder.constants()
+        return ad.optimize(Program(program.inputs, tuple(builder.eqns), tuple(builder.atom(o) for o in outs),
+                                   constvars, constvals, program.name))
 
 
 def _renamed(program: Program, name: str) -> Program:

@@ -406,3 +406,24 @@ def band_transpose(ab, lower: int, upper: int):
     from pullback.primitives import banded
 
     return bind(banded.band_transpose_p, ab, lower=lower, upper=upper)
+
+
+def getrs(lu, piv, b, trans=0):
+    """``op(A)^{-1} b`` from getrf's packed factors and pivots (see ``primitives.factored``)."""
+    from pullback.primitives import factored, linalg
+
+    return bind(factored.getrs_p, lu, piv, b, trans=linalg.Trans(trans))
+
+
+def getri(lu, piv):
+    """``A^{-1}`` from getrf's packed factors and pivots."""
+    from pullback.primitives import factored
+
+    return bind(factored.getri_p, lu, piv)
+
+
+def potrs(l, b):
+    """``(L L^H)^{-1} b`` from the lower Cholesky factor ``l``."""
+    from pullback.primitives import factored
+
+    return bind(factored.potrs_p, l, b)

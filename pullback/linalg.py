@@ -36,6 +36,7 @@ from pullback import lax
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
 from pullback.ir.tracer import Tracer, bind, current_builder, located
 from pullback.ir.types import ArrayType
+from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
 from pullback.primitives import linalg_extra as lx
 from pullback.primitives.linalg import GAP_EPS, Trans
@@ -334,8 +335,8 @@ def svd(a, full_matrices: bool = False, compute_uv: bool = True):
 def logdet(a):
     """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A))))."""
     _check_matrix(a, "logdet")
-    l = cholesky(a)
-    return 2.0 * np.sum(np.log(np.real(np.diagonal(l, 0, -2, -1))), axis=-1)
+    a = _float(a)
+    return bind(fa.po_logdet_p, a, cholesky(a))
 
 
 def cho_factor(a, lower: bool = False):
@@ -368,11 +369,24 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     inverse. Raises ``pullback.LinAlgError`` on a singular (not positive definite) A."""
     _check_matrix(a, "solve")
     _check_rhs(a, b, "solve")
-    if assume_a in ("pos", "positive definite"):  # the triangle ``lower`` names is read, as SciPy's
-        return cho_solve(cho_factor(a, lower=lower), b)
-    if assume_a not in ("gen", "general"):
+    if assume_a not in ("gen", "general", "pos", "positive definite"):
         raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
-    return _lu_solve(*_getrf(_square(a, "solve"), check=True)[::2], b)
+    from pullback import numpy_api as pnp
+
+    a, b = _common(a, b)
+    left_b, undo = _matrix_rhs(b, True)
+    batch = np.broadcast_shapes(a.shape[:-2], left_b.shape[:-2])
+
+    def wide(*xs):  # A is factored once per matrix it holds, then broadcast with its factors
+        return [pnp.broadcast_to(x, batch + x.shape[a.ndim - 2:]) for x in xs]
+
+    rhs = pnp.broadcast_to(left_b, batch + left_b.shape[-2:])
+    if assume_a in ("pos", "positive definite"):  # the triangle ``lower`` names is read, as SciPy's
+        # differentiated at the solve: potrs with potrf's lower factor L, A = L L^H (shared by CSE)
+        l, _ = bind(la.potrf_p, a if lower else _H(a), check=True)
+        return undo(bind(fa.posv_p, *wide(a, l), rhs))
+    lu, piv, _, info = _getrf(a)  # unchecked, so that slogdet of the same matrix shares it: gesv checks info
+    return undo(bind(fa.gesv_p, *wide(a, lu, piv, info), rhs))
 
 
 # --- LU -------------------------------------------------------------------------------------
@@ -499,11 +513,8 @@ def lu_full_pivot_ex(a):
 def inv(a):
     """A^{-1} by LU and triangular solves against the identity (prefer ``solve``)."""
     a = _float(_square(a, "inv"))
-    from pullback import numpy_api as pnp
-
-    # pullback's broadcast keeps the identity an ``eye`` equation (NumPy's would make a constant view of it)
-    eye = pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
-    return solve(a, eye)
+    lu, piv, _, info = _getrf(a)
+    return bind(fa.getri_at_p, a, lu, piv, info)  # getri; differentiated as dX = -X dA X
 
 
 def _square(a, name: str):
@@ -516,10 +527,11 @@ def _square(a, name: str):
 def slogdet(a):
     """``(sign, logabsdet)`` from the LU factors: sign is +-1 (a unit complex number for
     complex A; 0 when A is singular), logabsdet = sum log |U_ii|."""
-    packed, piv, _, _ = _getrf(_square(a, "slogdet"))
+    a = _float(_square(a, "slogdet"))
+    packed, piv, _, _ = _getrf(a)
     k = packed.shape[-1]
     d = np.diagonal(packed, 0, -2, -1)
-    logabsdet = np.sum(np.log(np.abs(d)), axis=-1)
+    logabsdet = bind(fa.lu_logabsdet_p, a, packed, piv)  # differentiated at the solve: A^{-T} by getri
     swaps = np.sum(piv != lax.iota(piv.dtype, (k,), 0), axis=-1)
     if d.dtype.kind == "c":
         sign = np.exp(np.sum(np.log(d / np.abs(d)), axis=-1)) * (-1.0) ** swaps
@@ -533,7 +545,9 @@ def slogdet(a):
 def det(a):
     """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
     finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
-    return bind(lx.det_p, _float(_square(a, "det")))
+    a = _float(_square(a, "det"))
+    lu, piv, perm, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
+    return bind(lx.det_p, a, lu, piv, perm)
 
 
 # --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------

@@ -357,8 +357,6 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 from pullback.primitives import banded as bd  # noqa: E402
 from pullback.primitives import linalg_extra as lx  # noqa: E402
 
-EMITTERS[lx.det_p] = lambda ctx, eqn, ins, outs: s.call("cp.linalg.det", *ins)
-
 
 @emits(lx.pinv_p)
 def _pinv(ctx, eqn, ins, outs):
@@ -409,3 +407,5 @@ CPU_ONLY = {lx.sqrtm_p: "sqrtm", lx.trsyl_p: "solve_sylvester", bd.gbsv_p: "solv
 _MISSING = {bd.gbsv_p: "banded solver"}
 for _prim, _name in CPU_ONLY.items():
     EMITTERS[_prim] = _cpu_only(_name, _MISSING.get(_prim, "Schur decomposition"))
+
+from pullback.backends import cupy_factored  # noqa: E402,F401  (getrs, getri, potrs)

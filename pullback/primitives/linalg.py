@@ -583,4 +583,5 @@ _folded(trmm_p, lambda p: p["left"])
 _folded(permute_p, lambda p: True, shared=1)
 _folded(unpermute_p, lambda p: True, shared=1)
 
-from pullback.primitives import linalg_extra  # noqa: E402,F401  (registers det and the general eigenproblem)
+# registers det and the general eigenproblem; getrs, getri, potrs and the solves at the factors
+from pullback.primitives import factored, linalg_extra  # noqa: E402,F401

@@ -21,16 +21,19 @@ from pullback.transforms.transpose import Linear, transpose_rules
 det_p = Primitive("det")
 
 
-def _det(a):
-    """det A of a square (..., n, n) matrix: a polynomial in A's entries."""
-    batch, _, _ = la._matrix(a, "det", square=True)
+def _det(a, lu, piv, perm):
+    """det A of a square (..., n, n) matrix, a polynomial in A's entries, from getrf's factors of A
+    (det(P) prod U_ii; the factors' tangents are A's, as for ``primitives.factored``)."""
+    batch, n, _ = la._matrix(a, "det", square=True)
+    if lu.type != a.type or piv.shape != (*batch, n) or perm.shape != (*batch, n):
+        raise ShapeError(f"det: factors {lu.type}, {piv.type}, {perm.type} do not fit the matrix {a.type}")
     return ArrayType(batch, a.dtype)
 
 
 shape_rules[det_p] = _det
 
 
-def adjugate(a):
+def adjugate(lu, piv, perm):
     """adj A from P A = L U (partial pivoting, LAPACK getrf): adj A = det(P) adj(U) L^{-1} P.
     For U with exact-zero pivots at positions z_1 < ... < z_r, let U~ be U with them set to
     one and W = U~^{-1}; adj(U) = det(U~) W when r = 0, else
@@ -39,7 +42,7 @@ def adjugate(a):
     with S = I - E^T W E strictly upper triangular (w_zz = 1), whose adjugate holds one entry.
     Exact at any rank (rank n - 1 keeps the rank-one term, lower ranks a zero product) and
     about the cost of an inverse: where JAX's cofactor solve assumes the zero pivot last."""
-    lu, piv, perm, _ = bind(la.getrf_p, a, check=False)
+    a = lu  # (its type)
     n, nb = a.shape[-1], a.ndim - 2
     real = np.dtype(np.finfo(a.dtype).dtype)
     mat = (*a.shape[:-2], n, n)
@@ -71,11 +74,25 @@ def adjugate(a):
 
 
 def _det_jvp(primals, tangents):
-    """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A."""
-    (a,), (da,) = primals, tangents
-    d = bind(det_p, a)
+    """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A. adj A = det A A^{-1} (getri:
+    the expert's det A^{-T} gradient) unless a pivot is exactly zero somewhere in the batch, when
+    the exact rank-aware ``adjugate`` runs instead (a branch taken at run time)."""
+    from pullback.loops import cond
+
+    (a, lu, piv, perm), (da, *_) = primals, tangents
+    d = bind(det_p, a, lu, piv, perm)
+    if isinstance(da, Zero):
+        return d, Zero(d.ssa.type)
     nb = a.ndim - 2
-    return d, lax.reduce_sum(lax.mul(lax.mT(adjugate(a)), da), (nb, nb + 1))
+    singular = lax.gt(lax.reduce_sum(lax.convert(lax.eq(lax.diagonal(lu), 0.0), np.dtype(np.int32)),
+                                     tuple(range(nb + 1))), 0)
+
+    def exact(lu, piv, perm, d):
+        return adjugate(lu, piv, perm), lax.full(d.shape, 1.0, d.dtype)
+
+    # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
+    m, scale = cond(singular, exact, lambda lu, piv, perm, d: (lax.getri(lu, piv), d), lu, piv, perm, d)
+    return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))
 
 
 jvp_rules[det_p] = la.empty_aware(det_p, _det_jvp)

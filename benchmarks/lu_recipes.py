@@ -1,0 +1,176 @@
+"""``python -m benchmarks.lu_recipes [--sizes 1024 2048] [--repeats 5] [--write]``: the gradients of
+LU and Cholesky composites (issue 16) against the strongest hand-written SciPy LAPACK gradient.
+
+Cases (value and gradient, float64, A = randn + n I, K SPD given):
+  inv      sum(W * inv(A))                 expert: getrf, getri, two gemms (A_bar = -X^T W X^T)
+  solve    sum(W * solve(A, B)), wrt A, B  expert: getrf, getrs, getrs(trans=1), one gemm
+  det      det(A)                          expert: getrf, getri, a scaling (det A^{-T})
+  slogdet  slogdet(A)[1]                   expert: getrf, getri (A^{-T})
+  gp       0.5 y^T K^{-1} y + 0.5 logdet K, written with solve(K, y, assume_a='pos', lower=True) and logdet
+                                           expert: potrf, potrs, potri, syr (0.5 (K^{-1} - a a^T))
+Medians and minima of interleaved repeats (the two implementations alternate, so load drifts hit
+both alike); peak memory is tracemalloc's high-water mark of NumPy's allocations during one call.
+``--write`` appends the table to benchmarks/RESULTS.md under its own heading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import tracemalloc
+
+import numpy as np
+from scipy.linalg import blas, lapack
+
+import pullback as pb
+from pullback import linalg as pla
+
+
+def _getri(lu, piv):
+    work, _ = lapack.dgetri_lwork(lu.shape[0])
+    x, info = lapack.dgetri(lu, piv, lwork=int(work), overwrite_lu=1)
+    return x
+
+
+def _getrf(a):
+    lu, piv, info = lapack.dgetrf(a)
+    if info > 0:
+        raise np.linalg.LinAlgError("singular matrix")
+    return lu, piv
+
+
+def inv_expert(A, W):
+    X = _getri(*_getrf(A))
+    return np.sum(W * X), -(X.T @ W) @ X.T
+
+
+def solve_expert(A, B, W):
+    lu, piv = _getrf(A)
+    X, _ = lapack.dgetrs(lu, piv, B)
+    B_bar, _ = lapack.dgetrs(lu, piv, W, trans=1)
+    return np.sum(W * X), (-B_bar @ X.T, B_bar)
+
+
+def _sign(lu, piv):
+    return -1.0 if np.count_nonzero(piv != np.arange(piv.shape[0])) % 2 else 1.0
+
+
+def det_expert(A):
+    lu, piv = _getrf(A)
+    d = _sign(lu, piv) * np.prod(np.diagonal(lu))
+    X = _getri(lu, piv)
+    X *= d
+    return d, X.T
+
+
+def slogdet_expert(A):
+    lu, piv, _ = lapack.dgetrf(A)
+    return np.sum(np.log(np.abs(np.diagonal(lu)))), _getri(lu, piv).T
+
+
+def gp_expert(K, y):
+    """GPML's recipe with K given: potrf, potrs, potri, syr, one symmetrising pass."""
+    L, info = lapack.dpotrf(K, lower=1)
+    if info:
+        raise np.linalg.LinAlgError("not positive definite")
+    a, _ = lapack.dpotrs(L, y, lower=1)
+    value = 0.5 * (y @ a) + np.sum(np.log(np.diagonal(L)))
+    C, _ = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle of K^{-1}
+    C = blas.dsyr(-1.0, a, a=C, lower=1, overwrite_a=1)  # ... - a a^T
+    K_bar = np.tril(C)
+    K_bar += np.tril(C, -1).T
+    K_bar *= 0.5
+    return value, K_bar
+
+
+def gp(K, y):
+    return 0.5 * y @ pla.solve(K, y, assume_a="pos", lower=True) + 0.5 * pla.logdet(K)
+
+
+def cases(n: int, rng):
+    A = rng.standard_normal((n, n)) + n ** 0.5 * np.eye(n)
+    W, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    X = rng.standard_normal((n, n))
+    K = X @ X.T / n + np.eye(n)
+    y = rng.standard_normal(n)
+    return {
+        "inv": ((A, W), inv_expert, pb.value_and_grad(lambda A, W: np.sum(W * np.linalg.inv(A)))),
+        "solve": ((A, B, W), solve_expert,
+                  pb.value_and_grad(lambda A, B, W: np.sum(W * np.linalg.solve(A, B)), argnums=(0, 1))),
+        "det": ((A / n ** 0.5,), det_expert, pb.value_and_grad(np.linalg.det)),
+        "slogdet": ((A,), slogdet_expert, pb.value_and_grad(lambda A: np.linalg.slogdet(A)[1])),
+        "gp (solve pos + logdet)": ((K, y), gp_expert, pb.value_and_grad(gp)),
+    }
+
+
+def _flat(out):
+    value, grads = out
+    return [value, *(grads if isinstance(grads, tuple | list) else (grads,))]
+
+
+def _peak_mb(fn, args) -> float:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2 ** 20
+
+
+def measure(sizes, repeats: int):
+    rows = []
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        for name, (args, expert, ours) in cases(n, rng).items():
+            for a, b in zip(_flat(expert(*args)), _flat(ours(*args))):  # the same numbers first
+                np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-8 * max(1.0, float(np.max(np.abs(a)))))
+            times = {"expert": [], "pullback": []}
+            for _ in range(repeats):
+                for label, fn in (("expert", expert), ("pullback", ours)):
+                    t = time.perf_counter()
+                    fn(*args)
+                    times[label].append(time.perf_counter() - t)
+            peak = {label: _peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
+            med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
+            low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
+            for label in ("expert", "pullback"):
+                rows.append((name, n, label, med[label], low[label], med[label] / med["expert"],
+                             low[label] / low["expert"], peak[label] / peak["expert"]))
+            print(f"{name:26s} n={n:5d}  pullback/expert: median {med['pullback'] / med['expert']:.2f}, "
+                  f"min {low['pullback'] / low['expert']:.2f}, peak memory {peak['pullback'] / peak['expert']:.2f}",
+                  flush=True)
+    return rows
+
+
+def table(rows) -> str:
+    lines = ["| case | n | implementation | median, ms | min, ms | ratio (median) | ratio (min) | peak memory ratio |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, n, label, med, low, r_med, r_min, r_mem in rows:
+        lines.append(f"| {name} | {n} | {label} | {med:.1f} | {low:.1f} | {r_med:.2f} | {r_min:.2f} | {r_mem:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--write", action="store_true", help="append the table to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    rows = measure(args.sizes, args.repeats)
+    text = table(rows)
+    print(text)
+    if args.write:
+        load = os.getloadavg()[0]
+        path = os.path.join(os.path.dirname(__file__), "RESULTS.md")
+        with open(path, "a") as f:
+            f.write("\n## LU and Cholesky composites differentiated at the solve (issue 16)\n\n"
+                    f"`python -m benchmarks.lu_recipes --sizes {' '.join(map(str, args.sizes))} --repeats "
+                    f"{args.repeats}`; value and gradient, float64, against hand-written SciPy LAPACK gradients "
+                    f"(getrf/getri/getrs; potrf/potrs/potri/syr); interleaved repeats; load average {load:.1f} "
+                    "at the end of the run. Peak memory: tracemalloc's high-water mark of one call, as a ratio "
+                    "to the expert's.\n\n" + text + "\n")
+
+
+if __name__ == "__main__":
+    main()

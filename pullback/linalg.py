@@ -332,11 +332,14 @@ def svd(a, full_matrices: bool = False, compute_uv: bool = True):
 
 
 @_traced
-def logdet(a):
-    """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A))))."""
+def logdet(a, lower: bool = False):
+    """log det A of a symmetric positive definite A, as 2 sum(log(diag(cholesky(A)))), from the
+    triangle ``lower`` names: the upper one by default, as ``solve(..., assume_a='pos')`` and
+    SciPy's Cholesky routines read it, so that both share one factorisation."""
     _check_matrix(a, "logdet")
     a = _float(a)
-    return bind(fa.po_logdet_p, a, cholesky(a))
+    l, _ = bind(la.potrf_p, a if lower else _H(a), check=True)  # L L^H of the triangle read
+    return bind(fa.po_logdet_p, a, l)
 
 
 def cho_factor(a, lower: bool = False):

@@ -198,3 +198,26 @@ def test_simplify_rereads_only_what_changed_and_finds_the_same_program(monkeypat
     full = str(pb.differentiate(fn, argnums=argnums).ir(*args, stage="grad"))
     assert fast == full
     assert fast_visits < 0.7 * visits[0]
+
+
+def test_shape_rules_answer_each_question_once(monkeypatch):
+    """Recording an equation re-derives its types; an unrolled loop asks the same few questions."""
+    from pullback.ir import core
+    from pullback.primitives import contractions as con
+
+    monkeypatch.setattr(core, "_KNOWN_TYPES", {})
+    calls = [0]
+    rule = core.shape_rules[con.dot_general_p]
+
+    def counting(*args, **params):
+        calls[0] += 1
+        return rule(*args, **params)
+
+    monkeypatch.setitem(core.shape_rules, con.dot_general_p, counting)
+    program = pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3)).ir(*kalman_args(20), stage="grad")
+    products = sum(e.prim is con.dot_general_p for e in program.eqns)
+    assert products > 500 and calls[0] < 60
+    x = np.ones((2, 3))
+    for _ in range(2):  # a wrong question is asked again, and answered with the error again
+        with pytest.raises(pb.TracingError, match="size mismatch"):
+            pb.make_ir(lambda a: a @ a)(x)

@@ -21,6 +21,11 @@
   zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
   the check is a device-to-host synchronisation).
 
+Each pass after the first rewrites only the equations of which something read (an operand's
+definition or fill, or an equation further upstream looked up through ``defs``) was redefined
+since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
+lookups are recorded, and keep nothing derived from them between equations.
+
 Before::
 
     z_bar: f64[] = broadcast_in_dim[shape=(), broadcast_dimensions=()] 1.0

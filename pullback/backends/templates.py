@@ -4,9 +4,10 @@ An unrolled loop repeats a few kinds of equation thousands of times, differing o
 names they read and write. An emitter sees an equation's primitive, params, types and literal
 operands, the printing context (the user's line for messages, the operands it may overwrite)
 and the operands' names; only the names vary between repetitions. So the statements of an
-equation are built (libcst nodes, through the emitters) and rendered once per *kind* — the key
-below, everything the emitter may read except the names — with placeholder identifiers for the
-names, and every equation of that kind is printed by putting its names into that text.
+equation are built (libcst nodes, through the emitters) and rendered once per *kind* (the key
+below: everything the emitter may read except the names, the context's whole state included),
+with placeholder identifiers for the names, and every equation of that kind is printed by
+putting its names into that text.
 
 The names are the Namer's (sanitised ASCII identifiers); the placeholders contain a non-ASCII
 letter, so they cannot collide with a name, a number or one of our messages. The fresh names an
@@ -28,6 +29,7 @@ from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.ir.core import Eqn, Var
 
+_NOT_STATE = frozenset({"fresh", "modules"})  # the context's services, not what an emitter decides by
 _MARK = "\u01c2"  # "ǂ", a letter (an identifier character) outside ASCII
 _HOLE = re.compile(_MARK + r"(\d+)" + _MARK)
 
@@ -64,14 +66,17 @@ class Templates:
         first: dict[int, int] = {}
         ins = tuple((first.setdefault(id(a), k), a.type) if isinstance(a, Var) else
                     (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs))
-        return (eqn.prim, eqn.params, ins, tuple(v.type for v in eqn.outputs), self.ctx.where, self.ctx.reusable,
-                mode)
+        state = tuple(v for k, v in vars(self.ctx).items() if k not in _NOT_STATE)  # where, reusable, ... all of it
+        return (eqn.prim, eqn.params, ins, tuple(v.type for v in eqn.outputs), state, mode)
 
     def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the
-        emitter's fresh names depend on the names it is given."""
-        if key in self._cache:
-            return self._cache[key]
+        emitter's fresh names depend on the names it is given, or the key cannot be a key."""
+        try:
+            if key in self._cache:
+                return self._cache[key]
+        except TypeError:  # context state that cannot be compared (unhashable): emit this equation afresh
+            return None
         first: dict[int, int] = {}
         ins = [s.name(_hole(first.setdefault(id(a), k))) if isinstance(a, Var) else s.number(a.value)
                for k, a in enumerate(eqn.inputs)]

@@ -30,6 +30,7 @@ from pullback.ir.types import is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
+from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.tree import LEAF, flatten, is_node, unflatten
@@ -65,8 +66,9 @@ class Staged:
 
     def _compile(self) -> Callable:
         n, logging_on = len(self.program.eqns), log.logger.isEnabledFor(logging.INFO)
-        if logging_on and n >= log.LARGE:
-            log.logger.info("compiling %s (%d equations) ...", self.program.name, n)
+        if n >= log.LARGE:  # seconds of printing and compiling ahead: said even with logging off
+            log.logger.log(logging.INFO if logging_on else logging.WARNING,
+                           "compiling %s (%d equations), which takes seconds ...", self.program.name, n)
         start = time.perf_counter()
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
         if logging_on:
@@ -407,7 +409,13 @@ class differentiate:
             tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
             return closed(program, tree)
         if kind in ("jacfwd", "jacrev", "jacobian", "hessian"):
-            return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
+            if not self.has_aux:
+                return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
+            n_main = len(p.outputs) - self._n_aux(primal)  # differentiate ``out`` of ``(out, aux)``; aux beside it
+            main = Program(p.inputs, p.eqns, p.outputs[:n_main], p.constvars, p.constvals, p.name)
+            aux = Program(p.inputs, p.eqns, p.outputs[n_main:], p.constvars, p.constvals, p.name)
+            j, tree = self._jacobian_program(kind, main, wrt, args, trees, nums, primal.treedef[1][0])
+            return closed(jacobian_transforms.joined(j, aux), (tuple, (tree, primal.treedef[1][1])))
         raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
 
     def _jacobian_program(self, kind: str, p: Program, wrt: list[bool], args: tuple, trees, nums: list[int],
@@ -415,10 +423,13 @@ class differentiate:
         """The Jacobian (or Hessian) program, its outputs regrouped from input order into argnums
         order, and its output tree: each output leaf replaced by the argnums structure (twice
         for a Hessian), as JAX's ``jacfwd`` returns it."""
-        if kind == "jacobian":  # reverse mode when the outputs are fewer than the inputs
+        if kind == "jacobian":  # the mode whose optimised program has fewer flops (ties: the smaller batch)
             n_in = sum(v.type.size for v, w in zip(p.inputs, wrt) if w)
-            kind = "jacrev" if sum(o.type.size for o in p.outputs) < n_in else "jacfwd"
-        j = getattr(jacobian_transforms, kind)(p, wrt)
+            by_size = ("jacrev", "jacfwd") if sum(o.type.size for o in p.outputs) < n_in else ("jacfwd", "jacrev")
+            j, kind = min(((getattr(jacobian_transforms, k)(p, wrt), k) for k in by_size),
+                          key=lambda jk: program_flops(jk[0]))
+        else:
+            j = getattr(jacobian_transforms, kind)(p, wrt)
         w = sum(wrt)
         per_out = w * w if kind == "hessian" else w
         outs, group = list(j.outputs), functools.partial(self._by_argnum, args=args, trees=trees, nums=nums)
@@ -521,6 +532,10 @@ class differentiate:
         ts = [_tangent_like(t, v) for t, v in zip(flat_t[0], primal.program.inputs) if is_inexact(v.dtype)]
         outs = _as_list(self._stage("jvp", primals, flat)(*flat[0], *ts))
         m = len(primal.program.outputs)
+        if self.has_aux:  # ``(out, out_dot, aux)`` as JAX's; aux's tangents are dropped
+            k = m - self._n_aux(primal)
+            out_tree, aux_tree = primal.treedef[1]
+            return unflatten(out_tree, outs[:k]), unflatten(out_tree, outs[m:m + k]), unflatten(aux_tree, outs[k:m])
         return unflatten(primal.treedef, outs[:m]), unflatten(primal.treedef, outs[m:])
 
     def _forward(self, args: tuple):
@@ -548,8 +563,14 @@ class differentiate:
             if len(leaves) != len(types):
                 raise ValueError("jvp_fn's tangents must have the structure of the argnums arguments")
             leaves = [_tangent_like(t, v) for t, v in zip(leaves, types)]
-            return unflatten(primal.treedef, _as_list(linear(*residuals, *leaves)))
+            return unflatten(out_tree, _as_list(linear(*residuals, *leaves)))
 
+        if self.has_aux:  # ``(out, jvp_fn, aux)`` as JAX's
+            self._n_aux(primal)  # checks the pair
+            out_tree = primal.treedef[1][0]
+            value = unflatten(primal.treedef, outs)
+            return value[0], jvp_fn, value[1]
+        out_tree = primal.treedef
         return unflatten(primal.treedef, outs), jvp_fn
 
     def _n_aux(self, primal: Staged) -> int:
@@ -742,20 +763,25 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnum
     return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
 
 
-def jvp(fn: Callable, primals: Sequence, tangents: Sequence):
+def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False,
+        static_argnums: int | Sequence[int] = ()):
     """``(fn(*primals), J @ tangents)``: forward mode, one directional derivative (JAX's ``jvp``).
+    With ``has_aux``, ``fn`` returns ``(out, aux)`` and ``jvp`` returns ``(out, out_dot, aux)``.
+    ``static_argnums``: primals that are Python values fixed per compiled program (their tangents
+    are ignored).
 
     >>> out, out_dot = pb.jvp(np.sin, (np.array([0.0, np.pi]),), (np.array([1.0, 2.0]),))
     >>> out_dot.tolist()  # cos(x) * x_dot
     [1.0, -2.0]
     """
-    return held(fn).jvp(primals, tangents)
+    return held(fn, static_argnums=static_argnums, has_aux=has_aux).jvp(primals, tangents)
 
 
-def vjp(fn: Callable, *primals, has_aux: bool = False):
+def vjp(fn: Callable, *primals, has_aux: bool = False, static_argnums: int | Sequence[int] = ()):
     """``(out, vjp_fn)`` with cotangents for every argument: ``vjp_fn(out_bar)`` returns one per
-    argument; the forward pass runs once, however often ``vjp_fn`` is called. With ``has_aux``,
-    ``fn`` returns ``(out, aux)`` and ``vjp`` returns ``(out, vjp_fn, aux)``.
+    argument (but the ``static_argnums`` ones); the forward pass runs once, however often
+    ``vjp_fn`` is called. With ``has_aux``, ``fn`` returns ``(out, aux)`` and ``vjp`` returns
+    ``(out, vjp_fn, aux)``.
 
     >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
     >>> out, vjp_fn = pb.vjp(lambda A, x: A @ x, A, np.ones(2))
@@ -763,18 +789,26 @@ def vjp(fn: Callable, *primals, has_aux: bool = False):
     >>> A_bar.tolist(), x_bar.tolist()
     ([[1.0, 1.0], [0.0, 0.0]], [1.0, 2.0])
     """
-    return held(fn, tuple(range(len(primals))), has_aux=has_aux).vjp(*primals)
+    return held(fn, _dynamic(len(primals), static_argnums), static_argnums, has_aux).vjp(*primals)
 
 
-def linearize(fn: Callable, *primals):
+def linearize(fn: Callable, *primals, has_aux: bool = False, static_argnums: int | Sequence[int] = ()):
     """``(fn(*primals), jvp_fn)``: the forward pass runs once, and ``jvp_fn(*tangents)`` applies the
-    linear map (the Jacobian at ``primals``) to tangents, as JAX's ``linearize``.
+    linear map (the Jacobian at ``primals``) to tangents, one per primal but the
+    ``static_argnums`` ones, as JAX's ``linearize``; with ``has_aux``, ``fn`` returns
+    ``(out, aux)`` and this returns ``(out, jvp_fn, aux)``.
 
     >>> out, jvp_fn = pb.linearize(lambda x: x ** 2, np.array([1.0, 3.0]))
     >>> jvp_fn(np.array([1.0, 1.0])).tolist()
     [2.0, 6.0]
     """
-    return held(fn, tuple(range(len(primals)))).linearize(*primals)
+    return held(fn, _dynamic(len(primals), static_argnums), static_argnums, has_aux).linearize(*primals)
+
+
+def _dynamic(n: int, static_argnums: int | Sequence[int]) -> tuple[int, ...]:
+    """The positions of ``n`` arguments that are not static: those a function form differentiates."""
+    static = {i % n for i in _as_tuple(static_argnums)} if n else set()
+    return tuple(i for i in range(n) if i not in static)
 
 
 class jit(differentiate):
@@ -841,44 +875,53 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-           static_argnames: str | Sequence[str] = ()) -> Callable:
+           has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by forward mode: shape ``out.shape + in.shape`` (JAX's ``jacfwd``).
+    With ``has_aux``, ``fn`` returns ``(out, aux)`` and this returns ``(jacobian, aux)``, as in JAX;
+    likewise for ``jacrev``, ``jacobian`` and ``hessian``.
 
     >>> pb.jacfwd(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
     [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacfwd
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacfwd
 
 
 def jacrev(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-           static_argnames: str | Sequence[str] = ()) -> Callable:
+           has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """The Jacobian of ``fn`` by reverse mode: shape ``out.shape + in.shape`` (JAX's ``jacrev``).
 
     >>> pb.jacrev(lambda x: x[:2] * x[2])(np.array([1.0, 2.0, 3.0])).tolist()
     [[3.0, 0.0, 1.0], [0.0, 3.0, 2.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacrev
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacrev
 
 
 def jacobian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-             static_argnames: str | Sequence[str] = ()) -> Callable:
-    """The Jacobian of ``fn``, by reverse mode when it has fewer outputs than inputs, else forward.
+             has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
+    """The Jacobian of ``fn`` by the mode (forward or reverse) whose program has fewer flops after
+    cross-country reordering (``program_flops``: multiply-adds of the contractions plus one per
+    element of every other result); on a tie, reverse mode when ``fn`` has fewer outputs than inputs.
 
     >>> A = np.arange(6.0).reshape(2, 3)
     >>> np.array_equal(pb.jacobian(lambda x: A @ x)(np.ones(3)), A)
     True
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).jacobian
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).jacobian
 
 
 def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-            static_argnames: str | Sequence[str] = ()) -> Callable:
+            has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``.
 
     >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]
     """
-    return held(fn, argnums, static_argnums, static_argnames=static_argnames).hessian
+    return held(fn, argnums, static_argnums, has_aux, static_argnames).hessian
+
+
+def _is_static(x, axis) -> bool:
+    """An unbatched Python int or bool: vmap keeps it a Python value (JAX's vmap does not trace it)."""
+    return axis is None and type(x) in (int, bool)
 
 
 class vmap:
@@ -886,6 +929,8 @@ class vmap:
 
     ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
     (applied to every leaf of a tuple, list or dict argument); None passes the argument unbatched.
+    An unbatched Python int or bool stays a Python value, as in JAX (a loop bound, a flag): one
+    program per value.
     ``out_axes``: where each output leaf gets the batch axis (an int, or a tuple per element of
     a tuple output); None for outputs that do not depend on the batch. Called inside a trace
     (``vmap(grad(f))``, ``vmap(vmap(f))``, or within a differentiated function) it inlines its
@@ -921,6 +966,8 @@ class vmap:
     def _program(self, leaves: list, trees: list, leaf_axes: list) -> Staged:
         size, placeholders = None, []
         for k, (x, axis) in enumerate(zip(leaves, leaf_axes)):
+            if _is_static(x, axis):
+                continue
             if axis is None:
                 placeholders.append(x if isinstance(x, PYTHON_SCALARS) else np.broadcast_to(
                     np.zeros((), x.dtype), np.shape(x)))
@@ -935,10 +982,17 @@ class vmap:
             placeholders.append(np.broadcast_to(np.zeros((), x.dtype), shape))
         if size is None:
             raise ValueError("vmap needs at least one argument with a batch axis (in_axes not None)")
-        it = iter(placeholders)
-        structured = [unflatten(tree, it) for tree in trees]
+        static = {k: x for k, (x, axis) in enumerate(zip(leaves, leaf_axes)) if _is_static(x, axis)}
+        leaf_axes = [axis for k, axis in enumerate(leaf_axes) if k not in static]
+
+        def mapped(*dyn):  # the function of the traced leaves, the static ones put back in place
+            it = iter(dyn)
+            full = iter([static[k] if k in static else next(it) for k in range(len(static) + len(dyn))])
+            return self.fn(*[unflatten(tree, full) for tree in trees])
+
+        functools.update_wrapper(mapped, self.fn)
         captures: list = []
-        program, treedef = trace(self.fn, structured, captures=captures)
+        program, treedef = trace(mapped, placeholders, captures=captures)
         n_out = len(program.outputs)
         if isinstance(self.out_axes, tuple | list):
             if treedef is LEAF or treedef[0] not in (tuple, list) or len(treedef[1]) != len(self.out_axes):
@@ -950,21 +1004,22 @@ class vmap:
         batched = ad.optimize(batch(program, [*leaf_axes, *[None] * len(captures)], size, out_axes))
         batched = Program(batched.inputs, batched.eqns, batched.outputs, batched.constvars, batched.constvals,
                           name=f"{program.name}_vmap")
-        staged = Staged(batched, treedef, tuple(captures), len(leaves))
-        staged.backend = _backend_for(tuple(leaves))
+        staged = Staged(batched, treedef, tuple(captures), len(placeholders))
+        staged.backend = _backend_for(tuple(placeholders))
         return staged
 
     def __call__(self, *args, **kwargs):
         if kwargs:  # as JAX does, keyword arguments are mapped over their leading axis
             return self._with_kwargs(len(args), kwargs)(*args, kwargs)
         leaves, trees, leaf_axes = self._flat_axes(args)
-        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves))
+        static = tuple((k, type(x), x) for k, (x, axis) in enumerate(zip(leaves, leaf_axes)) if _is_static(x, axis))
+        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves), static)
         staged = self._stages.get(key)
         if staged is None:
             staged = self._program(leaves, trees, leaf_axes)
             if not staged.captures:
                 self._stages[key] = staged
-        return staged(*leaves)
+        return staged(*[x for x, axis in zip(leaves, leaf_axes) if not _is_static(x, axis)])
 
     def _with_kwargs(self, n: int, kwargs: dict) -> vmap:
         """This map of a function taking the keyword arguments as one last positional dict, batched on axis 0."""

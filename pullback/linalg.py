@@ -171,10 +171,11 @@ def _H(x):
 @_traced
 def cholesky(a, lower: bool = True):
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
-    with A = L L^H, or upper U = L^H. Raises ``pullback.LinAlgError`` if A is not
-    positive definite (LAPACK's info: the order of the failing leading minor)."""
+    with A = L L^H, or upper U = L^H, from A's lower (upper) triangle, as LAPACK and SciPy read it.
+    Raises ``pullback.LinAlgError`` if A is not positive definite (LAPACK's info: the order of
+    the failing leading minor)."""
     _check_matrix(a, "cholesky")
-    l, _ = bind(la.potrf_p, _float(a), check=True)
+    l, _ = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=True)
     return l if lower else _H(l)
 
 
@@ -183,7 +184,7 @@ def cholesky_ex(a, lower: bool = True):
     """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
     else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
     _check_matrix(a, "cholesky_ex")
-    l, info = bind(la.potrf_p, _float(a), check=False)
+    l, info = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=False)
     return (l if lower else _H(l)), info
 
 
@@ -367,8 +368,8 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     inverse. Raises ``pullback.LinAlgError`` on a singular (not positive definite) A."""
     _check_matrix(a, "solve")
     _check_rhs(a, b, "solve")
-    if assume_a in ("pos", "positive definite"):
-        return cho_solve(cho_factor(a, lower=True), b)
+    if assume_a in ("pos", "positive definite"):  # the triangle ``lower`` names is read, as SciPy's
+        return cho_solve(cho_factor(a, lower=lower), b)
     if assume_a not in ("gen", "general"):
         raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
     return _lu_solve(*_getrf(_square(a, "solve"), check=True)[::2], b)

@@ -117,3 +117,48 @@ def test_vjp_has_aux():
     np.testing.assert_allclose(x_bar, 2 * np.cos(x) * [1.0, -1.0])
     with pytest.raises(ValueError, match="structure"):
         vjp_fn((np.ones(2), np.ones(2)))
+
+
+def test_large_compiles_are_announced_with_logging_off(caplog, monkeypatch):
+    """A compile of ``log.LARGE`` equations or more is announced before it starts, as a warning
+    (seen without configuring logging); smaller ones are not."""
+    import logging
+
+    from pullback import log
+
+    monkeypatch.setattr(log, "LARGE", 30)
+
+    def chain(x, n):
+        for _ in range(n):
+            x = np.sin(x) * 0.9
+        return np.sum(x)
+
+    with caplog.at_level(logging.WARNING, logger="pullback"):
+        pb.grad(chain, static_argnums=1)(np.ones(2), 2)
+        assert not caplog.records
+        pb.grad(chain, static_argnums=1)(np.ones(2), 40)
+    (record,) = [r for r in caplog.records if r.name == "pullback"]
+    assert record.levelno == logging.WARNING and "chain_grad" in record.getMessage()
+
+
+def test_jvp_vjp_linearize_take_static_argnums():
+    """A loop bound among the primals: ``static_argnums`` keeps it a Python value; the other
+    primals are differentiated (against central differences of the elementwise map)."""
+    def f(x, n, y):
+        for _ in range(n):
+            x = np.sin(x) * y
+        return x
+
+    x, y, h = np.array([0.3, 0.7]), np.array([1.1, 0.9]), 1e-6
+    dfdx = (f(x + h, 2, y) - f(x - h, 2, y)) / (2 * h)  # diagonal Jacobians: one difference each
+    dfdy = (f(x, 2, y + h) - f(x, 2, y - h)) / (2 * h)
+    out, vjp_fn = pb.vjp(f, x, 2, y, static_argnums=1)
+    x_bar, y_bar = vjp_fn(np.ones(2))
+    np.testing.assert_allclose(out, f(x, 2, y))
+    np.testing.assert_allclose(x_bar, dfdx, rtol=1e-7)
+    np.testing.assert_allclose(y_bar, dfdy, rtol=1e-7)
+    _, out_dot = pb.jvp(f, (x, 2, y), (np.ones(2), None, np.zeros(2)), static_argnums=1)
+    np.testing.assert_allclose(out_dot, dfdx, rtol=1e-7)
+    _, jvp_fn = pb.linearize(f, x, 3, y, static_argnums=(1,))
+    np.testing.assert_allclose(jvp_fn(np.zeros(2), np.ones(2)),
+                               (f(x, 3, y + h) - f(x, 3, y - h)) / (2 * h), rtol=1e-7)

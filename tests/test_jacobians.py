@@ -319,3 +319,67 @@ def test_hessian_through_scan(rng):
     want = numerical_jacobian(pb.grad(rnn), (h0, xs), 0)
     np.testing.assert_allclose(pb.hessian(rnn)(h0, xs), want, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(pb.jacfwd(rnn, argnums=1)(h0, xs), pb.grad(rnn, argnums=1)(h0, xs), rtol=1e-12)
+
+
+def test_jacobians_with_has_aux(rng):
+    """``has_aux=True``: ``f`` returns ``(out, aux)`` (pytrees), the transform returns
+    ``(jacobian, aux)`` as JAX's; against the closed forms d(sin x * y)/dx = diag(cos x * y)."""
+    x, y = rng.standard_normal(3), rng.standard_normal(3)
+
+    def f(x, y):
+        z = np.sin(x) * y
+        return {"z": z, "s": np.sum(z * z)}, (np.cos(x), {"n": np.sum(x)})
+
+    dz = np.diag(np.cos(x) * y)
+    ds = 2 * np.sin(x) * np.cos(x) * y * y
+    for name in ("jacfwd", "jacrev", "jacobian"):
+        jac, aux = getattr(pb, name)(f, has_aux=True)(x, y)
+        np.testing.assert_allclose(jac["z"], dz, atol=1e-14)
+        np.testing.assert_allclose(jac["s"], ds, atol=1e-14)
+        np.testing.assert_allclose(aux[0], np.cos(x))
+        assert aux[1]["n"] == pytest.approx(np.sum(x))
+    jac, _ = pb.jacrev(f, argnums=(0, 1), has_aux=True)(x, y)  # per output leaf, one block per argnum
+    np.testing.assert_allclose(jac["z"][1], np.diag(np.sin(x)), atol=1e-14)
+    hess, aux = pb.hessian(lambda x: (np.sum(np.sin(x) * y), x * 2), has_aux=True)(x)
+    np.testing.assert_allclose(hess, np.diag(-np.sin(x) * y), atol=1e-14)
+    np.testing.assert_allclose(aux, 2 * x)
+    with pytest.raises(TypeError, match="pair"):
+        pb.jacfwd(lambda x: x, has_aux=True)(x)
+
+
+def test_jvp_and_linearize_with_has_aux(rng):
+    """``jvp(..., has_aux=True)`` returns ``(out, out_dot, aux)`` and ``linearize`` ``(out, jvp_fn,
+    aux)``, as JAX's; against the closed form d(x^2 y) = 2 x y dx + x^2 dy."""
+    x, y, dx, dy = rng.standard_normal((4, 3))
+
+    def f(x, y):
+        return {"p": x * x * y}, {"sum": np.sum(x), "x": x}
+
+    out, out_dot, aux = pb.jvp(f, (x, y), (dx, dy), has_aux=True)
+    np.testing.assert_allclose(out["p"], x * x * y)
+    np.testing.assert_allclose(out_dot["p"], 2 * x * y * dx + x * x * dy, rtol=1e-13)
+    assert aux["sum"] == pytest.approx(np.sum(x)) and np.array_equal(aux["x"], x)
+    out, jvp_fn, aux = pb.linearize(f, x, y, has_aux=True)
+    np.testing.assert_allclose(jvp_fn(dx, dy)["p"], 2 * x * y * dx + x * x * dy, rtol=1e-13)
+    np.testing.assert_allclose(out["p"], x * x * y)
+    assert np.array_equal(aux["x"], x)
+    with pytest.raises(TypeError, match="pair"):
+        pb.linearize(lambda x: x, x, has_aux=True)
+
+
+def test_vmap_keeps_unbatched_python_ints_static():
+    """An unbatched Python int or bool (a loop bound, a flag) stays a Python value, as in JAX's
+    vmap: one program per value; floats stay traced."""
+    X = np.arange(6.0).reshape(3, 2)
+
+    def f(x, n, flag):
+        for _ in range(n):
+            x = x * 2
+        return -x if flag else x
+
+    v = pb.vmap(f, in_axes=(0, None, None))
+    np.testing.assert_array_equal(v(X, 3, True), -8 * X)
+    np.testing.assert_array_equal(v(X, 2, False), 4 * X)
+    np.testing.assert_array_equal(pb.vmap(lambda x, t: x * t[0] ** t[1], in_axes=(0, None))(X, (2.0, 3)), 8 * X)
+    np.testing.assert_array_equal(pb.jit(lambda X: pb.vmap(f, in_axes=(0, None, None))(X, 1, True))(X), -2 * X)
+    assert "for" not in v.source(X, 2, False)  # the loop ran at trace time

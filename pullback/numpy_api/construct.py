@@ -320,6 +320,8 @@ def _traced_call(args, kwargs) -> bool:
 
 
 def _lowered(public: str, impl: Callable, args, kwargs):
+    if getattr(impl, "takes_tuples", False):  # ``cho_solve((c, lower), b)``: the pair is not an array
+        return api.lowering(public, impl, args, kwargs)
     args = tuple(array(a) if _is_traced_sequence(a) else a for a in args)
     kwargs = {k: array(v) if _is_traced_sequence(v) else v for k, v in kwargs.items()}
     return api.lowering(public, impl, args, kwargs)

@@ -1,12 +1,18 @@
-"""``scipy.linalg`` functions by their SciPy names on traced arrays, where pullback.linalg has
-the same function with SciPy's signature: SciPy converts its arguments with ``np.asarray``, so
-while a trace runs these names stand in for SciPy's (``construct.implements_attribute``). The
+"""``scipy.linalg`` functions by their SciPy names on traced arrays: SciPy converts its arguments
+with ``np.asarray``, so while a trace runs these names stand in for SciPy's
+(``construct.implements_attribute``), with SciPy's signatures and defaults (``cholesky`` is upper
+by default, ``svd`` and ``qr`` full), over pullback.linalg. Arguments about SciPy's memory
+(``overwrite_*``, ``check_finite``, ``lwork``, drivers) do not change values and are accepted. The
 other scipy.linalg functions still refuse, naming the pullback.linalg function to use."""
 
 from __future__ import annotations
 
+import numpy as np
 import scipy.linalg
 
+from pullback.errors import TracingError
+from pullback.ir.tracer import located
+from pullback.numpy_api import unsupported
 from pullback.numpy_api.construct import implements_attribute
 
 
@@ -20,7 +26,6 @@ def expm(A):
 @implements_attribute(scipy.linalg, "sqrtm", "scipy.linalg.sqrtm")
 def sqrtm(A, disp=True, blocksize=64):
     from pullback import linalg
-    from pullback.numpy_api import unsupported
 
     if not disp:
         unsupported("scipy.linalg.sqrtm with disp=False")
@@ -39,3 +44,169 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     from pullback import linalg
 
     return linalg.solve_banded(l_and_u, ab, b)
+
+
+def _linalg():
+    from pullback import linalg
+
+    return linalg
+
+
+@implements_attribute(scipy.linalg, "cholesky", "scipy.linalg.cholesky")
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    return _linalg().cholesky(a, lower=lower)
+
+
+@implements_attribute(scipy.linalg, "cho_factor", "scipy.linalg.cho_factor")
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    return _linalg().cho_factor(a, lower=lower)
+
+
+@implements_attribute(scipy.linalg, "cho_solve", "scipy.linalg.cho_solve")
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    return _linalg().cho_solve(c_and_lower, b)
+
+
+cho_solve.takes_tuples = True  # type: ignore[attr-defined]
+
+
+@implements_attribute(scipy.linalg, "solve_triangular", "scipy.linalg.solve_triangular")
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True):
+    return _linalg().solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal)
+
+
+_GENERAL = {None, "gen", "general", "tridiagonal", "banded"}
+_SYMMETRIC = {"sym": False, "symmetric": False, "her": True, "hermitian": True}
+
+
+def _from_triangle(a, lower: bool, conjugate: bool):
+    """The symmetric (Hermitian) matrix that a solver reading one triangle of ``a`` sees (a
+    Hermitian one reads the real part of the diagonal only)."""
+    strict = np.tril(a, -1) if lower else np.triu(a, 1)
+    if not conjugate:
+        return strict + np.swapaxes(strict, -1, -2) + np.diagonal(a, 0, -2, -1)[..., None] * np.eye(a.shape[-1])
+    diagonal = np.real(np.diagonal(a, 0, -2, -1))[..., None] * np.eye(a.shape[-1])
+    return strict + np.swapaxes(np.conj(strict), -1, -2) + diagonal
+
+
+@implements_attribute(scipy.linalg, "solve", "scipy.linalg.solve")
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True, assume_a=None,
+          transposed=False):
+    """SciPy's ``solve``. ``assume_a=None`` (SciPy detects the structure from the values) and the
+    tridiagonal and banded kinds solve by LU, which gives the same X; the symmetric kinds read the
+    triangle ``lower`` names, as SciPy does."""
+    linalg = _linalg()
+    if assume_a in ("pos", "positive definite"):
+        return linalg.solve(a, b, assume_a="pos", lower=lower)
+    if assume_a in _SYMMETRIC:
+        return linalg.solve(_from_triangle(a, lower, _SYMMETRIC[assume_a]), b)
+    if transposed:
+        a = np.swapaxes(a, -1, -2)
+    if assume_a in ("lower triangular", "upper triangular"):
+        return linalg.solve_triangular(a, b, lower=assume_a == "lower triangular")
+    if assume_a in ("diagonal",):
+        d = np.diagonal(a, 0, -2, -1)
+        return b / (d if np.ndim(b) == np.ndim(a) - 1 else d[..., None])
+    if assume_a not in _GENERAL:
+        raise ValueError(f"scipy.linalg.solve: unknown assume_a {assume_a!r}")
+    return linalg.solve(a, b)
+
+
+@implements_attribute(scipy.linalg, "inv", "scipy.linalg.inv")
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    return _linalg().inv(a)
+
+
+@implements_attribute(scipy.linalg, "det", "scipy.linalg.det")
+def det(a, overwrite_a=False, check_finite=True):
+    return _linalg().det(a)
+
+
+@implements_attribute(scipy.linalg, "lu_factor", "scipy.linalg.lu_factor")
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    return _linalg().lu_factor(a)
+
+
+@implements_attribute(scipy.linalg, "lu_solve", "scipy.linalg.lu_solve")
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    return _linalg().lu_solve(lu_and_piv, b, trans=trans)
+
+
+lu_solve.takes_tuples = True  # type: ignore[attr-defined]
+
+
+@implements_attribute(scipy.linalg, "lu", "scipy.linalg.lu")
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    if p_indices:
+        unsupported("scipy.linalg.lu with p_indices=True")
+    p, l, u = _linalg().lu(a)
+    return (p @ l, u) if permute_l else (p, l, u)
+
+
+def _eigh_args(name: str, b, subset_by_index, subset_by_value):
+    if b is not None:
+        unsupported(f"scipy.linalg.{name} of a generalised problem (b given)")
+    if subset_by_index is not None or subset_by_value is not None:
+        unsupported(f"scipy.linalg.{name} with subset_by_index/subset_by_value (take a slice of all eigenvalues)")
+
+
+@implements_attribute(scipy.linalg, "eigh", "scipy.linalg.eigh")
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
+         check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    _eigh_args("eigh", b, subset_by_index, subset_by_value)
+    w, v = _linalg().eigh(a, UPLO="L" if lower else "U")
+    return w if eigvals_only else (w, v)
+
+
+@implements_attribute(scipy.linalg, "eigvalsh", "scipy.linalg.eigvalsh")
+def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
+             subset_by_index=None, subset_by_value=None, driver=None):
+    _eigh_args("eigvalsh", b, subset_by_index, subset_by_value)
+    return _linalg().eigvalsh(a, UPLO="L" if lower else "U")
+
+
+@implements_attribute(scipy.linalg, "svd", "scipy.linalg.svd")
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    return _linalg().svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+@implements_attribute(scipy.linalg, "svdvals", "scipy.linalg.svdvals")
+def svdvals(a, overwrite_a=False, check_finite=True):
+    return _linalg().svd(a, compute_uv=False)
+
+
+@implements_attribute(scipy.linalg, "qr", "scipy.linalg.qr")
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """SciPy's ``qr``: ``mode='full'`` is the reduced factorisation when A is square or wide (the
+    same matrices); a tall A needs ``mode='economic'``, the differentiable one."""
+    if pivoting:
+        unsupported("scipy.linalg.qr with pivoting=True")
+    m, n = np.shape(a)[-2:]
+    if mode == "full" and m > n:
+        raise TracingError(located(f"scipy.linalg.qr of a tall {m}x{n} matrix with mode='full' (SciPy's default) "
+                                   "is not differentiable: Q's last columns are not unique; pass mode='economic'"))
+    if mode not in ("full", "economic", "r"):
+        unsupported(f"scipy.linalg.qr with mode={mode!r}")
+    if mode == "r":  # SciPy returns a 1-tuple, and R of shape (m, n): zero rows below a tall A's
+        r = _linalg().qr(a, mode="r")
+        if m > n:
+            r = np.concatenate([r, np.zeros((*np.shape(r)[:-2], m - n, n), r.dtype)], axis=-2)
+        return (r,)
+    return _linalg().qr(a)
+
+
+@implements_attribute(scipy.linalg, "norm", "scipy.linalg.norm")
+def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    return _linalg().norm(a, ord=ord, axis=axis, keepdims=keepdims)
+
+
+@implements_attribute(scipy.linalg, "lstsq", "scipy.linalg.lstsq")
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    return _linalg().lstsq(a, b, rcond=cond)
+
+
+@implements_attribute(scipy.linalg, "pinv", "scipy.linalg.pinv")
+def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    if atol is not None or return_rank:
+        unsupported("scipy.linalg.pinv with atol or return_rank")
+    return _linalg().pinv(a) if rtol is None else _linalg().pinv(a, rtol=rtol)

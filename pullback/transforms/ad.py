@@ -15,6 +15,7 @@ import numpy as np
 
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var
 from pullback.primitives import structural as st
+from pullback.transforms.contraction_order import reorder_contractions
 from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
@@ -24,10 +25,10 @@ from pullback.transforms.transpose import transpose
 
 
 def optimize(program: Program, settled: Settled | None = None) -> Program:
-    """Simplify, CSE and DCE; sub-programs (loop bodies) before the program around them, and again
+    """Simplify, CSE, contraction order and DCE; sub-programs (loop bodies) before the program around them, and again
     those that simplifying it changed (it may move operands into them). ``settled``: see ``simplify``."""
     done: set[int] = set()
-    return dce(cse(_bodies(simplify(_bodies(program, done), settled), done)))
+    return dce(reorder_contractions(cse(_bodies(simplify(_bodies(program, done), settled), done))))
 
 
 def _bodies(program: Program, done: set[int]) -> Program:

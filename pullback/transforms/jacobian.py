@@ -157,5 +157,16 @@ def hessian(program: Program, wrt: Sequence[bool]) -> Program:
     return _renamed(jacfwd(jacrev(program, wrt), wrt), f"{program.name}_hessian")
 
 
+def joined(program: Program, other: Program) -> Program:
+    """``program``'s outputs and then ``other``'s, computed from the same inputs (a Jacobian and
+    the auxiliary values of ``has_aux``); shared work is computed once."""
+    with new_trace() as builder:
+        ins = [Tracer(v, builder) for v in program.inputs]
+        outs = call(program, ins) + call(other, ins)
+        constvars, constvals = builder.constants()
+        return ad.optimize(Program(program.inputs, tuple(builder.eqns), tuple(builder.atom(o) for o in outs),
+                                   constvars, constvals, program.name))
+
+
 def _renamed(program: Program, name: str) -> Program:
     return Program(program.inputs, program.eqns, program.outputs, program.constvars, program.constvals, name)

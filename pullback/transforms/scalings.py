@@ -8,6 +8,7 @@ that derivative factors should be multiplied in order of increasing size)::
 
     op(bcast(u), bcast(v))       ->  bcast(op(u, v))          (same broadcast; also a scalar literal)
     x - x * bcast(u)             ->  x * (1 - bcast(u))       (likewise x + x * bcast(u))
+    x * bcast(u) - x * bcast(v)  ->  x * bcast(u - v)         (likewise +)
     (x * bcast(u)) * bcast(v)    ->  x * bcast(u * v)
 
 Before::
@@ -101,6 +102,12 @@ def _rewrite(eqn: Eqn, defs: dict[int, Eqn]) -> list[Eqn] | None:
             ins = (x if bx is None else bx.inputs[0], y if by is None else by.inputs[0])
             return [Eqn(eqn.prim, ins, (w,), source=eqn.source),
                     Eqn(st.broadcast_in_dim_p, (w,), (out,), like.params, eqn.source)]
+    # x * bcast(u) -/+ x * bcast(v)  ->  x * bcast(u -/+ v)
+    if eqn.prim in (ew.sub_p, ew.add_p):
+        fx, fy = _product(x, defs), _product(y, defs)
+        if fx is not None and fy is not None and fx[0] is fy[0] and _same_broadcast(fx[1], fy[1]):
+            small = _small(eqn.prim, (fx[1].inputs[0], fy[1].inputs[0]), fx[1])
+            return [*small, Eqn(ew.mul_p, (fx[0], small[-1].outputs[0]), (out,), source=eqn.source)]
     # x -/+ x * bcast(u)  ->  x * (1 -/+ bcast(u))
     if eqn.prim in (ew.sub_p, ew.add_p):
         found = _product(y, defs)

@@ -1,7 +1,9 @@
 """Local algebraic simplification, to a fixed point.
 
 - a broadcast of a scalar literal (a *fill*) feeding an elementwise operation is the
-  literal; an elementwise operation on literals and fills alone is folded into a fill;
+  literal; an elementwise operation on literals and fills alone is folded into a fill, and so
+  is the sum of a fill;
+- scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, ``(x c1) c2`` is ``x (c1 c2)``;
 - ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
@@ -191,6 +193,11 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
     elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
         ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
         prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+        count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+        ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
+        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
     if prim is control.scan_p:
         found = control.invariant_carries(eqn, ins)
         if found is not None:
@@ -238,6 +245,9 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    scaled = _scaling_rewrite(prim, ins, out, defs)
+    if scaled is not None:
+        return scaled
     if prim is la.trsm_p and p["check"] and _checked_cholesky_factor(ins[0], defs):
         return Eqn(prim, ins, (out,), Params({**p, "check": False}))
     if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
@@ -346,6 +356,42 @@ def _adjacent_pads(ins, out: Var, defs: dict[int, Eqn]):
                 "shape": out.shape, "start_indices": tuple(start if i == axis else 0 for i in range(n)),
                 "limit_indices": tuple(stop if i == axis else out.shape[i] for i in range(n)),
                 "strides": (1,) * n}))]
+
+
+def _scaled(a, defs: dict[int, Eqn]) -> tuple[object, Literal] | None:
+    """``(x, c)`` when ``a`` is ``x * c`` (or ``c * x``) for a scalar literal ``c``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim is not ew.mul_p:
+        return None
+    x, y = d.inputs
+    if isinstance(y, Literal) and not isinstance(x, Literal):
+        return x, y
+    if isinstance(x, Literal) and not isinstance(y, Literal):
+        return y, x
+    return None
+
+
+def _scaling_rewrite(prim, ins, out: Var, defs: dict[int, Eqn]):
+    """Scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, and ``(x c1) c2`` is ``x (c1 c2)``, so that
+    the cotangent of ``0.5 * z @ z``, ``0.5 z + 0.5 z``, is ``z`` (floats only: exact for powers of
+    two, within a rounding otherwise)."""
+    if out.dtype.kind not in "fc":
+        return None
+    if prim is ew.add_p:  # x c1 + x c2 = x (c1 + c2), a bare x counting as x 1
+        terms = [_scaled(a, defs) or (a, Literal.of(1, out.dtype)) for a in ins]
+        (x, c1), (y, c2) = terms
+        if x is y and isinstance(x, Var) and x.type == out.type:
+            value = np.asarray(c1.value, out.dtype) + np.asarray(c2.value, out.dtype)
+            return Eqn(ew.mul_p, (x, Literal.of(value.item(), out.dtype)), (out,))
+    if prim is ew.mul_p:
+        x, y = ins
+        c2, other = (y, x) if isinstance(y, Literal) else (x, y) if isinstance(x, Literal) else (None, None)
+        inner = _scaled(other, defs) if c2 is not None else None
+        if inner is not None and inner[0].type == out.type:
+            base, c1 = inner
+            value = np.asarray(c1.value, out.dtype) * np.asarray(c2.value, out.dtype)
+            return Eqn(ew.mul_p, (base, Literal.of(value.item(), out.dtype)), (out,))
+    return None
 
 
 def _checked_cholesky_factor(a, defs: dict[int, Eqn]) -> bool:

@@ -138,7 +138,22 @@ def test_simplify():
 
 def test_simplify_transpose_of_transpose():
     p = pb.make_ir(lambda x: np.transpose(np.transpose(x, (1, 2, 0)), (2, 0, 1)) + x.T.T)(np.ones((2, 3, 4)))
-    assert [e.prim.name for e in simplify(p).eqns] == ["add"]
+    assert [e.prim.name for e in simplify(p).eqns] == ["mul"]  # x + x, the transposes gone, is x * 2
+
+
+def test_simplify_folds_scalar_factors():
+    """``x c1 + x c2`` is ``x (c1 + c2)`` and ``(x c1) c2`` is ``x (c1 c2)``: the cotangent of
+    ``0.5 * z @ z`` is z itself, and values are unchanged."""
+    def f(z, w):
+        return (0.5 * z) + (z * 0.5), (w * 3.0) * 2.0 + w, z + z
+    z, w = np.arange(3.0), np.arange(3.0, 6.0)
+    p = pb.verify(simplify(pb.make_ir(f)(z, w)))
+    assert p.outputs[0] is p.inputs[0]  # 0.5 z + 0.5 z: z
+    assert [e.prim.name for e in p.eqns] == ["mul", "mul"]  # w * 7, z * 2
+    for got, want in zip(pb.jit(f)(z, w), f(z, w)):
+        np.testing.assert_array_equal(got, want)
+    g = pb.differentiate(lambda z: 0.5 * z @ z).source(z)
+    assert "z_bar" not in g and "0.5" in g  # the gradient is z: no cotangent computed
 
 
 def test_simplify_moves_a_negation_to_the_smaller_side_of_a_contraction():
@@ -219,3 +234,14 @@ def test_simplify_joins_pads_of_adjacent_slabs():
     want[2][:1], want[2][2:3] = a, c
     for got, w in zip(pb.jit(f)(*args), want):
         np.testing.assert_array_equal(got, w)
+
+
+def test_simplify_folds_the_sum_of_a_fill():
+    """The sum of a broadcast constant is the constant times the count (the cotangent of ``+ b``
+    for a broadcast scalar b is the number of entries), empty axes included."""
+    def f(x, b):
+        return np.sum(x + b), np.sum(np.full((0, 2), 3.0) + x[:2])
+    p = pb.verify(simplify(pb.make_ir(lambda b: pb.grad(lambda b: f(np.arange(4.0), b)[0])(b))(2.0)))
+    assert not [e for e in p.eqns if e.prim.name == "reduce_sum"]
+    assert pb.grad(lambda b: f(np.arange(4.0), b)[0])(2.0) == 4.0
+    np.testing.assert_array_equal(pb.jit(f)(np.arange(4.0), 1.0), f(np.arange(4.0), 1.0))

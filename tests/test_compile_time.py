@@ -104,8 +104,9 @@ def test_sink_orders_as_moving_one_by_one(name, fn, args, wrt, moves):
 
 
 def test_render_prints_what_libcst_prints(monkeypatch):
-    def by_libcst(statements):
-        return cst.Module([]).code_for_node(cst.IndentedBlock(list(statements)))[1:]
+    def by_libcst(statements):  # text items are statements printed (from templates) by this same function
+        return "".join(st if isinstance(st, str) else cst.Module([]).code_for_node(cst.IndentedBlock([st]))[1:]
+                       for st in statements)
 
     d = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3))
     args = kalman_args(3)
@@ -134,3 +135,89 @@ def test_render_prints_what_libcst_prints(monkeypatch):
 def test_render_statement_kinds(statement):
     want = cst.Module([]).code_for_node(cst.IndentedBlock([statement]))[1:]
     assert render.body([statement]) == want
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device):
+    """Each kind of equation is emitted once and its text reused: the same text as emitting every equation."""
+    from pullback.backends import cupy_backend
+    from pullback.backends.templates import Templates
+
+    backend = cupy_backend if device == "cuda" else numpy_backend
+    d = pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3))
+    program = d.ir(*kalman_args(12), stage="grad")
+    made: list[Templates] = []
+    real_init = Templates.__init__
+
+    def counting_init(self, ctx):
+        real_init(self, ctx)
+        made.append(self)
+
+    monkeypatch.setattr(Templates, "__init__", counting_init)
+    fast = codegen.generate(program, backend).source
+    monkeypatch.setattr(Templates, "get", lambda self, key, eqn, emit: None)  # every equation emitted afresh
+    slow = codegen.generate(program, backend).source
+    assert fast == slow and "del " in fast and "+=" in fast  # dels and in-place updates take the fast path too
+    kinds = made[0].built
+    assert 0 < kinds < len(program.eqns) / 8  # the kinds of one step, not one per equation
+
+
+def test_template_names_come_in_the_order_fresh_names_are_drawn():
+    """An emitter that asks for fresh names (``u`` of a Cholesky) draws them per equation, as emitting would."""
+    def f(a):
+        return sum(np.sum(np.linalg.cholesky(a * (k + 2))) for k in range(3))
+
+    src = pb.differentiate(f).source(np.eye(2) * 2.0)
+    assert all(f"u_{k}, info" in src for k in (1, 2)) and "u, info" in src
+
+
+@pytest.mark.parametrize("name, fn, args, argnums", [
+    ("chain", chain(40), (np.ones(3),), 0),
+    ("kalman", kf.kalman_nll_unrolled, kalman_args(6), (0, 1, 2, 3)),
+    ("kalman scan", kf.kalman_nll, kalman_args(6), (0, 1, 2, 3)),
+    ("two outputs", lambda x, y: np.sum(np.exp(x) * np.cos(y)) + np.sum(np.tanh(x) ** 2 * np.sin(np.cos(y)
+                                                                                               * np.eye(3))),
+     (np.ones(3), np.ones((3, 3))), (0, 1)),
+])
+def test_simplify_rereads_only_what_changed_and_finds_the_same_program(monkeypatch, name, fn, args, argnums):
+    """Steps after the first rewrite only the equations whose reads changed (``Settled``): the same
+    gradient program as rewriting every equation on every step, for a fraction of the rewrites."""
+    from pullback.transforms import simplify as simp
+
+    visits = [0]
+    real_visit, real_step = simp._visit, simp._step
+
+    def counting_visit(*a):
+        visits[0] += 1
+        return real_visit(*a)
+
+    monkeypatch.setattr(simp, "_visit", counting_visit)
+    fast = str(pb.differentiate(fn, argnums=argnums).ir(*args, stage="grad"))
+    fast_visits, visits[0] = visits[0], 0
+    monkeypatch.setattr(simp, "_step", lambda program, settled=None: real_step(program))  # every equation, every step
+    full = str(pb.differentiate(fn, argnums=argnums).ir(*args, stage="grad"))
+    assert fast == full
+    assert fast_visits < 0.7 * visits[0]
+
+
+def test_shape_rules_answer_each_question_once(monkeypatch):
+    """Recording an equation re-derives its types; an unrolled loop asks the same few questions."""
+    from pullback.ir import core
+    from pullback.primitives import contractions as con
+
+    monkeypatch.setattr(core, "_KNOWN_TYPES", {})
+    calls = [0]
+    rule = core.shape_rules[con.dot_general_p]
+
+    def counting(*args, **params):
+        calls[0] += 1
+        return rule(*args, **params)
+
+    monkeypatch.setitem(core.shape_rules, con.dot_general_p, counting)
+    program = pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3)).ir(*kalman_args(20), stage="grad")
+    products = sum(e.prim is con.dot_general_p for e in program.eqns)
+    assert products > 500 and calls[0] < 60
+    x = np.ones((2, 3))
+    for _ in range(2):  # a wrong question is asked again, and answered with the error again
+        with pytest.raises(pb.TracingError, match="size mismatch"):
+            pb.make_ir(lambda a: a @ a)(x)

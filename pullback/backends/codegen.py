@@ -21,8 +21,9 @@ import libcst as cst
 
 from pullback.backends import memory, render
 from pullback.backends import syntax as s
+from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
-from pullback.ir.core import WITH_BODIES, Atom, Literal, Program, SourceInfo, Var
+from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.tree import LEAF
 
@@ -136,9 +137,33 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
-    def block(prog: Program) -> list[cst.BaseStatement]:
-        """The statements of ``prog``'s equations (its inputs are already named)."""
-        stmts_out: list[cst.BaseStatement] = []
+    templates = Templates(ctx)
+
+    def templated(eqn: Eqn, k: int | None) -> str | None:
+        """The equation's statements as text, from the template of its kind (see ``templates``)."""
+        if k is None:
+            def emit(ins, outs):
+                emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+                return emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+        else:
+            def emit(ins, outs):
+                return [backend.in_place(eqn, ins, k)]
+        template = templates.get(templates.key(eqn, k), eqn, emit)
+        if template is None:
+            return None
+        ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
+        if k is None:
+            fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+            hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+            outs = [namer.name(v, v.hint, h) for v, h in zip(eqn.outputs, hints)]
+        else:
+            outs = [namer[v] for v in eqn.outputs]
+        return templates.fill(template, ins, outs)
+
+    def block(prog: Program, text: bool = False) -> list[cst.BaseStatement | str]:
+        """The statements of ``prog``'s equations (its inputs are already named); with ``text``, as
+        rendered text, printed from templates where the equation's kind allows."""
+        stmts_out: list[cst.BaseStatement | str] = []
         dead = _last_uses(prog) if dels else {}
         reuse = memory.plan(prog) if in_place else {}
         listed.update(_listed_stacks(prog))
@@ -149,18 +174,28 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         for i, eqn in enumerate(prog.eqns):
-            ins = [expr(a) for a in eqn.inputs]
             if eqn.source not in comments:
                 comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
             ctx.where, comment = comments[eqn.source]
             ctx.reusable = reuse.get(i, frozenset())
             k = _in_place_operand(eqn, ctx.reusable, backend)
             printer = _NESTED.get(eqn.prim.name)
-            if printer is not None:  # an equation holding sub-programs prints them in place
-                stmts = printer(eqn, ins, nest)
-            elif k is not None:  # the result takes over the dead operand's buffer, and its name
+            if k is not None and printer is None:
                 namer.alias(eqn.outputs[0], eqn.inputs[k])
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
+            piece = templated(eqn, k) if text and printer is None else None
+            if piece is not None:
+                if comment is not None and comment[1] != last_comment[0] and piece:
+                    last_comment[0] = comment[1]
+                    piece = render.INDENT + comment[0] + "\n" + piece
+                stmts_out.append(piece)
+                if dead.get(i):
+                    stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
+                continue
+            ins = [expr(a) for a in eqn.inputs]
+            if printer is not None:  # an equation holding sub-programs prints them in place
+                stmts = printer(eqn, ins, nest)
+            elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = [backend.in_place(eqn, ins, k)]
             else:
                 fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
@@ -171,7 +206,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             if comment is not None and comment[1] != last_comment[0] and stmts:
                 last_comment[0] = comment[1]
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
-            stmts_out.extend(stmts)
+            if text:
+                stmts_out.append(render.body(stmts))
+            else:
+                stmts_out.extend(stmts)
             if dead.get(i):
                 names = [s.name(namer[v]) for v in dead[i]]
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
@@ -179,7 +217,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
 
     nest = _Nest(namer, expr, block, escaped, backend, listed)
 
-    body.extend(block(program))
+    body.extend(block(program, text=True))
     outputs = [expr(a) for a in program.outputs]
     for k in aliased_outputs(program):
         outputs[k] = _fresh(outputs[k], program.outputs[k], backend)

@@ -172,9 +172,13 @@ def _statement(st) -> str:
 
 
 def body(statements: list[cst.BaseStatement]) -> str:
-    """The statements as a function body (indented once), exactly as libcst prints them."""
+    """The statements as a function body (indented once), exactly as libcst prints them; text items are
+    statements rendered already."""
     out = []
     for st in statements:
+        if type(st) is str:  # already rendered (``templates``)
+            out.append(st)
+            continue
         try:
             out.append(_statement(st))
         except _Unsupported:  # libcst prints this one: an indented block holding it, less its header line

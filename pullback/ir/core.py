@@ -49,9 +49,30 @@ shape_rules: dict[Primitive, ShapeRule] = {}
 
 
 def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str, Any]) -> tuple[ArrayType, ...]:
-    """Re-derive an equation's output types; shape rules raise ShapeError on bad input."""
+    """Re-derive an equation's output types; shape rules raise ShapeError on bad input.
+
+    A shape rule is a function of the operands' types, the literals' values and the params, so its
+    answers are remembered (a bounded table): an unrolled loop asks the same questions thousands of
+    times, and a contraction's rule costs as much as the rest of recording its equation."""
+    key = (prim, tuple(a.type if type(a) is Var else (type(a.value), a) for a in inputs),
+           params if type(params) is Params else tuple(params.items()))
+    try:
+        hit = _KNOWN_TYPES.get(key)
+    except TypeError:  # an unhashable param: the rule will say what is wrong with it
+        hit, key = None, None
+    if hit is not None:
+        return hit
     out = shape_rules[prim](*inputs, **params)
-    return tuple(out) if prim.multiple_results else (out,)
+    types = tuple(out) if prim.multiple_results else (out,)
+    if key is not None:
+        if len(_KNOWN_TYPES) >= _KNOWN_TYPES_MAX:
+            _KNOWN_TYPES.clear()
+        _KNOWN_TYPES[key] = types
+    return types
+
+
+_KNOWN_TYPES: dict[tuple, tuple[ArrayType, ...]] = {}
+_KNOWN_TYPES_MAX = 1 << 14
 
 
 class ShapeError(ValueError):

@@ -20,15 +20,15 @@ from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
-from pullback.transforms.simplify import simplify
+from pullback.transforms.simplify import Settled, simplify
 from pullback.transforms.transpose import transpose
 
 
-def optimize(program: Program) -> Program:
+def optimize(program: Program, settled: Settled | None = None) -> Program:
     """Simplify, CSE, contraction order and DCE; sub-programs (loop bodies) before the program around them, and again
-    those that simplifying it changed (it may move operands into them)."""
+    those that simplifying it changed (it may move operands into them). ``settled``: see ``simplify``."""
     done: set[int] = set()
-    return dce(reorder_contractions(cse(_bodies(simplify(_bodies(program, done)), done))))
+    return dce(reorder_contractions(cse(_bodies(simplify(_bodies(program, done), settled), done))))
 
 
 def _bodies(program: Program, done: set[int]) -> Program:
@@ -64,12 +64,12 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
                                       name=f"{program.name}_linear"), split.n_residuals)
 
 
-def transpose_linear(split: Split) -> Program:
-    """(residuals..., out cotangents...) -> tangent-input cotangents."""
+def transpose_linear(split: Split, settled: Settled | None = None) -> Program:
+    """(residuals..., out cotangents...) -> tangent-input cotangents (``settled``: see ``simplify``)."""
     n_linear = len(split.unknown.inputs) - split.n_residuals
     t = transpose(split.unknown, [False] * split.n_residuals + [True] * n_linear)
     return optimize(Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
-        "_linear_transpose", "_transpose")))
+        "_linear_transpose", "_transpose")), settled)
 
 
 def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
@@ -80,17 +80,19 @@ def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
     return tuple(v for v, _ in seen.values()), tuple(c for _, c in seen.values())
 
 
-def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
+def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled | None = None) -> Program:
     """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``; the
-    last ``n_aux`` outputs get no cotangent (see ``linearize``)."""
+    last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``: see ``simplify``)."""
     split = linearize(program, wrt, n_aux)
-    t = transpose_linear(split)
+    settled = settled if settled is not None else Settled()  # the backward pass, simplified, is then reread
+    t = transpose_linear(split, settled)  # only where the forward pass defines what it reads (the residuals)
     m = len(program.outputs)
     cts = t.inputs[split.n_residuals:]
     constvars, constvals = _merge_consts(split.known, t)
     outputs = split.known.outputs[:m] + t.outputs
     eqns = sink(split.known.eqns + t.eqns, len(split.known.eqns), outputs)
-    return optimize(Program(program.inputs + cts, eqns, outputs, constvars, constvals, name=f"{program.name}_vjp"))
+    return optimize(Program(program.inputs + cts, eqns, outputs, constvars, constvals, name=f"{program.name}_vjp"),
+                    settled)
 
 
 def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
@@ -138,13 +140,15 @@ def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Pro
     """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output; the
     ``n_aux`` others are auxiliary values, returned as they are): the VJP seeded with 1."""
     assert len(program.outputs) == 1 + n_aux
-    v = vjp(program, wrt, n_aux)  # sunk and optimised with the seed still an input
+    settled = Settled()  # what simplifying the VJP learnt: with the seed set, only what reads it is rewritten again
+    v = vjp(program, wrt, n_aux, settled)  # sunk and optimised with the seed still an input
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
               Params({"shape": (), "broadcast_dimensions": ()}))
     n_fwd = _forward_length(v, seed)
     eqns = v.eqns[:n_fwd] + (one,) + v.eqns[n_fwd:]
-    return optimize(Program(v.inputs[:-1], eqns, v.outputs, v.constvars, v.constvals, name=f"{program.name}_grad"))
+    return optimize(Program(v.inputs[:-1], eqns, v.outputs, v.constvars, v.constvals, name=f"{program.name}_grad"),
+                    settled)
 
 
 def _forward_length(program: Program, seed: Var) -> int:

@@ -15,14 +15,16 @@ def cse(program: Program) -> Program:
     replace: dict[int, Var] = {}
     eqns = []
     for eqn in program.eqns:
-        inputs = tuple(replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs)
-        key = (eqn.prim, tuple(map(_key, inputs)), eqn.params)
+        inputs = eqn.inputs
+        if replace:  # (a literal's id is never a key: no var has it)
+            inputs = tuple([replace.get(id(a), a) for a in inputs])
+        key = (eqn.prim, tuple([id(a) if type(a) is Var else _key(a) for a in inputs]), eqn.params)
         first = seen.get(key)
         if first is not None:
             for v, w in zip(eqn.outputs, first.outputs):
                 replace[id(v)] = w
             continue
-        if inputs != eqn.inputs:
+        if inputs is not eqn.inputs and inputs != eqn.inputs:
             eqn = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
         seen[key] = eqn
         eqns.append(eqn)

@@ -16,15 +16,22 @@ def dce(program: Program) -> Program:
     live = {id(a) for a in program.outputs if isinstance(a, Var)}
     kept = []
     for eqn in reversed(program.eqns):
-        used = [id(v) in live for v in eqn.outputs]
-        if any(used):
-            rule = dce_rules.get(eqn.prim)
-            if rule is not None:
-                eqn = rule(eqn, used)
-                if eqn is None:
-                    continue
-            kept.append(eqn)
-            live.update(id(a) for a in eqn.inputs if isinstance(a, Var))
+        outs = eqn.outputs
+        if len(outs) == 1:  # most equations: one lookup
+            if id(outs[0]) not in live:
+                continue
+            used = [True]
+        else:
+            used = [id(v) in live for v in outs]
+            if not any(used):
+                continue
+        rule = dce_rules.get(eqn.prim)
+        if rule is not None:
+            eqn = rule(eqn, used)
+            if eqn is None:
+                continue
+        kept.append(eqn)
+        live.update(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them
     consts = [(v, c) for v, c in zip(program.constvars, program.constvals) if id(v) in live]
     return Program(program.inputs, tuple(reversed(kept)), program.outputs,
                    tuple(v for v, _ in consts), tuple(c for _, c in consts), program.name)

@@ -23,6 +23,11 @@
   zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
   the check is a device-to-host synchronisation).
 
+Each pass after the first rewrites only the equations of which something read (an operand's
+definition or fill, or an equation further upstream looked up through ``defs``) was redefined
+since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
+lookups are recorded, and keep nothing derived from them between equations.
+
 Before::
 
     z_bar: f64[] = broadcast_in_dim[shape=(), broadcast_dimensions=()] 1.0
@@ -70,9 +75,13 @@ def _is(a, value) -> bool:
     return isinstance(a, Literal) and not isinstance(a.value, bool) and a.value == value
 
 
-def simplify(program: Program) -> Program:
+def simplify(program: Program, settled: Settled | None = None) -> Program:
+    """``program`` rewritten to a fixed point. ``settled``, given, is what an earlier simplification
+    (of a program sharing equations with this one) learnt: equations it kept are not rewritten again
+    unless something they read has changed; it is updated for the next caller."""
+    settled = settled if settled is not None else Settled()
     for i in range(10):
-        stepped = _step(program)
+        stepped = _step(program, settled)
         if i and _same(stepped, program):  # nothing rewritten: ``program`` is already free of dead code
             return program
         new = dce(stepped)
@@ -82,15 +91,61 @@ def simplify(program: Program) -> Program:
     return program
 
 
+class Settled:
+    """What one step learnt for the next: the equations it kept as they were, all those it
+    produced (those the equations after them saw), and, per equation rewritten, the vars whose
+    definitions (``defs``) and fills that rewriting read. A rewrite reads nothing else but its
+    operands, so an equation kept by the last step is kept again, unread, unless the definition
+    of one of its operands or of a var it read has changed since: the steps after the first cost
+    what changed, not the program's length."""
+
+    __slots__ = ("kept", "seen", "reads", "alive")
+
+    def __init__(self):
+        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
+        self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
+        self.seen: set[int] = set()  # ids of all equations of the step's result
+        self.reads: dict[int, tuple[int, ...]] = {}  # id of an equation -> the vars its last rewriting read
+
+
 def _same(a: Program, b: Program) -> bool:
     return len(a.eqns) == len(b.eqns) and all(x is y for x, y in zip(a.eqns, b.eqns))
 
 
-def _step(program: Program) -> Program:
-    fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal
-    defs: dict[int, Eqn] = {}
+class _Reads(dict):
+    """``defs`` or ``fills``: every key looked up is logged, so that a step knows what each rewrite read."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, log: list[int]):
+        super().__init__()
+        self.log = log
+
+    def get(self, key, default=None):
+        self.log.append(key)
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key):
+        self.log.append(key)
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key):
+        self.log.append(key)
+        return dict.__contains__(self, key)
+
+
+def _step(program: Program, settled: Settled | None = None) -> Program:
+    """One rewriting pass; ``settled`` (updated for the next pass) skips the equations the last
+    pass kept whose upstream is unchanged."""
+    log: list[int] = []
+    fills: dict[int, Literal] = _Reads(log)  # vars that are broadcasts of a scalar literal
+    defs: dict[int, Eqn] = _Reads(log)
     replace: dict[int, object] = {}
     eqns: list[Eqn] = []
+    settled = settled or Settled()
+    kept_before, seen_before, reads = settled.kept, settled.seen, settled.reads
+    kept: set[int] = set()
+    changed: set[int] = set()  # vars defined otherwise than the equations after them saw in the last pass
 
     def sub(a):
         while isinstance(a, Var) and id(a) in replace:
@@ -98,53 +153,25 @@ def _step(program: Program) -> Program:
         return a
 
     for eqn in program.eqns:
-        ins = tuple(map(sub, eqn.inputs))
-        prim, p = eqn.prim, eqn.params
-        (out, *_) = eqn.outputs
-        if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
-            lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
-            if any(lit is not None for lit in lits) and any(
-                isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
-            ):  # keep one array operand: it carries the shape
-                ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
-        folded = _fold(prim, ins, fills)
-        if folded is not None:  # an operation on constants alone is a constant
-            ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-        elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
-            ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
-            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-        elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
-            c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
-            count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
-            ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
-            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-        if prim is control.scan_p:
-            found = control.invariant_carries(eqn, ins)
-            if found is not None:
-                eqn, same = found
-                ins = eqn.inputs
-                replace.update(same)
-            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found else None)
-            if result is not None:
-                eqns.append(result)
-                continue
-        result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
-        if result is not None:
-            result = _sourced(result, eqn.source)
-            if isinstance(result, list):
-                eqns.extend(result)
-                defs.update((id(e.outputs[0]), e) for e in result)
-            elif isinstance(result, Eqn):
-                eqns.append(result)
-                defs[id(out)] = result
-            else:
-                replace[id(out)] = result
+        if id(eqn) in kept_before and not (changed and (any(id(a) in changed for a in eqn.inputs)
+                                                       or any(k in changed for k in reads[id(eqn)]))):
+            out = eqn.outputs[0]  # kept by the last pass, and what it read then is unchanged
+            if eqn.prim is st.broadcast_in_dim_p and isinstance(eqn.inputs[0], Literal):
+                dict.__setitem__(fills, id(out), eqn.inputs[0])
+            eqns.append(eqn)
+            dict.__setitem__(defs, id(out), eqn)
+            kept.add(id(eqn))
             continue
-        new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
-        if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
-            fills[id(out)] = ins[0]
-        eqns.append(new)
-        defs[id(out)] = new
+        n = len(eqns)
+        log.clear()
+        _visit(eqn, eqns, fills, defs, replace, sub)
+        reads[id(eqn)] = tuple(log)
+        if len(eqns) == n + 1 and eqns[-1] is eqn and id(eqn.outputs[0]) not in replace:
+            kept.add(id(eqn))
+            if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
+                continue
+        changed.update(id(v) for v in eqn.outputs)
+    settled.kept, settled.seen, settled.alive = kept, {id(e) for e in eqns}, tuple(eqns)
     return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                               program.name), replace)
 
@@ -157,6 +184,58 @@ def _sourced(result, source):
     fix = [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source)
            for e in (result if isinstance(result, list) else [result])]
     return fix if isinstance(result, list) else fix[0]
+
+
+def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
+           sub) -> None:
+    """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
+    ins = tuple(map(sub, eqn.inputs))
+    prim, p = eqn.prim, eqn.params
+    (out, *_) = eqn.outputs
+    if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
+        lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
+        if any(lit is not None for lit in lits) and any(
+            isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
+        ):  # keep one array operand: it carries the shape
+            ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
+    folded = _fold(prim, ins, fills)
+    if folded is not None:  # an operation on constants alone is a constant
+        ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+        count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+        ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
+        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    if prim is control.scan_p:
+        found = control.invariant_carries(eqn, ins)
+        if found is not None:
+            eqn, same = found
+            ins = eqn.inputs
+            replace.update(same)
+        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found else None)
+        if result is not None:
+            eqns.append(result)
+            return
+    result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+    if result is not None:
+        result = _sourced(result, eqn.source)
+        if isinstance(result, list):
+            eqns.extend(result)
+            defs.update((id(e.outputs[0]), e) for e in result)
+        elif isinstance(result, Eqn):
+            eqns.append(result)
+            defs[id(out)] = result
+        else:
+            replace[id(out)] = result
+        return
+    new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
+    if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
+        fills[id(out)] = ins[0]
+    eqns.append(new)
+    defs[id(out)] = new
 
 
 def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):

@@ -15,6 +15,10 @@ def substitute(program: Program, replace: dict[int, Atom]) -> Program:
             a = replace[id(a)]
         return a
 
-    eqns = tuple(Eqn(e.prim, tuple(map(sub, e.inputs)), e.outputs, e.params, e.source) for e in program.eqns)
+    def eqn(e: Eqn) -> Eqn:  # the very equation where nothing changes: passes compare programs by identity
+        ins = tuple(map(sub, e.inputs))
+        return e if all(a is b for a, b in zip(ins, e.inputs)) else Eqn(e.prim, ins, e.outputs, e.params, e.source)
+
+    eqns = tuple(map(eqn, program.eqns))
     return Program(program.inputs, eqns, tuple(map(sub, program.outputs)), program.constvars, program.constvals,
                    program.name)

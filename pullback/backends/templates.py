@@ -1,0 +1,112 @@
+"""Print the bulk of a program from templates: each kind of equation through libcst once.
+
+An unrolled loop repeats a few kinds of equation thousands of times, differing only in the
+names they read and write. An emitter sees an equation's primitive, params, types and literal
+operands, the printing context (the user's line for messages, the operands it may overwrite)
+and the operands' names; only the names vary between repetitions. So the statements of an
+equation are built (libcst nodes, through the emitters) and rendered once per *kind* (the key
+below: everything the emitter may read except the names, the context's whole state included),
+with placeholder identifiers for the names, and every equation of that kind is printed by
+putting its names into that text.
+
+The names are the Namer's (sanitised ASCII identifiers); the placeholders contain a non-ASCII
+letter, so they cannot collide with a name, a number or one of our messages. The fresh names an
+emitter asks for (``ctx.fresh``) are recorded in order and drawn again, in the same order, for
+each repetition, so the namer's state evolves exactly as it would emitting each equation afresh.
+An emitter whose fresh-name hints depend on the names themselves cannot be a template: such
+kinds are emitted afresh every time. ``tests/test_compile_time.py`` checks that printing with
+and without templates gives the same text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import libcst as cst
+
+from pullback.backends import render
+from pullback.backends import syntax as s
+from pullback.ir.core import Eqn, Var
+
+_NOT_STATE = frozenset({"fresh", "modules"})  # the context's services, not what an emitter decides by
+_MARK = "\u01c2"  # "ǂ", a letter (an identifier character) outside ASCII
+_HOLE = re.compile(_MARK + r"(\d+)" + _MARK)
+
+
+def _hole(k: int) -> str:
+    return f"{_MARK}{k}{_MARK}"
+
+
+class Template:
+    """A rendered statement list with numbered holes: the operands' and results' names, then the fresh ones."""
+
+    __slots__ = ("parts", "fresh", "modules", "empty")
+
+    def __init__(self, text: str, fresh: list[str], modules: set[str]):
+        self.parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
+        for i in range(1, len(self.parts), 2):
+            self.parts[i] = int(self.parts[i])
+        self.fresh = fresh
+        self.modules = modules
+        self.empty = not text
+
+
+class Templates:
+    """The templates of one generated function (the context's program-wide choices are fixed)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self._cache: dict[tuple, Template | None] = {}
+        self.built = 0  # kinds emitted through libcst, for tests
+
+    def key(self, eqn: Eqn, mode) -> tuple:
+        """Everything an emitter may read except the names: operands as (first position, type) for
+        values (so that ``x * x`` differs from ``x * y``) and as typed values for literals."""
+        first: dict[int, int] = {}
+        ins = tuple((first.setdefault(id(a), k), a.type) if isinstance(a, Var) else
+                    (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs))
+        state = tuple(v for k, v in vars(self.ctx).items() if k not in _NOT_STATE)  # where, reusable, ... all of it
+        return (eqn.prim, eqn.params, ins, tuple(v.type for v in eqn.outputs), state, mode)
+
+    def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
+        """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the
+        emitter's fresh names depend on the names it is given, or the key cannot be a key."""
+        try:
+            if key in self._cache:
+                return self._cache[key]
+        except TypeError:  # context state that cannot be compared (unhashable): emit this equation afresh
+            return None
+        first: dict[int, int] = {}
+        ins = [s.name(_hole(first.setdefault(id(a), k))) if isinstance(a, Var) else s.number(a.value)
+               for k, a in enumerate(eqn.inputs)]
+        n_in = len(eqn.inputs)
+        outs = [s.name(_hole(n_in + k)) for k in range(len(eqn.outputs))]
+        hints: list[str] = []
+        ctx = self.ctx
+        real_fresh, before = ctx.fresh, set(ctx.modules)
+
+        def fresh(hint: str) -> str:
+            hints.append(hint)
+            return _hole(n_in + len(outs) + len(hints) - 1)
+
+        ctx.fresh = fresh
+        try:
+            stmts = emit(ins, outs)
+        finally:
+            ctx.fresh = real_fresh
+        self.built += 1
+        template = None
+        if not any(_MARK in h for h in hints):
+            template = Template(render.body(stmts), hints, ctx.modules - before)
+        self._cache[key] = template
+        return template
+
+    def fill(self, template: Template, ins: list[str], outs: list[str]) -> str:
+        """The template's text with these names: the operands', the results', then fresh ones drawn now."""
+        names = ins + outs + [self.ctx.fresh(h) for h in template.fresh]
+        self.ctx.modules.update(template.modules)
+        parts = template.parts[:]
+        for i in range(1, len(parts), 2):
+            parts[i] = names[parts[i]]
+        return "".join(parts)

@@ -20,6 +20,7 @@ from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
 from pullback.transforms.simplify import simplify
+from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
 
 
@@ -27,7 +28,7 @@ def optimize(program: Program) -> Program:
     """Simplify, CSE and DCE; sub-programs (loop bodies) before the program around them, and again
     those that simplifying it changed (it may move operands into them)."""
     done: set[int] = set()
-    return dce(cse(_bodies(simplify(_bodies(program, done)), done)))
+    return dce(cse(structure(cse(_bodies(simplify(_bodies(program, done)), done)))))
 
 
 def _bodies(program: Program, done: set[int]) -> Program:

@@ -172,9 +172,13 @@ class _Pass:
         d = self.defs.get(id(v))
         if d is None:
             return 1, v
-        if d.prim is ew.mul_p:
+        if d.prim is ew.conj_p:
+            c, w = self.canon(d.inputs[0])
+            return np.conj(c), self.conj(w)
+        scaling = d.prim is ew.mul_p or (d.prim is con.dot_general_p and d.params["dims"] == con.DotDims((), ()))
+        if scaling:
             for k in (0, 1):
-                c = _scalar(d.inputs[k])
+                c = self.constant(d.inputs[k])
                 if c is not None and isinstance(d.inputs[1 - k], Var) and d.inputs[1 - k].type == v.type:
                     c2, w = self.canon(d.inputs[1 - k])
                     return c * c2, w
@@ -203,6 +207,15 @@ class _Pass:
                     return c, found
         return 1, v
 
+    def constant(self, a) -> complex | None:
+        """The value of a scalar literal, or of a 0-d fill of one (converted, perhaps)."""
+        while isinstance(a, Var) and a.type.shape == ():
+            d = self.defs.get(id(a))
+            if d is None or d.prim not in (st.broadcast_in_dim_p, st.convert_element_type_p):
+                return None
+            a = d.inputs[0]
+        return _scalar(a)
+
     def conj(self, v: Var) -> Var:
         if v.dtype.kind != "c":
             return v
@@ -225,6 +238,11 @@ class _Pass:
         params = dict(left=True, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
         if prim is la.trsm_p:
             params["check"] = check
+        if t.dtype.kind != "c" and trans != Trans.N:  # op(T) = T^T, spelled either way
+            for spelling in (Trans.T, Trans.C):
+                found = self.find(prim, (t, w), **{**params, "trans": spelling})
+                if found is not None:
+                    return c, found
         return c, self.emit(prim, t, w, **params)
 
     # --- forms ---------------------------------------------------------------------------------
@@ -244,7 +262,26 @@ class _Pass:
         if unit_diagonal:
             return self.lit(1, t.dtype)
         d = self.emit(st.diagonal_p, t, offset=0)
-        return self.conj(d) if trans == Trans.C else d
+        factor = self.defs.get(id(t))
+        real_diagonal = factor is not None and factor.prim is la.potrf_p and factor.outputs[0] is t  # LAPACK's
+        return self.conj(d) if trans == Trans.C and not real_diagonal else d
+
+    def strip(self, v):
+        """``v`` without real parts and conversions of a vector that is real already (a Cholesky
+        factor's diagonal, or a real vector converted to complex and back)."""
+        while isinstance(v, Var):
+            d = self.defs.get(id(v))
+            if d is None or d.prim not in (st.convert_element_type_p, ew.real_p):
+                return v
+            inner = d.inputs[0]
+            di = self.defs.get(id(inner)) if isinstance(inner, Var) else None
+            real_already = inner.dtype.kind != "c" or (
+                di is not None and di.prim is st.diagonal_p and self.defs.get(id(di.inputs[0])) is not None
+                and self.defs[id(di.inputs[0])].prim is la.potrf_p)
+            if not real_already:
+                return v
+            v = inner
+        return v
 
     def times_diagonal(self, d, scale) -> Term:
         """diag(d) diag(scale) as a term; the identity when ``scale = 1 / d``."""
@@ -252,8 +289,9 @@ class _Pass:
             return Term(scale.value, "eye") if _scalar(d) is not None and d.value == 1 else Term(scale.value, "diag", d)
         if _scalar(d) is not None:
             return Term(d.value, "diag", scale)
-        ds = self.defs.get(id(scale))
-        if ds is not None and ds.prim is ew.div_p and _scalar(ds.inputs[0]) is not None and ds.inputs[1] is d:
+        ds = self.defs.get(id(self.strip(scale)))
+        if ds is not None and ds.prim is ew.div_p and _scalar(ds.inputs[0]) is not None \
+                and self.strip(ds.inputs[1]) is self.strip(d):
             return Term(ds.inputs[0].value, "eye")
         return Term(1, "diag", self.emit(ew.mul_p, d, scale))
 
@@ -322,6 +360,12 @@ class _Pass:
                 return None
         return form
 
+    def conjugate(self, form: Form | None) -> Form | None:
+        if form is None or any(t.kind == "dense" for t in form):
+            return None
+        return tuple(Term(np.conj(t.coef), t.kind, t.a if t.a is None else self.conj(t.a),
+                          t.b if t.b is None else self.conj(t.b)) for t in form)
+
     def adjoint_sum(self, form: Form | None) -> Form | None:
         """X + X^H from X's exact form."""
         if form is None or any(t.kind == "dense" for t in form):
@@ -346,8 +390,11 @@ class _Pass:
             elif t.kind == "outer":
                 tc = Trans.C if dtype.kind == "c" else Trans.T
                 cu, u = self.triangular(la.trsm_p, lfac, t.a, lower=True, trans=tc, unit_diagonal=False, check=check)
-                cv, v = self.triangular(la.trsm_p, lfac, t.b, lower=True, trans=Trans.T, unit_diagonal=False,
-                                        check=check)
+                if self.conj(t.a) is t.b:  # L^{-T} conj(u) = conj(L^{-H} u): one solve
+                    cv, v = np.conj(cu), self.conj(u)
+                else:
+                    cv, v = self.triangular(la.trsm_p, lfac, t.b, lower=True, trans=Trans.T, unit_diagonal=False,
+                                            check=check)
                 out.append(Term(t.coef * cu * cv, "outer", u, v))
             else:
                 return None
@@ -416,6 +463,8 @@ class _Pass:
             f = self.form(self.exact, ins[0])
             if f is not None and all(t.kind != "dense" for t in f):
                 exact = tuple(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in f)
+        elif prim is ew.conj_p:
+            exact = self.conjugate(self.form(self.exact, ins[0]))
         elif prim is st.tril_p and p["k"] == 0:
             lower = self.low(ins[0])
             if lower is not None and all(t.kind in ("eye", "diag") for t in lower):

@@ -114,6 +114,12 @@ def _same_trans(a: Trans, b: Trans, dtype) -> bool:
     return a == b or (real and Trans.N not in (a, b))
 
 
+def _vector_reshape(d: Eqn | None) -> bool:
+    """A reshape, or a transpose that only moves unit axes (of a row or column vector)."""
+    return d is not None and (d.prim is st.reshape_p or (
+        d.prim is st.transpose_p and sum(k > 1 for k in d.inputs[0].shape) <= 1))
+
+
 def _op_upper(lower: bool, trans: Trans) -> bool:
     return lower != (trans == Trans.N)
 
@@ -189,14 +195,14 @@ class _Pass:
             (c1, w1), (c2, w2) = map(self.canon, d.inputs)
             if w1 is w2:
                 return c1 + c2, w1
-        if d.prim is st.reshape_p:
+        if _vector_reshape(d):
             c, w = self.canon(d.inputs[0])
             if w.shape == v.shape:
                 return c, w
             dw = self.defs.get(id(w))
-            if dw is not None and dw.prim is st.reshape_p and dw.inputs[0].shape == v.shape:
+            if _vector_reshape(dw) and dw.inputs[0].shape == v.shape:
                 return c, dw.inputs[0]
-            found = self.find(st.reshape_p, (w,), **d.params)
+            found = self.find(st.reshape_p, (w,), new_sizes=v.shape)
             if found is not None:
                 return c, found
         if d.prim in (la.trsm_p, la.trmm_p) and isinstance(d.inputs[1], Var):
@@ -366,20 +372,6 @@ class _Pass:
         return tuple(Term(np.conj(t.coef), t.kind, t.a if t.a is None else self.conj(t.a),
                           t.b if t.b is None else self.conj(t.b)) for t in form)
 
-    def adjoint_sum(self, form: Form | None) -> Form | None:
-        """X + X^H from X's exact form."""
-        if form is None or any(t.kind == "dense" for t in form):
-            return None
-        out = list(form)
-        for t in form:
-            if t.kind == "outer":
-                out.append(Term(np.conj(t.coef), "outer", self.conj(t.b), self.conj(t.a)))
-            elif t.kind == "diag":
-                out.append(Term(np.conj(t.coef), "diag", self.conj(t.a)))
-            else:
-                out.append(Term(np.conj(t.coef), "eye"))
-        return _merge(out)
-
     def sandwich(self, lfac: Var, form: Form, check: bool) -> Form | None:
         """L^{-H} X L^{-1} of a form: potri for the identity, a rank-1 term per outer product."""
         out = []
@@ -428,7 +420,10 @@ class _Pass:
                 self.analyse(eqn, out)
                 form = self.exact.get(id(out))
                 if form is not None and self.cubic(eqn) and self.cheap(form):
-                    self.replace[id(out)] = self.materialise(form, out)
+                    new = self.replace[id(out)] = self.materialise(form, out)
+                    for table in (self.exact, self.lower, self.herm):
+                        if id(out) in table:
+                            table.setdefault(id(new), table[id(out)])
                     self.changed = True
                     continue
             self._record(eqn)
@@ -456,13 +451,9 @@ class _Pass:
             exact = (Term(1, "eye"),)
         elif prim is st.diag_embed_p and p["offset"] == 0 and ins[0].type.ndim == 1:
             exact = (Term(1, "diag", ins[0]),)
-        elif prim is con.dot_general_p and p["dims"] == _OUTER and all(
-                isinstance(a, Var) and a.shape == (n, 1) for a in ins):
-            exact = (self.outer(ins[0], ins[1]),)
-        elif prim is st.transpose_p and p["permutation"] == (1, 0):
-            f = self.form(self.exact, ins[0])
-            if f is not None and all(t.kind != "dense" for t in f):
-                exact = tuple(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in f)
+        elif prim is con.dot_general_p and self.is_outer(ins, p["dims"], n):  # u v^T, any spelling
+            exact = (self.outer(*(a if a.shape == (n, 1) else self.emit(st.reshape_p, a, new_sizes=(n, 1))
+                                  for a in ins)),)
         elif prim is ew.conj_p:
             exact = self.conjugate(self.form(self.exact, ins[0]))
         elif prim is st.tril_p and p["k"] == 0:
@@ -490,8 +481,7 @@ class _Pass:
                 if np.imag(c) == 0:
                     herm = _scale(self.form(self.herm, x), c)
         elif prim is st.add_transpose_p and out.dtype.kind != "c":
-            herm_x = self.form(self.herm, ins[0])
-            exact = herm_x if herm_x is not None else self.adjoint_sum(self.form(self.exact, ins[0]))
+            exact = self.form(self.herm, ins[0])
         elif prim in (la.trmm_p, la.trsm_p) and isinstance(ins[1], Var):
             f = self.form(self.exact, ins[1])
             if f is not None:
@@ -511,18 +501,31 @@ class _Pass:
             if f is not None:
                 table[id(out)] = f
 
+    @staticmethod
+    def is_outer(ins, dims: con.DotDims, n: int) -> bool:
+        """Two vectors of n entries, no batch, at most a contraction of unit axes: an (n, n) outer product."""
+        if dims.lhs_batch or len(dims.lhs_contract) > 1 or not all(isinstance(a, Var) and a.type.size == n
+                                                                   for a in ins):
+            return False
+        if not dims.lhs_contract:
+            return all(a.type.ndim == 1 for a in ins)
+        return all(a.type.ndim == 2 and a.shape[k[0]] == 1 for a, k in zip(ins, (dims.lhs_contract,
+                                                                              dims.rhs_contract)))
+
     def adjoint_pair(self, ins) -> Form | None:
         """X + X^H spelled out (the symmetrisation of a complex cotangent)."""
         a, b = ins
+        complex_ = a.dtype.kind == "c"
         for x, y in ((a, b), (b, a)):
+            steps = {st.transpose_p, ew.conj_p} if complex_ else {st.transpose_p}
             d = self.defs.get(id(y))
-            if d is not None and d.prim is st.transpose_p and d.params["permutation"] == (1, 0):
-                inner = d.inputs[0]
-                dc = self.defs.get(id(inner))
-                if x.dtype.kind == "c" and dc is not None and dc.prim is ew.conj_p and dc.inputs[0] is x:
-                    return self.form(self.herm, x)
-                if x.dtype.kind != "c" and inner is x:
-                    return self.form(self.herm, x)
+            while d is not None and d.prim in steps and (d.prim is not st.transpose_p
+                                                         or d.params["permutation"] == (1, 0)):
+                steps.discard(d.prim)
+                y = d.inputs[0]
+                d = self.defs.get(id(y)) if isinstance(y, Var) else None
+            if not steps and y is x:
+                return self.form(self.herm, x)
         return None
 
     def phi(self, x, d) -> Form | None:

@@ -456,6 +456,10 @@ class _Pass:
                                   for a in ins)),)
         elif prim is ew.conj_p:
             exact = self.conjugate(self.form(self.exact, ins[0]))
+        elif prim is st.transpose_p and p["permutation"] == (1, 0):
+            f = self.form(self.exact, ins[0])
+            if f is not None and all(t.kind != "dense" for t in f):
+                exact = tuple(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in f)
         elif prim is st.tril_p and p["k"] == 0:
             lower = self.low(ins[0])
             if lower is not None and all(t.kind in ("eye", "diag") for t in lower):

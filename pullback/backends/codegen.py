@@ -156,6 +156,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             printer = _NESTED.get(eqn.prim.name)
             if printer is not None:  # an equation holding sub-programs prints them in place
                 stmts = printer(eqn, ins, nest)
+            elif k is not None and id(eqn.outputs[0]) in returned and eqn.prim not in memory.UPDATES:
+                out = eqn.outputs[0]  # a result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
+                stmts = [backend.in_place(eqn, ins, k), s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name
                 namer.alias(eqn.outputs[0], eqn.inputs[k])
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]

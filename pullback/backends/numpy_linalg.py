@@ -192,16 +192,19 @@ def _syrk(ctx, eqn, ins, outs):
 def _potri(ctx, eqn, ins, outs):
     """potri on the F-view L.T = U leaves triu((U^H U)^{-1}); the strict upper part mirrors."""
     (l,), (b,) = ins, outs
-    c, info = s.name(ctx.fresh("c")), s.name(ctx.fresh("info"))
+    info = s.name(ctx.fresh("info"))
     complex_ = eqn.inputs[0].dtype.kind == "c"
-    mirror = s.attribute(s.call("np.triu", c, s.number(1)), "T")
-    full = s.binop(c, "+", s.method(mirror, "conj") if complex_ else mirror)
-    return [
-        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"),
+    mirror = s.attribute(s.call("np.triu", b, s.number(1)), "T")
+    stmts = [
+        assign([b, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"),
                                  **overwrite(ctx, 0, "overwrite_c"))),
         raise_if(info, ctx, "cholesky_inverse: the factor is singular (LAPACK potri info={})", info),
-        assign([b], s.call("np.conj", full) if complex_ else full),
+        # in place: one strict triangle's copy, not a second n x n result (the other triangle is zero)
+        s.statement(cst.AugAssign(b, cst.AddAssign(), s.method(mirror, "conj") if complex_ else mirror)),
     ]
+    if complex_:
+        stmts.append(s.statement(s.call("np.conj", b, out=b)))
+    return stmts
 
 
 def _qr_workspace(dtype, m: int, n: int) -> dict[str, Expr]:

@@ -55,6 +55,7 @@ from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
+from pullback.primitives import rank_update as rk
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
 from pullback.transforms.substitute import substitute
@@ -556,8 +557,12 @@ class _Pass:
             if t.kind != "outer":
                 continue
             u = t.a if t.coef == 1 else self.emit(ew.mul_p, t.a, self.lit(t.coef, dtype))
-            rank1 = self.emit(con.dot_general_p, u, t.b, dims=_OUTER)
-            acc = rank1 if acc is None else self.emit(ew.add_p, acc, rank1)
+            if acc is None:
+                acc = self.emit(con.dot_general_p, u, t.b, dims=_OUTER)
+            else:  # a rank-1 update of the buffer, not an n x n product added to it
+                n = out.shape[0]
+                acc = self.emit(rk.ger_p, acc, self.emit(st.reshape_p, u, new_sizes=(n,)),
+                                self.emit(st.reshape_p, t.b, new_sizes=(n,)))
         for t in form:
             if t.kind not in ("eye", "diag"):
                 continue

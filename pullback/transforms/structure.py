@@ -51,7 +51,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from pullback.ir.core import Eqn, Literal, Params, Program, Var, output_types
-from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la

@@ -60,6 +60,7 @@ from pullback.transforms.dce import dce
 from pullback.transforms.substitute import substitute
 
 Trans = la.Trans
+MAX_TERMS = 8  # terms of a form, at most
 _OUTER = con.DotDims((1,), (1,))
 
 
@@ -135,6 +136,7 @@ class _Pass:
         self.lower: dict[int, Form] = {}
         self.herm: dict[int, Form] = {}
         self.canon_memo: dict[int, tuple[complex, Var]] = {}
+        self.cancelled: set[int] = set()
         self.source = None
         self.changed = False
 
@@ -436,7 +438,7 @@ class _Pass:
     def cubic(self, eqn: Eqn) -> bool:
         if eqn.prim in (la.trsm_p, la.trmm_p):
             return eqn.inputs[1].shape[-1] > 1 if eqn.params["left"] else eqn.inputs[1].shape[-2] > 1
-        return eqn.prim is st.add_transpose_p or (eqn.prim is ew.add_p and any(
+        return eqn.prim is st.add_transpose_p or id(eqn.outputs[0]) in self.cancelled or (eqn.prim is ew.add_p and any(
             isinstance(a, Var) and id(a) in self.herm for a in eqn.inputs))
 
     @staticmethod
@@ -455,11 +457,13 @@ class _Pass:
             exact = (self.outer(*(a if a.shape == (n, 1) else self.emit(st.reshape_p, a, new_sizes=(n, 1))
                                   for a in ins)),)
         elif prim is ew.conj_p:
-            exact = self.conjugate(self.form(self.exact, ins[0]))
+            exact = self.conjugate(self.form(self.exact, ins[0])) or self.adjoint(eqn)
         elif prim is st.transpose_p and p["permutation"] == (1, 0):
             f = self.form(self.exact, ins[0])
             if f is not None and all(t.kind != "dense" for t in f):
                 exact = tuple(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in f)
+            else:
+                exact = self.adjoint(eqn)
         elif prim is st.tril_p and p["k"] == 0:
             lower = self.low(ins[0])
             if lower is not None and all(t.kind in ("eye", "diag") for t in lower):
@@ -472,7 +476,13 @@ class _Pass:
             herm = self.phi(ins[0], d)
         elif prim in (ew.add_p, ew.sub_p) and all(isinstance(a, Var) and a.type == out.type for a in ins):
             sign = 1 if prim is ew.add_p else -1
-            exact = _plus(self.form(self.exact, ins[0]), _scale(self.form(self.exact, ins[1]), sign))
+            # dense operands kept by name: a matrix and its negation may cancel
+            parts = [self.form(self.exact, a) or (Term(1, "dense", a),) for a in ins]
+            exact = _plus(parts[0], _scale(parts[1], sign))
+            if len(exact) > MAX_TERMS:
+                exact = None  # sums stay short: the pass stays linear in the program
+            elif sum(t.kind == "dense" for t in exact) < sum(t.kind == "dense" for f in parts for t in f):
+                self.cancelled.add(id(out))  # the work that made the cancelled matrix dies
             lower = _plus(self.low(ins[0]), _scale(self.low(ins[1]), sign))
             herm = _plus(self.form(self.herm, ins[0]), _scale(self.form(self.herm, ins[1]), sign))
             if prim is ew.add_p and exact is None:
@@ -516,19 +526,33 @@ class _Pass:
         return all(a.type.ndim == 2 and a.shape[k[0]] == 1 for a, k in zip(ins, (dims.lhs_contract,
                                                                               dims.rhs_contract)))
 
+    def adjoint(self, eqn: Eqn) -> Form | None:
+        """X^H = (X + X^H) - X, when ``eqn`` makes X^H (a transpose, conjugated if complex) and
+        X's Hermitian part has a form."""
+        x = eqn.inputs[0]
+        if eqn.outputs[0].dtype.kind == "c":  # the last of the two steps: conj of a transpose, or the reverse
+            d = self.defs.get(id(x)) if isinstance(x, Var) else None
+            other = ew.conj_p if eqn.prim is st.transpose_p else st.transpose_p
+            if d is None or d.prim is not other or (other is st.transpose_p and d.params["permutation"] != (1, 0)):
+                return None
+            x = d.inputs[0]
+        h = self.form(self.herm, x) if x is not None else None
+        return None if h is None else _plus(h, (Term(-1, "dense", x),))
+
+    def adjoint_source(self, y) -> Var | None:
+        steps = {st.transpose_p, ew.conj_p} if y.dtype.kind == "c" else {st.transpose_p}
+        d = self.defs.get(id(y)) if isinstance(y, Var) else None
+        while d is not None and d.prim in steps and (d.prim is not st.transpose_p or d.params["permutation"] == (1, 0)):
+            steps.discard(d.prim)
+            y = d.inputs[0]
+            d = self.defs.get(id(y)) if isinstance(y, Var) else None
+        return y if not steps and isinstance(y, Var) else None
+
     def adjoint_pair(self, ins) -> Form | None:
         """X + X^H spelled out (the symmetrisation of a complex cotangent)."""
         a, b = ins
-        complex_ = a.dtype.kind == "c"
         for x, y in ((a, b), (b, a)):
-            steps = {st.transpose_p, ew.conj_p} if complex_ else {st.transpose_p}
-            d = self.defs.get(id(y))
-            while d is not None and d.prim in steps and (d.prim is not st.transpose_p
-                                                         or d.params["permutation"] == (1, 0)):
-                steps.discard(d.prim)
-                y = d.inputs[0]
-                d = self.defs.get(id(y)) if isinstance(y, Var) else None
-            if not steps and y is x:
+            if self.adjoint_source(y) is x:
                 return self.form(self.herm, x)
         return None
 

@@ -56,3 +56,20 @@ def _ger_t(ct, a, x, y):
 
 jvp_rules[ger_p] = _ger_jvp
 transpose_rules[ger_p] = _ger_t
+
+
+# --- batching ---------------------------------------------------------------------------
+
+from pullback.transforms.batch import at_front, batch_rules, batch_size  # noqa: E402
+
+
+def _ger_batch(args, dims):
+    """A batch of rank-1 updates, A + x[..., :, None] * y[..., None, :] (ger takes one matrix)."""
+    size = batch_size(args, dims)
+    a, x, y = (at_front(v, d, size) for v, d in zip(args, dims))
+    shape = a.shape
+    outer = lax.mul(lax.broadcast_in_dim(x, shape, (0, 1)), lax.broadcast_in_dim(y, shape, (0, 2)))
+    return lax.add(a, outer), 0
+
+
+batch_rules[ger_p] = _ger_batch

@@ -286,6 +286,13 @@ def trsm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal:
                 check=check)
 
 
+def ger(a, x, y):
+    """``a + outer(x, y)`` (no conjugate), in a's buffer when it is dead."""
+    from pullback.primitives import rank_update
+
+    return bind(rank_update.ger_p, a, x, y)
+
+
 def trmm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False):
     from pullback.primitives import linalg
 

@@ -39,6 +39,7 @@ from pullback.ir.types import ArrayType
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
 from pullback.primitives import linalg_extra as lx
+from pullback.primitives import rank_update as rk
 from pullback.primitives.linalg import GAP_EPS, Trans
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
     "logdet", "lq", "lu", "lu_factor", "lu_factor_ex", "lu_full_pivot", "lu_full_pivot_ex", "lu_solve", "qr",
     "slogdet", "solve", "solve_triangular", "svd", "syrk", "trmm", "eigvalsh", "lstsq", "matrix_power",
     "matrix_rank", "norm", "pinv", "eig", "eigvals", "expm", "expm_frechet", "sqrtm", "solve_sylvester",
-    "solve_banded",
+    "solve_banded", "ger",
 ]
 
 
@@ -246,6 +247,15 @@ def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: b
     _check_rhs(a, b, "trmm", _side(side))
     out = _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal)
     return out if alpha == 1.0 else out * alpha
+
+
+@_traced
+def ger(a, x, y, alpha=1.0):
+    """``a + alpha outer(x, y)`` (BLAS ger, geru for complex: no conjugate), a rank-1 update."""
+    _check_matrix(a, "ger", square=False)
+    a = _float(a)
+    x, y = (np.asarray(v, a.dtype) if not isinstance(v, Tracer) else v.astype(a.dtype) for v in (x, y))
+    return bind(rk.ger_p, a, x if alpha == 1.0 else x * alpha, y)
 
 
 @_traced

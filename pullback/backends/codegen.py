@@ -180,10 +180,13 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ctx.reusable = reuse.get(i, frozenset())
             k = _in_place_operand(eqn, ctx.reusable, backend)
             printer = _NESTED.get(eqn.prim.name)
-            if k is not None and printer is None:
+            # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
+            returned_update = (k is not None and printer is None and id(eqn.outputs[0]) in returned
+                               and eqn.prim not in memory.UPDATES)
+            if k is not None and printer is None and not returned_update:
                 namer.alias(eqn.outputs[0], eqn.inputs[k])
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
-            piece = templated(eqn, k) if text and printer is None else None
+            piece = templated(eqn, k) if text and printer is None and not returned_update else None
             if piece is not None:
                 if comment is not None and comment[1] != last_comment[0] and piece:
                     last_comment[0] = comment[1]
@@ -195,6 +198,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ins = [expr(a) for a in eqn.inputs]
             if printer is not None:  # an equation holding sub-programs prints them in place
                 stmts = printer(eqn, ins, nest)
+            elif returned_update:
+                out = eqn.outputs[0]
+                stmts = [backend.in_place(eqn, ins, k), s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = [backend.in_place(eqn, ins, k)]
             else:

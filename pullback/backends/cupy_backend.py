@@ -34,6 +34,7 @@ from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
 from pullback.primitives import elementwise as ew
 from pullback.primitives import linalg as la
+from pullback.primitives import rank_update as rk
 from pullback.primitives import signal as sg
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
@@ -350,6 +351,13 @@ EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
 EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", s.attribute(ins[0], "T"))
+
+
+@emits(rk.ger_p)
+def _ger(ctx, eqn, ins, outs):
+    """A + x y^T; CuPy's elementwise outer product (cuBLAS ger has no SciPy-style binding in CuPy)."""
+    a, x, y = ins
+    return [s.assign(outs, s.binop(a, "+", s.call("cp.multiply.outer", x, y)))]
 
 
 # --- pullback.primitives.linalg_extra ------------------------------------------------------------

@@ -104,11 +104,9 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
         for a in eqn.inputs:
             if isinstance(a, Var):
                 last[root.get(id(a), id(a))] = i
-    returned = {id(a) for a in program.outputs}
     reusable: dict[int, frozenset[int]] = {}
     for i, eqn in enumerate(program.eqns):
-        if any(id(v) in returned for v in eqn.outputs) and eqn.prim not in UPDATES:
-            continue  # results keep their own names (an updated buffer takes the result's name: see codegen)
+        # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         update = eqn.prim in UPDATES
         ok = frozenset(

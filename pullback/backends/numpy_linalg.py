@@ -21,6 +21,7 @@ from pullback.backends.numpy_backend import EMITTERS, ONE_BLAS_MIN_WORK, Context
 from pullback.backends.syntax import Expr
 from pullback.ir.core import Eqn
 from pullback.primitives import linalg as la
+from pullback.primitives import rank_update as rk
 
 PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
           np.dtype(np.complex128): "z"}
@@ -188,20 +189,56 @@ def _syrk(ctx, eqn, ins, outs):
     ]
 
 
+# potri's triangle is mirrored block by block from this order on: the copy of a block row is all
+# the temporary memory it takes, not a second n x n array
+MIRROR_MIN_N = 512
+MIRROR_BLOCK = 256
+
+
+def _mirror_by_blocks(ctx, b: cst.Name, n: int, complex_: bool) -> cst.For:
+    """``for j ...: b[j:j+k, j:j+k] += triu(b[j:j+k, j:j+k], 1).T; b[j+k:, j:j+k] = b[j:j+k, j+k:].T``."""
+    j = s.name(ctx.fresh("j"))
+    end = s.binop(j, "+", s.number(MIRROR_BLOCK))
+    block, rows = cst.Slice(lower=j, upper=end), cst.Slice(lower=end, upper=None)
+    below = rows
+    diagonal = s.subscript(b, [block, block])
+    upper = s.attribute(s.call("np.triu", diagonal, s.number(1)), "T")
+    right = s.attribute(s.subscript(b, [block, rows]), "T")
+    body = [s.statement(cst.AugAssign(diagonal, cst.AddAssign(), s.method(upper, "conj") if complex_ else upper)),
+            s.statement(cst.Assign([cst.AssignTarget(s.subscript(b, [below, block]))],
+                                   s.method(right, "conj") if complex_ else right))]
+    return cst.For(target=j, iter=s.call("range", s.number(0), s.number(n), s.number(MIRROR_BLOCK)),
+                   body=cst.IndentedBlock(body))
+
+
 @emits(la.potri_p)
 def _potri(ctx, eqn, ins, outs):
-    """potri on the F-view L.T = U leaves triu((U^H U)^{-1}); the strict upper part mirrors."""
+    """potri on the F-view L.T = U leaves triu((U^H U)^{-1}) in an F-ordered c; the strict upper
+    part mirrors in place, and the result is c.T: the conjugate of a Hermitian c, C-ordered."""
     (l,), (b,) = ins, outs
     c, info = s.name(ctx.fresh("c")), s.name(ctx.fresh("info"))
     complex_ = eqn.inputs[0].dtype.kind == "c"
+    n = eqn.outputs[0].shape[-1]
     mirror = s.attribute(s.call("np.triu", c, s.number(1)), "T")
-    full = s.binop(c, "+", s.method(mirror, "conj") if complex_ else mirror)
     return [
         assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"),
                                  **overwrite(ctx, 0, "overwrite_c"))),
         raise_if(info, ctx, "cholesky_inverse: the factor is singular (LAPACK potri info={})", info),
-        assign([b], s.call("np.conj", full) if complex_ else full),
+        # in place: one strict triangle's copy, not a second n x n result (the other triangle is zero)
+        s.statement(cst.AugAssign(c, cst.AddAssign(), s.method(mirror, "conj") if complex_ else mirror))
+        if n < MIRROR_MIN_N else _mirror_by_blocks(ctx, c, n, complex_),
+        assign([b], s.attribute(c, "T")),
     ]
+
+
+@emits(rk.ger_p)
+def _ger(ctx, eqn, ins, outs):
+    """A + x y^T as ger on the F-view A.T (A^T + y x^T), into A's buffer when A is dead."""
+    a, x, y = ins
+    dtype = eqn.inputs[0].dtype
+    name = "geru" if dtype.kind == "c" else "ger"
+    return s.attribute(s.call(blas(ctx, name, dtype), s.number(1.0), y, x, a=s.attribute(a, "T"),
+                              **overwrite(ctx, 0, "overwrite_a")), "T")
 
 
 def _qr_workspace(dtype, m: int, n: int) -> dict[str, Expr]:

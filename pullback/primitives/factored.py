@@ -255,8 +255,8 @@ def _lu_logabsdet_jvp(primals, tangents):
 def _posv_jvp(primals, tangents):
     """dx = A^{-1} (db - sym(dA) x), sym(dA) = (dA + dA^H) / 2: the part of dA a Hermitian A sees
     (as ``potrf``'s rule); one potrs with the same factor."""
-    (a, l, b), (da, _, db) = primals, tangents
-    x = bind(posv_p, a, l, b)
+    (_, l, b), (da, _, db) = primals, tangents
+    x = lax.potrs(l, b)  # the same call as posv's; the cotangent's potrs can then share it (CSE)
     rhs = None if isinstance(db, Zero) else db
     if not isinstance(da, Zero):
         rhs = _add(rhs, _minus_dA_x(la._sym(da), x))

@@ -44,6 +44,7 @@ from pullback.lax import FOLD
 from pullback.primitives import contractions as con
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
+from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
 from pullback.primitives import reductions as red
 from pullback.primitives import special as sp
@@ -257,9 +258,11 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         if _is(x, 0) or _is(y, 0):
             return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
                        Params({"shape": out.shape, "broadcast_dimensions": ()}))
-    scaled = _scaling_rewrite(prim, ins, out, defs)
+    scaled = _scaling_rewrite(prim, ins, p, out, defs)
     if scaled is not None:
         return scaled
+    if prim in (la.trsm_p, la.trmm_p) and p["trans"] == la.Trans.C and ins[0].dtype.kind != "c":
+        return Eqn(prim, ins, (out,), Params({**p, "trans": la.Trans.T}))  # one spelling of a real transpose: CSE
     if prim is la.trsm_p and p["check"] and _checked_cholesky_factor(ins[0], defs):
         return Eqn(prim, ins, (out,), Params({**p, "check": False}))
     if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
@@ -420,8 +423,12 @@ def _scaled(a, defs: dict[int, Eqn]) -> tuple[object, Literal] | None:
     return None
 
 
-def _scaling_rewrite(prim, ins, out: Var, defs: dict[int, Eqn]):
-    """Scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, and ``(x c1) c2`` is ``x (c1 c2)``, so that
+_SOLVES = {la.trsm_p: 1, fa.potrs_p: 1, fa.getrs_p: 2}  # linear in this operand
+
+
+def _scaling_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
+    """Scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, ``(x c1) c2`` is ``x (c1 c2)``, and
+    a solve of ``b c`` is ``solve(b) c``, so that
     the cotangent of ``0.5 * z @ z``, ``0.5 z + 0.5 z``, is ``z`` (floats only: exact for powers of
     two, within a rounding otherwise)."""
     if out.dtype.kind not in "fc":
@@ -432,6 +439,19 @@ def _scaling_rewrite(prim, ins, out: Var, defs: dict[int, Eqn]):
         if x is y and isinstance(x, Var) and x.type == out.type:
             value = np.asarray(c1.value, out.dtype) + np.asarray(c2.value, out.dtype)
             return Eqn(ew.mul_p, (x, Literal.of(value.item(), out.dtype)), (out,))
+    if prim in _SOLVES:  # a solve of a scaled right-hand side is the scaled solve: solves of b and of 0.5 b share
+        k, pre = _SOLVES[prim], []
+        d = defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+        inner = _scaled(ins[k], defs)
+        if inner is None and d is not None and d.prim is st.reshape_p:  # a vector made a column
+            inner = _scaled(d.inputs[0], defs)
+            if inner is not None and inner[0].type == d.inputs[0].type:
+                column = Var(ins[k].type, ins[k].hint)
+                pre, inner = [Eqn(st.reshape_p, (inner[0],), (column,), d.params)], (column, inner[1])
+        if inner is not None and inner[0].type == ins[k].type:
+            solved = Var(out.type, out.hint)
+            operands = tuple(inner[0] if j == k else a for j, a in enumerate(ins))
+            return [*pre, Eqn(prim, operands, (solved,), p), Eqn(ew.mul_p, (solved, inner[1]), (out,))]
     if prim is ew.mul_p:
         x, y = ins
         c2, other = (y, x) if isinstance(y, Literal) else (x, y) if isinstance(x, Literal) else (None, None)

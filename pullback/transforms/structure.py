@@ -411,6 +411,7 @@ class _Pass:
 
     # --- the walk ------------------------------------------------------------------------------
     def run(self) -> Program:
+        returned = {id(a) for a in self.program.outputs}
         for eqn in self.program.eqns:
             ins = tuple(self.replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs)
             if ins != eqn.inputs:
@@ -421,7 +422,7 @@ class _Pass:
                 self.source = eqn.source
                 self.analyse(eqn, out)
                 form = self.exact.get(id(out))
-                if form is not None and self.cubic(eqn) and self.cheap(form):
+                if form is not None and self.cheap(form) and (self.cubic(eqn) or self.gathers(eqn, form, returned)):
                     new = self.replace[id(out)] = self.materialise(form, out)
                     for table in (self.exact, self.lower, self.herm):
                         if id(out) in table:
@@ -440,6 +441,12 @@ class _Pass:
             return eqn.inputs[1].shape[-1] > 1 if eqn.params["left"] else eqn.inputs[1].shape[-2] > 1
         return eqn.prim is st.add_transpose_p or id(eqn.outputs[0]) in self.cancelled or (eqn.prim is ew.add_p and any(
             isinstance(a, Var) and id(a) in self.herm for a in eqn.inputs))
+
+    @staticmethod
+    def gathers(eqn: Eqn, form: Form, returned: set[int]) -> bool:
+        """A returned sum holding a rank-1 term: printed from its form, the outer product is one update
+        of the dense term's buffer (``ger``), not an n x n array made and then added."""
+        return eqn.prim is ew.add_p and id(eqn.outputs[0]) in returned and any(t.kind == "outer" for t in form)
 
     @staticmethod
     def cheap(form: Form) -> bool:

@@ -6,8 +6,7 @@ Cases (value and gradient, float64, A = randn + n I, K SPD given):
   solve    sum(W * solve(A, B)), wrt A, B  expert: getrf, getrs, getrs(trans=1), one gemm
   det      det(A)                          expert: getrf, getri, a scaling (det A^{-T})
   slogdet  slogdet(A)[1]                   expert: getrf, getri (A^{-T})
-  gp       0.5 y^T K^{-1} y + 0.5 logdet K, written with solve(K, y, assume_a='pos') and logdet
-                                           expert: potrf, potrs, potri, syr (0.5 (K^{-1} - a a^T))
+(The GP written with ``solve(assume_a='pos')`` and ``logdet`` is in ``benchmarks.gp_recipes``.)
 Medians and minima of interleaved repeats (the two implementations alternate, so load drifts hit
 both alike); peak memory is tracemalloc's high-water mark of NumPy's allocations during one call.
 ``--write`` appends the table to benchmarks/RESULTS.md under its own heading.
@@ -21,10 +20,9 @@ import time
 import tracemalloc
 
 import numpy as np
-from scipy.linalg import blas, lapack
+from scipy.linalg import lapack
 
 import pullback as pb
-from pullback import linalg as pla
 
 
 def _getri(lu, piv):
@@ -69,38 +67,15 @@ def slogdet_expert(A):
     return np.sum(np.log(np.abs(np.diagonal(lu)))), _getri(lu, piv).T
 
 
-def gp_expert(K, y):
-    """GPML's recipe with K given: potrf, potrs, potri, syr, one symmetrising pass."""
-    L, info = lapack.dpotrf(K, lower=1)
-    if info:
-        raise np.linalg.LinAlgError("not positive definite")
-    a, _ = lapack.dpotrs(L, y, lower=1)
-    value = 0.5 * (y @ a) + np.sum(np.log(np.diagonal(L)))
-    C, _ = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle of K^{-1}
-    C = blas.dsyr(-1.0, a, a=C, lower=1, overwrite_a=1)  # ... - a a^T
-    K_bar = np.tril(C)
-    K_bar += np.tril(C, -1).T
-    K_bar *= 0.5
-    return value, K_bar
-
-
-def gp(K, y):
-    return 0.5 * y @ pla.solve(K, y, assume_a="pos") + 0.5 * pla.logdet(K)
-
-
 def cases(n: int, rng):
     A = rng.standard_normal((n, n)) + n ** 0.5 * np.eye(n)
     W, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-    X = rng.standard_normal((n, n))
-    K = X @ X.T / n + np.eye(n)
-    y = rng.standard_normal(n)
     return {
         "inv": ((A, W), inv_expert, pb.value_and_grad(lambda A, W: np.sum(W * np.linalg.inv(A)))),
         "solve": ((A, B, W), solve_expert,
                   pb.value_and_grad(lambda A, B, W: np.sum(W * np.linalg.solve(A, B)), argnums=(0, 1))),
         "det": ((A / n ** 0.5,), det_expert, pb.value_and_grad(np.linalg.det)),
         "slogdet": ((A,), slogdet_expert, pb.value_and_grad(lambda A: np.linalg.slogdet(A)[1])),
-        "gp (solve pos + logdet)": ((K, y), gp_expert, pb.value_and_grad(gp)),
     }
 
 
@@ -167,7 +142,7 @@ def main() -> None:
             f.write("\n## LU and Cholesky composites differentiated at the solve (issue 16)\n\n"
                     f"`python -m benchmarks.lu_recipes --sizes {' '.join(map(str, args.sizes))} --repeats "
                     f"{args.repeats}`; value and gradient, float64, against hand-written SciPy LAPACK gradients "
-                    f"(getrf/getri/getrs; potrf/potrs/potri/syr); interleaved repeats; load average {load:.1f} "
+                    f"(getrf/getri/getrs); interleaved repeats; load average {load:.1f} "
                     "at the end of the run. Peak memory: tracemalloc's high-water mark of one call, as a ratio "
                     "to the expert's.\n\n" + text + "\n")
 

@@ -170,6 +170,12 @@ def _H(x):
     return pnp.conj(_mT(x))
 
 
+def _potrf(a, lower: bool, check: bool):
+    """``(L, info)``, L L^H the Hermitian matrix of ``a``'s lower (upper) triangle: the one factorisation
+    that cholesky, solve(assume_a='pos') and logdet share (CSE) when they read the same triangle."""
+    return bind(la.potrf_p, a if lower else _H(a), check=check)
+
+
 @_traced
 def cholesky(a, lower: bool = True):
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix: lower L
@@ -177,7 +183,7 @@ def cholesky(a, lower: bool = True):
     Raises ``pullback.LinAlgError`` if A is not positive definite (LAPACK's info: the order of
     the failing leading minor)."""
     _check_matrix(a, "cholesky")
-    l, _ = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=True)
+    l, _ = _potrf(_float(a), lower, check=True)
     return l if lower else _H(l)
 
 
@@ -186,7 +192,7 @@ def cholesky_ex(a, lower: bool = True):
     """``(factor, info)``: like ``cholesky`` but reports failure in ``info`` (0 on success,
     else the order of the failing leading minor) instead of raising, for retry-with-jitter."""
     _check_matrix(a, "cholesky_ex")
-    l, info = bind(la.potrf_p, _float(a) if lower else _H(_float(a)), check=False)
+    l, info = _potrf(_float(a), lower, check=False)
     return (l if lower else _H(l)), info
 
 
@@ -348,7 +354,7 @@ def logdet(a, lower: bool = False):
     SciPy's Cholesky routines read it, so that both share one factorisation."""
     _check_matrix(a, "logdet")
     a = _float(a)
-    l, _ = bind(la.potrf_p, a if lower else _H(a), check=True)  # L L^H of the triangle read
+    l, _ = _potrf(a, lower, check=True)
     return bind(fa.po_logdet_p, a, l)
 
 
@@ -396,7 +402,7 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     rhs = pnp.broadcast_to(left_b, batch + left_b.shape[-2:])
     if assume_a in ("pos", "positive definite"):  # the triangle ``lower`` names is read, as SciPy's
         # differentiated at the solve: potrs with potrf's lower factor L, A = L L^H (shared by CSE)
-        l, _ = bind(la.potrf_p, a if lower else _H(a), check=True)
+        l, _ = _potrf(a, lower, check=True)
         return undo(bind(fa.posv_p, *wide(a, l), rhs))
     lu, piv, _, info = _getrf(a)  # unchecked, so that slogdet of the same matrix shares it: gesv checks info
     return undo(bind(fa.gesv_p, *wide(a, lu, piv, info), rhs))

@@ -1052,14 +1052,15 @@ class vmap:
         if kwargs:  # as JAX does, keyword arguments are mapped over their leading axis
             return self._with_kwargs(len(args), kwargs)(*args, kwargs)
         leaves, trees, leaf_axes = self._flat_axes(args)
-        static = tuple((k, type(x), x) for k, (x, axis) in enumerate(zip(leaves, leaf_axes)) if _is_static(x, axis))
-        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves), static)
+        static = [_is_static(x, axis) for x, axis in zip(leaves, leaf_axes)]
+        key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves),
+               tuple((type(x), x) if s else None for x, s in zip(leaves, static)))
         staged = self._stages.get(key)
         if staged is None:
             staged = self._program(leaves, trees, leaf_axes)
             if not staged.captures:
                 self._stages[key] = staged
-        return staged(*[x for x, axis in zip(leaves, leaf_axes) if not _is_static(x, axis)])
+        return staged(*[x for x, s in zip(leaves, static) if not s])
 
     def _with_kwargs(self, n: int, kwargs: dict) -> vmap:
         """This map of a function taking the keyword arguments as one last positional dict, batched on axis 0."""

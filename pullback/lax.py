@@ -35,17 +35,24 @@ FOLD = {
     ew.arcsinh_p: np.arcsinh, ew.arccosh_p: np.arccosh, ew.arctanh_p: np.arctanh, ew.cbrt_p: np.cbrt,
     ew.sinc_p: np.sinc, ew.floor_divide_p: np.floor_divide, ew.rem_p: np.remainder, ew.fmod_p: np.fmod,
     ew.arctan2_p: np.arctan2, ew.hypot_p: np.hypot, ew.isnan_p: np.isnan, ew.isinf_p: np.isinf,
-    ew.isfinite_p: np.isfinite, ew.clip_p: np.clip,
+    ew.isfinite_p: np.isfinite, ew.clip_p: np.clip, ew.sign_p: np.sign, ew.log1p_p: np.log1p, ew.expm1_p: np.expm1,
+    ew.sin_p: np.sin, ew.cos_p: np.cos, ew.tan_p: np.tan, ew.tanh_p: np.tanh, ew.sinh_p: np.sinh, ew.cosh_p: np.cosh,
+    ew.abs_p: np.abs, ew.real_p: np.real, ew.imag_p: np.imag, ew.angle_p: np.angle, ew.max_p: np.maximum,
+    ew.min_p: np.minimum, ew.fmax_p: np.fmax, ew.fmin_p: np.fmin, ew.copysign_p: np.copysign,
+    ew.logaddexp_p: np.logaddexp, ew.logaddexp2_p: np.logaddexp2, ew.eq_p: np.equal, ew.ne_p: np.not_equal,
+    ew.lt_p: np.less, ew.le_p: np.less_equal, ew.gt_p: np.greater, ew.ge_p: np.greater_equal,
+    ew.and_p: np.bitwise_and, ew.or_p: np.bitwise_or, ew.xor_p: np.bitwise_xor, ew.not_p: np.invert,
 }
 
 
-def _scipy_special(prim):
+def _scipy_special(name: str):
     import scipy.special
 
-    return getattr(scipy.special, sp.SCIPY_NAMES[prim])
+    return getattr(scipy.special, name)
 
 
-FOLD.update({p: _scipy_special(p) for p in sp.SCIPY_NAMES})
+FOLD.update({p: _scipy_special(name) for p, name in sp.SCIPY_NAMES.items()})
+FOLD[ew.logistic_p] = _scipy_special("expit")
 
 
 def _apply(prim, *xs):

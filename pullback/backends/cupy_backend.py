@@ -32,7 +32,9 @@ from pullback.backends import numpy_signal, numpy_special
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
+from pullback.ir.core import Literal
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import linalg as la
 from pullback.primitives import rank_update as rk
 from pullback.primitives import signal as sg
@@ -82,7 +84,18 @@ def configure(ctx: Context, program) -> None:
 def in_place(eqn, ins, k):
     if eqn.prim is st.add_diagonal_p:
         return _diagonal_update(ins[0], ins[1])
-    return to_cupy(npb.in_place(eqn, ins, k))
+    return _by_parts(eqn, [to_cupy(npb.in_place(eqn, ins, k))])
+
+
+def _by_parts(eqn, stmts: list) -> list:
+    """``cupy.add.at`` takes no complex values: a repeated-index update of a complex array adds the
+    real and the imaginary parts, each through its view (``x.real``, ``x.imag``)."""
+    if not (eqn.prim is ix.scatter_add_p and eqn.outputs[0].dtype.kind == "c" and not eqn.params["unique_indices"]):
+        return stmts
+    call = stmts[-1].body[0].value  # cp.add.at(x, key, v)
+    x, key, v = (a.value for a in call.args)
+    return [*stmts[:-1], *(s.statement(s.call("cp.add.at", s.attribute(x, part), key, s.attribute(v, part)))
+                           for part in ("real", "imag"))]
 
 
 def _diagonal_update(x: Expr, v: Expr) -> cst.SimpleStatementLine:
@@ -106,6 +119,8 @@ def asarray(value):
 
 
 EMITTERS = {p: _renamed(e) for p, e in npb.EMITTERS.items()}
+EMITTERS[ix.scatter_add_p] = lambda ctx, eqn, ins, outs: _by_parts(eqn, to_cupy(npb.EMITTERS[ix.scatter_add_p](
+    ctx, eqn, ins, outs)))
 
 
 def emits(prim):
@@ -346,7 +361,38 @@ def _cupyx_special(name: str):
 
 for _p, _name in sp.SCIPY_NAMES.items():
     EMITTERS[_p] = _cupyx_special(_name)
-EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal")
+def _conv_method(eqn) -> sg.ConvMethod:
+    """cupyx chooses a method for 1-D operands only: of more axes, ``auto`` prints the one SciPy's
+    estimate mostly picks, direct sums for small operands and FFTs (inexact dtypes) for large."""
+    a, b = eqn.inputs
+    if eqn.params["method"] is not sg.ConvMethod.AUTO or a.type.ndim == 1:
+        return eqn.params["method"]
+    large = a.dtype.kind in "fc" and a.type.size * b.type.size > 1 << 16
+    return sg.ConvMethod.FFT if large else sg.ConvMethod.DIRECT
+
+
+EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal", _conv_method)
+
+
+def _yn(ctx, eqn, ins, outs):
+    """cupyx's yn is nan at negative orders: there Y_{-n} = (-1)^n Y_n."""
+    n = eqn.inputs[0]
+    if isinstance(n, Literal) and n.value >= 0:
+        return _cupyx_special("yn")(ctx, eqn, ins, outs)
+    (out,) = outs
+    ctx.use("cupyx.scipy.special")
+    if isinstance(n, Literal):
+        order = numpy_special.order_expr(Literal.of(-n.value, n.dtype), s.number(-n.value), "yn",
+                                         eqn.inputs[1].dtype, False)
+        y = s.call("cupyx.scipy.special.yn", order, ins[1])
+        return [s.assign(outs, s.neg(y) if int(n.value) % 2 else y)]
+    y = s.call("cupyx.scipy.special.yn", s.call("cp.abs", ins[0]), ins[1])
+    odd = s.binop(s.binop(ins[0], "%", s.number(2)), "==", s.number(1))
+    odd_negative = s.binop(s.binop(ins[0], "<", s.number(0)), "&", odd)
+    return [s.assign(outs, y), s.assign(outs, s.call("cp.where", odd_negative, s.neg(out), out))]
+
+
+EMITTERS[sp.yn_p] = _yn
 
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.

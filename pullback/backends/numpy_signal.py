@@ -11,11 +11,12 @@ from pullback.backends.numpy_backend import EMITTERS
 from pullback.primitives import signal as sg
 
 
-def emitter(module: str):
-    """An emitter printing ``module.convolve(a, b, mode='valid')`` (or ``correlate``)."""
+def emitter(module: str, method_of=None):
+    """An emitter printing ``module.convolve(a, b, mode='valid')`` (or ``correlate``); ``method_of(eqn)``,
+    given, picks the method printed."""
     def emit(ctx, eqn, ins, outs):
         ctx.use(module)
-        mode, method = eqn.params["mode"], eqn.params["method"]
+        mode, method = eqn.params["mode"], (method_of or (lambda e: e.params["method"]))(eqn)
         kw = {}
         if mode is not sg.ConvMode.FULL:
             kw["mode"] = cst.SimpleString(repr(mode.value))

@@ -22,7 +22,7 @@ def _int_order_keeps_dtype(name: str, dtype: np.dtype) -> bool:
         return np.asarray(getattr(scipy.special, name)(1, np.ones((), dtype))).dtype == dtype
 
 
-def _order(a, expr, name: str, dtype: np.dtype, device_array: bool):
+def order_expr(a, expr, name: str, dtype: np.dtype, device_array: bool):
     """An order as the integer a person writes (``polygamma(1, x)``, ``jv(2, x)``, not ``1.0``) where
     that keeps SciPy's dtype; CuPy's polygamma broadcasts its arguments with ``cupy.broadcast_arrays``,
     which takes arrays only."""
@@ -39,7 +39,7 @@ def emitter(module: str, name: str):
         ctx.use(module)
         if eqn.prim in sp.ORDERS:
             device_array = module.startswith("cupyx") and eqn.prim is sp.polygamma_p
-            ins = [_order(eqn.inputs[0], ins[0], name, eqn.inputs[1].dtype, device_array), ins[1]]
+            ins = [order_expr(eqn.inputs[0], ins[0], name, eqn.inputs[1].dtype, device_array), ins[1]]
         return s.call(f"{module}.{name}", *ins)
 
     return emit

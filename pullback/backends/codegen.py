@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import memory, render
+from pullback.backends import fusion, memory, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -160,12 +160,13 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             outs = [namer[v] for v in eqn.outputs]
         return templates.fill(template, ins, outs)
 
-    def block(prog: Program, text: bool = False) -> list[cst.BaseStatement | str]:
+    def block(prog: Program, text: bool = False, plain: bool = False) -> list[cst.BaseStatement | str]:
         """The statements of ``prog``'s equations (its inputs are already named); with ``text``, as
-        rendered text, printed from templates where the equation's kind allows."""
+        rendered text, printed from templates where the equation's kind allows; ``plain``, with no
+        ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
-        dead = _last_uses(prog) if dels else {}
-        reuse = memory.plan(prog) if in_place else {}
+        dead = _last_uses(prog) if dels and not plain else {}
+        reuse = memory.plan(prog) if in_place and not plain else {}
         listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
@@ -222,7 +223,27 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
-    nest = _Nest(namer, expr, block, escaped, backend, listed)
+    kernels: list[cst.FunctionDef] = []
+
+    def kernel(body: Program) -> str:
+        """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy); return its name."""
+        name = namer.fresh("fused", "fused")
+        seen = last_comment[0]
+        stmts = block(body, plain=True)
+        last_comment[0] = seen
+        results = [expr(a) for a in body.outputs]
+        ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
+        kernels.append(cst.FunctionDef(
+            name=s.name(name), params=cst.Parameters([cst.Param(expr(v)) for v in body.inputs]),
+            body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
+            decorators=[cst.Decorator(s.call(fuse_with))] if fuse_with else [],
+            leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        return name
+
+    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel)
+    fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
+    if fuse_with is not None:
+        program = fusion.fuse(program)
 
     body.extend(block(program, text=True))
     outputs = [expr(a) for a in program.outputs]
@@ -248,7 +269,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
     imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
-    code = cst.Module(body=[*imports, func]).code
+    code = cst.Module(body=[*imports, *kernels, func]).code
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
     return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
@@ -265,6 +286,7 @@ class _Nest:
     escaped: set[int]
     backend: ModuleType
     listed: set[int]
+    kernel: Callable[[Program], str]
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
@@ -432,10 +454,18 @@ def _inline_body(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]
     return stmts
 
 
+def _fused(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """``a, b = fused(x, y)``: the call of the kernel printed for the body (see ``fusion``)."""
+    name = nest.kernel(eqn.params["body"])
+    outs = [s.name(nest.namer[v]) for v in eqn.outputs]
+    return [s.assign(outs, s.call(name, *ins))]
+
+
 # Equations that hold sub-programs, by primitive name: they print them in place.
 _NESTED: dict[str, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
     "scan": _scan, "while": _while, "cond": _cond,
     "checkpoint": _inline_body, "custom_jvp_call": _inline_body, "custom_vjp_call": _inline_body,
+    "fused": _fused,
 }
 
 

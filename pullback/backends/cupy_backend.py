@@ -44,6 +44,7 @@ from pullback.primitives import structural as st
 IMPORTS = {"np": "numpy", "cp": "cupy"}
 IN_PLACE = npb.IN_PLACE
 SCALARS_AS_ARRAYS = True  # Python scalar arguments go to the device as 0-d arrays
+FUSE = "cp.fuse"  # runs of elementwise operations print as one @cp.fuse() kernel (see fusion.py)
 KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loops over batch indices
 
 

@@ -1,0 +1,115 @@
+"""Elementwise fusion for the GPU: runs of elementwise equations become one ``fused`` equation
+whose body the CuPy backend prints as a module-level ``@cp.fuse()`` function, one kernel where
+each operation was a pass over memory (the GP gradient's O(n^2) chain, that XLA fuses too).
+
+The grouping is one pass in program order. An open group takes each fusable equation of its
+shape that reads nothing computed from the group outside it; an equation that is not fusable
+either reads the group (it is *deferred*: printed after the fused call, with everything that
+reads it in turn) or does not (printed where it is). A fusable equation that reads a deferred
+value closes the group and opens the next. Nothing in a group reads a deferred value, and a
+deferred equation reads only the group, deferred values or values defined before, so the
+fused call followed by the deferred equations is a valid order.
+
+A NumPy-style broadcast (``broadcast_to`` of trailing axes) feeding a group is read by the
+kernel as its operand: ``cp.fuse`` broadcasts its arguments as ufuncs do.
+"""
+
+from __future__ import annotations
+
+from pullback.ir.core import WITH_BODIES, Eqn, Params, Primitive, Program, Var
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.transforms.dce import dce
+
+fused_p = Primitive("fused", multiple_results=True)
+WITH_BODIES.add(fused_p)
+
+# Printed as operators or CuPy ufuncs, which ``cp.fuse`` compiles into one kernel.
+FUSABLE = frozenset({
+    ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, ew.exp_p, ew.log_p, ew.log1p_p, ew.expm1_p, ew.sqrt_p,
+    ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p, ew.sinh_p, ew.cosh_p, ew.abs_p, ew.sign_p, ew.max_p, ew.min_p,
+    ew.integer_pow_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p,
+})
+
+
+def _numpy_broadcast(eqn: Eqn) -> bool:
+    """A broadcast NumPy's rules perform: the operand's axes are the output's last, each of size 1 or equal."""
+    x, out = eqn.inputs[0], eqn.outputs[0]
+    k, n = x.type.ndim, out.type.ndim
+    return (eqn.params["broadcast_dimensions"] == tuple(range(n - k, n))
+            and all(a in (1, b) for a, b in zip(x.shape, out.shape[n - k:])))
+
+
+class _Group:
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+        self.eqns: list[Eqn] = []
+        self.defined: set[int] = set()
+        self.deferred: list[Eqn] = []
+        self.tainted: set[int] = set()  # values computed from the group outside it
+
+
+def fuse(program: Program) -> Program:
+    """``program`` with each run of two or more fusable equations of one (non-scalar) shape fused."""
+    consumers: dict[int, int] = {}
+    for eqn in program.eqns:
+        for a in eqn.inputs:
+            if isinstance(a, Var):
+                consumers[id(a)] = consumers.get(id(a), 0) + 1
+    for a in program.outputs:
+        if isinstance(a, Var):
+            consumers[id(a)] = consumers.get(id(a), 0) + 1
+    source = {id(e.outputs[0]): e.inputs[0] for e in program.eqns
+              if e.prim is st.broadcast_in_dim_p and isinstance(e.inputs[0], Var) and _numpy_broadcast(e)}
+    out: list[Eqn] = []
+    group: _Group | None = None
+
+    def close() -> None:
+        nonlocal group
+        if group is not None:
+            out.extend(_fused(group, consumers, source) if len(group.eqns) > 1 else group.eqns)
+            out.extend(group.deferred)
+        group = None
+
+    for eqn in program.eqns:
+        reads = {id(a) for a in eqn.inputs if isinstance(a, Var)}
+        fusable = eqn.prim in FUSABLE and eqn.outputs[0].type.ndim > 0
+        if fusable and group is not None and eqn.outputs[0].shape == group.shape and not reads & group.tainted:
+            group.eqns.append(eqn)
+            group.defined.update(id(v) for v in eqn.outputs)
+        elif fusable:
+            close()
+            group = _Group(eqn.outputs[0].shape)
+            group.eqns.append(eqn)
+            group.defined.update(id(v) for v in eqn.outputs)
+        elif group is not None and reads & (group.defined | group.tainted):
+            group.deferred.append(eqn)
+            group.tainted.update(id(v) for v in eqn.outputs)
+        else:
+            out.append(eqn)
+    close()
+    if len(out) == len(program.eqns):
+        return program
+    return dce(Program(program.inputs, tuple(out), program.outputs, program.constvars, program.constvals,
+                       program.name))
+
+
+def _fused(group: _Group, consumers: dict[int, int], source: dict[int, Var]) -> list[Eqn]:
+    """The group as one equation: its operands (a broadcast's source for the broadcast) and
+    results (the values read outside the group) are its body's inputs and outputs, the same vars."""
+    inside: dict[int, int] = {}
+    operands: dict[int, Var] = {}
+    body: list[Eqn] = []
+    for eqn in group.eqns:
+        ins = []
+        for a in eqn.inputs:
+            if isinstance(a, Var) and id(a) not in group.defined:
+                a = source.get(id(a), a)
+                operands.setdefault(id(a), a)
+            if isinstance(a, Var):
+                inside[id(a)] = inside.get(id(a), 0) + 1
+            ins.append(a)
+        body.append(Eqn(eqn.prim, tuple(ins), eqn.outputs, eqn.params, eqn.source))
+    results = [v for e in group.eqns for v in e.outputs if consumers.get(id(v), 0) > inside.get(id(v), 0)]
+    kernel = Program(tuple(operands.values()), tuple(body), tuple(results), name="fused")
+    return [Eqn(fused_p, kernel.inputs, kernel.outputs, Params({"body": kernel}), group.eqns[-1].source)]

@@ -2,13 +2,14 @@
 whose body the CuPy backend prints as a module-level ``@cp.fuse()`` function, one kernel where
 each operation was a pass over memory (the GP gradient's O(n^2) chain, that XLA fuses too).
 
-The grouping is one pass in program order. An open group takes each fusable equation of its
-shape that reads nothing computed from the group outside it; an equation that is not fusable
-either reads the group (it is *deferred*: printed after the fused call, with everything that
-reads it in turn) or does not (printed where it is). A fusable equation that reads a deferred
-value closes the group and opens the next. Nothing in a group reads a deferred value, and a
-deferred equation reads only the group, deferred values or values defined before, so the
-fused call followed by the deferred equations is a valid order.
+The grouping is one pass in program order, with one open group per shape. A group takes each
+fusable equation of its shape that reads nothing computed from the group outside it; an
+equation that is not fusable and reads one open group is *deferred*: printed after that group's
+fused call, with everything that reads it in turn. Whatever reads another open group, or a
+value deferred by its own, closes that group first (prints its call and deferred equations),
+and one that reads several open groups closes them all. So a group reads only printed values
+and its own, open groups never read each other, and closing any of them at any point prints a
+valid order.
 
 A NumPy-style broadcast (``broadcast_to`` of trailing axes) feeding a group is read by the
 kernel as its operand: ``cp.fuse`` broadcasts its arguments as ufuncs do.
@@ -62,32 +63,41 @@ def fuse(program: Program) -> Program:
     source = {id(e.outputs[0]): e.inputs[0] for e in program.eqns
               if e.prim is st.broadcast_in_dim_p and isinstance(e.inputs[0], Var) and _numpy_broadcast(e)}
     out: list[Eqn] = []
-    group: _Group | None = None
+    groups: dict[tuple[int, ...], _Group] = {}  # the open groups, one per shape
+    owner: dict[int, _Group] = {}  # the open group each value is defined in or computed from
 
-    def close() -> None:
-        nonlocal group
-        if group is not None:
-            out.extend(_fused(group, consumers, source) if len(group.eqns) > 1 else group.eqns)
-            out.extend(group.deferred)
-        group = None
+    def close(group: _Group) -> None:
+        out.extend(_fused(group, consumers, source) if len(group.eqns) > 1 else group.eqns)
+        out.extend(group.deferred)
+        del groups[group.shape]
+        for k in group.defined | group.tainted:
+            del owner[k]
 
     for eqn in program.eqns:
         reads = {id(a) for a in eqn.inputs if isinstance(a, Var)}
-        fusable = eqn.prim in FUSABLE and eqn.outputs[0].type.ndim > 0
-        if fusable and group is not None and eqn.outputs[0].shape == group.shape and not reads & group.tainted:
+        involved = list({id(g): g for a in eqn.inputs if (g := owner.get(id(a))) is not None}.values())
+        if eqn.prim in FUSABLE and eqn.outputs[0].type.ndim > 0:
+            group = groups.get(eqn.outputs[0].shape)
+            stale = group is not None and bool(reads & group.tainted)
+            for g in involved:  # what it reads of other groups (or computed from its own) is printed first
+                if g is not group or stale:
+                    close(g)
+            if group is None or stale:
+                group = groups[eqn.outputs[0].shape] = _Group(eqn.outputs[0].shape)
             group.eqns.append(eqn)
             group.defined.update(id(v) for v in eqn.outputs)
-        elif fusable:
-            close()
-            group = _Group(eqn.outputs[0].shape)
-            group.eqns.append(eqn)
-            group.defined.update(id(v) for v in eqn.outputs)
-        elif group is not None and reads & (group.defined | group.tainted):
+            owner.update((id(v), group) for v in eqn.outputs)
+        elif len(involved) == 1:  # reads one group: it waits for the kernel
+            group = involved[0]
             group.deferred.append(eqn)
             group.tainted.update(id(v) for v in eqn.outputs)
+            owner.update((id(v), group) for v in eqn.outputs)
         else:
+            for g in involved:
+                close(g)
             out.append(eqn)
-    close()
+    for group in list(groups.values()):
+        close(group)
     if len(out) == len(program.eqns):
         return program
     return dce(Program(program.inputs, tuple(out), program.outputs, program.constvars, program.constvals,

@@ -10,8 +10,8 @@ The linear-algebra primitives print as cuSOLVER and cuBLAS calls:
   its pivots to the host once to build the row permutation (a sequence of swaps);
 - ``trsm`` calls cuBLAS trsm on the C arrays' buffers (the CPU backend's F-view trick: no
   transposing copies, in place when the right-hand side is dead); ``trmm`` and ``syrk``
-  are cuBLAS products (CuPy exposes no trmm); ``potri`` is two triangular solves through
-  ``cupyx.scipy.linalg.solve_triangular`` (as Seeger et al.);
+  are cuBLAS products (CuPy exposes no trmm); ``potri`` is two cuBLAS triangular solves in an
+  identity (CuPy binds no potri);
 - QR/LQ, eigh and SVD are ``cp.linalg`` (cuSOLVER geqrf/orgqr, syevd/heevd, gesvd),
   with the CPU backend's deterministic phases for complex vectors (real ones keep cuSOLVER's
   signs, as NumPy's keep LAPACK's);
@@ -189,8 +189,17 @@ def _trsm(ctx, eqn, ins, outs):
     A single column is its own transpose: it is solved from the left (a right-side solve
     of one row is several times slower in cuBLAS), with op(A) = op'(A^T)."""
     (a, b), (x,) = ins, outs
-    p, dt = eqn.params, eqn.inputs[0].dtype
-    m, n = eqn.inputs[1].shape[-2:]
+    return [
+        *to_cupy(npl.singular_check(ctx, eqn, a)),
+        s.assign([x], s.call("cp.ascontiguousarray", b) if 1 in ctx.reusable else s.method(b, "copy")),
+        *_trsm_in_place(ctx, a, x, eqn.params, eqn.inputs[0].dtype, eqn.inputs[1].shape[-2:], eqn.inputs[0].shape[-1]),
+    ]
+
+
+def _trsm_in_place(ctx, a: Expr, x: Expr, p, dt, shape: tuple[int, int], order: int) -> list:
+    """The cuBLAS call solving in the C array ``x`` (``shape``) by the ``order`` x ``order`` triangle ``a``,
+    as trsm with params ``p``."""
+    m, n = shape
     trans = 1 if int(p["trans"]) == 2 and dt.kind != "c" else int(p["trans"])
     handle, one = s.name(ctx.fresh("handle")), s.name(ctx.fresh("one"))
     column = p["left"] and n == 1 and trans != 2
@@ -200,14 +209,12 @@ def _trsm(ctx, eqn, ins, outs):
         side, op = "SIDE_RIGHT" if p["left"] else "SIDE_LEFT", ("OP_N", "OP_T", "OP_C")[trans]
     flags = [_enum(side), _enum("FILL_MODE_UPPER" if p["lower"] else "FILL_MODE_LOWER"), _enum(op),
              _enum("DIAG_UNIT" if p["unit_diagonal"] else "DIAG_NON_UNIT")]
-    k = s.number(eqn.inputs[0].shape[-1])
+    k = s.number(order)
     head = [handle, *flags, s.number(n), s.number(m), s.attribute(s.attribute(one, "ctypes"), "data"),
             _ptr(s.call("cp.ascontiguousarray", a)), k]
     return [
-        *to_cupy(npl.singular_check(ctx, eqn, a)),
         s.assign([handle], s.call("cp.cuda.device.get_cublas_handle")),
         s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()), dtype=s.dtype(dt))),
-        s.assign([x], s.call("cp.ascontiguousarray", b) if 1 in ctx.reusable else s.method(b, "copy")),
         s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
         s.statement(cst.Del(s.tuple_([handle, one], parens=False))),
     ]
@@ -239,19 +246,15 @@ def _trmm(ctx, eqn, ins, outs):
 
 @emits(la.potri_p)
 def _potri(ctx, eqn, ins, outs):
-    """(L L^H)^{-1} = L^{-H} L^{-1}: two triangular solves, no explicit product. ``l.T`` is
-    the column-major view cuBLAS reads, so the factor is not copied (``l^H`` has no view)."""
+    """(L L^H)^{-1} = L^{-H} (L^{-1} I): two cuBLAS triangular solves in place in an identity, as the
+    triangular solves print (no explicit product, no copy of the factor)."""
     (l,), (b,) = ins, outs
     n, dt = eqn.inputs[0].shape[-1], eqn.inputs[0].dtype
-    c = s.name(ctx.fresh("l_inv"))
-    solve = _cupyx(ctx, "solve_triangular")
-    lt, overwrite = s.attribute(l, "T"), s.number(True)
-    second = (s.call(solve, l, c, trans=s.number(2), lower=s.number(True), overwrite_b=overwrite) if dt.kind == "c"
-              else s.call(solve, lt, c, trans=s.number(0), lower=s.number(False), overwrite_b=overwrite))
+    solve = {"left": True, "lower": True, "unit_diagonal": False}
     return [
-        s.assign([c], s.call(solve, lt, s.call("cp.eye", s.number(n), dtype=s.dtype(dt)), trans=s.number(1),
-                             lower=s.number(False), overwrite_b=overwrite)),
-        s.assign([b], second),
+        s.assign([b], s.call("cp.eye", s.number(n), dtype=s.dtype(dt))),
+        *_trsm_in_place(ctx, l, b, {**solve, "trans": 0}, dt, (n, n), n),
+        *_trsm_in_place(ctx, l, b, {**solve, "trans": 2}, dt, (n, n), n),
     ]
 
 

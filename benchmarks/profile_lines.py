@@ -13,7 +13,7 @@ import numpy as np
 from benchmarks.cases import gp_regression
 
 
-def profile(source: str, namespace: dict, args: tuple, sync, repeats: int = 3, top: int = 15) -> None:
+def profile(source: str, namespace: dict, args: tuple, sync, repeats: int = 3, top: int = 25) -> None:
     tree = ast.parse(source)
     fn = [n for n in tree.body if isinstance(n, ast.FunctionDef)][-1]  # after any fused kernels
     fn.body = [s for st in fn.body for s in (st, ast.parse(f"_tick({st.lineno})").body[0])]

@@ -186,3 +186,19 @@ def test_keyword_parameters_take_attribute_and_dict_names():
     layer.W[2, 0] = 4.0
     np.testing.assert_allclose(method.grad(x), 2 * layer.W.T @ (layer.W @ x))
     np.testing.assert_allclose(pb.grad(f)(x), layer.W.sum(axis=0) + params["bias"])
+
+
+def test_operations_on_literals_alone_fold_when_traced():
+    """No traced equation computes from literals alone (a fill's broadcast aside): ``0.0 != 0.0``
+    printed would be a Python bool, which CuPy's broadcast_to refuses (found on the GPU)."""
+    from pullback.ir.core import Literal
+    from pullback.lax import FOLD
+    from tests.primitives.cases import make_arg
+    from tests.primitives.test_forward import CASES
+
+    rng = np.random.default_rng(0)
+    for case in CASES:
+        program = pb.make_ir(case.fn)(*[make_arg(rng, s, case.dtype, case.positive) for s in case.shapes])
+        folded = [e.prim.name for e in program.eqns
+                  if e.prim in FOLD and all(isinstance(a, Literal) for a in e.inputs)]
+        assert not folded, (case.name, folded)

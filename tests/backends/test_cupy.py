@@ -273,3 +273,35 @@ def test_gpu_bad_input_errors_match_cpu():
     assert int(info) == 3
     with pytest.raises(TypeError, match="mix NumPy"):
         pb.jit(lambda a, b: a + b)(np.ones(3), cp.ones(3))
+
+
+def test_what_cupyx_lacks_prints_another_way(rng):
+    """What the GPU run found, checked in the printed source: cupyx picks no method for 2-D
+    convolutions, its yn is nan at negative orders, and CuPy's add.at takes no complex values."""
+    import scipy.signal
+    import scipy.special as sc
+
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((2, 2))
+    source = pb.jit(lambda a, b: scipy.signal.convolve(a, b)).source(a, b, device="cuda")
+    check_cupy_source(source)
+    assert "method='direct'" in source
+    big = rng.standard_normal((300, 300))
+    assert "method='fft'" in pb.jit(lambda a, b: scipy.signal.convolve(a, b)).source(big, big, device="cuda")
+    x = np.abs(rng.standard_normal(3)) + 0.5
+    source = pb.jit(lambda x: sc.yn(-3, x) + sc.yn(2, x)).source(x, device="cuda")
+    assert "-cupyx.scipy.special.yn(3, x)" in source and "yn(2, x)" in source
+    orders = np.array([0, 1, -3])
+    source = pb.jit(lambda x: sc.yn(orders, x)).source(x, device="cuda")
+    assert "cp.where" in source and "cp.abs" in source
+    idx = np.array([0, 0, 2])
+    z = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+
+    def add_at(z, v):
+        out = z.copy()
+        np.add.at(out, idx, v)
+        return out
+
+    source = pb.jit(add_at).source(z, z[:3], device="cuda")
+    check_cupy_source(source)
+    assert "cp.add.at(accumulated.real, idx, v.real)" in source
+    assert "cp.add.at(accumulated.imag, idx, v.imag)" in source

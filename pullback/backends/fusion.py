@@ -22,7 +22,7 @@ from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
 
-fused_p = Primitive("fused", multiple_results=True)
+fused_p = Primitive("fused", multiple_results=True, registered=False)  # made while printing only
 WITH_BODIES.add(fused_p)
 
 # Printed as operators or CuPy ufuncs, which ``cp.fuse`` compiles into one kernel.

@@ -28,12 +28,15 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results")
 
-    def __init__(self, name: str, *, multiple_results: bool = False):
+    def __init__(self, name: str, *, multiple_results: bool = False, registered: bool = True):
+        """``registered=False``: an equation only a backend makes while printing (no rules, never
+        traced or differentiated), kept out of the registry every rule table is checked against."""
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is already registered")
         self.name = name
         self.multiple_results = multiple_results
-        PRIMITIVES[name] = self
+        if registered:
+            PRIMITIVES[name] = self
 
     def __repr__(self) -> str:
         return self.name

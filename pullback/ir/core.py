@@ -132,7 +132,7 @@ class Params(Mapping[str, Any]):
     __slots__ = ("_items", "_dict")
 
     def __init__(self, items: Mapping[str, Any] | None = None):
-        d = dict(sorted((items or {}).items()))
+        d = dict(sorted(items.items())) if items and len(items) > 1 else dict(items or {})  # one key: sorted
         self._dict = d
         self._items = tuple(d.items())
         hash(self._items)  # params must be hashable: fail early, not in CSE

@@ -194,7 +194,7 @@ def _sourced(result, source):
 def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
            sub) -> None:
     """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
-    ins = tuple(map(sub, eqn.inputs))
+    ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     (out, *_) = eqn.outputs
     if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:

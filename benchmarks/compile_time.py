@@ -90,7 +90,8 @@ class StageClock:
 
         patches = [(api, "trace", "trace"), (ad, "jvp", "jvp"),
                    (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"), (ad, "simplify", "simplify"),
-                   (ad, "cse", "cse"), (ad, "dce", "dce"), (simplify, "dce", "dce"), (ad, "sink", "sink"),
+                   (ad, "cse", "cse"), (ad, "dce", "dce"), (ad, "structure", "structure"),
+                   (ad, "reorder_contractions", "contraction order"), (simplify, "dce", "dce"), (ad, "sink", "sink"),
                    (codegen, "generate", "naming and emitters"), (memory, "plan", "memory planning"),
                    (render, "body", "printing (render)"), (compiler, "compile", "compile()")]
         saved = []

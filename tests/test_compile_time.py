@@ -221,3 +221,24 @@ def test_shape_rules_answer_each_question_once(monkeypatch):
     for _ in range(2):  # a wrong question is asked again, and answered with the error again
         with pytest.raises(pb.TracingError, match="size mismatch"):
             pb.make_ir(lambda a: a @ a)(x)
+
+
+@pytest.mark.parametrize("fn, args", [(chain(20), (np.ones(3),)), (kf.kalman_nll_unrolled, kalman_args(5))])
+def test_one_structure_pass_per_gradient(monkeypatch, fn, args):
+    """The passes that look at the whole program (structure, contraction order) run once, on the
+    finished gradient: the steps that build it only simplify and share, and find the same program
+    as optimising fully at every step."""
+    argnums = tuple(range(4)) if fn is kf.kalman_nll_unrolled else 0
+    calls = [0]
+    real_structure, real_optimize = ad.structure, ad.optimize
+
+    def counting(program):
+        calls[0] += 1
+        return real_structure(program)
+
+    monkeypatch.setattr(ad, "structure", counting)
+    once = str(pb.differentiate(fn, argnums=argnums).ir(*args, stage="grad"))
+    assert calls[0] == 1
+    monkeypatch.setattr(ad, "optimize", lambda program, settled=None, final=True: real_optimize(program, settled))
+    assert str(pb.differentiate(fn, argnums=argnums).ir(*args, stage="grad")) == once
+    assert calls[0] > 2

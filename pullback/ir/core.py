@@ -132,13 +132,13 @@ Atom = Var | Literal
 class Params(Mapping[str, Any]):
     """An equation's static parameters: a frozen, hashable mapping."""
 
-    __slots__ = ("_items", "_dict")
+    __slots__ = ("_items", "_dict", "_hash")
 
     def __init__(self, items: Mapping[str, Any] | None = None):
-        d = dict(sorted((items or {}).items()))
+        d = dict(sorted(items.items())) if items and len(items) > 1 else dict(items or {})  # one key: sorted
         self._dict = d
         self._items = tuple(d.items())
-        hash(self._items)  # params must be hashable: fail early, not in CSE
+        self._hash = hash(self._items)  # params must be hashable: fail early, not in CSE; kept for the tables
 
     def __getitem__(self, key: str) -> Any:
         return self._dict[key]
@@ -150,10 +150,14 @@ class Params(Mapping[str, Any]):
         return len(self._items)
 
     def __hash__(self) -> int:
-        return hash(self._items)
+        return self._hash
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Params) and self._items == other._items
+        return self is other or (isinstance(other, Params) and self._hash == other._hash
+                                 and self._items == other._items)
+
+    def __reduce__(self):  # rebuilt, not copied: the kept hash holds for this process's string hashes only
+        return Params, (self._dict,)
 
     def __repr__(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self._items)

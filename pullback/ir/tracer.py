@@ -245,15 +245,21 @@ def new_trace():
 def bind(prim: Primitive, *args, **params):
     """Record ``prim`` applied to ``args`` in the current trace; return Tracer(s)."""
     builder = current_builder()
-    atoms = tuple(builder.atom(a) for a in args)
+    # a tracer of this trace that is no view is its var (the common case, without a call)
+    atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
+                   for a in args])
     try:
         types = output_types(prim, atoms, params)
     except ShapeError as e:
         raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
-    outs = tuple(Var(t) for t in types)
+    if prim.multiple_results:
+        outs = tuple([Var(t) for t in types])
+        tracers = tuple([Tracer(v, builder) for v in outs])
+    else:
+        outs = (Var(types[0]),)
+        tracers = (Tracer(outs[0], builder),)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
-    tracers = tuple(Tracer(v, builder) for v in outs)
-    if isinstance(args[0] if args else None, Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
+    if args and isinstance(args[0], Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
@@ -686,8 +692,11 @@ def rename(program: Program, hints: dict[int, str]) -> Program:
             return new[id(a)]
         return a
 
-    eqns = tuple(
-        Eqn(e.prim, tuple(map(sub, e.inputs)), tuple(map(sub, e.outputs)), e.params, e.source) for e in program.eqns
-    )
+    def eqn(e: Eqn) -> Eqn:  # rebuilt only where a var is renamed: most keep theirs
+        if hints.keys().isdisjoint(map(id, e.outputs)) and hints.keys().isdisjoint(map(id, e.inputs)):
+            return e
+        return Eqn(e.prim, tuple(map(sub, e.inputs)), tuple(map(sub, e.outputs)), e.params, e.source)
+
+    eqns = tuple(map(eqn, program.eqns))
     return Program(tuple(map(sub, program.inputs)), eqns, tuple(map(sub, program.outputs)),
                    tuple(map(sub, program.constvars)), program.constvals, program.name)

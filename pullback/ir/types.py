@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,16 +49,34 @@ def complex_dtype(dtype: np.dtype) -> np.dtype:
     return np.result_type(dtype, np.complex64)
 
 
+_CANONICAL = {id(dt): dt for dt in DTYPES}  # the supported dtypes by identity: no dtype hash on the fast path
+
+
 @dataclass(frozen=True, slots=True)
 class ArrayType:
+    """Hashed once, when made: types are keys of the tables every pass and printer consults."""
+
     shape: tuple[int, ...]
     dtype: np.dtype
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        if any(d < 0 for d in self.shape):
-            raise ValueError(f"negative dimension in shape {self.shape}")
+        shape = self.shape
+        if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):
+            shape = tuple(int(d) for d in shape)
+            if any(d < 0 for d in shape):
+                raise ValueError(f"negative dimension in shape {shape}")
+            object.__setattr__(self, "shape", shape)
+        dtype = _CANONICAL.get(id(self.dtype)) or canonical_dtype(self.dtype)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "_hash", hash((shape, dtype.num)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (type(other) is ArrayType and self._hash == other._hash
+                                 and self.shape == other.shape and self.dtype == other.dtype)
 
     @property
     def ndim(self) -> int:

@@ -25,20 +25,25 @@ from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
 
 
-def optimize(program: Program, settled: Settled | None = None) -> Program:
+def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
     """Simplify, CSE, structure, contraction order and DCE; sub-programs (loop bodies) before the
     program around them, and again those that simplifying it changed (it may move operands into
-    them). ``settled``: see ``simplify``."""
+    them). ``settled``: see ``simplify``. ``final=False``, for a program that will be optimised
+    again once it is complete (the steps of building a gradient), only simplifies and runs CSE:
+    the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
-    return dce(reorder_contractions(cse(structure(cse(_bodies(simplify(_bodies(program, done), settled), done))))))
+    simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
+    if not final:
+        return simplified
+    return dce(reorder_contractions(cse(structure(simplified))))
 
 
-def _bodies(program: Program, done: set[int]) -> Program:
+def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
     """``program`` with the sub-programs of its equations optimised (``done``: those already are)."""
     def opt(v):
         if not isinstance(v, Program) or id(v) in done:
             return v
-        new = optimize(v)
+        new = optimize(v, final=final)
         done.add(id(new))
         return new
 
@@ -66,12 +71,13 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
                                       name=f"{program.name}_linear"), split.n_residuals)
 
 
-def transpose_linear(split: Split, settled: Settled | None = None) -> Program:
-    """(residuals..., out cotangents...) -> tangent-input cotangents (``settled``: see ``simplify``)."""
+def transpose_linear(split: Split, settled: Settled | None = None, final: bool = True) -> Program:
+    """(residuals..., out cotangents...) -> tangent-input cotangents (``settled``, ``final``: see
+    ``simplify``, ``optimize``)."""
     n_linear = len(split.unknown.inputs) - split.n_residuals
     t = transpose(split.unknown, [False] * split.n_residuals + [True] * n_linear)
     return optimize(Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
-        "_linear_transpose", "_transpose")), settled)
+        "_linear_transpose", "_transpose")), settled, final)
 
 
 def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
@@ -82,19 +88,21 @@ def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
     return tuple(v for v, _ in seen.values()), tuple(c for _, c in seen.values())
 
 
-def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled | None = None) -> Program:
+def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled | None = None,
+        final: bool = True) -> Program:
     """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``; the
-    last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``: see ``simplify``)."""
+    last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``, ``final``: see ``simplify``,
+    ``optimize``)."""
     split = linearize(program, wrt, n_aux)
     settled = settled if settled is not None else Settled()  # the backward pass, simplified, is then reread
-    t = transpose_linear(split, settled)  # only where the forward pass defines what it reads (the residuals)
+    t = transpose_linear(split, settled, final=False)  # only where the forward pass defines what it reads
     m = len(program.outputs)
     cts = t.inputs[split.n_residuals:]
     constvars, constvals = _merge_consts(split.known, t)
     outputs = split.known.outputs[:m] + t.outputs
     eqns = sink(split.known.eqns + t.eqns, len(split.known.eqns), outputs)
     return optimize(Program(program.inputs + cts, eqns, outputs, constvars, constvals, name=f"{program.name}_vjp"),
-                    settled)
+                    settled, final)
 
 
 def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
@@ -143,7 +151,7 @@ def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Pro
     ``n_aux`` others are auxiliary values, returned as they are): the VJP seeded with 1."""
     assert len(program.outputs) == 1 + n_aux
     settled = Settled()  # what simplifying the VJP learnt: with the seed set, only what reads it is rewritten again
-    v = vjp(program, wrt, n_aux, settled)  # sunk and optimised with the seed still an input
+    v = vjp(program, wrt, n_aux, settled, final=False)  # sunk and simplified with the seed still an input
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
               Params({"shape": (), "broadcast_dimensions": ()}))

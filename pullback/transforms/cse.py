@@ -11,10 +11,11 @@ def _key(a):
 
 
 def cse(program: Program) -> Program:
+    """``program`` itself when no equation repeats another."""
     seen: dict[tuple, Eqn] = {}
     replace: dict[int, Var] = {}
-    eqns = []
-    for eqn in program.eqns:
+    eqns: list[Eqn] | None = None  # made at the first change: until then the kept equations are a prefix
+    for i, eqn in enumerate(program.eqns):
         inputs = eqn.inputs
         if replace:  # (a literal's id is never a key: no var has it)
             inputs = tuple([replace.get(id(a), a) for a in inputs])
@@ -23,11 +24,16 @@ def cse(program: Program) -> Program:
         if first is not None:
             for v, w in zip(eqn.outputs, first.outputs):
                 replace[id(v)] = w
+            if eqns is None:
+                eqns = list(program.eqns[:i])
             continue
         if inputs is not eqn.inputs and inputs != eqn.inputs:
             eqn = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
         seen[key] = eqn
-        eqns.append(eqn)
+        if eqns is not None:
+            eqns.append(eqn)
+    if eqns is None:  # no duplicate, so nothing replaced either
+        return program
     # uses were replaced on the way (a kept equation precedes its duplicates' uses): only outputs remain
     outputs = tuple(replace.get(id(a), a) if isinstance(a, Var) else a for a in program.outputs)
     return Program(program.inputs, tuple(eqns), outputs, program.constvars, program.constvals, program.name)

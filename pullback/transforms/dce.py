@@ -13,25 +13,33 @@ dce_rules: dict[Primitive, Callable[[Eqn, list[bool]], Eqn | None]] = {}
 
 
 def dce(program: Program) -> Program:
+    """``program`` itself when every equation and constant is live."""
     live = {id(a) for a in program.outputs if isinstance(a, Var)}
     kept = []
+    changed = False
     for eqn in reversed(program.eqns):
         outs = eqn.outputs
         if len(outs) == 1:  # most equations: one lookup
             if id(outs[0]) not in live:
+                changed = True
                 continue
             used = [True]
         else:
             used = [id(v) in live for v in outs]
             if not any(used):
+                changed = True
                 continue
         rule = dce_rules.get(eqn.prim)
         if rule is not None:
-            eqn = rule(eqn, used)
-            if eqn is None:
+            pruned = rule(eqn, used)
+            changed = changed or pruned is not eqn
+            if pruned is None:
                 continue
+            eqn = pruned
         kept.append(eqn)
         live.update(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them
+    if not changed and all(id(v) in live for v in program.constvars):
+        return program
     consts = [(v, c) for v, c in zip(program.constvars, program.constvals) if id(v) in live]
     return Program(program.inputs, tuple(reversed(kept)), program.outputs,
                    tuple(v for v, _ in consts), tuple(c for _, c in consts), program.name)

@@ -66,10 +66,16 @@ class Outer:
 
 def outer_factors(a, defs: dict[int, Eqn]) -> Outer | None:
     """``a`` as an outer product of at least one broadcast, or None."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim not in _PRODUCTS:  # a plain array (the common case: one lookup)
+        return None
     found = _factors(a, defs, 0)
     if found is None or all(len(f.dims) == a.type.ndim for f in found[1]):
         return None
     return Outer(found[0], tuple(found[1]), a.type)
+
+
+_PRODUCTS = frozenset({st.broadcast_in_dim_p, ew.neg_p, ew.mul_p})  # what _factors looks through
 
 
 def _factors(a, defs, depth: int) -> tuple[complex, list[Factor]] | None:
@@ -112,6 +118,11 @@ def _peel(a: Var, defs) -> tuple[complex, Var]:
         else:
             break
     return coef, a
+
+
+# the primitives ``outer_rewrite`` can rewrite
+OUTER_REWRITES = frozenset({st.broadcast_in_dim_p, con.dot_general_p, ew.neg_p, ew.mul_p, ew.add_p, ew.sub_p,
+                            st.transpose_p})
 
 
 def outer_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):

@@ -50,7 +50,7 @@ from pullback.primitives import reductions as red
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
-from pullback.transforms.outer import outer_rewrite
+from pullback.transforms.outer import OUTER_REWRITES, outer_rewrite
 from pullback.transforms.substitute import substitute
 
 _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_p, ew.min_p, ew.eq_p, ew.ne_p,
@@ -116,23 +116,26 @@ def _same(a: Program, b: Program) -> bool:
 class _Reads(dict):
     """``defs`` or ``fills``: every key looked up is logged, so that a step knows what each rewrite read."""
 
-    __slots__ = ("log",)
+    __slots__ = ("note",)
 
     def __init__(self, log: list[int]):
         super().__init__()
-        self.log = log
+        self.note = log.append
 
     def get(self, key, default=None):
-        self.log.append(key)
-        return dict.get(self, key, default)
+        self.note(key)
+        return _get(self, key, default)
 
     def __getitem__(self, key):
-        self.log.append(key)
-        return dict.__getitem__(self, key)
+        self.note(key)
+        return _getitem(self, key)
 
     def __contains__(self, key):
-        self.log.append(key)
-        return dict.__contains__(self, key)
+        self.note(key)
+        return _contains(self, key)
+
+
+_get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
 
 
 def _step(program: Program, settled: Settled | None = None) -> Program:
@@ -153,15 +156,16 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             a = replace[id(a)]
         return a
 
+    define, keep, isdisjoint = dict.__setitem__, kept.add, changed.isdisjoint
     for eqn in program.eqns:
-        if id(eqn) in kept_before and not (changed and (any(id(a) in changed for a in eqn.inputs)
-                                                       or any(k in changed for k in reads[id(eqn)]))):
+        if id(eqn) in kept_before and (not changed or (isdisjoint(map(id, eqn.inputs))
+                                                       and isdisjoint(reads[id(eqn)]))):
             out = eqn.outputs[0]  # kept by the last pass, and what it read then is unchanged
-            if eqn.prim is st.broadcast_in_dim_p and isinstance(eqn.inputs[0], Literal):
-                dict.__setitem__(fills, id(out), eqn.inputs[0])
+            if eqn.prim is st.broadcast_in_dim_p and type(eqn.inputs[0]) is Literal:
+                define(fills, id(out), eqn.inputs[0])
             eqns.append(eqn)
-            dict.__setitem__(defs, id(out), eqn)
-            kept.add(id(eqn))
+            define(defs, id(out), eqn)
+            keep(id(eqn))
             continue
         n = len(eqns)
         log.clear()
@@ -171,7 +175,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             kept.add(id(eqn))
             if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
                 continue
-        changed.update(id(v) for v in eqn.outputs)
+        changed.update(map(id, eqn.outputs))
     settled.kept, settled.seen, settled.alive = kept, {id(e) for e in eqns}, tuple(eqns)
     return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                               program.name), replace)
@@ -190,7 +194,7 @@ def _sourced(result, source):
 def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
            sub) -> None:
     """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
-    ins = tuple(map(sub, eqn.inputs))
+    ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     (out, *_) = eqn.outputs
     if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
@@ -241,102 +245,157 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
 
 def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
     """An atom that ``out`` equals, replacement equations defining ``out`` (one, or a list
-    ending with it), or None."""
-    def same(a) -> bool:
-        return isinstance(a, Var) and a.type == out.type
+    ending with it), or None: the first answer of the rules for ``prim`` (``_RULES``)."""
+    for rule in _RULES.get(prim, ()):
+        result = rule(prim, ins, p, out, defs, fill_of)
+        if result is not None:
+            return result
+    return None
 
-    if prim is sp.stop_gradient_p:  # the identity, once derivatives are taken
-        return ins[0]
-    if prim in _NEUTRAL:  # x * 1, 1 * x, x + 0, 0 + x
-        x, y = ins
-        if _is(y, _NEUTRAL[prim]) and same(x):
-            return x
-        if _is(x, _NEUTRAL[prim]) and same(y):
-            return y
-    if prim is ew.mul_p:
-        x, y = ins
-        if _is(x, 0) or _is(y, 0):
-            return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
-                       Params({"shape": out.shape, "broadcast_dimensions": ()}))
-    scaled = _scaling_rewrite(prim, ins, p, out, defs)
-    if scaled is not None:
-        return scaled
-    if prim in (la.trsm_p, la.trmm_p) and p["trans"] == la.Trans.C and ins[0].dtype.kind != "c":
+
+def _same_type(a, out: Var) -> bool:
+    return isinstance(a, Var) and a.type == out.type
+
+
+def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once derivatives are taken
+    return ins[0]
+
+
+def _neutral(prim, ins, p, out, defs, fill_of):  # x * 1, 1 * x, x + 0, 0 + x
+    x, y = ins
+    if _is(y, _NEUTRAL[prim]) and _same_type(x, out):
+        return x
+    if _is(x, _NEUTRAL[prim]) and _same_type(y, out):
+        return y
+    return None
+
+
+def _times_zero(prim, ins, p, out, defs, fill_of):
+    x, y = ins
+    if _is(x, 0) or _is(y, 0):
+        return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
+                   Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    return None
+
+
+def _real_conjugate_transpose(prim, ins, p, out, defs, fill_of):
+    if p["trans"] == la.Trans.C and ins[0].dtype.kind != "c":
         return Eqn(prim, ins, (out,), Params({**p, "trans": la.Trans.T}))  # one spelling of a real transpose: CSE
-    if prim is la.trsm_p and p["check"] and _checked_cholesky_factor(ins[0], defs):
+    return None
+
+
+def _unchecked_solve(prim, ins, p, out, defs, fill_of):
+    if p["check"] and _checked_cholesky_factor(ins[0], defs):
         return Eqn(prim, ins, (out,), Params({**p, "check": False}))
-    if prim is con.dot_general_p and p["dims"] == con.DotDims((), ()):
-        x, y = ins
-        for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar fill is a scaling
-            literal = fill_of(scalar) if isinstance(scalar, Var) else None
-            if literal is not None and isinstance(other, Var) and same(other):
-                return Eqn(ew.mul_p, (other, literal), (out,))
-    if prim is con.dot_general_p:
-        negated = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        k = next((k for k, d in enumerate(negated) if d is not None and d.prim is ew.neg_p
-                  and ins[k].type.size > out.type.size), None)
-        if k is not None:  # (-a) . b = -(a . b), negating the smaller side
-            inner = Var(out.type, out.hint)
-            operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
-            return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
-    if (factored := outer_rewrite(prim, ins, p, out, defs)) is not None:  # Kronecker-structured values
-        return factored
-    if prim is con.dot_general_p:
-        unit = _identity_contraction(ins, p["dims"], out, defs)
-        if unit is not None:
-            return unit
-    diagonal = _diagonal_rewrite(prim, ins, p, out, defs, same)
-    if diagonal is not None:
-        return diagonal
-    if prim is ew.add_p:
-        joined = _adjacent_pads(ins, out, defs)
-        if joined is not None:
-            return joined
-    if prim is st.concatenate_p:
-        dim = p["dimension"]
-        ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        if any(d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim for d in ds):
-            flat = tuple(x for a, d in zip(ins, ds) for x in (
-                d.inputs if d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim else (a,)))
-            return Eqn(st.concatenate_p, flat, (out,), p)
-    if prim is ew.div_p and _is(ins[1], 1) and same(ins[0]):
-        return ins[0]
-    if prim in (st.tril_p, st.triu_p) and same(ins[0]) and _triangular(ins[0], prim is st.tril_p, p["k"], defs):
+    return None
+
+
+def _outer_by_fill(prim, ins, p, out, defs, fill_of):
+    if p["dims"] != con.DotDims((), ()):
+        return None
+    x, y = ins
+    for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar fill is a scaling
+        literal = fill_of(scalar) if isinstance(scalar, Var) else None
+        if literal is not None and isinstance(other, Var) and _same_type(other, out):
+            return Eqn(ew.mul_p, (other, literal), (out,))
+    return None
+
+
+def _negated_operand(prim, ins, p, out, defs, fill_of):
+    negated = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    k = next((k for k, d in enumerate(negated) if d is not None and d.prim is ew.neg_p
+              and ins[k].type.size > out.type.size), None)
+    if k is None:
+        return None
+    # (-a) . b = -(a . b), negating the smaller side
+    inner = Var(out.type, out.hint)
+    operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
+    return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+
+
+def _outer(prim, ins, p, out, defs, fill_of):  # Kronecker-structured values
+    return outer_rewrite(prim, ins, p, out, defs)
+
+
+def _unit_contraction(prim, ins, p, out, defs, fill_of):
+    return _identity_contraction(ins, p["dims"], out, defs)
+
+
+def _diagonal(prim, ins, p, out, defs, fill_of):
+    return _diagonal_rewrite(prim, ins, p, out, defs)
+
+
+def _scaling(prim, ins, p, out, defs, fill_of):
+    return _scaling_rewrite(prim, ins, p, out, defs)
+
+
+def _pads(prim, ins, p, out, defs, fill_of):
+    return _adjacent_pads(ins, out, defs)
+
+
+def _flat_concatenate(prim, ins, p, out, defs, fill_of):
+    dim = p["dimension"]
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    if any(d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim for d in ds):
+        flat = tuple(x for a, d in zip(ins, ds) for x in (
+            d.inputs if d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim else (a,)))
+        return Eqn(st.concatenate_p, flat, (out,), p)
+    return None
+
+
+def _divide_by_one(prim, ins, p, out, defs, fill_of):
+    return ins[0] if _is(ins[1], 1) and _same_type(ins[0], out) else None
+
+
+def _triangle_of_triangular(prim, ins, p, out, defs, fill_of):
+    if _same_type(ins[0], out) and _triangular(ins[0], prim is st.tril_p, p["k"], defs):
         return ins[0]  # the triangle of a triangular value, such as a Cholesky factor's tangent L Phi
-    if prim is ew.sub_p:
-        x, y = ins
-        if _is(y, 0) and same(x):
-            return x
-        if _is(x, 0) and same(y):
-            return Eqn(ew.neg_p, (y,), (out,))
-    if prim is ew.neg_p:
-        d = defs.get(id(ins[0]))
-        if d is not None and d.prim is ew.neg_p:
-            return d.inputs[0]
-    if prim is st.transpose_p:
-        perm = p["permutation"]
-        d = defs.get(id(ins[0]))
-        if d is not None and d.prim is st.transpose_p:
-            inner = d.params["permutation"]
-            perm = tuple(inner[i] for i in perm)
-            src = d.inputs[0]
-            if perm == tuple(range(len(perm))):
-                return src
-            return Eqn(st.transpose_p, (src,), (out,), Params({"permutation": perm}))
+    return None
+
+
+def _subtract_zero(prim, ins, p, out, defs, fill_of):
+    x, y = ins
+    if _is(y, 0) and _same_type(x, out):
+        return x
+    if _is(x, 0) and _same_type(y, out):
+        return Eqn(ew.neg_p, (y,), (out,))
+    return None
+
+
+def _double_negation(prim, ins, p, out, defs, fill_of):
+    d = defs.get(id(ins[0]))
+    return d.inputs[0] if d is not None and d.prim is ew.neg_p else None
+
+
+def _transposes(prim, ins, p, out, defs, fill_of):
+    perm = p["permutation"]
+    d = defs.get(id(ins[0]))
+    if d is not None and d.prim is st.transpose_p:
+        inner = d.params["permutation"]
+        perm = tuple(inner[i] for i in perm)
+        src = d.inputs[0]
         if perm == tuple(range(len(perm))):
-            return ins[0]
-    if prim is st.reshape_p:
-        d = defs.get(id(ins[0]))
-        src = d.inputs[0] if d is not None and d.prim is st.reshape_p else ins[0]
-        if isinstance(src, Var) and src.shape == out.shape:
             return src
-        if src is not ins[0]:
-            return Eqn(st.reshape_p, (src,), (out,), p)
-    if prim is st.broadcast_in_dim_p and same(ins[0]) and p["broadcast_dimensions"] == tuple(range(out.type.ndim)):
-        return ins[0]
-    if prim is st.convert_element_type_p and same(ins[0]):
+        return Eqn(st.transpose_p, (src,), (out,), Params({"permutation": perm}))
+    return ins[0] if perm == tuple(range(len(perm))) else None
+
+
+def _reshape(prim, ins, p, out, defs, fill_of):
+    d = defs.get(id(ins[0]))
+    src = d.inputs[0] if d is not None and d.prim is st.reshape_p else ins[0]
+    if isinstance(src, Var) and src.shape == out.shape:
+        return src
+    return Eqn(st.reshape_p, (src,), (out,), p) if src is not ins[0] else None
+
+
+def _identity_broadcast(prim, ins, p, out, defs, fill_of):
+    if _same_type(ins[0], out) and p["broadcast_dimensions"] == tuple(range(out.type.ndim)):
         return ins[0]
     return None
+
+
+def _same_type_conversion(prim, ins, p, out, defs, fill_of):
+    return ins[0] if _same_type(ins[0], out) else None
 
 
 def _triangular(a, lower: bool, k: int, defs: dict[int, Eqn], depth: int = 16) -> bool:
@@ -434,10 +493,10 @@ def _scaling_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
     if out.dtype.kind not in "fc":
         return None
     if prim is ew.add_p:  # x c1 + x c2 = x (c1 + c2), a bare x counting as x 1
-        terms = [_scaled(a, defs) or (a, Literal.of(1, out.dtype)) for a in ins]
-        (x, c1), (y, c2) = terms
+        (x, c1), (y, c2) = [_scaled(a, defs) or (a, None) for a in ins]
         if x is y and isinstance(x, Var) and x.type == out.type:
-            value = np.asarray(c1.value, out.dtype) + np.asarray(c2.value, out.dtype)
+            c1, c2 = (np.asarray(1 if c is None else c.value, out.dtype) for c in (c1, c2))
+            value = c1 + c2
             return Eqn(ew.mul_p, (x, Literal.of(value.item(), out.dtype)), (out,))
     if prim in _SOLVES:  # a solve of a scaled right-hand side is the scaled solve: solves of b and of 0.5 b share
         k, pre = _SOLVES[prim], []
@@ -516,8 +575,12 @@ def _diag_embedded(d: Eqn | None, out: Var) -> bool:
             and out.type.ndim == 2 and out.shape[0] == out.shape[1] and d.outputs[0].type == out.type)
 
 
-def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], same):
+def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
     """The rules that keep diagonal matrices as vectors (see the module docstring)."""
+
+    def same(a) -> bool:
+        return _same_type(a, out)
+
     ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
     if prim is ew.mul_p:
         for k in (0, 1):
@@ -553,3 +616,31 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], same):
                     and out.type.ndim == 2 and out.shape[0] == out.shape[1]):
                 return Eqn(st.add_transpose_p, (x,), (out,))
     return None
+
+
+# Each primitive's rewrites, in the order they are tried (``_rewrite``): a rule sees only the equations of
+# the primitives it is listed for, so an equation costs the rules that can rewrite it.
+_CHAIN = [
+    (_identity, {sp.stop_gradient_p}),
+    (_neutral, set(_NEUTRAL)),
+    (_times_zero, {ew.mul_p}),
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}),
+    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}),
+    (_unchecked_solve, {la.trsm_p}),
+    (_outer_by_fill, {con.dot_general_p}),
+    (_negated_operand, {con.dot_general_p}),
+    (_outer, OUTER_REWRITES),
+    (_unit_contraction, {con.dot_general_p}),
+    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),
+    (_pads, {ew.add_p}),
+    (_flat_concatenate, {st.concatenate_p}),
+    (_divide_by_one, {ew.div_p}),
+    (_triangle_of_triangular, {st.tril_p, st.triu_p}),
+    (_subtract_zero, {ew.sub_p}),
+    (_double_negation, {ew.neg_p}),
+    (_transposes, {st.transpose_p}),
+    (_reshape, {st.reshape_p}),
+    (_identity_broadcast, {st.broadcast_in_dim_p}),
+    (_same_type_conversion, {st.convert_element_type_p}),
+]
+_RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}

@@ -169,8 +169,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
-            eqn = prog.eqns[i]
-            if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
+            eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
+            if eqn.prim in memory.UPDATES and (id(eqn.outputs[0]) in returned or (
+                    eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         for i, eqn in enumerate(prog.eqns):

@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import memory, render
+from pullback.backends import memory, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -164,6 +164,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         """The statements of ``prog``'s equations (its inputs are already named); with ``text``, as
         rendered text, printed from templates where the equation's kind allows."""
         stmts_out: list[cst.BaseStatement | str] = []
+        prog = printed.prepare(prog)
         dead = _last_uses(prog) if dels else {}
         reuse = memory.plan(prog) if in_place else {}
         listed.update(_listed_stacks(prog))

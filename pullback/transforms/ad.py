@@ -20,17 +20,19 @@ from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
+from pullback.transforms.readers import single_readers
 from pullback.transforms.simplify import Settled, simplify
 from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
 
 
 def optimize(program: Program, settled: Settled | None = None) -> Program:
-    """Simplify, CSE, structure, contraction order and DCE; sub-programs (loop bodies) before the
-    program around them, and again those that simplifying it changed (it may move operands into
-    them). ``settled``: see ``simplify``."""
+    """Simplify, CSE, structure, contraction order, single-reader rewrites and DCE; sub-programs (loop
+    bodies) before the program around them, and again those that simplifying it changed (it may move
+    operands into them). ``settled``: see ``simplify``."""
     done: set[int] = set()
-    return dce(reorder_contractions(cse(structure(cse(_bodies(simplify(_bodies(program, done), settled), done))))))
+    return dce(single_readers(reorder_contractions(cse(structure(cse(_bodies(simplify(_bodies(program, done),
+                                                                                     settled), done)))))))
 
 
 def _bodies(program: Program, done: set[int]) -> Program:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
-
 from pullback.ir.core import Eqn, Params, Program, Var
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
@@ -74,19 +72,18 @@ _BROADCASTING = frozenset({ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.
 
 def implicit_broadcasts(program: Program) -> Program:
     """``program`` with the broadcasts that NumPy's own broadcasting makes needless read as their operands."""
-    readers: dict[int, list[Eqn]] = {}
-    for e in program.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                readers.setdefault(id(a), []).append(e)
     returned = {id(a) for a in program.outputs}
     candidates = {id(e.outputs[0]): e for e in program.eqns if e.prim is st.broadcast_in_dim_p
-                  and isinstance(e.inputs[0], Var) and id(e.outputs[0]) not in returned and _trailing(e)
-                  and all(r.prim in _BROADCASTING or (r.prim is st.add_diagonal_p and r.inputs[0] is not e.outputs[0])
-                          for r in readers.get(id(e.outputs[0]), ()))}
-    while True:  # drop those of which some reader would no longer have its result's shape
-        failed = {id(a) for e in program.eqns if e.prim in _BROADCASTING and not _shapes_hold(e, candidates)
-                  for a in e.inputs if id(a) in candidates}
+                  and isinstance(e.inputs[0], Var) and id(e.outputs[0]) not in returned and _trailing(e)}
+    if not candidates:
+        return program
+    for e in program.eqns:  # each read only by elementwise arithmetic (or as the values of a diagonal update)
+        for k, a in enumerate(e.inputs):
+            if id(a) in candidates and not (e.prim in _BROADCASTING or (e.prim is st.add_diagonal_p and k == 1)):
+                candidates.pop(id(a), None)
+    readers = [e for e in program.eqns if e.prim in _BROADCASTING and any(id(a) in candidates for a in e.inputs)]
+    while candidates:  # drop those of which some reader would no longer have its result's shape
+        failed = {id(a) for e in readers if not _shapes_hold(e, candidates) for a in e.inputs if id(a) in candidates}
         if not failed:
             break
         for k in failed:
@@ -107,9 +104,12 @@ def _trailing(e: Eqn) -> bool:
 
 
 def _shapes_hold(e: Eqn, candidates: dict[int, Eqn]) -> bool:
-    shapes = [candidates[id(a)].inputs[0].shape if id(a) in candidates else np.shape(a.value) if not isinstance(
-        a, Var) else a.shape for a in e.inputs]
-    try:
-        return np.broadcast_shapes(*shapes) == e.outputs[0].shape
-    except ValueError:
+    """Whether NumPy broadcasts the operands, the candidates read as their sources, to the result's shape:
+    each operand's axes, aligned to the last, are the result's or 1, and together they reach every axis
+    (``(n, 1) + (1, n)``)."""
+    out = e.outputs[0].shape
+    shapes = [candidates[id(a)].inputs[0].shape if id(a) in candidates else a.shape
+              for a in e.inputs if isinstance(a, Var)]
+    if any(len(s) > len(out) or any(n not in (1, m) for n, m in zip(s[::-1], out[::-1])) for s in shapes):
         return False
+    return all(any(len(s) > i and s[-1 - i] == n for s in shapes) for i, n in enumerate(out[::-1]))

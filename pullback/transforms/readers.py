@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pullback.ir.core import Eqn, Params, Program, Var
+from pullback.ir.core import Eqn, Params, Program
 from pullback.primitives import contractions as con
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
@@ -22,27 +22,23 @@ from pullback.transforms.dce import dce
 
 def single_readers(program: Program) -> Program:
     """``program`` with the products read only by a transpose taken the other way round."""
-    readers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
-    readers.update(id(a) for a in program.outputs if isinstance(a, Var))
-    defs: dict[int, Eqn] = {}
-    eqns, changed = [], False
-    for eqn in program.eqns:
-        new = _swapped_product(eqn, defs, readers)
-        changed |= new is not eqn
-        eqns.append(new)
-        defs.update((id(v), new) for v in new.outputs)
-    if not changed:
+    products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p}
+    transposed = {id(e.inputs[0]) for e in program.eqns if e.prim is st.transpose_p and id(e.inputs[0]) in products}
+    if not transposed:
+        return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in transposed)
+    readers.update(id(a) for a in program.outputs if id(a) in transposed)
+    eqns = [_swapped_product(e, products, readers) if e.prim is st.transpose_p else e for e in program.eqns]
+    if all(a is b for a, b in zip(eqns, program.eqns)):
         return program
     return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                        program.name))
 
 
-def _swapped_product(eqn: Eqn, defs: dict[int, Eqn], readers: Counter) -> Eqn:
+def _swapped_product(eqn: Eqn, products: dict[int, Eqn], readers: Counter) -> Eqn:
     """``transpose(a . b)`` as ``b . a`` when the transpose swaps the two operands' free axes."""
-    if eqn.prim is not st.transpose_p or readers[id(eqn.inputs[0])] != 1:
-        return eqn
-    d = defs.get(id(eqn.inputs[0]))
-    if d is None or d.prim is not con.dot_general_p:
+    d = products.get(id(eqn.inputs[0]))
+    if d is None or readers[id(eqn.inputs[0])] != 1:
         return eqn
     dims: con.DotDims = d.params["dims"]
     a, b = d.inputs

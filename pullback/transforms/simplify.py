@@ -7,8 +7,7 @@
 - ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
-  one reshape; identity reshapes, transposes, broadcasts and conversions vanish; a broadcast
-  that only adds unit axes is a reshape;
+  one reshape; identity reshapes, transposes, broadcasts and conversions vanish;
 - signs move on to the sum that absorbs them (transposed subtractions make negations of
   cotangents): ``a + (-b)`` is ``a - b``, a scaling, transpose, triangle, sum or elementwise
   product of ``-x`` is the negated one of ``x``, and so is a contraction of ``-a`` (an outer
@@ -39,6 +38,8 @@ Before::
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -285,7 +286,7 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             inner = Var(out.type, out.hint)
             operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
             return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
-    for rule in (_transposed_operand, _signs, _symmetry):  # self-contained: (prim, ins, p, out, defs) -> new or None
+    for rule in _RULES.get(prim, ()):  # self-contained: (prim, ins, p, out, defs) -> new or None
         if (found := rule(prim, ins, p, out, defs)) is not None:
             return found
     if (factored := outer_rewrite(prim, ins, p, out, defs)) is not None:  # Kronecker-structured values
@@ -343,9 +344,6 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
             return Eqn(st.reshape_p, (src,), (out,), p)
     if prim is st.broadcast_in_dim_p and same(ins[0]) and p["broadcast_dimensions"] == tuple(range(out.type.ndim)):
         return ins[0]
-    if prim is st.broadcast_in_dim_p and isinstance(ins[0], Var) and ins[0].type.ndim and \
-            ins[0].type.size == out.type.size and list(p["broadcast_dimensions"]) == sorted(p["broadcast_dimensions"]):
-        return Eqn(st.reshape_p, ins, (out,), Params({"new_sizes": out.shape}))  # it only adds unit axes
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
     return None
@@ -644,7 +642,7 @@ _SAME_SIZE_LINEAR = {st.transpose_p, st.reshape_p, st.tril_p, st.triu_p, red.red
 
 def _contracted(lhs: Var, dims: con.DotDims) -> int:
     """How many products each entry of a contraction sums."""
-    return int(np.prod([lhs.shape[a] for a in dims.lhs_contract], dtype=np.int64))
+    return math.prod(lhs.shape[a] for a in dims.lhs_contract)
 
 
 def _diagonal_matrix(d: Eqn | None, out: Var) -> bool:
@@ -699,3 +697,12 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn]):
         if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
     return None
+
+
+# the self-contained rules above, by the primitives they rewrite
+_RULES: dict = {}
+for _rule, _prims in ((_transposed_operand, {con.dot_general_p}),
+                      (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
+                      (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p})):
+    for _p in _prims:
+        _RULES.setdefault(_p, []).append(_rule)

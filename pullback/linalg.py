@@ -261,7 +261,9 @@ def ger(a, x, y, alpha=1.0):
     _check_matrix(a, "ger", square=False)
     a = _float(a)
     x, y = (np.asarray(v, a.dtype) if not isinstance(v, Tracer) else v.astype(a.dtype) for v in (x, y))
-    return bind(rk.ger_p, a, x if alpha == 1.0 else x * alpha, y)
+    if isinstance(alpha, int | float) and not isinstance(alpha, bool):  # a real scale is BLAS's alpha
+        return bind(rk.ger_p, a, x, y, **({} if alpha == 1.0 else {"alpha": float(alpha)}))
+    return bind(rk.ger_p, a, x * alpha, y)
 
 
 @_traced

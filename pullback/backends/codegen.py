@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, memory, render
+from pullback.backends import fusion, memory, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -165,13 +165,15 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         rendered text, printed from templates where the equation's kind allows; ``plain``, with no
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
+        prog = printed.prepare(prog)
         dead = _last_uses(prog) if dels and not plain else {}
         reuse = memory.plan(prog) if in_place and not plain else {}
         listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
-            eqn = prog.eqns[i]
-            if eqn.prim in memory.UPDATES and id(eqn.outputs[0]) in returned:
+            eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
+            if eqn.prim in memory.UPDATES and (id(eqn.outputs[0]) in returned or (
+                    eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         for i, eqn in enumerate(prog.eqns):

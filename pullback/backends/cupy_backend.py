@@ -405,9 +405,11 @@ EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", 
 
 @emits(rk.ger_p)
 def _ger(ctx, eqn, ins, outs):
-    """A + x y^T; CuPy's elementwise outer product (cuBLAS ger has no SciPy-style binding in CuPy)."""
+    """A + alpha x y^T; CuPy's elementwise outer product (cuBLAS ger has no SciPy-style binding in CuPy)."""
     a, x, y = ins
-    return [s.assign(outs, s.binop(a, "+", s.call("cp.multiply.outer", x, y)))]
+    alpha = eqn.params.get("alpha", 1.0)
+    outer = s.call("cp.multiply.outer", x if alpha == 1.0 else s.binop(x, "*", s.number(float(alpha))), y)
+    return [s.assign(outs, s.binop(a, "+", outer))]
 
 
 # --- pullback.primitives.linalg_extra ------------------------------------------------------------

@@ -30,10 +30,10 @@ def makes_view(prim, inputs) -> bool:
     return prim in VIEWS or (prim is ix.gather_p and all(a.type.ndim == 0 for a in inputs[1:]))
 
 
-# operations that update a copy of their first operand (``out = x.copy(); out[key] = v``): writing
-# into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size (0-d values
-# excepted: generated code may hold those as NumPy scalars, which cannot be written into)
-UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p})
+# operations that update a copy of their first operand (``out = x.copy(); out[key] = v``, ``K + s I``):
+# writing into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size (0-d
+# values excepted: generated code may hold those as NumPy scalars, which cannot be written into)
+UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p, st.add_diagonal_p})
 
 
 def buffer_roots(program: Program) -> dict[int, int]:

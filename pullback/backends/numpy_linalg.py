@@ -233,11 +233,12 @@ def _potri(ctx, eqn, ins, outs):
 
 @emits(rk.ger_p)
 def _ger(ctx, eqn, ins, outs):
-    """A + x y^T as ger on the F-view A.T (A^T + y x^T), into A's buffer when A is dead."""
+    """A + alpha x y^T as ger on the F-view A.T (A^T + alpha y x^T), into A's buffer when A is dead."""
     a, x, y = ins
     dtype = eqn.inputs[0].dtype
     name = "geru" if dtype.kind == "c" else "ger"
-    return s.attribute(s.call(blas(ctx, name, dtype), s.number(1.0), y, x, a=s.attribute(a, "T"),
+    alpha = s.number(float(eqn.params.get("alpha", 1.0)))
+    return s.attribute(s.call(blas(ctx, name, dtype), alpha, y, x, a=s.attribute(a, "T"),
                               **overwrite(ctx, 0, "overwrite_a")), "T")
 
 

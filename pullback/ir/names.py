@@ -74,5 +74,8 @@ class Namer:
             self._names[id(obj)] = name
         return old
 
+    def __contains__(self, obj) -> bool:
+        return id(obj) in self._names
+
     def __getitem__(self, obj) -> str:
         return self._names[id(obj)]

@@ -20,22 +20,23 @@ from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
+from pullback.transforms.readers import single_readers
 from pullback.transforms.simplify import Settled, simplify
 from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
 
 
 def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
-    """Simplify, CSE, structure, contraction order and DCE; sub-programs (loop bodies) before the
-    program around them, and again those that simplifying it changed (it may move operands into
-    them). ``settled``: see ``simplify``. ``final=False``, for a program that will be optimised
+    """Simplify, CSE, structure, contraction order, single-reader rewrites and DCE; sub-programs
+    (loop bodies) before the program around them, and again those that simplifying it changed (it
+    may move operands into them). ``settled``: see ``simplify``. ``final=False``, for a program that will be optimised
     again once it is complete (the steps of building a gradient), only simplifies and runs CSE:
     the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    return dce(reorder_contractions(cse(structure(simplified))))
+    return dce(single_readers(reorder_contractions(cse(structure(simplified)))))
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:

@@ -8,9 +8,12 @@
   ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
 - ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
   one reshape; identity reshapes, transposes, broadcasts and conversions vanish;
-- a contraction of ``-a`` is the negated contraction of ``a`` when that is smaller: the
-  negation moves to the side of the product with fewer elements (transposed subtractions
-  make such negations of n x n cotangents);
+- signs move on to the sum that absorbs them (transposed subtractions make negations of
+  cotangents): ``a + (-b)`` is ``a - b``, a scaling, transpose, triangle, sum or elementwise
+  product of ``-x`` is the negated one of ``x``, and so is a contraction of ``-a`` (an outer
+  product, which sums nothing, negates its smaller side);
+- a contraction of ``x.T`` contracts ``x`` on the other axis; a symmetric matrix (``x + x.T``,
+  ``a a^T``, potri, ...) is its own transpose, so symmetrising it doubles it;
 - diagonal matrices stay vectors: ``x * eye`` is ``diag_embed(diagonal(x))``, the diagonal
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
   and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
@@ -36,6 +39,8 @@ Before::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
@@ -46,6 +51,7 @@ from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
+from pullback.primitives import rank_update as rk
 from pullback.primitives import reductions as red
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
@@ -304,10 +310,11 @@ def _outer_by_fill(prim, ins, p, out, defs, fill_of):
 def _negated_operand(prim, ins, p, out, defs, fill_of):
     negated = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
     k = next((k for k, d in enumerate(negated) if d is not None and d.prim is ew.neg_p
-              and ins[k].type.size > out.type.size), None)
+              and (_contracted(ins[0], p["dims"]) > 1 or ins[k].type.size > out.type.size)), None)
     if k is None:
         return None
-    # (-a) . b = -(a . b), negating the smaller side
+    # (-a) . b = -(a . b): the sign moves on, to the sum that absorbs it (it costs a pass over the result
+    # at most, a fraction of the contraction's; an outer product negates its smaller side)
     inner = Var(out.type, out.hint)
     operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
     return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
@@ -618,6 +625,140 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
     return None
 
 
+def _transposed_operand(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """A contraction of ``x.T`` contracts ``x`` on the other axes, when that keeps the order of the
+    result's axes: ``a @ (b.T).T`` is ``a @ b``, and ``t = B.T; S @ t`` prints ``S @ B.T``."""
+    if prim is not con.dot_general_p:
+        return None
+    dims: con.DotDims = p["dims"]
+    for k in (0, 1):
+        d = defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+        if d is None or d.prim is not st.transpose_p:
+            continue
+        perm = d.params["permutation"]
+        contract, batch = (dims.lhs_contract, dims.lhs_batch) if k == 0 else (dims.rhs_contract, dims.rhs_batch)
+        free = [perm[j] for j in con.free_axes(len(perm), contract, batch)]
+        if free != sorted(free):
+            continue
+        moved = (tuple(perm[j] for j in contract), tuple(perm[j] for j in batch))
+        new = con.DotDims(moved[0], dims.rhs_contract, moved[1], dims.rhs_batch) if k == 0 else \
+            con.DotDims(dims.lhs_contract, moved[0], dims.lhs_batch, moved[1])
+        operands = (d.inputs[0], ins[1]) if k == 0 else (ins[0], d.inputs[0])
+        return Eqn(prim, operands, (out,), Params({**p, "dims": new}))
+    return None
+
+
+def _negated(a, defs: dict[int, Eqn]):
+    """``x`` when ``a`` is ``-x``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    return d.inputs[0] if d is not None and d.prim is ew.neg_p else None
+
+
+def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """Negations fold into the arithmetic that reads them: ``a + (-b)`` is ``a - b``, ``(-a) + b`` is
+    ``b - a``, ``a - (-b)`` is ``a + b``, ``(-a) - b`` is ``-(a + b)``; ``(-x) c`` and ``-(x c)`` are
+    ``x (-c)`` for a literal ``c``, and ``x (-1)`` is ``-x``; a transpose, reshape, triangle or sum of
+    ``-x``, or a product or quotient of it with an array as large, is the negated one of ``x`` (no
+    larger: the sign moves on at no cost, to a sum that absorbs it). Transposing a subtraction makes
+    such negations of cotangents."""
+    if prim in (ew.add_p, ew.sub_p) and all(isinstance(a, Var) and a.type == out.type for a in ins):
+        a, b = ins
+        if any(_diagonal_matrix(defs.get(id(v)), out) for v in ins):
+            return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
+        if (x := _negated(b, defs)) is not None:
+            return Eqn(ew.sub_p if prim is ew.add_p else ew.add_p, (a, x), (out,))
+        if prim is ew.add_p and (x := _negated(a, defs)) is not None:
+            return Eqn(ew.sub_p, (b, x), (out,))
+        if (x := _negated(a, defs)) is not None:  # (-a) - b = -(a + b): the sign moves on
+            inner = Var(out.type, out.hint)
+            return [Eqn(ew.add_p, (x, b), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
+    if prim is ew.mul_p and out.dtype.kind in "fc":
+        for k in (0, 1):
+            if isinstance(ins[1 - k], Literal) and (x := _negated(ins[k], defs)) is not None and x.type == out.type:
+                return Eqn(ew.mul_p, (x, Literal.of(-ins[1 - k].value, out.dtype)), (out,))
+    if prim is ew.neg_p and out.dtype.kind in "fc" and (scaled := _scaled(ins[0], defs)) is not None \
+            and scaled[0].type == out.type:
+        return Eqn(ew.mul_p, (scaled[0], Literal.of(-scaled[1].value, out.dtype)), (out,))
+    if prim is ew.mul_p and out.dtype.kind in "fc":
+        for k in (0, 1):
+            if _is(ins[1 - k], -1) and isinstance(ins[k], Var) and ins[k].type == out.type:
+                return Eqn(ew.neg_p, (ins[k],), (out,))
+    if prim in _SAME_SIZE_LINEAR and (x := _negated(ins[0], defs)) is not None:
+        inner = Var(out.type, out.hint)  # the sign moves on, towards the sum that absorbs it
+        return [Eqn(prim, (x, *ins[1:]), (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    if prim in (ew.mul_p, ew.div_p) and out.dtype.kind in "fc" and all(
+            isinstance(a, Var) and a.type == out.type for a in ins):
+        for k in (0, 1):
+            if (x := _negated(ins[k], defs)) is not None:  # (-a) b = -(a b), as large
+                inner = Var(out.type, out.hint)
+                operands = (x, ins[1]) if k == 0 else (ins[0], x)
+                return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    return None
+
+
+# linear, and no larger than their operand: a sign moved past them costs no more
+_SAME_SIZE_LINEAR = {st.transpose_p, st.reshape_p, st.tril_p, st.triu_p, red.reduce_sum_p}
+
+
+def _contracted(lhs: Var, dims: con.DotDims) -> int:
+    """How many products each entry of a contraction sums."""
+    return math.prod(lhs.shape[a] for a in dims.lhs_contract)
+
+
+def _diagonal_matrix(d: Eqn | None, out: Var) -> bool:
+    return _is_square_eye(d, out) or _diag_embedded(d, out)
+
+
+
+def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
+    """Whether the square matrix ``a`` equals its transpose by construction: ``x + x.T``, ``x x^T``,
+    potri and syrk of real factors, a diagonal, and sums, negations, scalings, diagonal updates and
+    symmetric rank-1 updates (``ger(S, x, x)``) of those."""
+    d = defs.get(id(a)) if isinstance(a, Var) and depth and a.type.ndim == 2 else None
+    if d is None or a.shape[0] != a.shape[1]:
+        return False
+
+    def sym(x) -> bool:
+        return _symmetric(x, defs, depth - 1)
+
+    if d.prim in (st.add_transpose_p, st.diag_embed_p) or _is_square_eye(d, a):
+        return d.prim is not st.diag_embed_p or d.params["offset"] == 0
+    if d.prim in (la.potri_p, la.syrk_p):
+        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
+    if d.prim is con.dot_general_p:
+        x, y = d.inputs
+        return x is y and not d.params["dims"].lhs_batch and d.params["dims"].lhs_contract == \
+            d.params["dims"].rhs_contract and x.type.ndim == 2
+    if d.prim in (ew.add_p, ew.sub_p):
+        return all(sym(x) for x in d.inputs)
+    if d.prim in (ew.neg_p, st.add_diagonal_p):
+        return sym(d.inputs[0])
+    if d.prim is ew.mul_p:
+        x, y = d.inputs
+        return any(sym(u) and (isinstance(w, Literal) or w.type.ndim == 0) for u, w in ((x, y), (y, x)))
+    if d.prim is rk.ger_p:
+        return d.inputs[1] is d.inputs[2] and sym(d.inputs[0])
+    if d.prim is st.broadcast_in_dim_p:
+        return d.inputs[0].type.ndim == 0 if isinstance(d.inputs[0], Var) else True
+    return False
+
+
+def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """A symmetric matrix (``_symmetric``) is its own transpose: symmetrising it doubles it, transposing it
+    is itself, and a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares)."""
+    if prim is st.add_transpose_p and _symmetric(ins[0], defs):
+        return Eqn(ew.mul_p, (ins[0], Literal.of(2, out.dtype)), (out,))
+    if prim is st.transpose_p and p["permutation"] == (1, 0) and _symmetric(ins[0], defs):
+        return ins[0]
+    if prim is con.dot_general_p and not p["dims"].lhs_batch and len(p["dims"].lhs_contract) == 1:
+        dims: con.DotDims = p["dims"]
+        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
+            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
+        if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
+            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
+    return None
+
+
 # Each primitive's rewrites, in the order they are tried (``_rewrite``): a rule sees only the equations of
 # the primitives it is listed for, so an equation costs the rules that can rewrite it.
 _CHAIN = [
@@ -629,6 +770,9 @@ _CHAIN = [
     (_unchecked_solve, {la.trsm_p}),
     (_outer_by_fill, {con.dot_general_p}),
     (_negated_operand, {con.dot_general_p}),
+    (_transposed_operand, {con.dot_general_p}),
+    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p}),
     (_outer, OUTER_REWRITES),
     (_unit_contraction, {con.dot_general_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),

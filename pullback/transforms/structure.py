@@ -586,6 +586,13 @@ class _Pass:
         for t in form:
             if t.kind != "outer":
                 continue
+            real = complex(t.coef).imag == 0
+            if acc is not None and real:  # a rank-1 update of the buffer, its scale BLAS's alpha
+                n = out.shape[0]
+                alpha = {} if t.coef == 1 else {"alpha": float(complex(t.coef).real)}
+                acc = self.emit(rk.ger_p, acc, self.emit(st.reshape_p, t.a, new_sizes=(n,)),
+                                self.emit(st.reshape_p, t.b, new_sizes=(n,)), **alpha)
+                continue
             u = t.a if t.coef == 1 else self.emit(ew.mul_p, t.a, self.lit(t.coef, dtype))
             if acc is None:
                 acc = self.emit(con.dot_general_p, u, t.b, dims=_OUTER)

@@ -156,16 +156,23 @@ def test_simplify_folds_scalar_factors():
     assert "z_bar" not in g and "0.5" in g  # the gradient is z: no cotangent computed
 
 
-def test_simplify_moves_a_negation_to_the_smaller_side_of_a_contraction():
-    def f(A, X):
+def test_simplify_moves_a_negation_past_a_contraction_and_into_a_scale():
+    def f(A, X, a, b):
         N = -A
-        return N @ X, X.T @ N, N * 2.0
+        return N @ X, X.T @ N, N * 2.0, np.outer(-a, b), B_minus(X, N)
+
+    def B_minus(X, N):
+        return X + N @ X  # X - A @ X
     A, X = np.arange(16.0).reshape(4, 4), np.arange(8.0).reshape(4, 2)
-    p = pb.verify(simplify(pb.make_ir(f)(A, X)))
+    a, b = np.arange(3.0), np.arange(5.0)
+    p = pb.verify(simplify(pb.make_ir(f)(A, X, a, b)))
     negated = [e.inputs[0] for e in p.eqns if e.prim is ew.neg_p]
-    assert sorted(v.shape for v in negated) == [(2, 4), (4, 2), (4, 4)]  # the 4x4 one still feeds N * 2
-    out = pb.jit(lambda A, X: f(A, X))(A, X)
-    for got, want in zip(out, f(A, X)):
+    # the products' results are negated (N * 2 is A * -2.0, X + N @ X is X - A @ X); the outer
+    # product, which sums nothing, negates its smaller side
+    assert sorted(v.shape for v in negated) == [(2, 4), (3,), (4, 2)]
+    assert any(e.prim is ew.sub_p for e in p.eqns)
+    out = pb.jit(lambda *args: f(*args))(A, X, a, b)
+    for got, want in zip(out, f(A, X, a, b)):
         np.testing.assert_array_equal(got, want)
 
 

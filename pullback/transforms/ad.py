@@ -36,7 +36,10 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    return dce(single_readers(reorder_contractions(cse(structure(simplified)))))
+    # simplified afresh once the whole-program passes have run: rules that read far upstream see what
+    # those made (a product with potri's symmetric result reads it untransposed; CSE shares it)
+    late = Settled()  # the second reads again only what CSE merged
+    return dce(simplify(cse(simplify(single_readers(reorder_contractions(cse(structure(simplified)))), late)), late))
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:

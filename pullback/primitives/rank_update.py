@@ -10,6 +10,10 @@ from pullback.primitives import contractions as con
 
 ger_p = Primitive("ger")
 
+# from this many elements on, simplification writes ``A + outer(x, y)`` as ger (an allocation below
+# that is cheap, and the sum reads as the user wrote it)
+MIN_SIZE = 1 << 16
+
 
 def _ger(a, x, y):
     """A (m, n) plus the outer product of x (m,) and y (n,), all of one float or complex dtype."""

@@ -15,6 +15,7 @@
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
   and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
 - ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block;
+- ``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``, a rank-1 update of x's buffer;
 - pads of adjacent slabs of one axis, added, are one pad of their concatenation (no pad at
   all when the slabs cover the axis), and a concatenation of a concatenation along the same
   axis is one: the transpose of splitting an array into slices (``np.split``, ``np.roll``,
@@ -46,6 +47,7 @@ from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
+from pullback.primitives import rank_update as rk
 from pullback.primitives import reductions as red
 from pullback.primitives import special as sp
 from pullback.primitives import structural as st
@@ -292,6 +294,9 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         joined = _adjacent_pads(ins, out, defs)
         if joined is not None:
             return joined
+        update = _rank_one_update(ins, out, defs)
+        if update is not None:
+            return update
     if prim is st.concatenate_p:
         dim = p["dimension"]
         ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
@@ -336,6 +341,20 @@ def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
         return ins[0]
     if prim is st.convert_element_type_p and same(ins[0]):
         return ins[0]
+    return None
+
+
+def _rank_one_update(ins, out: Var, defs: dict[int, Eqn]) -> Eqn | None:
+    """``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``: the outer product added into x's
+    buffer (when x is dead), not materialised as a second matrix of its own."""
+    if out.type.ndim != 2 or out.type.size < rk.MIN_SIZE or out.dtype.kind not in "fc":
+        return None
+    for x, y in (ins, ins[::-1]):
+        d = defs.get(id(y)) if isinstance(y, Var) else None
+        if (isinstance(x, Var) and x.type == out.type and d is not None and d.prim is con.dot_general_p
+                and d.params["dims"] == con.DotDims((), ()) and all(
+                    isinstance(a, Var) and a.type.ndim == 1 and a.dtype == out.dtype for a in d.inputs)):
+            return Eqn(rk.ger_p, (x, *d.inputs), (out,))
     return None
 
 

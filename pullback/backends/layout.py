@@ -55,7 +55,8 @@ def results(*positions: int) -> Rule:
 
 def flipped(eqn: Eqn, ins: frozenset[int]) -> frozenset[int]:
     """``x.T`` of a matrix: F-ordered exactly when ``x`` is C-ordered."""
-    return NONE if 0 in ins or eqn.outputs[0].type.ndim != 2 else frozenset({0})
+    swapped = eqn.params["permutation"] == (1, 0)
+    return frozenset({0}) if swapped and 0 not in ins else NONE
 
 
 def elementwise(eqn: Eqn, ins: frozenset[int]) -> frozenset[int]:

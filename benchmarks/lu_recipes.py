@@ -8,7 +8,8 @@ Cases (value and gradient, float64, A = randn + n I, K SPD given):
   slogdet  slogdet(A)[1]                   expert: getrf, getri (A^{-T})
 (The GP written with ``solve(assume_a='pos')`` and ``logdet`` is in ``benchmarks.gp_recipes``.)
 Medians and minima of interleaved repeats (the two implementations alternate, so load drifts hit
-both alike); peak memory is tracemalloc's high-water mark of NumPy's allocations during one call.
+both alike), and the median CPU time of the process (all threads; steadier on a shared machine);
+peak memory is tracemalloc's high-water mark of NumPy's allocations during one call.
 ``--write`` appends the table to benchmarks/RESULTS.md under its own heading.
 """
 
@@ -101,28 +102,33 @@ def measure(sizes, repeats: int):
             for a, b in zip(_flat(expert(*args)), _flat(ours(*args))):  # the same numbers first
                 np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-8 * max(1.0, float(np.max(np.abs(a)))))
             times = {"expert": [], "pullback": []}
+            cpu = {"expert": [], "pullback": []}
             for _ in range(repeats):
                 for label, fn in (("expert", expert), ("pullback", ours)):
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     fn(*args)
                     times[label].append(time.perf_counter() - t)
+                    cpu[label].append(time.process_time() - c)
             peak = {label: _peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
             med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
             low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
+            cpu_med = {k: 1e3 * float(np.median(v)) for k, v in cpu.items()}
             for label in ("expert", "pullback"):
                 rows.append((name, n, label, med[label], low[label], med[label] / med["expert"],
-                             low[label] / low["expert"], peak[label] / peak["expert"]))
+                             low[label] / low["expert"], cpu_med[label] / cpu_med["expert"],
+                             peak[label] / peak["expert"]))
             print(f"{name:26s} n={n:5d}  pullback/expert: median {med['pullback'] / med['expert']:.2f}, "
-                  f"min {low['pullback'] / low['expert']:.2f}, peak memory {peak['pullback'] / peak['expert']:.2f}",
-                  flush=True)
+                  f"min {low['pullback'] / low['expert']:.2f}, CPU {cpu_med['pullback'] / cpu_med['expert']:.2f}, "
+                  f"peak memory {peak['pullback'] / peak['expert']:.2f}", flush=True)
     return rows
 
 
 def table(rows) -> str:
-    lines = ["| case | n | implementation | median, ms | min, ms | ratio (median) | ratio (min) | peak memory ratio |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, n, label, med, low, r_med, r_min, r_mem in rows:
-        lines.append(f"| {name} | {n} | {label} | {med:.1f} | {low:.1f} | {r_med:.2f} | {r_min:.2f} | {r_mem:.2f} |")
+    lines = ["| case | n | implementation | median, ms | min, ms | ratio (median) | ratio (min) | ratio (CPU time) "
+             "| peak memory ratio |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, n, label, med, low, r_med, r_min, r_cpu, r_mem in rows:
+        lines.append(f"| {name} | {n} | {label} | {med:.1f} | {low:.1f} | {r_med:.2f} | {r_min:.2f} | {r_cpu:.2f} "
+                     f"| {r_mem:.2f} |")
     return "\n".join(lines)
 
 

@@ -12,7 +12,9 @@ Inner products are real: ``<X, Y> = Re sum(conj(X) Y)``, the one pullback transp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -167,3 +169,93 @@ def check_grads(f: Callable, args: Sequence, order: int = 1, *, modes: Sequence[
 
         check_jvp(directional, args, seed=seed, rtol=rtol or 1e-5, atol=atol or 1e-6)
         check_vjp(directional, args, seed=seed, rtol=rtol, atol=atol)
+
+
+# --- hidden copies at the SciPy LAPACK/BLAS boundary ------------------------------------------------
+
+@dataclass(frozen=True)
+class Copy:
+    """An array argument that f2py copied on its way into a SciPy LAPACK/BLAS routine."""
+
+    routine: str
+    argument: str
+    shape: tuple[int, ...]
+    hidden: bool  # True: the layout forced it (a C-ordered matrix where Fortran order is read);
+    # False: the routine works on a copy anyway (``overwrite_*`` off), whatever the layout
+
+    def __str__(self) -> str:
+        kind = "hidden" if self.hidden else "copy"
+        return f"{self.routine}({self.argument}: {'x'.join(map(str, self.shape))}, {kind})"
+
+
+_TYPECODES = {"f": np.float32, "d": np.float64, "F": np.complex64, "D": np.complex128, "i": np.int32}
+
+
+def _signature(fn) -> tuple[list[str], dict[str, np.dtype], set[str]]:
+    """An f2py routine's argument names in order, its arrays' dtypes, and its ``overwrite_*`` options,
+    read from the docstring f2py writes (``lu,piv,info = dgetrf(a,[overwrite_a])``, ``a : input rank-2
+    array('d') ...``)."""
+    doc = fn.__doc__ or ""
+    head = doc.split("\n", 1)[0]
+    names = [n.strip(" []") for n in head[head.index("(") + 1: head.rindex(")")].split(",") if n.strip(" []")]
+    arrays = {}
+    for line in doc.splitlines():
+        name, _, rest = line.partition(" : ")
+        if "array('" in rest and name.strip() in names:
+            code = rest.split("array('", 1)[1][0]
+            if code in _TYPECODES:
+                arrays[name.strip()] = np.dtype(_TYPECODES[code])
+    return names, arrays, {n[len("overwrite_"):] for n in names if n.startswith("overwrite_")}
+
+
+def _counting(name: str, fn, record: list[Copy]):
+    names, arrays, overwritable = _signature(fn)
+    routine = name
+
+    def wrapper(*args, **kwargs):
+        bound = dict(zip(names, args)) | kwargs
+        for name, dtype in arrays.items():
+            x = bound.get(name)
+            if not isinstance(x, np.ndarray) or x.ndim == 0:
+                continue
+            kept = name not in overwritable or bool(bound.get(f"overwrite_{name}", 0))  # else copied anyway
+            if x.flags.f_contiguous and x.dtype == dtype and kept:
+                continue  # f2py reads it in place
+            record.append(Copy(routine, name, x.shape, kept))
+        return fn(*args, **kwargs)
+
+    wrapper.__name__ = routine
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@contextmanager
+def counting_copies() -> Iterator[list[Copy]]:
+    """Within this block, every array argument that SciPy's LAPACK/BLAS wrappers copy is recorded: one
+    not in Fortran order (or of another dtype) is copied by f2py before the routine sees it (*hidden*
+    copies), and one the routine would overwrite unless ``overwrite_*`` is set is copied anyway. The list
+    yielded fills as the block runs. (Generated code looks its routines up on ``scipy.linalg.lapack``
+    and ``scipy.linalg.blas`` at each call, so those module attributes are what is wrapped.)"""
+    import scipy.linalg.blas
+    import scipy.linalg.lapack
+
+    record: list[Copy] = []
+    saved = []
+    for module in (scipy.linalg.lapack, scipy.linalg.blas):
+        for name, fn in list(vars(module).items()):
+            if type(fn).__name__ == "fortran" and "(" in (fn.__doc__ or "").split("\n", 1)[0]:
+                saved.append((module, name, fn))
+                setattr(module, name, _counting(name, fn, record))
+    try:
+        yield record
+    finally:
+        for module, name, fn in saved:
+            setattr(module, name, fn)
+
+
+def copies(fn: Callable, *args, min_size: int = 0) -> list[Copy]:
+    """The copies of arrays of at least ``min_size`` elements that SciPy's LAPACK/BLAS wrappers make in
+    one call ``fn(*args)`` (compile first: a first call prints and compiles the program)."""
+    with counting_copies() as record:
+        fn(*args)
+    return [c for c in record if int(np.prod(c.shape)) >= min_size]

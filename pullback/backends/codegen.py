@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, memory, printed, render
+from pullback.backends import fusion, layout, memory, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -138,6 +138,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
     templates = Templates(ctx)
+    fortran: set[int] = set()  # ids of the locals known to be F-ordered (see ``layout``)
+    free: set[int] = set()  # ids of branches' inputs whose operands die with the branch (see ``memory.plan``)
+    order_rules = getattr(backend, "FORTRAN", {})
+    optional = getattr(backend, "OPTIONAL_RESULTS", {})
 
     def templated(eqn: Eqn, k: int | None) -> str | None:
         """The equation's statements as text, from the template of its kind (see ``templates``)."""
@@ -166,8 +170,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
         prog = printed.prepare(prog)
-        dead = _last_uses(prog) if dels and not plain else {}
-        reuse = memory.plan(prog) if in_place and not plain else {}
+        last = _last_uses(prog)
+        dead = last if dels and not plain else {}
+        reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
+                 if in_place and not plain else {})
         listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
@@ -181,7 +187,13 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
             ctx.where, comment = comments[eqn.source]
             ctx.reusable = reuse.get(i, frozenset())
+            ctx.fortran = layout.operands(eqn, fortran)
+            ctx.unused = unused_results(eqn, last.get(i, ()))
+            if dels and ctx.unused & optional.get(eqn.prim, frozenset()):  # left unassigned by the emitter: no del
+                skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
+                dead[i] = [v for v in dead[i] if id(v) not in skipped]
             k = _in_place_operand(eqn, ctx.reusable, backend)
+            layout.record(eqn, order_rules, ctx.fortran, k, fortran)
             printer = _NESTED.get(eqn.prim.name)
             # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
             returned_update = (k is not None and printer is None and id(eqn.outputs[0]) in returned
@@ -200,6 +212,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 continue
             ins = [expr(a) for a in eqn.inputs]
             if printer is not None:  # an equation holding sub-programs prints them in place
+                for body, first, count in _operands_of_bodies(eqn):  # inputs standing for operands: their order
+                    fortran.update(id(body.inputs[j - first]) for j in ctx.fortran if first <= j < first + count)
+                if eqn.prim.name == "cond":  # an operand dying here is each branch's to overwrite
+                    free.update(id(br.inputs[j - 1]) for br in eqn.params["branches"] for j in ctx.reusable if j)
                 stmts = printer(eqn, ins, nest)
             elif returned_update:
                 out = eqn.outputs[0]
@@ -507,6 +523,26 @@ def _fresh(e: s.Expr, v: Var, backend: ModuleType) -> s.Expr:
 def _listed(stmt) -> list:
     """A backend's in-place update: one statement, or several (CuPy's complex ``add.at``)."""
     return stmt if isinstance(stmt, list) else [stmt]
+
+
+def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
+    """(sub-program, position of the operand its first input stands for, how many inputs do) for the
+    sub-programs whose leading inputs are the equation's operands as they are: a branch's, an inlined
+    body's, a scan's constants (its carries change from step to step)."""
+    p, name = eqn.params, eqn.prim.name
+    if name == "cond":
+        return [(br, 1, len(br.inputs)) for br in p["branches"]]
+    if name in ("checkpoint", "custom_jvp_call", "custom_vjp_call"):
+        return [(p["body"], 0, len(p["body"].inputs))]
+    if name == "scan":
+        return [(p["body"], 0, p["num_consts"])]
+    return []
+
+
+def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
+    """Positions of the equation's results that nothing reads (dead where they are made)."""
+    here = {id(v) for v in dead_here}
+    return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
 
 
 def _in_place_operand(eqn, reusable: frozenset[int], backend: ModuleType) -> int | None:

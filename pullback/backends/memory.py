@@ -92,10 +92,17 @@ def _scan_carry_sources(eqn):
             yield v, src
 
 
-def plan(program: Program) -> dict[int, frozenset[int]]:
-    """Equation index -> positions of inputs whose buffers the equation may reuse."""
-    pinned = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+def plan(program: Program, free: frozenset[int] = frozenset()) -> dict[int, frozenset[int]]:
+    """Equation index -> positions of inputs whose buffers the equation may reuse. ``free``: ids of
+    inputs that are the program's own to overwrite (a branch's operands that die with the branch).
+    An operand may be its buffer's owner or a transpose of it (the whole buffer, read another way)."""
+    pinned = ({id(v) for v in program.inputs} - free) | {id(v) for v in program.constvars}
     root = buffer_roots(program)
+    whole: set[int] = set()  # transposes of a whole buffer (of its owner, or of such a transpose)
+    for e in program.eqns:
+        x = e.inputs[0] if e.prim is st.transpose_p else None
+        if isinstance(x, Var) and (root.get(id(x), id(x)) == id(x) or id(x) in whole):
+            whole.add(id(e.outputs[0]))
     for a in program.outputs:
         if isinstance(a, Var):
             pinned.add(root.get(id(a), id(a)))
@@ -112,8 +119,8 @@ def plan(program: Program) -> dict[int, frozenset[int]]:
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
             if isinstance(a, Var) and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
-            and root.get(id(a)) == id(a) and id(a) not in pinned
-            and last.get(id(a)) == i and buffers.count(id(a)) == 1  # no other operand reads this buffer
+            and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
+            and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )
         if ok:
             reusable[i] = ok

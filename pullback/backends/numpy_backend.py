@@ -12,6 +12,7 @@ from collections.abc import Callable
 import libcst as cst
 import numpy as np
 
+from pullback.backends import layout
 from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
 from pullback.errors import TracingError
@@ -42,6 +43,8 @@ class Context:
         self.one_blas = False  # print large matrix products with SciPy's BLAS (see configure)
         self.fresh = fresh or (lambda hint: hint)  # a new local name, unique in the function
         self.where = ""  # the current equation's user file:line, sanitised for use in messages
+        self.fortran: frozenset[int] = frozenset()  # operands known to be F-ordered (see ``layout``)
+        self.unused: frozenset[int] = frozenset()  # results nothing reads (OPTIONAL_RESULTS may go unassigned)
 
     def use(self, module: str) -> None:
         """Record that the generated code needs ``import module``."""
@@ -55,6 +58,8 @@ def configure(ctx: Context, program) -> None:
 
 Emitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], "Expr | list[cst.BaseStatement]"]
 EMITTERS: dict[Primitive, Emitter] = {}
+FORTRAN: dict[Primitive, layout.Rule] = {}  # which printed results are F-ordered (see ``layout``)
+OPTIONAL_RESULTS: dict[Primitive, frozenset[int]] = {}  # results an emitter leaves unassigned when unused
 
 
 def empty(t) -> Expr:
@@ -73,10 +78,12 @@ def emits(*prims: Primitive):
 
 def _function(prim: Primitive, path: str) -> None:
     EMITTERS[prim] = lambda ctx, eqn, ins, outs: s.call(path, *ins)
+    FORTRAN[prim] = layout.elementwise
 
 
 def _operator(prim: Primitive, op: str) -> None:
     EMITTERS[prim] = lambda ctx, eqn, ins, outs: s.binop(ins[0], op, ins[1])
+    FORTRAN[prim] = layout.elementwise
 
 
 for _p, _path in [
@@ -121,6 +128,8 @@ IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.arctanh_p: (None, "np.arctanh"), ew.cbrt_p: (None, "np.cbrt"), ew.clip_p: (None, "np.clip"),
     st.add_diagonal_p: ("+=", None),  # only the diagonal changes: x[np.diag_indices(n)] += v
 }
+FORTRAN.update({ew.neg_p: layout.elementwise, ew.not_p: layout.elementwise, ew.integer_pow_p: layout.elementwise,
+                st.convert_element_type_p: layout.elementwise, st.transpose_p: layout.flipped})
 
 _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign, "/=": cst.DivideAssign,
         "**=": cst.PowerAssign}
@@ -405,16 +414,20 @@ def _dot_general(ctx, eqn, ins, outs):
 
 
 def _gemm(ctx: Context, eqn: Eqn, a: Expr, b: Expr) -> Expr:
-    """``a @ b`` as SciPy's gemm on F-ordered views: (a b)^T = b^T a^T, so the column-major
-    product of ``b.T`` and ``a.T`` is the row-major ``a @ b`` read back through ``.T``."""
+    """``a @ b`` as SciPy's gemm: (a b)^T = b^T a^T in column-major terms, read back through ``.T``.
+    Each operand goes in as the F-ordered view of its transpose (``x.T`` of a C-ordered ``x``) or,
+    F-ordered already, as itself with its ``trans`` flag set: no copy either way."""
     from pullback.backends.numpy_linalg import blas
 
-    def f_view(x: Expr) -> Expr:  # x.T, with x.T.T written as x
-        if isinstance(x, cst.Attribute) and x.attr.value == "T":
-            return x.value
-        return s.attribute(x, "T")
+    def f_view(x: Expr, position: int) -> tuple[Expr, int]:  # (the F-ordered array, trans flag) for x^T
+        transposed = isinstance(x, cst.Attribute) and x.attr.value == "T"
+        if (position in ctx.fortran) != transposed:  # x is F-ordered: itself, transposed by BLAS
+            return x, 1
+        return (x.value if transposed else s.attribute(x, "T")), 0
 
-    return s.attribute(s.call(blas(ctx, "gemm", eqn.inputs[0].dtype), s.number(1.0), f_view(b), f_view(a)), "T")
+    (bt, trans_b), (at, trans_a) = f_view(b, 1), f_view(a, 0)
+    flags = {name: s.number(1) for name, flag in (("trans_a", trans_b), ("trans_b", trans_a)) if flag}
+    return s.attribute(s.call(blas(ctx, "gemm", eqn.inputs[0].dtype), s.number(1.0), bt, at, **flags), "T")
 
 
 def _matrix_transpose(x: Expr, nb: int) -> Expr:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from pullback.backends import layout
 from pullback.backends import syntax as s
-from pullback.backends.numpy_backend import EMITTERS
+from pullback.backends.numpy_backend import EMITTERS, FORTRAN
 from pullback.backends.numpy_linalg import PREFIX, assign, emits, lapack, overwrite, raise_if
 from pullback.primitives import factored as fa
 
@@ -36,9 +37,13 @@ def _getri(ctx, eqn, lu, piv, x, position: int):
                                     **overwrite(ctx, position, "overwrite_lu")))
 
 
-def _potrs(ctx, eqn, l, b, x, position: int):
+def _potrs(ctx, eqn, l, b, x, position: int, fortran: bool):
+    """``fortran``: L is F-ordered, LAPACK's own lower factor of A = L L^H, read as itself."""
     dt = eqn.inputs[0].dtype
     info = s.name(ctx.fresh("info"))
+    if fortran:
+        return [assign([x, info], s.call(lapack(ctx, "potrs", dt), l, b, lower=s.number(1),
+                                         **overwrite(ctx, position, "overwrite_b")))]
     if dt.kind != "c":
         return [assign([x, info], s.call(lapack(ctx, "potrs", dt), s.attribute(l, "T"), b,
                                          **overwrite(ctx, position, "overwrite_b")))]
@@ -62,7 +67,7 @@ def _getri_emit(ctx, eqn, ins, outs):
 @emits(fa.potrs_p)
 def _potrs_emit(ctx, eqn, ins, outs):
     (l, b), (x,) = ins, outs
-    return _potrs(ctx, eqn, l, b, x, 1)
+    return _potrs(ctx, eqn, l, b, x, 1, 0 in ctx.fortran)
 
 
 @emits(fa.gesv_p)
@@ -82,7 +87,7 @@ def _getri_at_emit(ctx, eqn, ins, outs):
 @emits(fa.posv_p)
 def _posv_emit(ctx, eqn, ins, outs):
     (_, l, b), (x,) = ins, outs
-    return _potrs(ctx, eqn, l, b, x, 2)
+    return _potrs(ctx, eqn, l, b, x, 2, 1 in ctx.fortran)
 
 
 def _diagonal(x):
@@ -99,6 +104,10 @@ def _po_logdet_emit(ctx, eqn, ins, outs):
     return s.binop(s.number(2.0), "*", s.call("np.sum", s.call("np.log", s.attribute(_diagonal(ins[1]), "real")),
                                               axis=s.number(-1)))
 
+
+# LAPACK's solutions and inverses are its own column-major arrays
+for _p in (fa.getrs_p, fa.getri_p, fa.potrs_p, fa.gesv_p, fa.getri_at_p, fa.posv_p):
+    FORTRAN[_p] = layout.results(0)
 
 EMITTERS[fa.lu_logabsdet_p] = _lu_logabsdet_emit
 EMITTERS[fa.po_logdet_p] = _po_logdet_emit

@@ -16,8 +16,9 @@ import libcst.helpers
 import numpy as np
 import scipy.linalg
 
+from pullback.backends import layout
 from pullback.backends import syntax as s
-from pullback.backends.numpy_backend import EMITTERS, ONE_BLAS_MIN_WORK, Context
+from pullback.backends.numpy_backend import EMITTERS, FORTRAN, ONE_BLAS_MIN_WORK, OPTIONAL_RESULTS, Context
 from pullback.backends.syntax import Expr
 from pullback.ir.core import Eqn
 from pullback.primitives import linalg as la
@@ -96,10 +97,10 @@ def batched(emit: MatrixEmitter, empty: bool = True) -> Callable:
         item_ins = [s.subscript(x, [k]) for x in ins]
         item_outs = [s.name(ctx.fresh(f"{o.value}_k")) for o in outs]
         body = emit(ctx, eqn, item_ins, item_outs)
-        body += [s.statement(cst.Assign([cst.AssignTarget(s.subscript(o, [k]))], t))
-                 for o, t in zip(outs, item_outs)]
-        alloc = [assign([o], s.call("np.empty", s.ints(v.shape), dtype=s.dtype(v.dtype)))
-                 for o, v in zip(outs, eqn.outputs)]
+        kept = [j for j in range(len(outs)) if j not in ctx.unused or j not in OPTIONAL_RESULTS.get(eqn.prim, ())]
+        body += [s.statement(cst.Assign([cst.AssignTarget(s.subscript(outs[j], [k]))], item_outs[j])) for j in kept]
+        alloc = [assign([outs[j]], s.call("np.empty", s.ints(v.shape), dtype=s.dtype(v.dtype)))
+                 for j, v in ((j, eqn.outputs[j]) for j in kept)]
         loop = cst.For(target=k, iter=s.call("np.ndindex", *map(s.number, batch)), body=cst.IndentedBlock(body))
         return [*alloc, loop]
 
@@ -125,26 +126,44 @@ def emits(prim, empty: bool = True):
 
 @emits(la.potrf_p)
 def _potrf(ctx, eqn, ins, outs):
-    """LAPACK factors A^T (the F-view A.T) as U^H U; L = U^T is the C-view of that factor."""
+    """LAPACK factors A^T (the F-view A.T) as U^H U; L = U^T is the C-view of that factor. An
+    F-ordered A is factored as itself, A = L L^H, and L is LAPACK's (F-ordered) array."""
     (a,), (l, info) = ins, outs
-    u = s.name(ctx.fresh("u"))
-    stmts = [assign([u, info], s.call(lapack(ctx, "potrf", eqn.inputs[0].dtype), s.attribute(a, "T"),
+    fortran = 0 in ctx.fortran
+    u = l if fortran else s.name(ctx.fresh("u"))
+    operand, flags = (a, kw(lower=1)) if fortran else (s.attribute(a, "T"), {})
+    stmts = [assign([u, info], s.call(lapack(ctx, "potrf", eqn.inputs[0].dtype), operand, **flags,
                                       **overwrite(ctx, 0)))]
     if eqn.params["check"]:
         stmts.append(raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
                                          "(LAPACK potrf info={})", info, info))
-    return [*stmts, assign([l], s.attribute(u, "T"))]
+    return stmts if fortran else [*stmts, assign([l], s.attribute(u, "T"))]
+
+
+FORTRAN[la.potrf_p] = layout.same_as(0)
 
 
 def _triangular(ctx, eqn, ins, outs, name: str):
-    """op(A) X = B on C arrays is X^T op(A)^T = B^T on their F-views: the other side,
-    the other triangle, the same transposition."""
+    """op(A) X = B (or X op(A) = B). A C-ordered B is solved as the transposed system
+    X^T op(A)^T = B^T on its F-view B.T (the other side), giving the F-ordered X^T, whose ``.T`` is
+    X; an F-ordered B as itself, giving an F-ordered X. A goes in as the F-ordered array it is
+    held in, A itself or the view A.T of a C-ordered one (then the other triangle); BLAS's
+    ``trans_a`` flag makes up for the transposition: no copy of either."""
     (a, b), (x,) = ins, outs
     p = eqn.params
-    call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), s.attribute(a, "T"), s.attribute(b, "T"),
-                  **kw(side=1 if p["left"] else 0, lower=0 if p["lower"] else 1, trans_a=int(p["trans"]),
+    column = 1 in ctx.fortran  # B is F-ordered: the system as it stands
+    a_itself = 0 in ctx.fortran
+    trans = int(p["trans"])
+    if a_itself == column or trans == 0 or trans == 1 or eqn.inputs[0].dtype.kind != "c":
+        trans = trans if a_itself == column else 1 - min(trans, 1)  # A^H = A^T, real; (A^T)^T = A
+    else:  # a conjugate transpose (complex) of the transposed array: BLAS has no op for conj(A)
+        a_itself = column
+    matrix = a if a_itself else s.attribute(a, "T")
+    rhs = b if column else s.attribute(b, "T")
+    call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), matrix, rhs,
+                  **kw(side=int(p["left"] != column), lower=int(p["lower"] == a_itself), trans_a=trans,
                        diag=int(p["unit_diagonal"])), **overwrite(ctx, 1, "overwrite_b"))
-    return [*singular_check(ctx, eqn, a), assign([x], s.attribute(call, "T"))]
+    return [*singular_check(ctx, eqn, a), assign([x], call if column else s.attribute(call, "T"))]
 
 
 def singular_check(ctx, eqn: Eqn, a: Expr) -> list[cst.If]:
@@ -165,6 +184,9 @@ def _trsm(ctx, eqn, ins, outs):
 @emits(la.trmm_p)
 def _trmm(ctx, eqn, ins, outs):
     return _triangular(ctx, eqn, ins, outs, "trmm")
+
+
+FORTRAN[la.trsm_p] = FORTRAN[la.trmm_p] = layout.same_as(1)
 
 
 @emits(la.syrk_p)
@@ -214,32 +236,49 @@ def _mirror_by_blocks(ctx, b: cst.Name, n: int, complex_: bool) -> cst.For:
 @emits(la.potri_p)
 def _potri(ctx, eqn, ins, outs):
     """potri on the F-view L.T = U leaves triu((U^H U)^{-1}) in an F-ordered c; the strict upper
-    part mirrors in place, and the result is c.T: the conjugate of a Hermitian c, C-ordered."""
+    part mirrors in place, and the result is c.T: the conjugate of a Hermitian c, C-ordered. An
+    F-ordered L goes in as itself: c holds tril((L L^H)^{-1}), mirrored through its view c.T,
+    and is the (F-ordered) result."""
     (l,), (b,) = ins, outs
+    fortran = 0 in ctx.fortran
     c, info = s.name(ctx.fresh("c")), s.name(ctx.fresh("info"))
     complex_ = eqn.inputs[0].dtype.kind == "c"
     n = eqn.outputs[0].shape[-1]
-    mirror = s.attribute(s.call("np.triu", c, s.number(1)), "T")
-    return [
-        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), s.attribute(l, "T"),
+    operand, flags = (l, kw(lower=1)) if fortran else (s.attribute(l, "T"), {})
+    stmts = [
+        assign([c, info], s.call(lapack(ctx, "potri", eqn.inputs[0].dtype), operand, **flags,
                                  **overwrite(ctx, 0, "overwrite_c"))),
         raise_if(info, ctx, "cholesky_inverse: the factor is singular (LAPACK potri info={})", info),
-        # in place: one strict triangle's copy, not a second n x n result (the other triangle is zero)
-        s.statement(cst.AugAssign(c, cst.AddAssign(), s.method(mirror, "conj") if complex_ else mirror))
-        if n < MIRROR_MIN_N else _mirror_by_blocks(ctx, c, n, complex_),
-        assign([b], s.attribute(c, "T")),
     ]
+    upper = c  # the array whose strict upper triangle is computed and its lower one zero
+    if fortran:
+        upper = s.name(ctx.fresh("ct"))
+        stmts.append(assign([upper], s.attribute(c, "T")))
+    mirror = s.attribute(s.call("np.triu", upper, s.number(1)), "T")
+    # in place: one strict triangle's copy, not a second n x n result (the other triangle is zero)
+    stmts.append(s.statement(cst.AugAssign(upper, cst.AddAssign(), s.method(mirror, "conj") if complex_ else mirror))
+                 if n < MIRROR_MIN_N else _mirror_by_blocks(ctx, upper, n, complex_))
+    return [*stmts, assign([b], c if fortran else s.attribute(c, "T"))]
+
+
+FORTRAN[la.potri_p] = layout.same_as(0)
 
 
 @emits(rk.ger_p)
 def _ger(ctx, eqn, ins, outs):
-    """A + alpha x y^T as ger on the F-view A.T (A^T + alpha y x^T), into A's buffer when A is dead."""
+    """A + alpha x y^T as ger on the F-view A.T (A^T + alpha y x^T), into A's buffer when A is dead; on
+    an F-ordered A, as itself (an F-ordered result)."""
     a, x, y = ins
     dtype = eqn.inputs[0].dtype
     name = "geru" if dtype.kind == "c" else "ger"
     alpha = s.number(float(eqn.params.get("alpha", 1.0)))
+    if 0 in ctx.fortran:
+        return s.call(blas(ctx, name, dtype), alpha, x, y, a=a, **overwrite(ctx, 0, "overwrite_a"))
     return s.attribute(s.call(blas(ctx, name, dtype), alpha, y, x, a=s.attribute(a, "T"),
                               **overwrite(ctx, 0, "overwrite_a")), "T")
+
+
+FORTRAN[rk.ger_p] = layout.same_as(0)
 
 
 def _qr_workspace(dtype, m: int, n: int) -> dict[str, Expr]:
@@ -264,7 +303,9 @@ def _gelqf(ctx, eqn, ins, outs):
         assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), s.attribute(a, "T"),
                                              **_qr_workspace(dt, n, m), **overwrite(ctx, 0))),
         assign([l], s.attribute(s.call("np.triu", s.subscript(qr, [s.slice_(None, m, None)])), "T")),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, n, m))),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), qr, tau, **_qr_workspace(dt, n, m),
+                                       overwrite_a=s.number(1))),
+        s.statement(cst.Del(s.tuple_([qr, tau, work, info], parens=False))),
         assign([q], s.attribute(q, "T")),
     ]
 
@@ -272,7 +313,8 @@ def _gelqf(ctx, eqn, ins, outs):
 @emits(la.geqrf_p)
 def _geqrf(ctx, eqn, ins, outs):
     """geqrf, then orgqr/ungqr on the first k = min(m, n) reflectors (all columns of a tall
-    A; the leading m x m block of a wide one)."""
+    A; the leading m x m block of a wide one), in place: their array is ours, and dead once R
+    is copied out of it."""
     (a,), (q, r) = ins, outs
     dt, (m, n) = eqn.inputs[0].dtype, eqn.inputs[0].shape[-2:]
     k = min(m, n)
@@ -282,8 +324,13 @@ def _geqrf(ctx, eqn, ins, outs):
         assign([qr, tau, work, info], s.call(lapack(ctx, "geqrf", dt), a, **_qr_workspace(dt, m, n),
                                              **overwrite(ctx, 0))),
         assign([r], s.call("np.triu", s.subscript(qr, [s.slice_(None, k, None)]))),
-        assign([q, work, info], s.call(_orthonormal(ctx, dt), reflectors, tau, **_qr_workspace(dt, m, k))),
+        assign([q, work, info], s.call(_orthonormal(ctx, dt), reflectors, tau, **_qr_workspace(dt, m, k),
+                                       overwrite_a=s.number(1))),
+        s.statement(cst.Del(s.tuple_([qr, tau, work, info], parens=False))),
     ]
+
+
+FORTRAN[la.geqrf_p] = layout.results(0)
 
 
 def _fix_phase(ctx, vectors: cst.Name, n: int, others: list[cst.Name], complex_: bool):
@@ -355,23 +402,30 @@ def _gesvd(ctx, eqn, ins, outs):
 @emits(la.getrf_p)
 def _getrf(ctx, eqn, ins, outs):
     """getrf on the C array (LAPACK factors a column-major copy, as it must work in place
-    anyway); the row permutation follows from applying the pivots' swaps in order."""
+    anyway); the row permutation, where something reads it, follows from applying the pivots'
+    swaps in order."""
     (a,), (lu, piv, perm, info) = ins, outs
     m = eqn.inputs[0].shape[-2]
-    i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
-    swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
-                      s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
     stmts = [assign([lu, piv, info], s.call(lapack(ctx, "getrf", eqn.inputs[0].dtype), a, **overwrite(ctx, 0)))]
     if eqn.params["check"]:
         stmts.append(raise_if(s.binop(info, ">", s.number(0)), ctx,
                               "singular matrix: U[{}, {}] is exactly zero (LAPACK getrf info={})",
                               s.binop(info, "-", s.number(1)), s.binop(info, "-", s.number(1)), info))
+    if 2 in ctx.unused:
+        return stmts
+    i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
+    swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
+                      s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
     return [
         *stmts,
         assign([perm], s.call("np.arange", s.number(m), dtype=s.dtype(np.int32))),
         cst.For(target=s.tuple_([i, j], parens=False), iter=s.call("enumerate", piv),
                 body=cst.IndentedBlock([s.statement(swap)])),
     ]
+
+
+FORTRAN[la.getrf_p] = layout.results(0)
+OPTIONAL_RESULTS[la.getrf_p] = frozenset({2})  # the permutation
 
 
 @emits(la.permute_p, empty=False)

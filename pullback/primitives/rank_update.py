@@ -11,6 +11,10 @@ from pullback.primitives import contractions as con
 
 ger_p = Primitive("ger")
 
+# from this many elements on, simplification writes ``A + outer(x, y)`` as ger (an allocation below
+# that is cheap, and the sum reads as the user wrote it)
+MIN_SIZE = 1 << 16
+
 
 def _ger(a, x, y, *, alpha: float = 1.0):
     """A (m, n) plus alpha times the outer product of x (m,) and y (n,), all of one float or complex dtype."""

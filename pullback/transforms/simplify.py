@@ -18,6 +18,7 @@
   of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
   and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
 - ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block;
+- ``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``, a rank-1 update of x's buffer;
 - pads of adjacent slabs of one axis, added, are one pad of their concatenation (no pad at
   all when the slabs cover the axis), and a concatenation of a concatenation along the same
   axis is one: the transpose of splitting an array into slices (``np.split``, ``np.roll``,
@@ -405,6 +406,24 @@ def _same_type_conversion(prim, ins, p, out, defs, fill_of):
     return ins[0] if _same_type(ins[0], out) else None
 
 
+def _rank_one_update(ins, out: Var, defs: dict[int, Eqn]) -> Eqn | None:
+    """``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``: the outer product added into x's
+    buffer (when x is dead), not materialised as a second matrix of its own."""
+    if out.type.ndim != 2 or out.type.size < rk.MIN_SIZE or out.dtype.kind not in "fc":
+        return None
+    for x, y in (ins, ins[::-1]):
+        d = defs.get(id(y)) if isinstance(y, Var) else None
+        if (isinstance(x, Var) and x.type == out.type and d is not None and d.prim is con.dot_general_p
+                and d.params["dims"] == con.DotDims((), ()) and all(
+                    isinstance(a, Var) and a.type.ndim == 1 and a.dtype == out.dtype for a in d.inputs)):
+            return Eqn(rk.ger_p, (x, *d.inputs), (out,))
+    return None
+
+
+def _rank_one(prim, ins, p, out, defs, fill_of):
+    return _rank_one_update(ins, out, defs)
+
+
 def _triangular(a, lower: bool, k: int, defs: dict[int, Eqn], depth: int = 16) -> bool:
     """Whether ``a`` is zero outside its lower (``lower``) or upper triangle shifted by ``k`` (``np.tril(a, k)
     == a``), by construction: a triangle, a diagonal, sums, negations and scalings of those, and triangular
@@ -777,6 +796,7 @@ _CHAIN = [
     (_unit_contraction, {con.dot_general_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),
     (_pads, {ew.add_p}),
+    (_rank_one, {ew.add_p}),
     (_flat_concatenate, {st.concatenate_p}),
     (_divide_by_one, {ew.div_p}),
     (_triangle_of_triangular, {st.tril_p, st.triu_p}),

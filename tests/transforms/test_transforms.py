@@ -193,6 +193,23 @@ def test_simplify_keeps_diagonal_matrices_as_vectors():
     np.testing.assert_allclose(s_bar, np.exp(s) * (2 * np.trace(A) + 4), rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_simplify_adds_a_large_outer_product_as_a_rank_one_update(dtype):
+    def f(A, u, v):
+        return A @ A + np.outer(u, v)
+
+    def ger_count(*args):
+        return [e.prim.name for e in pb.verify(simplify(pb.make_ir(f)(*args))).eqns].count("ger")
+
+    rng = np.random.default_rng(0)
+    n = 300  # 90,000 elements: above the threshold
+    A, u, v = (rng.standard_normal(s).astype(dtype) for s in ((n, n), n, n))
+    if np.dtype(dtype).kind == "c":
+        u = u + 1j * rng.standard_normal(n)
+    assert ger_count(A, u, v) == 1 and ger_count(A[:8, :8].copy(), u[:8], v[:8]) == 0
+    np.testing.assert_allclose(pb.jit(f)(A, u, v), A @ A + np.outer(u, v), rtol=1e-12)
+
+
 def test_solves_with_a_checked_cholesky_factor_skip_the_zero_diagonal_check():
     from pullback import linalg as pla
 

@@ -32,10 +32,14 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     again once it is complete (the steps of building a gradient), only simplifies and runs CSE:
     the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
+    settled = settled if settled is not None else Settled()
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    return dce(reorder_contractions(cse(structure(simplified))))
+    structured = reorder_contractions(cse(structure(simplified)))
+    if structured is not simplified:  # what they made, simplified in turn (rereading only that)
+        structured = cse(simplify(structured, settled))
+    return dce(structured)
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:

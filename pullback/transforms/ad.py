@@ -29,17 +29,18 @@ from pullback.transforms.transpose import transpose
 def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
     """Simplify, CSE, structure, contraction order, single-reader rewrites and DCE; sub-programs
     (loop bodies) before the program around them, and again those that simplifying it changed (it
-    may move operands into them). ``settled``: see ``simplify``. ``final=False``, for a program that will be optimised
-    again once it is complete (the steps of building a gradient), only simplifies and runs CSE:
-    the passes after those look at the whole program, so they run once, on the last one."""
+    may move operands into them). ``settled``: see ``simplify``. ``final=False``, for a program that
+    will be optimised again once it is complete (the steps of building a gradient), only simplifies
+    and runs CSE: the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
+    settled = settled if settled is not None else Settled()
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    # simplified afresh once the whole-program passes have run: rules that read far upstream see what
-    # those made (a product with potri's symmetric result reads it untransposed; CSE shares it)
-    late = Settled()  # the second reads again only what CSE merged
-    return dce(simplify(cse(simplify(single_readers(reorder_contractions(cse(structure(simplified)))), late)), late))
+    late = single_readers(reorder_contractions(cse(structure(simplified))))
+    if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
+        late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
+    return dce(late)
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:

@@ -27,11 +27,11 @@ def prepare(program: Program) -> Program:
 
 def unit_indices(program: Program) -> Program:
     """``program`` with each ``reshape(slice(x))`` that drops the slice's unit axes a ``gather`` of x."""
-    readers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
-    readers.update(id(a) for a in program.outputs if isinstance(a, Var))
     slices = {id(e.outputs[0]): e for e in program.eqns if e.prim is st.slice_p}
     if not slices:
         return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in slices)
+    readers.update(id(a) for a in program.outputs if id(a) in slices)
     eqns, dropped = [], set()
     for eqn in program.eqns:
         d = slices.get(id(eqn.inputs[0])) if eqn.prim is st.reshape_p else None

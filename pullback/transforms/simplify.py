@@ -684,6 +684,11 @@ def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         a, b = ins
         if any(_diagonal_matrix(defs.get(id(v)), out) for v in ins):
             return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
+        if (x := _negated(a, defs)) is not None and (y := _negated(b, defs)) is not None:
+            if prim is ew.sub_p:  # (-x) - (-y) = y - x
+                return Eqn(ew.sub_p, (y, x), (out,))
+            inner = Var(out.type, out.hint)  # (-x) + (-y) = -(x + y)
+            return [Eqn(ew.add_p, (x, y), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
         if (x := _negated(b, defs)) is not None:
             return Eqn(ew.sub_p if prim is ew.add_p else ew.add_p, (a, x), (out,))
         if prim is ew.add_p and (x := _negated(a, defs)) is not None:
@@ -707,6 +712,8 @@ def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         return [Eqn(prim, (x, *ins[1:]), (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
     if prim in (ew.mul_p, ew.div_p) and out.dtype.kind in "fc" and all(
             isinstance(a, Var) and a.type == out.type for a in ins):
+        if (x := _negated(ins[0], defs)) is not None and (y := _negated(ins[1], defs)) is not None:
+            return Eqn(prim, (x, y), (out,), p)  # (-a) (-b) = a b
         for k in (0, 1):
             if (x := _negated(ins[k], defs)) is not None:  # (-a) b = -(a b), as large
                 inner = Var(out.type, out.hint)

@@ -43,6 +43,7 @@ from pullback.primitives import structural as st
 
 IMPORTS = {"np": "numpy", "cp": "cupy"}
 IN_PLACE = npb.IN_PLACE
+OPTIONAL_RESULTS = npb.OPTIONAL_RESULTS  # results the emitters leave unassigned when nothing reads them
 SCALARS_AS_ARRAYS = True  # Python scalar arguments go to the device as 0-d arrays
 FUSE = "cp.fuse"  # runs of elementwise operations print as one @cp.fuse() kernel (see fusion.py)
 KEEP_NUMPY = frozenset({"linalg", "ndindex"})  # np.linalg.LinAlgError; host loops over batch indices
@@ -319,6 +320,8 @@ def _getrf(ctx, eqn, ins, outs):
                                   "singular matrix: U[{}, {}] is exactly zero (cuSOLVER getrf info={})",
                                   s.binop(s.call("int", info), "-", s.number(1)),
                                   s.binop(s.call("int", info), "-", s.number(1)), s.call("int", info)))
+    if 2 in ctx.unused:  # nothing reads the permutation (OPTIONAL_RESULTS): no host copy of the pivots
+        return stmts
     swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
                       s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
     return [

@@ -31,10 +31,30 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+class _Bound(ast.NodeVisitor):
+    """Names in source order: each ``del`` must unbind a name bound before it (a result an emitter
+    left unassigned, deleted anyway, is a NameError only a GPU run would show)."""
+
+    def __init__(self, fn: ast.FunctionDef):
+        self.bound = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+        for stmt in fn.body:
+            self.visit(stmt)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store):
+            self.bound.add(node.id)
+        elif isinstance(node.ctx, ast.Del):
+            assert node.id in self.bound, f"del {node.id} before any assignment"
+
+
 def check_cupy_source(source: str) -> set[str]:
-    """Parse, check the imports and every ``np.`` use; return the dotted names called."""
+    """Parse, check the imports, every ``np.`` use and that every ``del`` unbinds a bound name; return
+    the dotted names called."""
     tree = ast.parse(source)
     compile(tree, "<cupy>", "exec")
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            _Bound(fn)
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imports <= {"numpy", "cupy", "cupyx.scipy.linalg", "cupyx.scipy.special", "cupyx.scipy.signal"}, imports
     assert "scipy.linalg.lapack" not in source and "scipy.linalg.blas" not in source

@@ -18,13 +18,13 @@ import argparse
 import os
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 from scipy.linalg import blas, lapack
 
 import pullback as pb
+from benchmarks.harness import traced_peak_mb
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 
@@ -81,15 +81,6 @@ def _flat(out):
     return [value, *grads]
 
 
-def _peak_mb(fn, args) -> float:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn(*args)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2 ** 20
-
-
 def measure(sizes, repeats: int):
     ours = pb.value_and_grad(blr_cholesky, argnums=(0, 2, 3))
     rows = []
@@ -103,7 +94,7 @@ def measure(sizes, repeats: int):
                 t = time.perf_counter()
                 fn(*args)
                 times[label].append(time.perf_counter() - t)
-        peak = {label: _peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
+        peak = {label: traced_peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
         med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
         for label in ("expert", "pullback"):
             rows.append((f"{d}x{n}", label, med[label], med[label] / med["expert"], peak[label],

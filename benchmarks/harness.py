@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -86,3 +87,13 @@ def close(a, b, rtol: float) -> bool:
     b_leaves = b if isinstance(b, tuple | list) else [b]
     return all(np.allclose(np.asarray(x, dtype=complex), np.asarray(y, dtype=complex), rtol=rtol, atol=rtol)
                for x, y in zip(a_leaves, b_leaves))
+
+
+def traced_peak_mb(fn, args) -> float:
+    """The high-water mark of NumPy's allocations (tracemalloc) during one call, in MB."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2 ** 20

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import tracemalloc
 
 import numpy as np
 from scipy.linalg import lapack
 
 import pullback as pb
+from benchmarks.harness import traced_peak_mb
 
 
 def _getri(lu, piv):
@@ -85,15 +85,6 @@ def _flat(out):
     return [value, *(grads if isinstance(grads, tuple | list) else (grads,))]
 
 
-def _peak_mb(fn, args) -> float:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    fn(*args)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2 ** 20
-
-
 def measure(sizes, repeats: int):
     rows = []
     rng = np.random.default_rng(0)
@@ -109,7 +100,7 @@ def measure(sizes, repeats: int):
                     fn(*args)
                     times[label].append(time.perf_counter() - t)
                     cpu[label].append(time.process_time() - c)
-            peak = {label: _peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
+            peak = {label: traced_peak_mb(fn, args) for label, fn in (("expert", expert), ("pullback", ours))}
             med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
             low = {k: 1e3 * float(np.min(v)) for k, v in times.items()}
             cpu_med = {k: 1e3 * float(np.median(v)) for k, v in cpu.items()}

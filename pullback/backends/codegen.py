@@ -261,7 +261,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     nest = _Nest(namer, expr, block, escaped, backend, listed, kernel)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
-        program = fusion.fuse(program)
+        program = fusion.fuse(printed.prepare(program))
 
     body.extend(block(program, text=True))
     outputs = [expr(a) for a in program.outputs]

@@ -11,15 +11,16 @@ and one that reads several open groups closes them all. So a group reads only pr
 and its own, open groups never read each other, and closing any of them at any point prints a
 valid order.
 
-A NumPy-style broadcast (``broadcast_to`` of trailing axes) feeding a group is read by the
-kernel as its operand: ``cp.fuse`` broadcasts its arguments as ufuncs do.
+It runs on the program as it prints (``printed.prepare``): a broadcast that NumPy's own broadcasting
+makes needless is already read as its operand, which ``cp.fuse`` broadcasts as ufuncs do.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Primitive, Program, Var
 from pullback.primitives import elementwise as ew
-from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
 
 fused_p = Primitive("fused", multiple_results=True, registered=False)  # made while printing only
@@ -33,14 +34,6 @@ FUSABLE = frozenset({
 })
 
 
-def _numpy_broadcast(eqn: Eqn) -> bool:
-    """A broadcast NumPy's rules perform: the operand's axes are the output's last, each of size 1 or equal."""
-    x, out = eqn.inputs[0], eqn.outputs[0]
-    k, n = x.type.ndim, out.type.ndim
-    return (eqn.params["broadcast_dimensions"] == tuple(range(n - k, n))
-            and all(a in (1, b) for a, b in zip(x.shape, out.shape[n - k:])))
-
-
 class _Group:
     def __init__(self, shape: tuple[int, ...]):
         self.shape = shape
@@ -52,22 +45,14 @@ class _Group:
 
 def fuse(program: Program) -> Program:
     """``program`` with each run of two or more fusable equations of one (non-scalar) shape fused."""
-    consumers: dict[int, int] = {}
-    for eqn in program.eqns:
-        for a in eqn.inputs:
-            if isinstance(a, Var):
-                consumers[id(a)] = consumers.get(id(a), 0) + 1
-    for a in program.outputs:
-        if isinstance(a, Var):
-            consumers[id(a)] = consumers.get(id(a), 0) + 1
-    source = {id(e.outputs[0]): e.inputs[0] for e in program.eqns
-              if e.prim is st.broadcast_in_dim_p and isinstance(e.inputs[0], Var) and _numpy_broadcast(e)}
+    consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
+    consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
     out: list[Eqn] = []
     groups: dict[tuple[int, ...], _Group] = {}  # the open groups, one per shape
     owner: dict[int, _Group] = {}  # the open group each value is defined in or computed from
 
     def close(group: _Group) -> None:
-        out.extend(_fused(group, consumers, source) if len(group.eqns) > 1 else group.eqns)
+        out.extend(_fused(group, consumers) if len(group.eqns) > 1 else group.eqns)
         out.extend(group.deferred)
         del groups[group.shape]
         for k in group.defined | group.tainted:
@@ -104,22 +89,11 @@ def fuse(program: Program) -> Program:
                        program.name))
 
 
-def _fused(group: _Group, consumers: dict[int, int], source: dict[int, Var]) -> list[Eqn]:
-    """The group as one equation: its operands (a broadcast's source for the broadcast) and
-    results (the values read outside the group) are its body's inputs and outputs, the same vars."""
-    inside: dict[int, int] = {}
-    operands: dict[int, Var] = {}
-    body: list[Eqn] = []
-    for eqn in group.eqns:
-        ins = []
-        for a in eqn.inputs:
-            if isinstance(a, Var) and id(a) not in group.defined:
-                a = source.get(id(a), a)
-                operands.setdefault(id(a), a)
-            if isinstance(a, Var):
-                inside[id(a)] = inside.get(id(a), 0) + 1
-            ins.append(a)
-        body.append(Eqn(eqn.prim, tuple(ins), eqn.outputs, eqn.params, eqn.source))
-    results = [v for e in group.eqns for v in e.outputs if consumers.get(id(v), 0) > inside.get(id(v), 0)]
-    kernel = Program(tuple(operands.values()), tuple(body), tuple(results), name="fused")
+def _fused(group: _Group, consumers: Counter) -> list[Eqn]:
+    """The group as one equation: its operands and results (the values read outside the group) are
+    its body's inputs and outputs, the same vars."""
+    inside = Counter(id(a) for e in group.eqns for a in e.inputs if isinstance(a, Var))
+    operands = {id(a): a for e in group.eqns for a in e.inputs if isinstance(a, Var) and id(a) not in group.defined}
+    results = [v for e in group.eqns for v in e.outputs if consumers[id(v)] > inside[id(v)]]
+    kernel = Program(tuple(operands.values()), tuple(group.eqns), tuple(results), name="fused")
     return [Eqn(fused_p, kernel.inputs, kernel.outputs, Params({"body": kernel}), group.eqns[-1].source)]

@@ -107,3 +107,15 @@ def test_random_programs_and_gradients_fused_compute_the_same(p):
 def _check(program, args):
     plain, fused, _ = _both(program, args)
     _same(plain, fused)
+
+
+def test_a_group_reading_only_broadcasts_keeps_its_shape():
+    """Every operand a broadcast of a scalar: the kernel's result must still have the full shape."""
+    def f(s, t, x):
+        a = np.broadcast_to(s, (3, 4)) * np.broadcast_to(t, (3, 4))
+        return np.exp(a) + 1.0, x @ x.T
+
+    args = (np.array(0.5), np.array(2.0), np.ones((3, 2)))
+    plain, fused, _ = _both(pb.make_ir(f)(*args), args)
+    _same(plain, fused)
+    _same(fused, f(*args))

@@ -151,7 +151,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 return emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
         else:
             def emit(ins, outs):
-                return _listed(backend.in_place(eqn, ins, k))
+                return backend.in_place(eqn, ins, k)
         template = templates.get(templates.key(eqn, k), eqn, emit)
         if template is None:
             return None
@@ -220,9 +220,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             elif returned_update:
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
-                stmts = [*_listed(backend.in_place(eqn, ins, k)), named]
+                stmts = [*backend.in_place(eqn, ins, k), named]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
-                stmts = _listed(backend.in_place(eqn, ins, k))
+                stmts = backend.in_place(eqn, ins, k)
             else:
                 fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
@@ -518,11 +518,6 @@ def _fresh(e: s.Expr, v: Var, backend: ModuleType) -> s.Expr:
     if v.type.ndim or getattr(backend, "SCALARS_AS_ARRAYS", False):
         return s.method(e, "copy")
     return s.call(s.dtype(v.type.dtype), e)
-
-
-def _listed(stmt) -> list:
-    """A backend's in-place update: one statement, or several (CuPy's complex ``add.at``)."""
-    return stmt if isinstance(stmt, list) else [stmt]
 
 
 def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:

@@ -85,8 +85,8 @@ def configure(ctx: Context, program) -> None:
 
 def in_place(eqn, ins, k):
     if eqn.prim is st.add_diagonal_p:
-        return _diagonal_update(ins[0], ins[1])
-    return _by_parts(eqn, [to_cupy(npb.in_place(eqn, ins, k))])
+        return [_diagonal_update(ins[0], ins[1])]
+    return _by_parts(eqn, to_cupy(npb.in_place(eqn, ins, k)))
 
 
 def _by_parts(eqn, stmts: list) -> list:

@@ -135,18 +135,19 @@ _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign,
         "**=": cst.PowerAssign}
 
 
-def in_place(eqn: Eqn, ins: list[Expr], k: int) -> cst.SimpleStatementLine:
-    """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k``."""
+def in_place(eqn: Eqn, ins: list[Expr], k: int) -> list[cst.SimpleStatementLine]:
+    """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k`` (the statements; a
+    backend may need several, as CuPy's complex ``add.at``)."""
     aug, ufunc = IN_PLACE[eqn.prim]
     if eqn.prim in numpy_indexing.UPDATES:
-        return numpy_indexing.in_place(eqn, ins)
+        return [numpy_indexing.in_place(eqn, ins)]
     if eqn.prim is st.add_diagonal_p:  # x.flat strides over any layout (a dead buffer may be F-ordered)
         n = eqn.outputs[0].shape[0]
         diagonal = s.subscript(s.attribute(ins[0], "flat"), [s.slice_(None, None, n + 1)])
-        return s.statement(cst.AugAssign(diagonal, cst.AddAssign(), ins[1]))
+        return [s.statement(cst.AugAssign(diagonal, cst.AddAssign(), ins[1]))]
     if aug is not None and k == 0:
-        return s.statement(cst.AugAssign(ins[0], _AUG[aug](), ins[1]))
-    return s.statement(s.call(ufunc, *ins, out=ins[k]))
+        return [s.statement(cst.AugAssign(ins[0], _AUG[aug](), ins[1]))]
+    return [s.statement(s.call(ufunc, *ins, out=ins[k]))]
 
 
 @emits(st.add_diagonal_p)

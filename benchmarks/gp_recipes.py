@@ -7,12 +7,13 @@ the kernel matrix K given (no kernel construction), written three ways, against 
 - ``cho_solve``: ``c = cho_factor(K)``, ``0.5 y . cho_solve(c, y) + sum log diag c``;
 - ``solve(pos)``: ``0.5 y . solve(K, y, assume_a='pos') + 0.5 logdet(K)``.
 
-The expert (``expert``): potrf, potrs, potri, syr through scipy.linalg.lapack/blas, the triangle
-mirrored in place: K_bar = (K^{-1} - a a^T) / 2, a = K^{-1} y. JAX (jit, float64) when installed.
-Times are the minimum over repeats after a warm-up, the implementations taking turns within each
-repeat (so that a varying machine load falls on all of them alike), wall and CPU (the process's,
-all threads); ratios are to the expert. Peak memory is tracemalloc's high-water mark during one
-call (NumPy's allocations, so not JAX's), in n x n float64 buffers; the inputs are not counted.
+The expert (``expert``): potrf, potrs, potri, syr through scipy.linalg.lapack/blas on K's Fortran-
+order view (no hidden copy), the triangle mirrored in place: K_bar = (K^{-1} - a a^T) / 2, a =
+K^{-1} y. JAX (jit, float64) when installed. Times are the minimum over repeats after a warm-up, the
+implementations taking turns within each repeat (so that a varying machine load falls on all of them
+alike), wall and CPU (the process's, all threads); ratios are to the expert. Peak memory is
+tracemalloc's high-water mark during one call (NumPy's allocations, so not JAX's), in n x n float64
+buffers; the inputs are not counted.
 """
 
 from __future__ import annotations
@@ -55,15 +56,18 @@ def _mirror_lower(w: np.ndarray, block: int = 256) -> None:
 
 
 def expert(K, y):
-    """potrf, potrs, potri, syr: one n x n buffer (L, overwritten by K^{-1}, then the gradient)."""
-    L, info = lapack.dpotrf(K, lower=1)
+    """potrf, potrs, potri, syr: one n x n buffer (U, overwritten by K^{-1}, then the gradient).
+
+    K is C-ordered and symmetric, so ``K.T`` is K in Fortran order: LAPACK reads it without f2py's
+    hidden copy to Fortran order, and factorises it as K = U^T U (the upper triangle)."""
+    U, info = lapack.dpotrf(K.T, lower=0)
     if info:
         raise np.linalg.LinAlgError("not positive definite")
-    a, info = lapack.dpotrs(L, y, lower=1)
-    value = 0.5 * (y @ a) + np.sum(np.log(np.diag(L)))
-    W, info = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle of K^{-1}
-    W = blas.dsyr(-1.0, a, a=W, lower=1, overwrite_a=1)  # lower triangle of K^{-1} - a a^T
-    _mirror_lower(W)
+    a, info = lapack.dpotrs(U, y, lower=0)
+    value = 0.5 * (y @ a) + np.sum(np.log(np.diag(U)))
+    W, info = lapack.dpotri(U, lower=0, overwrite_c=1)  # upper triangle of K^{-1}, Fortran order
+    W = blas.dsyr(-1.0, a, a=W, lower=0, overwrite_a=1)  # upper triangle of K^{-1} - a a^T
+    _mirror_lower(W.T)  # W.T is C-ordered with the lower triangle filled
     W *= 0.5
     return value, W
 

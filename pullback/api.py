@@ -34,6 +34,7 @@ from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.transforms.outer import kronecker_factors
+from pullback.transforms.reroll import reroll
 from pullback.tree import LEAF, flatten, is_node, unflatten
 
 
@@ -219,6 +220,8 @@ class differentiate:
     ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates and
     ``static_argnums`` those that are Python values fixed per compiled program; both count
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
+    A long Python loop, which tracing unrolls, is rolled back into a ``scan`` (``transforms.reroll``:
+    compile time then depends on the loop's body, not its length); ``reroll=False`` keeps it unrolled.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -235,14 +238,14 @@ class differentiate:
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
-                static_argnames: str | Sequence[str] = ()):
+                static_argnames: str | Sequence[str] = (), reroll: bool = True):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                                     static_argnames=static_argnames)
+                                     static_argnames=static_argnames, reroll=reroll)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                 has_aux: bool = False, static_argnames: str | Sequence[str] = ()):
+                 has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.argnums = argnums
@@ -253,6 +256,7 @@ class differentiate:
             else tuple(static_argnames))
         # fn returns (value, aux): grad differentiates value and returns aux beside it, as JAX's has_aux
         self.has_aux = has_aux
+        self.reroll = reroll
         self._stages: dict[tuple, Any] = {}
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
@@ -374,6 +378,8 @@ class differentiate:
             f, dyn, names = self._split_static(args)
             captures: list = []
             program, treedef = trace(f, dyn, captures=captures, arg_names=names)
+            if self.reroll:
+                program = reroll(program)
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program

@@ -344,7 +344,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         ys.append((name, y))
         stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", s.number(length))
                               if id(v) in nest.listed else nest.backend.empty(v.type)))
-    t = s.name(namer.fresh("t"))
+    index = namer.fresh("t")
+    t = s.name(index)
     used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
     # A value may be read by two loops (a residual of the forward loop, sliced again in the backward
     # one) and share its name there; but if it was an earlier loop's carry, the code after that loop
@@ -362,6 +363,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     if not loop:
         loop = [s.statement(cst.Pass())]
     stmts.append(cst.For(target=t, iter=s.call("range", *steps), body=cst.IndentedBlock(loop)))
+    namer.release(index)
     for v, c in zip(eqn.outputs[:nk], carry):
         namer.alias(v, c)
         nest.escaped.add(id(c))

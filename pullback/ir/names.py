@@ -74,6 +74,11 @@ class Namer:
             self._names[id(obj)] = name
         return old
 
+    def release(self, name: str) -> None:
+        """``name`` may be given again: a loop's index, dead once its loop ends, so that the next loop
+        counts with ``t`` too."""
+        self._taken.discard(name)
+
     def __contains__(self, obj) -> bool:
         return id(obj) in self._names
 

@@ -351,6 +351,26 @@ def _flat_concatenate(prim, ins, p, out, defs, fill_of):
     return None
 
 
+def _whole_from_slices(prim, ins, p, out, defs, fill_of):
+    """``concatenate`` of one array's consecutive slices along the axis, covering it: the array (a
+    loop's stacked results, read a row at a time and stacked again)."""
+    dim = p["dimension"]
+    ds = [defs.get(id(a)) if type(a) is Var else None for a in ins]
+    if any(d is None or d.prim is not st.slice_p for d in ds):
+        return None
+    whole = ds[0].inputs[0]
+    if not _same_type(whole, out):
+        return None
+    at = 0
+    for d in ds:
+        start, limit, strides = d.params["start_indices"], d.params["limit_indices"], d.params["strides"]
+        if d.inputs[0] is not whole or any(s != 1 for s in strides) or start[dim] != at or any(
+                a != dim and (start[a], limit[a]) != (0, n) for a, n in enumerate(whole.shape)):
+            return None
+        at = limit[dim]
+    return whole if at == whole.shape[dim] else None
+
+
 def _divide_by_one(prim, ins, p, out, defs, fill_of):
     return ins[0] if _is(ins[1], 1) and _same_type(ins[0], out) else None
 
@@ -805,6 +825,7 @@ _CHAIN = [
     (_pads, {ew.add_p}),
     (_rank_one, {ew.add_p}),
     (_flat_concatenate, {st.concatenate_p}),
+    (_whole_from_slices, {st.concatenate_p}),
     (_divide_by_one, {ew.div_p}),
     (_triangle_of_triangular, {st.tril_p, st.triu_p}),
     (_subtract_zero, {ew.sub_p}),

@@ -3,12 +3,15 @@
 The first call of ``pb.grad(f)(x)`` traces, differentiates (jvp, partial_eval, transpose),
 optimises (simplify, cse, dce), sinks residuals, plans memory, names, prints and compiles. Every
 stage should be linear in the number of equations, so the time per equation should stay flat as
-programs grow. Two programs: an elementwise chain (``x = np.sin(x) * .9 + .1 * x``, four
-equations per step) of 1k, 10k and 100k equations, and the Kalman filter of
-``examples/kalman_filter.py`` unrolled (its Python-loop version) over 30, 100, 300 and 1,000 steps. Each size runs in a
-fresh process, after a small warm-up gradient so that one-time imports are not counted. Times are
-wall-clock and the process's CPU time (steadier on a shared machine). For the largest size of each
-program, a second run splits the time by stage (each stage's own time, stages inside it excluded).
+programs grow. Two programs, their Python loops left unrolled (``reroll=False``): an elementwise
+chain (``x = np.sin(x) * .9 + .1 * x``, four equations per step) of 1k, 10k and 100k equations, and
+the Kalman filter of ``examples/kalman_filter.py`` unrolled (its Python-loop version) over 30, 100,
+300 and 1,000 steps. Then the same Kalman loop as users get it, rerolled into a scan
+(``transforms/reroll.py``), at 30 to 10,000 steps: there the equations counted are the rerolled
+program's. Each size runs in a fresh process, after a small warm-up gradient so that one-time imports
+are not counted. Times are wall-clock and the process's CPU time (steadier on a shared machine). For
+the largest size of each program, a second run splits the time by stage (each stage's own time,
+stages inside it excluded).
 ``--write`` puts the tables in benchmarks/RESULTS.md under their own heading.
 """
 
@@ -31,7 +34,8 @@ RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## compile time against program length (first call of the gradient)"
 CHAIN_EQNS = [1_000, 10_000, 100_000]
 KALMAN_STEPS = [30, 100, 300, 1_000]
-QUICK = {"chain": [1_000, 10_000], "kalman": [30, 100]}
+REROLLED_STEPS = [30, 300, 1_000, 10_000]
+QUICK = {"chain": [1_000, 10_000], "kalman": [30, 100], "rerolled": [30, 300]}
 
 
 def chain_problem(n_eqns: int):
@@ -54,7 +58,10 @@ def kalman_problem(steps: int):
     return unrolled, (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2)), (0, 1, 2, 3)
 
 
-PROBLEMS = {"chain": chain_problem, "kalman": kalman_problem}
+PROBLEMS = {"chain": chain_problem, "kalman": kalman_problem, "rerolled": kalman_problem}
+# the straight-line pipeline (every stage linear in the equations) is measured with the loops left
+# unrolled; "rerolled" is the same Kalman filter as a user gets it, its loop made a scan again
+REROLL = {"chain": False, "kalman": False, "rerolled": True}
 
 
 class StageClock:
@@ -90,7 +97,7 @@ class StageClock:
 
         patches = [(api, "trace", "trace"), (ad, "jvp", "jvp"),
                    (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"), (ad, "simplify", "simplify"),
-                   (ad, "cse", "cse"), (ad, "dce", "dce"), (ad, "structure", "structure"),
+                   (api, "reroll", "reroll"), (ad, "cse", "cse"), (ad, "dce", "dce"), (ad, "structure", "structure"),
                    (ad, "reorder_contractions", "contraction order"), (simplify, "dce", "dce"), (ad, "sink", "sink"),
                    (codegen, "generate", "naming and emitters"), (memory, "plan", "memory planning"),
                    (render, "body", "printing (render)"), (compiler, "compile", "compile()")]
@@ -115,7 +122,7 @@ def measure(kind: str, size: int, stages: bool) -> dict:
 
     pb.grad(lambda x: np.sum(np.sin(x) * x))(np.ones(2))  # warm-up: imports and caches of a tiny program
     fn, args, argnums = PROBLEMS[kind](size)
-    g = pb.differentiate(fn, argnums=argnums)
+    g = pb.differentiate(fn, argnums=argnums, reroll=REROLL[kind])
     clock = StageClock()
     with clock.installed() if stages else contextlib.nullcontext():
         wall, cpu = time.perf_counter(), time.process_time()
@@ -134,7 +141,7 @@ def child_run(kind: str, size: int, stages: bool) -> dict:
 
 
 def table(kind: str, sizes: list[int]) -> tuple[list[str], dict]:
-    label = {"chain": "equations (traced)", "kalman": "steps"}[kind]
+    label = {"chain": "equations (traced)", "kalman": "steps", "rerolled": "steps"}[kind]
     rows = [f"| {label} | primal eqns | gradient eqns | printed lines | first call, s | CPU, s "
             "| CPU per primal eqn, us | CPU per gradient eqn, us |", "|---|---|---|---|---|---|---|---|"]
     last = {}
@@ -186,15 +193,16 @@ def main(argv=None) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         print(json.dumps(measure(args.child[0], int(args.child[1]), args.stages)))
         return
-    sizes = QUICK if args.quick else {"chain": CHAIN_EQNS, "kalman": KALMAN_STEPS}
+    sizes = QUICK if args.quick else {"chain": CHAIN_EQNS, "kalman": KALMAN_STEPS, "rerolled": REROLLED_STEPS}
     section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}` on "
                f"{platform.machine()}, Python {platform.python_version()}: a fresh process per size; wall time and "
                "the process's CPU time of the first `value_and_grad` call (trace, transforms, printing, compiling "
                f"and one run). Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when the run "
                "started: on a shared machine the CPU time is the steadier measure. Targets: CPU per equation flat "
                "within 1.5x from 1k to 100k equations; the Kalman filter at 300 steps under 3 s.", ""]
-    for kind, title in (("chain", "elementwise chain `x = np.sin(x) * .9 + .1 * x`"),
-                        ("kalman", "Kalman filter (examples/kalman_filter.py), unrolled")):
+    for kind, title in (("chain", "elementwise chain `x = np.sin(x) * .9 + .1 * x`, `reroll=False`"),
+                        ("kalman", "Kalman filter (examples/kalman_filter.py), unrolled, `reroll=False`"),
+                        ("rerolled", "the same Python loop as a user gets it: rerolled into a scan (the default)")):
         print(f"\n{title}", flush=True)
         rows, _ = table(kind, sizes[kind])
         section += [f"{title}:", "", *rows, "", *stage_rows(kind, sizes[kind][-1]), ""]

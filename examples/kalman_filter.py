@@ -2,8 +2,9 @@
 filtering (Seeger et al. 3.4), with gradients with respect to the transition and
 observation matrices and the noise. ``kalman_nll`` is a ``pb.scan`` over the
 observations: it compiles once, whatever the number of steps, and the gradient
-prints as two loops. ``kalman_nll_unrolled`` traces the same filter as a Python
-loop, one copy of the step per observation.
+prints as two loops. ``kalman_nll_unrolled`` writes the same filter as a Python
+loop: tracing makes one copy of the step per observation, and pullback rolls the
+copies back into a scan (``reroll=False`` keeps them unrolled).
 
     python examples/kalman_filter.py
 """

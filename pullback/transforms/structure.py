@@ -240,6 +240,7 @@ class _Pass:
         d = self.defs.get(id(w))
         inverse = la.trsm_p if prim is la.trmm_p else la.trmm_p
         if (d is not None and d.prim is inverse and d.inputs[0] is t and d.params["left"] and d.params["lower"] == lower
+                and "alpha" not in d.params
                 and _same_trans(d.params["trans"], trans, t.dtype) and d.params["unit_diagonal"] == unit_diagonal):
             c2, w2 = self.canon(d.inputs[1])
             return c * c2, w2
@@ -305,6 +306,8 @@ class _Pass:
 
     def triangular_lower(self, t: Var, p, form: Form) -> Form | None:
         """The lower form of ``op(T) X`` (or ``X op(T)``), op(T) upper, from X's lower form."""
+        if "alpha" in p:  # (a scale folded into BLAS's alpha, when a program is optimised again)
+            return None
         out = []
         left, lower, trans, unit = p["left"], p["lower"], p["trans"], p["unit_diagonal"]
         for term in form:
@@ -330,7 +333,7 @@ class _Pass:
 
     def triangular_exact(self, prim, t: Var, p, form: Form) -> Form | None:
         """op(T) (u v^T) = (op(T) u) v^T (left; right: u (op(T)^T v)^T), also for solves."""
-        if not form or any(term.kind != "outer" for term in form):
+        if not form or any(term.kind != "outer" for term in form) or "alpha" in p:
             return None
         out = []
         lower, trans, unit = p["lower"], p["trans"], p["unit_diagonal"]
@@ -398,7 +401,8 @@ class _Pass:
         """(L, X, check) when ``eqn`` computes L^{-H} X L^{-1} (L lower) by two solves."""
         p = eqn.params
         inner = self.defs.get(id(eqn.inputs[1]))
-        if inner is None or inner.prim is not la.trsm_p or inner.inputs[0] is not eqn.inputs[0]:
+        if inner is None or inner.prim is not la.trsm_p or inner.inputs[0] is not eqn.inputs[0] \
+                or "alpha" in p or "alpha" in inner.params:
             return None
         q = inner.params
         if not (p["lower"] and q["lower"]) or p["unit_diagonal"] or q["unit_diagonal"] or p["left"] == q["left"]:

@@ -286,11 +286,13 @@ def matmul(a, b):
     return dot_general(a, b, con.DotDims((nb + 1,), (nb,), batch, batch))
 
 
-def trsm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False, check: bool = False):
+def trsm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False, check: bool = False,
+         alpha: float = 1.0):
+    """X with op(A) X = alpha B (left) or X op(A) = alpha B (alpha a real Python number, BLAS's)."""
     from pullback.primitives import linalg
 
     return bind(linalg.trsm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal,
-                check=check)
+                check=check, **({} if alpha == 1.0 else {"alpha": float(alpha)}))
 
 
 def ger(a, x, y):
@@ -300,10 +302,12 @@ def ger(a, x, y):
     return bind(rank_update.ger_p, a, x, y)
 
 
-def trmm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False):
+def trmm(a, b, *, left: bool = True, lower: bool = True, trans=0, unit_diagonal: bool = False, alpha: float = 1.0):
+    """alpha op(T) B (left) or alpha B op(T) (alpha a real Python number, BLAS's)."""
     from pullback.primitives import linalg
 
-    return bind(linalg.trmm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal)
+    return bind(linalg.trmm_p, a, b, left=left, lower=lower, trans=linalg.Trans(trans), unit_diagonal=unit_diagonal,
+                **({} if alpha == 1.0 else {"alpha": float(alpha)}))
 
 
 def permute(x, perm):

@@ -251,8 +251,10 @@ def trmm(a, b, lower: bool = True, trans=0, side: str = "left", unit_diagonal: b
     """``alpha op(T) B`` (left) or ``alpha B op(T)``, T the lower/upper triangle of A."""
     _check_matrix(a, "trmm")
     _check_rhs(a, b, "trmm", _side(side))
-    out = _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal)
-    return out if alpha == 1.0 else out * alpha
+    if isinstance(alpha, int | float) and not isinstance(alpha, bool):  # a real scale is BLAS's alpha
+        return _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal,
+                           **({} if alpha == 1.0 else {"alpha": float(alpha)}))
+    return _triangular(la.trmm_p, a, b, lower, trans, side, unit_diagonal) * alpha
 
 
 @_traced

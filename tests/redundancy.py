@@ -13,7 +13,10 @@ with ``ast`` (issue 16's review): each pattern is a function of one block's stat
 - ``unit_slice``: ``p = v[i:i + 1]`` (or ``v[:1]``, ``v[n - 1:]``) then ``p.reshape(...)``: ``v[i]``;
 - ``doubled``: ``x + x``, ``a + b`` where both are scalings of one array (``z * 0.5 + 0.5 * z``), and
   ``P @ Q + P.T @ Q`` (one product of ``P + P.T``, or twice one when P is symmetric);
-- ``symmetrised``: ``x + x.T`` of an ``x`` already symmetric (``a @ a.T``, ``y + y.T``).
+- ``symmetrised``: ``x + x.T`` of an ``x`` already symmetric (``a @ a.T``, ``y + y.T``);
+- ``alpha``: ``y = c * x`` or ``y = -x`` (``c`` a literal) of an ``x = <BLAS call with alpha>`` read nowhere
+  else, or ``y = c * x`` read (through reshapes) only as a BLAS call's operand: the scalar belongs in
+  alpha (``dtrsm(0.5, L, x)``; a negation feeding BLAS counts as ``negation``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-PATTERNS = ("copy", "broadcast", "negation", "transpose", "unit_slice", "doubled", "symmetrised")
+PATTERNS = ("copy", "broadcast", "negation", "transpose", "unit_slice", "doubled", "symmetrised", "alpha")
 
 
 def count(source: str) -> Counter:
@@ -57,6 +60,38 @@ def _blas(e) -> bool:
     return isinstance(e, ast.Call) and ast.unparse(e.func).startswith(("scipy.linalg.blas.", "scipy.linalg.lapack."))
 
 
+# the BLAS calls with an alpha that scales their result (ger's and syr's adds into A, whose scale they do not take)
+_ALPHA = ("trsm", "trmm", "gemm", "syrk", "herk", "symm", "hemm")
+
+
+def _alpha_blas(e) -> bool:
+    """A BLAS call (or its ``.T``) whose alpha scales its whole result."""
+    e = e.value if isinstance(e, ast.Attribute) and e.attr == "T" else e
+    return _blas(e) and ast.unparse(e.func).rsplit(".", 1)[-1][1:] in _ALPHA
+
+
+def _f_view(use, parents: dict[int, ast.AST]):
+    """The call reading ``x.T`` when ``use`` is that ``.T`` (an F-view handed to BLAS), else ``use``."""
+    return parents.get(id(use), use) if isinstance(use, ast.Attribute) and use.attr == "T" else use
+
+
+def _scales(e) -> bool:
+    """A BLAS call whose alpha scales its operands' product (ger's too: alpha x y^T)."""
+    return _alpha_blas(e) or (_blas(e) and ast.unparse(e.func).rsplit(".", 1)[-1][1:] in ("ger", "geru", "syr"))
+
+
+def _scaled_name(e) -> str | None:
+    """``x`` of ``-x``, ``c * x`` or ``x * c`` (``c`` a literal)."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _name(e.operand)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
+        if _literal(e.left):
+            return _name(e.right)
+        if _literal(e.right):
+            return _name(e.left)
+    return None
+
+
 def _negative(e) -> bool:
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) and isinstance(e.operand, ast.Constant):
         return True
@@ -84,6 +119,7 @@ def _block(stmts: list[ast.stmt], found: Counter) -> None:
             continue
         name, value = target
         defs[name] = value
+        negations = found["negation"]
         uses = [parents.get(id(n)) for n in loads.get(name, [])]
         if _is_method(value, "copy") and _name(value.func.value) and _dead_after(stmts, i, value.func.value.id):
             found["copy"] += 1
@@ -98,6 +134,12 @@ def _block(stmts: list[ast.stmt], found: Counter) -> None:
                 _negative(value.left) or _negative(value.right)) and uses and all(
                 _feeds_blas(u, parents, loads) for u in uses):
             found["negation"] += 1
+        base = _scaled_name(value)
+        if base is not None and _alpha_blas(defs.get(base)) and len(loads.get(base, [])) == 1:
+            found["alpha"] += 1  # a scaling of a BLAS result read nowhere else
+        elif base is not None and found["negation"] == negations and uses and all(
+                _feeds_blas(_f_view(u, parents), parents, loads, _scales) for u in uses):
+            found["alpha"] += 1  # a scaling read only by BLAS calls (as itself or as its F-view), not a negation
         if isinstance(value, ast.Attribute) and value.attr == "T":
             inner = value.value
             if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.MatMult):
@@ -163,9 +205,10 @@ def _elementwise_next_to_array(use, name: str, defs: dict[str, ast.expr]) -> boo
     return _name(other) is not None and not _is_call(defs.get(other.id), "np.broadcast_to")
 
 
-def _feeds_blas(use, parents: dict[int, ast.AST], loads: dict[str, list[ast.Name]]) -> bool:
-    """Whether ``use`` is a BLAS call, or ``y = x.reshape(...)`` with ``y`` read only by BLAS calls."""
-    if _blas(use):
+def _feeds_blas(use, parents: dict[int, ast.AST], loads: dict[str, list[ast.Name]], blas=_blas) -> bool:
+    """Whether ``use`` is a BLAS call, or ``y = x.reshape(...)`` with ``y`` read only by BLAS calls (``blas``
+    says which calls)."""
+    if blas(use):
         return True
     if isinstance(use, ast.Attribute) and use.attr == "reshape":
         call = parents.get(id(use))
@@ -173,7 +216,7 @@ def _feeds_blas(use, parents: dict[int, ast.AST], loads: dict[str, list[ast.Name
         target = _assigned(stmt) if isinstance(stmt, ast.stmt) else None
         if target is not None:
             reads = [parents.get(id(n)) for n in loads.get(target[0], [])]
-            return bool(reads) and all(_blas(u) for u in reads)
+            return bool(reads) and all(blas(u) for u in reads)
     return False
 
 

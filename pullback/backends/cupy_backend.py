@@ -202,7 +202,8 @@ def _trsm_in_place(ctx, a: Expr, x: Expr, p, dt, shape: tuple[int, int], order: 
     as trsm with params ``p``."""
     m, n = shape
     trans = 1 if int(p["trans"]) == 2 and dt.kind != "c" else int(p["trans"])
-    handle, one = s.name(ctx.fresh("handle")), s.name(ctx.fresh("one"))
+    alpha = float(p.get("alpha", 1.0))  # cuBLAS reads alpha through a host pointer
+    handle, one = s.name(ctx.fresh("handle")), s.name(ctx.fresh("one" if alpha == 1.0 else "alpha"))
     column = p["left"] and n == 1 and trans != 2
     if column:
         side, op, (m, n) = "SIDE_LEFT", ("OP_T", "OP_N")[trans], (n, m)
@@ -215,7 +216,9 @@ def _trsm_in_place(ctx, a: Expr, x: Expr, p, dt, shape: tuple[int, int], order: 
             _ptr(s.call("cp.ascontiguousarray", a)), k]
     return [
         s.assign([handle], s.call("cp.cuda.device.get_cublas_handle")),
-        s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()), dtype=s.dtype(dt))),
+        s.assign([one], s.call(cst.Attribute(_HostNumPy("np"), cst.Name("ones")), s.ints(()), dtype=s.dtype(dt))
+                 if alpha == 1.0 else s.call(cst.Attribute(_HostNumPy("np"), cst.Name("full")), s.ints(()),
+                                             s.number(alpha), dtype=s.dtype(dt))),
         s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
         s.statement(cst.Del(s.tuple_([handle, one], parens=False))),
     ]
@@ -242,7 +245,9 @@ def _trmm(ctx, eqn, ins, outs):
     else:
         t = s.call(tri, a)
     t = _op(t, int(p["trans"]), dt.kind == "c")
-    return [s.assign([y], s.binop(t, "@", b) if p["left"] else s.binop(b, "@", t))]
+    product = s.binop(t, "@", b) if p["left"] else s.binop(b, "@", t)
+    alpha = p.get("alpha", 1.0)
+    return [s.assign([y], product if alpha == 1.0 else s.binop(s.number(float(alpha)), "*", product))]
 
 
 @emits(la.potri_p)

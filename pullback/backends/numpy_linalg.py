@@ -148,7 +148,8 @@ def _triangular(ctx, eqn, ins, outs, name: str):
     X^T op(A)^T = B^T on its F-view B.T (the other side), giving the F-ordered X^T, whose ``.T`` is
     X; an F-ordered B as itself, giving an F-ordered X. A goes in as the F-ordered array it is
     held in, A itself or the view A.T of a C-ordered one (then the other triangle); BLAS's
-    ``trans_a`` flag makes up for the transposition: no copy of either."""
+    ``trans_a`` flag makes up for the transposition: no copy of either. The scale is BLAS's alpha
+    (alpha X^T = (alpha X)^T)."""
     (a, b), (x,) = ins, outs
     p = eqn.params
     column = 1 in ctx.fortran  # B is F-ordered: the system as it stands
@@ -160,7 +161,7 @@ def _triangular(ctx, eqn, ins, outs, name: str):
         a_itself = column
     matrix = a if a_itself else s.attribute(a, "T")
     rhs = b if column else s.attribute(b, "T")
-    call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(1.0), matrix, rhs,
+    call = s.call(blas(ctx, name, eqn.inputs[0].dtype), s.number(float(p.get("alpha", 1.0))), matrix, rhs,
                   **kw(side=int(p["left"] != column), lower=int(p["lower"] == a_itself), trans_a=trans,
                        diag=int(p["unit_diagonal"])), **overwrite(ctx, 1, "overwrite_b"))
     return [*singular_check(ctx, eqn, a), assign([x], call if column else s.attribute(call, "T"))]

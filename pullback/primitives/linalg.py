@@ -56,7 +56,9 @@ def _potrf(a, *, check: bool):
     return a.type, ArrayType(batch, INFO)
 
 
-def _triangular(a, b, name: str, left: bool) -> ArrayType:
+def _triangular(a, b, name: str, left: bool, alpha: float = 1.0) -> ArrayType:
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool):
+        raise ShapeError(f"{name}'s alpha must be a real Python number, got {alpha!r}")
     batch, n, _ = _matrix(a, name, square=True)
     bbatch, m, k = _matrix(b, name)
     if a.dtype != b.dtype:
@@ -74,16 +76,18 @@ trmm_p = Primitive("trmm")
 
 
 @_rule(trsm_p)
-def _trsm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool, check: bool):
-    """X with op(A) X = B (left) or X op(A) = B; only A's ``lower``/upper triangle is read.
-    ``check`` raises on a zero diagonal (solves that rules create reuse a checked factor)."""
-    return _triangular(a, b, "solve_triangular", left)
+def _trsm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool, check: bool, alpha: float = 1.0):
+    """X with op(A) X = alpha B (left) or X op(A) = alpha B; only A's ``lower``/upper triangle is read.
+    ``check`` raises on a zero diagonal (solves that rules create reuse a checked factor). The real
+    scalar ``alpha`` (absent: 1) is BLAS's, so that a scaling of the solve's operand or result folds
+    into the call (``transforms/readers.py``)."""
+    return _triangular(a, b, "solve_triangular", left, alpha)
 
 
 @_rule(trmm_p)
-def _trmm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool):
-    """op(T) B (left) or B op(T), T the ``lower``/upper triangle of A."""
-    return _triangular(a, b, "trmm", left)
+def _trmm(a, b, *, left: bool, lower: bool, trans: Trans, unit_diagonal: bool, alpha: float = 1.0):
+    """alpha op(T) B (left) or alpha B op(T), T the ``lower``/upper triangle of A (``alpha`` as trsm's)."""
+    return _triangular(a, b, "trmm", left, alpha)
 
 
 syrk_p = Primitive("syrk")
@@ -196,27 +200,33 @@ def _potrf_jvp(primals, tangents, *, check):
     return (l, info), (lax.trmm(l, phi, left=True, lower=True), Zero(info.ssa.type))
 
 
-def _trsm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal, check):
-    """op(A) X = B  =>  op(A) dX = dB - op(dT) X, one more solve with the same factor."""
+def _trsm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal, check, **alpha):
+    """op(A) X = alpha B  =>  op(A) dX = alpha dB - op(dT) X, one more solve with the same factor
+    (alpha's solve of dB alone, when A's tangent is zero)."""
     (a, b), (da, db) = primals, tangents
     params = dict(left=left, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
-    x = bind(trsm_p, a, b, **params, check=check)
-    rhs = None if isinstance(db, Zero) else db
-    if not isinstance(da, Zero):
-        dop = _op(_triangle(da, lower, unit_diagonal), trans)
-        term = lax.matmul(dop, x) if left else lax.matmul(x, dop)
-        rhs = lax.neg(term) if rhs is None else lax.sub(rhs, term)
+    x = bind(trsm_p, a, b, **params, check=check, **alpha)
+    if isinstance(da, Zero):
+        return x, bind(trsm_p, a, db, **params, check=False, **alpha)
+    scale = alpha.get("alpha", 1.0)
+    rhs = None if isinstance(db, Zero) else db if scale == 1.0 else lax.mul(db, scale)
+    dop = _op(_triangle(da, lower, unit_diagonal), trans)
+    term = lax.matmul(dop, x) if left else lax.matmul(x, dop)
+    rhs = lax.neg(term) if rhs is None else lax.sub(rhs, term)
     return x, bind(trsm_p, a, rhs, **params, check=False)
 
 
-def _trmm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal):
+def _trmm_jvp(primals, tangents, *, left, lower, trans, unit_diagonal, **alpha):
+    """d(alpha op(T) B) = alpha op(T) dB + alpha op(dT) B."""
     (a, b), (da, db) = primals, tangents
-    params = dict(left=left, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    params = dict(left=left, lower=lower, trans=trans, unit_diagonal=unit_diagonal, **alpha)
     out = bind(trmm_p, a, b, **params)
     dout = None if isinstance(db, Zero) else bind(trmm_p, a, db, **params)
     if not isinstance(da, Zero):
         dop = _op(_triangle(da, lower, unit_diagonal), trans)
         term = lax.matmul(dop, b) if left else lax.matmul(b, dop)
+        scale = alpha.get("alpha", 1.0)
+        term = term if scale == 1.0 else lax.mul(term, scale)
         dout = term if dout is None else lax.add(dout, term)
     return out, dout
 
@@ -231,13 +241,16 @@ def _adjoint(a, trans: Trans):
 
 
 def _triangular_t(prim):
-    def rule(ct, a, b, *, left, lower, trans, unit_diagonal, **check):
-        """In B: op(A)^{-1} (or op(A)) transposes to op(A)^{-H} (op(A)^H), same side."""
+    def rule(ct, a, b, *, left, lower, trans, unit_diagonal, alpha: float = 1.0, **check):
+        """In B: alpha op(A)^{-1} (or alpha op(A)) transposes to alpha op(A)^{-H} (alpha op(A)^H), same
+        side (alpha real)."""
         if isinstance(a, Linear):
             raise TypeError(f"{prim.name} is not linear in its triangular operand")
         a2, trans2 = _adjoint(a, trans)
         check = {"check": False} if check else {}
-        return None, bind(prim, a2, ct, left=left, lower=lower, trans=trans2, unit_diagonal=unit_diagonal, **check)
+        scale = {} if alpha == 1.0 else {"alpha": alpha}
+        return None, bind(prim, a2, ct, left=left, lower=lower, trans=trans2, unit_diagonal=unit_diagonal, **check,
+                          **scale)
 
     return rule
 

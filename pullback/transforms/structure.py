@@ -242,7 +242,7 @@ class _Pass:
         if (d is not None and d.prim is inverse and d.inputs[0] is t and d.params["left"] and d.params["lower"] == lower
                 and _same_trans(d.params["trans"], trans, t.dtype) and d.params["unit_diagonal"] == unit_diagonal):
             c2, w2 = self.canon(d.inputs[1])
-            return c * c2, w2
+            return c * d.params.get("alpha", 1.0) * c2, w2
         params = dict(left=True, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
         if prim is la.trsm_p:
             params["check"] = check
@@ -304,7 +304,7 @@ class _Pass:
         return Term(1, "diag", self.emit(ew.mul_p, d, scale))
 
     def triangular_lower(self, t: Var, p, form: Form) -> Form | None:
-        """The lower form of ``op(T) X`` (or ``X op(T)``), op(T) upper, from X's lower form."""
+        """The lower form of ``op(T) X`` (or ``X op(T)``), op(T) upper, from X's lower form (alpha aside)."""
         out = []
         left, lower, trans, unit = p["left"], p["lower"], p["trans"], p["unit_diagonal"]
         for term in form:
@@ -329,7 +329,7 @@ class _Pass:
         return _merge(out)
 
     def triangular_exact(self, prim, t: Var, p, form: Form) -> Form | None:
-        """op(T) (u v^T) = (op(T) u) v^T (left; right: u (op(T)^T v)^T), also for solves."""
+        """op(T) (u v^T) = (op(T) u) v^T (left; right: u (op(T)^T v)^T), also for solves (alpha aside)."""
         if not form or any(term.kind != "outer" for term in form):
             return None
         out = []
@@ -394,8 +394,8 @@ class _Pass:
                 return None
         return _merge(out)
 
-    def sandwich_of(self, eqn: Eqn) -> tuple[Var, Var, bool] | None:
-        """(L, X, check) when ``eqn`` computes L^{-H} X L^{-1} (L lower) by two solves."""
+    def sandwich_of(self, eqn: Eqn) -> tuple[Var, Var, bool, float] | None:
+        """(L, X, check, c) when ``eqn`` computes c L^{-H} X L^{-1} (L lower) by two solves (c: their alphas)."""
         p = eqn.params
         inner = self.defs.get(id(eqn.inputs[1]))
         if inner is None or inner.prim is not la.trsm_p or inner.inputs[0] is not eqn.inputs[0]:
@@ -407,7 +407,7 @@ class _Pass:
         adjoint = Trans.C if eqn.inputs[0].dtype.kind == "c" else Trans.T
         if right["trans"] != Trans.N or left["trans"] not in (adjoint, Trans.C):
             return None
-        return eqn.inputs[0], inner.inputs[1], p["check"] or q["check"]
+        return eqn.inputs[0], inner.inputs[1], p["check"] or q["check"], p.get("alpha", 1.0) * q.get("alpha", 1.0)
 
     # --- the walk ------------------------------------------------------------------------------
     def run(self) -> Program:
@@ -504,20 +504,25 @@ class _Pass:
         elif prim is st.add_transpose_p and out.dtype.kind != "c":
             exact = self.form(self.herm, ins[0])
         elif prim in (la.trmm_p, la.trsm_p) and isinstance(ins[1], Var):
+            alpha = p.get("alpha", 1.0)  # BLAS's, a scale folded into the call (readers.py)
+
+            def scaled(form: Form | None, c: float = alpha) -> Form | None:
+                return form if c == 1.0 else _scale(form, c)
+
             f = self.form(self.exact, ins[1])
             if f is not None:
-                exact = self.triangular_exact(prim, ins[0], p, f)
+                exact = scaled(self.triangular_exact(prim, ins[0], p, f))
             if prim is la.trmm_p and _op_upper(p["lower"], p["trans"]):
                 f = self.low(ins[1])
                 if f is not None:
-                    lower = self.triangular_lower(ins[0], p, f)
+                    lower = scaled(self.triangular_lower(ins[0], p, f))
             if prim is la.trsm_p:
                 found = self.sandwich_of(eqn)
                 if found is not None:
-                    lfac, x, check = found
+                    lfac, x, check, c = found
                     hx = self.form(self.herm, x)
                     if hx is not None:
-                        herm = self.sandwich(lfac, hx, check)
+                        herm = scaled(self.sandwich(lfac, hx, check), c)
         for table, f in ((self.exact, exact), (self.lower, lower), (self.herm, herm)):
             if f is not None:
                 table[id(out)] = f

@@ -58,8 +58,8 @@ def check_cupy_source(source: str) -> set[str]:
     imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imports <= {"numpy", "cupy", "cupyx.scipy.linalg", "cupyx.scipy.special", "cupyx.scipy.signal"}, imports
     assert "scipy.linalg.lapack" not in source and "scipy.linalg.blas" not in source
-    host = {id(n.func) for n in ast.walk(tree)  # np.ones(()): a host scalar, cuBLAS's alpha
-            if isinstance(n, ast.Call) and _dotted(n.func) == "np.ones" and ast.unparse(n.args[0]) == "()"}
+    host = {id(n.func) for n in ast.walk(tree)  # np.ones(()), np.full((), c): a host scalar, cuBLAS's alpha
+            if isinstance(n, ast.Call) and _dotted(n.func) in ("np.ones", "np.full") and ast.unparse(n.args[0]) == "()"}
     names = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and id(n) not in host}
     outer = {n for n in names if n and n.startswith("np.") and not any(n.startswith(a) for a in ALLOWED_NUMPY)}
     assert {n for n in outer if n not in {"np.linalg"}} == set(), outer

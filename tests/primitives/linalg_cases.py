@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from pullback import lax
 from pullback import linalg as pla
 from tests.primitives.cases import Case
 
@@ -173,6 +174,26 @@ LINALG_CASES += [
              tri(a), b, lower=True, unit_diagonal=True, trans="T")),
     Case("trsm-batched-f32", lambda a, b: pla.solve_triangular(tri(a), b, lower=True), ((2, 3, 3), (2, 3, 2)),
          "float32", reference=lambda a, b: np.linalg.solve(np.tril(tri(a)), b)),
+]
+
+# BLAS's alpha (the fold of a scaling into the call, ``transforms/readers.py``): both operands, the
+# triangular one alone (trsm's tangent is then a solve of -op(dT) X), both sides, complex
+_B = np.random.default_rng(12).standard_normal((3, 2))
+LINALG_CASES += [
+    Case("trsm-alpha", lambda a, b: (lax.trsm(tri(a), b, lower=True, alpha=-0.5),
+                                     lax.trsm(tri(a, False), b.T, left=False, lower=False, trans=1, alpha=2.0)),
+         ((3, 3), (3, 2)), reference=lambda a, b: (-0.5 * sp_trsm(tri(a), b, True, 0, True),
+                                                   2.0 * sp_trsm(tri(a, False), b.T, False, 1, False))),
+    Case("trsm-alpha-factor", lambda a: lax.trsm(tri(a), _B, lower=True, trans=1, alpha=-3.0), ((3, 3),),
+         reference=lambda a: -3.0 * sp_trsm(tri(a), _B, True, 1, True)),
+    Case("trmm-alpha", lambda a, b: (pla.trmm(a, b, alpha=-0.5), pla.trmm(a, b.T, lower=False, trans=1, side="right",
+                                                                           alpha=3.0)),
+         ((3, 3), (3, 2)), reference=lambda a, b: (-0.5 * np_trmm(a, b, True, 0, True),
+                                                   3.0 * np_trmm(a, b.T, False, 1, False))),
+    Case("trsm-alpha-complex", lambda a, b: lax.trsm(tri(a), b, lower=True, trans=2, alpha=-0.5), ((3, 3), (3, 2)), C,
+         reference=lambda a, b: -0.5 * scipy.linalg.solve_triangular(tri(a), b, lower=True, trans="C")),
+    Case("trmm-alpha-complex", lambda a, b: pla.trmm(a, b.T, trans=2, side="right", alpha=0.25), ((3, 3), (3, 2)), C,
+         reference=lambda a, b: 0.25 * b.T @ H(np.tril(a))),
 ]
 
 CASES = LINALG_CASES  # collected by the forward, JVP and transpose suites

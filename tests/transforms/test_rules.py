@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback import lax
 from pullback import linalg as pla
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
@@ -121,6 +122,13 @@ for _left in (True, False):
         LINEAR_CASES.append(Case(f"trsm-{_tag}", lambda b, kw=_kw: pla.solve_triangular(TRI_C, b, **kw), _shape,
                                  "complex128"))
         LINEAR_CASES.append(Case(f"trmm-{_tag}", lambda b, kw=_kw: pla.trmm(TRI_C, b, **kw), _shape, "complex128"))
+LINEAR_CASES += [  # BLAS's alpha scales the linear operand
+    Case("trsm-alpha", lambda b: lax.trsm(TRI, b, lower=True, trans=1, alpha=-0.5), ((3, 2),)),
+    Case("trsm-alpha-right-complex", lambda b: lax.trsm(TRI_C, b, left=False, lower=True, trans=2, alpha=2.0),
+         ((2, 3),), "complex128"),
+    Case("trmm-alpha", lambda b: pla.trmm(TRI.T, b, lower=False, side="right", alpha=-0.5), ((2, 3),)),
+    Case("trmm-alpha-complex", lambda b: pla.trmm(TRI_C, b, trans=2, alpha=3.0), ((3, 2),), "complex128"),
+]
 PERM = np.array([2, 0, 3, 1], dtype=np.int32)
 LINEAR_CASES += [
     Case("permute", lambda x: bind(la.permute_p, x, PERM), ((4, 3),)),

@@ -66,26 +66,32 @@ def test_triangular_solve_of_an_outer_product_is_a_vector_solve(dtype, trans, le
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_triangular_product_of_an_outer_product_and_cancellation(dtype):
-    """T^{-1} (T (u v^T)) is u v^T: the product and solve of the same factor cancel."""
+@pytest.mark.parametrize("alphas", [(1.0, 1.0), (2.0, -0.25)])
+def test_triangular_product_of_an_outer_product_and_cancellation(dtype, alphas):
+    """T^{-1} (T (u v^T)) is u v^T: the product and solve of the same factor cancel (their BLAS
+    alphas multiplying it)."""
     rng = np.random.default_rng(1)
     n = 4
     l, u, v = _factor(rng, n, dtype), _random(rng, n, dtype), _random(rng, n, dtype)
 
     def f(l, u, v):
-        return lax.trsm(l, lax.trmm(l, np.outer(u, v), lower=True, trans=2), lower=True, trans=2)
+        return lax.trsm(l, lax.trmm(l, np.outer(u, v), lower=True, trans=2, alpha=alphas[0]), lower=True, trans=2,
+                        alpha=alphas[1])
 
     program, got = _rewritten(f, l, u, v)
-    np.testing.assert_allclose(got, np.outer(u, v), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, alphas[0] * alphas[1] * np.outer(u, v), rtol=1e-12, atol=1e-12)
     assert not any(e.prim in (la.trsm_p, la.trmm_p) for e in program.eqns)
 
 
-def _cholesky_cotangent(l, lbar):
-    """What reverse mode through potrf does with Lbar: sym(L^{-H} Phi(L^H Lbar) L^{-1})."""
+def _cholesky_cotangent(l, lbar, folded: bool = False):
+    """What reverse mode through potrf does with Lbar: sym(L^{-H} Phi(L^H Lbar) L^{-1}); ``folded``: the
+    half in the outer solve's alpha, as ``transforms/readers.py`` prints it."""
     m = lax.trmm(l, lbar, left=True, lower=True, trans=2)
     phi = lax.add_diagonal(lax.tril(m), lax.mul(lax.diagonal(m), -0.5))
-    x = lax.trsm(l, lax.trsm(l, phi, left=False, lower=True), left=True, lower=True, trans=2)
-    return lax.mul(lax.add_transpose(x), 0.5) if l.dtype.kind != "c" else lax.mul(lax.add(x, lax.H(x)), 0.5)
+    x = lax.trsm(l, lax.trsm(l, phi, left=False, lower=True), left=True, lower=True, trans=2,
+                 alpha=0.5 if folded else 1.0)
+    s = lax.add_transpose(x) if l.dtype.kind != "c" else lax.add(x, lax.H(x))
+    return s if folded else lax.mul(s, 0.5)
 
 
 def _phi_reference(l, lbar):
@@ -97,7 +103,8 @@ def _phi_reference(l, lbar):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_lower_form_phi_and_sandwich_give_potri_and_a_rank_one_term(dtype):
+@pytest.mark.parametrize("folded", [False, True])
+def test_lower_form_phi_and_sandwich_give_potri_and_a_rank_one_term(dtype, folded):
     """Lbar = diag(1/L_ii) - tril(a z^H) with L^H a = z: the lower part of L^H Lbar is I - z z^H
     (tril(U tril(M)) = tril(U M), the outer product through U, U U^{-1} cancelling, diag(U)/diag(L)
     the identity), so the cotangent is (potri(L) - a a^H) / 2."""
@@ -114,7 +121,7 @@ def test_lower_form_phi_and_sandwich_give_potri_and_a_rank_one_term(dtype):
         zc = lax.conj(lax.reshape(z, (n, 1)))
         d = lax.div(1.0, lax.real(lax.diagonal(l))).astype(l.dtype)
         lbar = lax.add_diagonal(lax.tril(lax.neg(lax.matmul(a, lax.mT(zc)))), d)
-        return _cholesky_cotangent(l, lbar)
+        return _cholesky_cotangent(l, lbar, folded)
 
     program, got = _rewritten(f, k, z)
     a = np.linalg.solve(l.conj().T, z)

@@ -27,6 +27,21 @@ def test_python_blocks_in_docs_run(page):
         exec(compile(block, f"docs/{page}", "exec"), ns)  # blocks of a page share a namespace, in order
 
 
+def test_the_tutorials_excerpt_of_the_gradient_is_what_pullback_prints(tmp_path):
+    """Each printed line of the excerpt (not its ``...`` nor the shortened error message) is a line of
+    the source printed for the tutorial's own blocks saved as ``tutorial.py``, as the excerpt says."""
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    saved = tmp_path / "tutorial.py"
+    saved.write_text("".join(blocks[:4]))  # data, kernel, likelihood, the first value and gradient
+    ns = runpy.run_path(str(saved))
+    source = ns["nlml"].source(ns["theta"], ns["X"], ns["y"]).splitlines()
+    excerpt = re.search(r"```text\n(def nlml_grad.*?)```", text, re.S).group(1).splitlines()
+    lines = [line for line in excerpt if line.strip() not in ("...", "") and "raise" not in line]
+    missing = [line for line in lines if line not in source]
+    assert len(lines) > 20 and not missing, missing
+
+
 def test_docs_pages_link_to_each_other_and_exist():
     index = (ROOT / "docs" / "index.md").read_text()
     for page in DOCS:

@@ -40,3 +40,18 @@ def collect(attr: str) -> list[Case]:
         module = importlib.import_module(f"tests.primitives.{path.stem}")
         found += getattr(module, attr, [])
     return found
+
+
+_PRIMITIVES: dict[int, frozenset[str]] = {}
+
+
+def primitives(case: Case) -> frozenset[str]:
+    """The names of the primitives in ``case``'s program, traced once per session (the registry
+    tests of several modules ask about the same cases)."""
+    if id(case) not in _PRIMITIVES:
+        import pullback as pb
+
+        rng = np.random.default_rng(0)
+        args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
+        _PRIMITIVES[id(case)] = frozenset(e.prim.name for e in pb.make_ir(case.fn)(*args).eqns)
+    return _PRIMITIVES[id(case)]

@@ -382,11 +382,11 @@ def _broadcastable(a: tuple, b: tuple) -> bool:
 _LONG = os.environ.get("PULLBACK_HYPOTHESIS_EXAMPLES")
 
 
-def examples(default: int, sampled: int) -> settings:
+def examples(default: int, sampled: int | None = None) -> settings:
     """``default`` examples, derandomised (the same programs every run), or ``sampled`` of them in the
     default run (tests/sample.py; --runslow runs all); with PULLBACK_HYPOTHESIS_EXAMPLES=N, N examples
     per test, fresh ones each run."""
-    n = int(_LONG) if _LONG else default if sample.full() else sampled
+    n = int(_LONG) if _LONG else default if sample.full() or sampled is None else sampled
     return settings(max_examples=n, deadline=None, derandomize=not _LONG,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large], database=None)

@@ -42,16 +42,20 @@ def collect(attr: str) -> list[Case]:
     return found
 
 
-_PRIMITIVES: dict[int, frozenset[str]] = {}
+_PROGRAMS: dict = {}
 
 
-def primitives(case: Case) -> frozenset[str]:
-    """The names of the primitives in ``case``'s program, traced once per session (the registry
-    tests of several modules ask about the same cases)."""
-    if id(case) not in _PRIMITIVES:
+def program(case: Case):
+    """``case``'s traced program, traced once per session: the registry-wide tests of several
+    modules walk the same cases."""
+    if id(case) not in _PROGRAMS:
         import pullback as pb
 
         rng = np.random.default_rng(0)
-        args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
-        _PRIMITIVES[id(case)] = frozenset(e.prim.name for e in pb.make_ir(case.fn)(*args).eqns)
-    return _PRIMITIVES[id(case)]
+        _PROGRAMS[id(case)] = pb.make_ir(case.fn)(*[make_arg(rng, s, case.dtype, case.positive) for s in case.shapes])
+    return _PROGRAMS[id(case)]
+
+
+def primitives(case: Case) -> frozenset[str]:
+    """The names of the primitives in ``case``'s program."""
+    return frozenset(e.prim.name for e in program(case).eqns)

@@ -18,8 +18,9 @@ the domain each argument is mapped into, the dtype kinds it takes, a condition o
 shapes; ``smooth=False`` keeps an operation with unavoidable kinks out of the gradient properties).
 A step NumPy itself refuses is dropped while generating. ``test_each_op`` runs every entry once per
 dtype, whatever hypothesis draws (the default run: every entry once, its dtype rotating; see
-tests/sample.py). Example counts are small, and a quarter of them in the default run (``--runslow``
-runs them all); ``PULLBACK_HYPOTHESIS_EXAMPLES=N`` sets them for a long, non-derandomised run.
+tests/sample.py). Example counts are small, and an eighth to a quarter of them in the default run
+(``--runslow`` runs them all); ``PULLBACK_HYPOTHESIS_EXAMPLES=N`` sets them for a long,
+non-derandomised run.
 """
 
 from __future__ import annotations
@@ -545,37 +546,37 @@ def check_numpy_scalars(p: Program, scalar_types: list) -> None:
     _assert_close(out, expected, 2e-4 if single else 1e-9, "value")
 
 
-@examples(400, sampled=100)
+@examples(400, sampled=50)
 @given(programs())
 def test_jit_matches_numpy(p):
     check_forward(p)
 
 
-@examples(250, sampled=60)
+@examples(250, sampled=40)
 @given(programs(dtypes=("float64", "complex128"), smooth=True), st.integers(0, 2**16))
 def test_gradient_matches_finite_differences(p, seed):
     check_gradient(p, seed)
 
 
-@examples(200, sampled=50)
+@examples(200, sampled=30)
 @given(programs(dtypes=("float64", "complex128"), smooth=True))
 def test_reverse_mode_consistent_with_forward_mode(p):
     check_reverse_vs_forward(p)
 
 
-@examples(30, sampled=10)
+@examples(30, sampled=8)
 @given(programs())
 def test_outputs_do_not_alias_inputs(p):
     check_no_aliasing(p)
 
 
-@examples(30, sampled=15)
+@examples(30, sampled=8)
 @given(programs(), st.sampled_from(["subclass", "memmap", "big-endian"]))
 def test_array_subclasses_memmaps_and_byte_order(tmp_path_factory, p, form):
     check_array_kinds(p, form, str(tmp_path_factory.mktemp("memmaps")))
 
 
-@examples(40, sampled=20)
+@examples(40, sampled=10)
 @given(programs(), st.data())
 def test_numpy_scalars_are_strong(p, data):
     n = sum(not isinstance(x, np.ndarray) for x in p.inputs)

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.sample import full
+from tests.sample import full, mark_grids
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -20,9 +20,11 @@ def pytest_configure(config):
         os.environ["PULLBACK_SLOW"] = "1"  # before the test modules are imported: they read it (tests/sample.py)
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(config, items):
     """Deselect the slow tests unless asked for: --runslow, PULLBACK_SLOW=1, ``-m`` naming ``slow``,
     or the test named by its node id on the command line."""
+    mark_grids(items)
     if full() or "slow" in (config.getoption("markexpr") or ""):
         return
     named = set(config.args)

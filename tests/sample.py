@@ -8,7 +8,9 @@ as such). Which one it keeps rotates from family to family, so that every dtype 
 variant still runs, and with ``salt`` from test to test, so that the tests sharing a case list
 (forward, JVP, batching, CuPy printing) keep different cases of a family. The registry tests
 check that each test's sample still puts every primitive into a program: a family whose cases
-hold different primitives names the case that alone holds one in ``ALWAYS``."""
+hold different primitives names the case that alone holds one in ``ALWAYS``. A grid of stacked
+``parametrize`` decorators (shape x dtype x layout) marked ``@grid("shape")`` keeps each shape once,
+the other parameters rotating."""
 
 from __future__ import annotations
 
@@ -61,6 +63,27 @@ def cases(items: Iterable, ids: Callable = lambda c: c.name, **kw) -> list:
     """``sample`` of a list of ``Case`` records, each a one-value param with its id."""
     return sample([pytest.param(c, id=ids(c)) for c in items], key=lambda p: family(p.values[0].name),
                   always=lambda p: p.values[0].name in ALWAYS, **kw)
+
+
+def grid(*names: str):
+    """Mark a test whose stacked ``parametrize`` decorators form a grid: the default run keeps, for each
+    combination of ``names``' values, one combination of the other parameters, rotating (the rest are
+    marked ``slow`` by ``mark_grids``, from tests/conftest.py)."""
+    return pytest.mark.sample_grid(names)
+
+
+def mark_grids(items: list) -> None:
+    families: dict = {}
+    for item in items:
+        marker = item.get_closest_marker("sample_grid")
+        if marker is not None and hasattr(item, "callspec"):
+            key = (item.module.__name__, item.originalname,
+                   tuple(repr(item.callspec.params[n]) for n in marker.args[0]))
+            families.setdefault(key, []).append(item)
+    for k, members in enumerate(families.values()):
+        for i, item in enumerate(members):
+            if i != k % len(members):
+                item.add_marker(pytest.mark.slow)
 
 
 def is_slow(p) -> bool:

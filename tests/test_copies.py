@@ -16,7 +16,6 @@ from benchmarks.gp_recipes import nll_cho_solve, nll_cholesky, nll_solve
 from examples import sparse_gp
 from pullback import linalg as pla
 from pullback.testing import copies, counting_copies, numerical_jvp
-from tests import sample
 
 RNG = np.random.default_rng(16)
 N = 256  # large enough for the memory plan's in-place calls (overwrite_*) and SciPy's BLAS products
@@ -137,7 +136,6 @@ def _operand(x, fortran: bool):
     return inv if fortran else inv.T
 
 
-@sample.grid("trans", "dtype")
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("a_fortran", [False, True])
 @pytest.mark.parametrize("b_fortran", [False, True])

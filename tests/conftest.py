@@ -4,7 +4,35 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.sample import full, mark_grids
+
 GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true",
+                     help="run the tests marked slow (every case of the exhaustive families, full hypothesis "
+                          "example counts), as PULLBACK_SLOW=1 does")
+
+
+def pytest_configure(config):
+    if config.getoption("--runslow"):
+        os.environ["PULLBACK_SLOW"] = "1"  # before the test modules are imported: they read it (tests/sample.py)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(config, items):
+    """Deselect the slow tests unless asked for: --runslow, PULLBACK_SLOW=1, ``-m`` naming ``slow``,
+    or the test named by its node id on the command line."""
+    mark_grids(items)
+    if full() or "slow" in (config.getoption("markexpr") or ""):
+        return
+    named = set(config.args)
+    slow = [item for item in items if item.get_closest_marker("slow") and item.nodeid not in named]
+    if slow:
+        chosen = set(map(id, slow))
+        items[:] = [item for item in items if id(item) not in chosen]
+        config.hook.pytest_deselected(items=slow)
 
 
 @pytest.fixture

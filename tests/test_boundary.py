@@ -10,6 +10,7 @@ import pytest
 
 import pullback as pb
 from pullback.tree import flatten, unflatten
+from tests import sample
 
 
 def assert_fresh(outputs, *inputs) -> None:
@@ -193,7 +194,10 @@ def _bool(a) -> bool:
     return np.asarray(a).dtype == np.bool_
 
 
-@pytest.mark.parametrize("b", [o for _, o in OPERANDS], ids=[n for n, _ in OPERANDS])
+# the default run: one right operand per dtype, its kind (Python scalar, NumPy scalar, 0-d, array)
+# rotating (tests/sample.py); each meets every left operand
+@pytest.mark.parametrize("b", sample.sample([pytest.param(o, id=n) for n, o in OPERANDS],
+                                            key=lambda p: np.asarray(p.values[0]).dtype))
 def test_promotion_follows_numpy(b):
     f = pb.jit(lambda a, b: a * b - b)
     for _, a in OPERANDS:

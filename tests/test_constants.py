@@ -193,12 +193,10 @@ def test_operations_on_literals_alone_fold_when_traced():
     printed would be a Python bool, which CuPy's broadcast_to refuses (found on the GPU)."""
     from pullback.ir.core import Literal
     from pullback.lax import FOLD
-    from tests.primitives.cases import make_arg
+    from tests.primitives.cases import program
     from tests.primitives.test_forward import CASES
 
-    rng = np.random.default_rng(0)
     for case in CASES:
-        program = pb.make_ir(case.fn)(*[make_arg(rng, s, case.dtype, case.positive) for s in case.shapes])
-        folded = [e.prim.name for e in program.eqns
+        folded = [e.prim.name for e in program(case).eqns
                   if e.prim in FOLD and all(isinstance(a, Literal) for a in e.inputs)]
         assert not folded, (case.name, folded)

@@ -11,6 +11,7 @@ import scipy.linalg
 import pullback as pb
 from pullback import linalg as pla
 from pullback.testing import check_grads
+from tests import sample
 
 rng = np.random.default_rng(7)
 
@@ -171,6 +172,7 @@ def test_det_second_order(dtype):
     check_grads(pla.det, (rand(2, 3, 3, dtype=dtype),), order=2)
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("shape", [(3, 3), (3, 2), (2, 3)])
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_svd_gradients_at_the_zero_matrix_are_finite(shape, dtype):
@@ -203,6 +205,7 @@ def test_eigh_upper_reads_and_differentiates_the_upper_triangle(dtype):
     np.testing.assert_allclose(pb.jit(lambda a: np.linalg.eigvalsh(a, UPLO="u"))(a), w, rtol=1e-12)
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("shape", [(3, 5), (2, 2, 4), (1, 3)])
 @pytest.mark.parametrize("dtype", ["float64", "complex128", "float32"])
 def test_qr_of_a_wide_matrix(shape, dtype):
@@ -298,6 +301,7 @@ def test_norm_vector_gradients(ord):
 # --- pinv, lstsq ----------------------------------------------------------------------------------
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 4, 3), (0, 3), (2, 3, 0)])
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_pinv_like_numpy(shape, dtype):
@@ -326,6 +330,7 @@ def test_pinv_derivative_at_constant_low_rank_and_repeated_singular_values():
     check_grads(pla.pinv, (q,), order=2)
 
 
+@sample.grid("a_shape")
 @pytest.mark.parametrize("a_shape, b_shape", [((5, 3), (5, 2)), ((5, 3), (5,)), ((2, 4), (2,)), ((3, 3), (3, 2)),
                                               ((3, 0), (3,)), ((0, 3), (0, 2))])
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])

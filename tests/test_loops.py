@@ -235,7 +235,7 @@ def _loop_pair(p):
 
 
 @given(programs(dtypes=("float64", "complex128"), smooth=True, max_ops=4), st.integers(0, 2**16))
-@examples(25)
+@examples(25, sampled=8)
 def test_random_loop_bodies_match_the_unrolled_program(p, seed):
     looped, unrolled, args = _loop_pair(p)
     with np.errstate(all="ignore"):

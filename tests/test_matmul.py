@@ -13,6 +13,7 @@ import pytest
 import pullback as pb
 from pullback.testing import check_grads
 from pullback.tree import flatten
+from tests import sample
 from tests.primitives.cases import make_arg
 
 M, K, N = 2, 3, 4
@@ -100,7 +101,11 @@ def _product_cases():
         yield name, sa, sb
 
 
-@pytest.mark.parametrize("name,sa,sb", list(_product_cases()), ids=str)
+PRODUCT_CASES = [pytest.param(*c, id="-".join(map(str, c))) for c in _product_cases()]
+
+
+# the default run: each product with each rank of its first operand, the second's rotating (tests/sample.py)
+@pytest.mark.parametrize("name,sa,sb", sample.sample(PRODUCT_CASES, key=lambda p: (p.values[0], len(p.values[1]))))
 def test_products_of_every_rank_match_numpy(name, sa, sb, rng):
     fn = PRODUCTS[name]
     a, b = make_arg(rng, sa, "complex128", False), make_arg(rng, sb, "complex128", False)

@@ -15,6 +15,7 @@ import scipy.linalg
 
 import pullback as pb
 from pullback.testing import check_grads
+from tests import sample
 
 rng = np.random.default_rng(13)
 
@@ -77,6 +78,7 @@ SPECTRA = [([1.0, 1.0, 3.0], slice(0, 2)), ([1.0, 1.0, 3.0], slice(2, 3)),
            ([-2.0, 0.5, 0.5, 0.5, 4.0, 4.0], slice(1, 4)), ([-2.0, 0.5, 0.5, 0.5, 4.0, 4.0], slice(4, 6))]
 
 
+@sample.grid("spectrum")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("rotate", [False, True], ids=["diagonal", "rotated"])
 @pytest.mark.parametrize("spectrum, cluster", SPECTRA)
@@ -146,6 +148,7 @@ def trace_of(f):
     return loss
 
 
+@sample.grid("name")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("rotate", [False, True], ids=["diagonal", "rotated"])
 @pytest.mark.parametrize("name, f, f_prime", [
@@ -188,6 +191,7 @@ def top_k_factors(a, k):
     return u[:, :k] @ vh[:k]
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_spectral_norm_with_ties_below(shape, complex_):
@@ -197,6 +201,7 @@ def test_spectral_norm_with_ties_below(shape, complex_):
         np.testing.assert_allclose(pb.grad(loss)(a), top_k_factors(a, 1), rtol=0, atol=1e-12)
 
 
+@sample.grid("shape", "k")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("k", [2, 3])
@@ -209,6 +214,7 @@ def test_top_k_sum_with_ties_inside(shape, complex_, k):
     check_grads(top_k_sum(k), (a,), order=1)
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("rotate", [False, True], ids=["diagonal", "rotated"])
@@ -237,6 +243,7 @@ def left_projector_loss(k, weight):
     return loss
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("rotate", [False, True], ids=["diagonal", "rotated"])
@@ -252,6 +259,7 @@ def test_singular_subspace_projector_at_ties(shape, rotate, complex_):
     np.testing.assert_allclose(g, 2 * cluster_projector_gradient(mm, cluster, weight) @ a, rtol=0, atol=1e-11)
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("rotate", [False, True], ids=["diagonal", "rotated"])
@@ -270,6 +278,7 @@ def test_polar_factor_with_all_singular_values_equal(shape, rotate, complex_):
     np.testing.assert_allclose(g, want, rtol=0, atol=1e-12)
 
 
+@sample.grid("shape")
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_partial_polar_factor_at_ties_matches_finite_differences(shape, complex_):

@@ -40,3 +40,22 @@ def collect(attr: str) -> list[Case]:
         module = importlib.import_module(f"tests.primitives.{path.stem}")
         found += getattr(module, attr, [])
     return found
+
+
+_PROGRAMS: dict = {}
+
+
+def program(case: Case):
+    """``case``'s traced program, traced once per session: the registry-wide tests of several
+    modules walk the same cases."""
+    if id(case) not in _PROGRAMS:
+        import pullback as pb
+
+        rng = np.random.default_rng(0)
+        _PROGRAMS[id(case)] = pb.make_ir(case.fn)(*[make_arg(rng, s, case.dtype, case.positive) for s in case.shapes])
+    return _PROGRAMS[id(case)]
+
+
+def primitives(case: Case) -> frozenset[str]:
+    """The names of the primitives in ``case``'s program."""
+    return frozenset(e.prim.name for e in program(case).eqns)

@@ -14,6 +14,7 @@ from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import new_trace
 from pullback.ir.verify import verify
 from pullback.transforms.batch import batch, batch_rules
+from tests import sample
 from tests.primitives.cases import make_arg
 from tests.primitives.test_forward import CASES
 from tests.transforms.test_rules import JVP_CASES, LINEAR_CASES
@@ -71,7 +72,10 @@ def enclosing_trace():
         yield
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: f"{c.name}-{c.dtype}")
+BATCHED = sample.cases(ALL_CASES, ids=lambda c: f"{c.name}-{c.dtype}", salt=2)
+
+
+@pytest.mark.parametrize("case", BATCHED)
 def test_batched_equals_loop(case, rng, enclosing_trace):
     args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
     program = pb.make_ir(case.fn)(*args)
@@ -85,8 +89,11 @@ def test_every_primitive_has_a_batching_rule():
 
 
 def test_every_batching_rule_is_exercised(rng):
-    """Each rule runs in a batched case (all inputs batched)."""
+    """Each rule runs in a batched case (all inputs batched), and in one of the default run's sample
+    (tests/sample.py)."""
     called: set[str] = set()
+    sampled: set[str] = set()
+    kept = set(map(id, sample.kept(BATCHED)))
     saved = dict(batch_rules)
 
     def recording(prim, rule):
@@ -101,11 +108,17 @@ def test_every_batching_rule_is_exercised(rng):
             for case in ALL_CASES:
                 args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
                 program = pb.make_ir(case.fn)(*args)
+                before = set(called)
+                called.clear()
                 batch(program, (0,) * len(program.inputs), B)
+                if id(case) in kept:
+                    sampled |= called
+                called |= before
     finally:
         batch_rules.update(saved)
     # custom_lin is batched by jacfwd alone, whose refusal tests/test_custom.py checks
     assert {p.name for p in batch_rules} - called - {"custom_lin"} == set()
+    assert {p.name for p in batch_rules} - sampled - {"custom_lin", *NULLARY} == set(), "the sample misses a rule"
 
 
 def test_no_rule_names_the_primitive():

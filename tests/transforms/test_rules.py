@@ -18,7 +18,8 @@ from pullback.testing import check_jvp, check_transpose, check_vjp
 from pullback.transforms.ad import linearize
 from pullback.transforms.jvp import jvp_rules
 from pullback.transforms.transpose import transpose_rules
-from tests.primitives.cases import collect
+from tests import sample
+from tests.primitives.cases import collect, primitives
 from tests.primitives.test_forward import CASES, Case, _arg
 
 # the forward cases with differentiable inputs, plus scalars and second-order-relevant shapes
@@ -43,7 +44,10 @@ def _args(case, rng):
     return [_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
 
 
-@pytest.mark.parametrize("case", JVP_CASES, ids=lambda c: c.name)
+JVP = sample.cases(JVP_CASES, salt=1)
+
+
+@pytest.mark.parametrize("case", JVP)
 def test_jvp_against_finite_differences(case, rng):
     args = _args(case, rng)
     fn = pb.jit(case.fn) if case.reference else case.fn  # functions that bind primitives need pullback to run
@@ -60,12 +64,12 @@ def test_jvp_against_finite_differences(case, rng):
             check_vjp(fn, args)
 
 
-def test_every_primitive_has_a_jvp_rule_and_test(rng):
+def test_every_primitive_has_a_jvp_rule_and_test():
+    """Every primitive has a JVP rule and a case, and one in the default run's sample (tests/sample.py)."""
     assert set(PRIMITIVES) == {p.name for p in jvp_rules}
-    seen = set()
-    for case in JVP_CASES:
-        seen |= {e.prim.name for e in pb.make_ir(case.fn)(*_args(case, rng)).eqns}
-    assert set(PRIMITIVES) - seen - {"custom_lin"} == set()  # custom_lin: see test_forward
+    every = set(PRIMITIVES) - {"custom_lin"}  # custom_lin: see test_forward
+    assert every - set().union(*map(primitives, JVP_CASES)) == set()
+    assert every - set().union(*map(primitives, sample.kept(JVP))) == set(), "the sample misses a primitive"
 
 
 C = np.random.default_rng(7).standard_normal((3, 4))
@@ -144,19 +148,27 @@ LINEAR_CASES.append(Case("trsm-batched", lambda b: pla.solve_triangular(np.stack
 LINEAR_CASES += collect("LINEAR_CASES")
 
 
-@pytest.mark.parametrize("case", LINEAR_CASES, ids=lambda c: c.name)
+LINEAR = sample.cases(LINEAR_CASES)
+
+
+@pytest.mark.parametrize("case", LINEAR)
 def test_transpose_dot_product(case, rng):
     check_transpose(case.fn, _args(case, rng))
 
 
 def test_every_transpose_rule_has_a_test(rng):
-    """Each rule is exercised: its primitive appears in a linear case's linear program."""
-    seen = set()
+    """Each rule is exercised: its primitive appears in a linear case's linear program, and in one of
+    the default run's sample (tests/sample.py)."""
+    seen, sampled = set(), set()
+    kept = set(map(id, sample.kept(LINEAR)))
     for case in LINEAR_CASES:
         program = pb.make_ir(case.fn)(*_args(case, rng))
         split = linearize(program, [True] * len(program.inputs))
         seen |= {e.prim.name for e in split.unknown.eqns}
+        if id(case) in kept:
+            sampled |= {e.prim.name for e in split.unknown.eqns}
     assert {p.name for p in transpose_rules} - seen == set()
+    assert {p.name for p in transpose_rules} - sampled == set(), "the sample misses a rule"
 
 
 def test_transpose_rule_count_is_documented():

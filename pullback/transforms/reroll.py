@@ -82,6 +82,7 @@ class _Loop:
     literals: dict[tuple[int, int], list] = field(default_factory=dict)  # (eqn, operand) -> value per step
     tables: dict[tuple[int, int], list] = field(default_factory=dict)  # the same, of constant arrays
     sliced: dict[int, int] = field(default_factory=dict)  # eqn -> the axis its window moves along
+    pos: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id of a var of the run -> (copy, eqn, out)
 
 
 def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
@@ -174,7 +175,7 @@ def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, constants: dict) -> _L
         for i in range(k):
             for o, v in enumerate(eqns[p + j * k + i].outputs):
                 pos[id(v)] = (j, i, o)
-    loop = _Loop(p, k, m)
+    loop = _Loop(p, k, m, pos=pos)
     for j in range(1, m):
         if not _copy_reads(eqns, loop, pos, j, constants):
             loop.steps = j
@@ -261,11 +262,13 @@ def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
 
 
 def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Program:
+    """``program`` with ``loop``'s copies replaced by: the xs (windows of arrays, tables of literals and
+    constants) and the body's hoisted equations, the scan, and the rows of its stacked results read after it."""
     eqns = program.eqns
     p, k, m = loop.start, loop.period, loop.steps
     end = p + m * k
     first = eqns[p:p + k]
-    pos = {id(v): (j, i, o) for j in range(m) for i in range(k) for o, v in enumerate(eqns[p + j * k + i].outputs)}
+    pos = loop.pos  # (copies past ``steps`` too: only membership is asked, of what the first copy reads)
 
     # the body's inputs: consts (values from before the run), carries, xs
     consts: dict[int, Var] = {}  # id of an outer var -> the body's input for it

@@ -27,6 +27,7 @@ from scipy.linalg import blas, lapack
 
 import pullback as pb
 import pullback.linalg as pl
+from benchmarks.handwritten import mirror_lower
 
 
 def nll_cholesky(K, y):
@@ -44,17 +45,6 @@ def nll_solve(K, y):
     return 0.5 * y @ pl.solve(K, y, assume_a="pos") + 0.5 * pl.logdet(K)
 
 
-def _mirror_lower(w: np.ndarray, block: int = 256) -> None:
-    """Copy the lower triangle of the square ``w`` onto its upper one, in place, by blocks."""
-    n = w.shape[0]
-    for i in range(0, n, block):
-        j = min(i + block, n)
-        d = w[i:j, i:j]
-        d[np.triu_indices(j - i, 1)] = d.T[np.triu_indices(j - i, 1)]
-        if j < n:
-            w[i:j, j:] = w[j:, i:j].T
-
-
 def expert(K, y):
     """potrf, potrs, potri, syr: one n x n buffer (U, overwritten by K^{-1}, then the gradient).
 
@@ -67,7 +57,7 @@ def expert(K, y):
     value = 0.5 * (y @ a) + np.sum(np.log(np.diag(U)))
     W, info = lapack.dpotri(U, lower=0, overwrite_c=1)  # upper triangle of K^{-1}, Fortran order
     W = blas.dsyr(-1.0, a, a=W, lower=0, overwrite_a=1)  # upper triangle of K^{-1} - a a^T
-    _mirror_lower(W.T)  # W.T is C-ordered with the lower triangle filled
+    mirror_lower(W.T)  # W.T is C-ordered with the lower triangle filled
     W *= 0.5
     return value, W
 

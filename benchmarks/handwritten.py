@@ -12,25 +12,46 @@ def scalar_grad(x, y):
     return np.log(y) + y / x, x / y + np.log(x * y) + 1.0
 
 
+def mirror_lower(w: np.ndarray, block: int = 256) -> None:
+    """Copy the lower triangle of the square C-ordered ``w`` onto its upper one, in place, by blocks
+    (no n x n temporary). The strict upper triangle must be zero, as SciPy's potrf leaves the
+    factor's other triangle (``clean=1``) and potri then keeps it."""
+    n = w.shape[0]
+    for i in range(0, n, block):
+        j = min(i + block, n)
+        d = w[i:j, i:j]
+        d += np.tril(d, -1).T
+        if j < n:
+            w[i:j, j:] = w[j:, i:j].T
+
+
 def gp_value_and_grad(theta, X, y):
-    """One Cholesky, one potri for the trace terms, O(n^2) rest (the GPML recipe)."""
+    """One Cholesky, one potri for the trace terms, O(n^2) rest (the GPML recipe). LAPACK gets the
+    symmetric A's Fortran-order view (``A.T``, upper triangle) and works in place: no hidden copy;
+    the rank-1 term is BLAS's syr into potri's buffer; elementwise work is done in place."""
     ell, sf2, sn2 = np.exp(theta)
     n = X.shape[0]
     Xs = X / ell
     sq = np.sum(Xs**2, axis=1)
-    d2 = sq[:, None] + sq[None, :] - 2 * (Xs @ Xs.T)
-    Kf = sf2 * np.exp(-0.5 * d2)
-    A = Kf + sn2 * np.eye(n)
-    L, info = lapack.dpotrf(A, lower=1, overwrite_a=1)
+    d2 = Xs @ Xs.T  # then in place: three n x n buffers in all (d2, Kf, A), fresh memory costing page faults
+    d2 *= -2.0
+    d2 += sq[:, None]
+    d2 += sq[None, :]
+    Kf = np.multiply(d2, -0.5)
+    np.exp(Kf, out=Kf)
+    Kf *= sf2
+    A = Kf.copy()
+    A.flat[:: n + 1] += sn2
+    U, info = lapack.dpotrf(A.T, lower=0, overwrite_a=1)  # A = U^T U
     if info:
         raise np.linalg.LinAlgError("not positive definite")
-    alpha, _ = lapack.dpotrs(L, y, lower=1)
-    value = 0.5 * (y @ alpha) + np.sum(np.log(np.diag(L))) + 0.5 * n * np.log(2 * np.pi)
-    W, _ = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle of A^{-1}
-    W = np.tril(W) + np.tril(W, -1).T
-    W -= np.outer(alpha, alpha)
+    alpha, _ = lapack.dpotrs(U, y, lower=0)
+    value = 0.5 * (y @ alpha) + np.sum(np.log(np.diag(U))) + 0.5 * n * np.log(2 * np.pi)
+    W, _ = lapack.dpotri(U, lower=0, overwrite_c=1)  # upper triangle of A^{-1}, Fortran order
+    W = blas.dsyr(-1.0, alpha, a=W, lower=0, overwrite_a=1)  # A^{-1} - alpha alpha^T
+    mirror_lower(W.T)  # W.T is C-ordered with the lower triangle filled
     Kf *= W
-    return value, 0.5 * np.array([np.sum(Kf * d2), np.sum(Kf), sn2 * np.trace(W)])
+    return value, 0.5 * np.array([np.vdot(Kf, d2), np.sum(Kf), sn2 * np.trace(W)])
 
 
 def _copyltu(x):

@@ -100,22 +100,33 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
     consts = list(values) + list(consts)
     n = len(consts)
     invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
-    kept = []
-    for eqn in body.eqns:
-        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs):
-            outs = bind(eqn.prim, *(_subst(a, invariant) for a in eqn.inputs), **eqn.params)
-            for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
-                invariant[id(v)] = o
-        else:
-            kept.append(eqn)
+    kept, moved = split_invariant(body.eqns, body.inputs[:n])
+    for eqn in moved:
+        outs = bind(eqn.prim, *(_subst(a, invariant) for a in eqn.inputs), **eqn.params)
+        for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
+            invariant[id(v)] = o
     used = {id(a) for e in kept for a in e.inputs} | {id(a) for a in body.outputs}
-    hoisted = [v for e in body.eqns if e not in kept for v in e.outputs if id(v) in used]
+    hoisted = [v for e in moved for v in e.outputs if id(v) in used]
     const_vars = [v for v in body.inputs[:n] if id(v) in used] + hoisted
     # a body output that is invariant (or a const) is still returned by the body, read from a const input
     body = Program(tuple(const_vars) + body.inputs[n:], tuple(kept), body.outputs, name=body.name)
     outs = bind(scan_p, *(invariant[id(v)] for v in const_vars), *carry, *xs, body=body, length=length,
                 reverse=reverse, num_consts=len(const_vars), num_carry=len(carry))
     return list(outs)
+
+
+def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
+    """A loop body's equations split into those that vary and those that read literals, ``consts``
+    and what such equations make alone (loop invariants, to compute once before the loop), in order."""
+    invariant = {id(v) for v in consts}
+    kept, moved = [], []
+    for eqn in eqns:
+        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs):
+            moved.append(eqn)
+            invariant.update(id(v) for v in eqn.outputs)
+        else:
+            kept.append(eqn)
+    return kept, moved
 
 
 def _split(seq, num_consts: int, num_carry: int):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, Var
+from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
@@ -107,11 +107,12 @@ def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
     if not candidates:
         return None
     last_use = _last_uses(eqns, outputs)
+    constants = dict(zip(map(id, program.constvars), program.constvals))
     for a, b, k in sorted(candidates, key=lambda c: -((c[1] - c[0] + c[2]) // c[2] * c[2])):
         if all(e.prim in _MOVES for e in eqns[a:a + k]):
             continue
         p = _cut(eqns, last_use, a, b, k, min_steps)
-        loop = _check(eqns, p, k, (b + k - p) // k, dict(zip(map(id, program.constvars), program.constvals)))
+        loop = _check(eqns, p, k, (b + k - p) // k, constants)
         if loop.steps >= min_steps and loop.steps * k >= min_eqns:
             return loop
     return None
@@ -289,15 +290,15 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     xs_outer: list[Var] = []
     xs_in: list[Var] = []
     constvars, constvals = list(program.constvars), list(program.constvals)
-    literal_in: dict[tuple[int, int], Var] = {}
+    step_in: dict[tuple[int, int], Var] = {}
     for (i, q), values in loop.literals.items():
         lit = first[i].inputs[q]
         table = Var(ArrayType((m,), lit.dtype), "steps")
         constvars.append(table)
         constvals.append(np.array(values, lit.dtype))
         xs_outer.append(table)
-        literal_in[(i, q)] = Var(lit.type, "step")
-        xs_in.append(literal_in[(i, q)])
+        step_in[(i, q)] = Var(lit.type, "step")
+        xs_in.append(step_in[(i, q)])
     for (i, q), values in loop.tables.items():
         a0 = first[i].inputs[q]
         if all(np.array_equal(v, values[0]) and np.asarray(v).dtype == np.asarray(values[0]).dtype for v in values):
@@ -306,8 +307,8 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
         constvars.append(table)
         constvals.append(np.stack([np.asarray(v, a0.dtype) for v in values]))
         xs_outer.append(table)
-        literal_in[(i, q)] = Var(a0.type, a0.hint)
-        xs_in.append(literal_in[(i, q)])
+        step_in[(i, q)] = Var(a0.type, a0.hint)
+        xs_in.append(step_in[(i, q)])
     window_in: dict[int, Var] = {}
     for i, d in loop.sliced.items():
         e0 = first[i]
@@ -342,8 +343,8 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             key = loop.carry_of.get((i, q))
             if key is not None:
                 ins.append(carry_in[carries[key]])
-            elif (i, q) in literal_in:
-                step = literal_in[(i, q)]
+            elif (i, q) in step_in:
+                step = step_in[(i, q)]
                 shape = e.outputs[0].shape
                 if type(a) is Literal and shape:
                     wide = Var(ArrayType(shape, step.dtype), step.hint)
@@ -423,21 +424,15 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
 
 
 def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list):
-    """The body's equations that read consts and literals alone, moved before the loop (computed once):
-    (the body's equations and outputs left, those hoisted, and (body input, outer value) for each
-    hoisted value the body still reads or returns)."""
+    """The body's loop invariants (``control.split_invariant``, as ``pb.scan`` hoists them), moved before
+    the loop: (the body's equations and outputs left, those hoisted, and (body input, outer value) for
+    each hoisted value the body still reads or returns)."""
     outer_of = {id(consts[id(a)]): a for a in const_outer}  # body input -> outer value
-    kept, hoisted = [], []
-    for e in body_eqns:
-        if e.prim not in WITH_BODIES and all(type(a) is Literal or id(a) in outer_of for a in e.inputs):
-            hoisted.append(Eqn(e.prim, tuple(a if type(a) is Literal else outer_of[id(a)] for a in e.inputs),
-                               e.outputs, e.params, e.source))
-            for v in e.outputs:
-                outer_of[id(v)] = v
-        else:
-            kept.append(e)
-    if not hoisted:
+    kept, moved = control.split_invariant(body_eqns, [consts[id(a)] for a in const_outer])
+    if not moved:
         return body_eqns, body_outputs, [], []
+    hoisted = [Eqn(e.prim, tuple(outer_of.get(id(a), a) for a in e.inputs), e.outputs, e.params, e.source)
+               for e in moved]
     made = {id(v) for e in hoisted for v in e.outputs}
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []

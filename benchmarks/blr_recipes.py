@@ -15,7 +15,6 @@ counted, as a ratio to the expert's; times are medians of interleaved repeats.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 import pullback as pb
+from benchmarks import harness
 from benchmarks.harness import traced_peak_mb
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
@@ -122,15 +122,12 @@ def main() -> None:
     text = table(measure(sizes, args.repeats))
     print(text)
     if args.write:
-        load = os.getloadavg()[0]
-        path = os.path.join(os.path.dirname(__file__), "RESULTS.md")
-        with open(path, "a") as f:
-            f.write("\n## Bayesian linear regression, Cholesky route: time and peak memory\n\n"
-                    f"`python -m benchmarks.blr_recipes --sizes {' '.join(args.sizes)} --repeats {args.repeats}`; "
-                    "value and gradient (X, log noise, log prior), float64, against the hand-written SciPy gradient "
-                    f"(syrk, potrf, potri, syr, gemm, ger); load average {load:.1f} at the end of the run. "
-                    "Peak memory: "
-                    "tracemalloc's high-water mark of one call, inputs not counted.\n\n" + text + "\n")
+        harness.append_results(
+            "Bayesian linear regression, Cholesky route: time and peak memory",
+            f"`python -m benchmarks.blr_recipes --sizes {' '.join(args.sizes)} --repeats {args.repeats}`; value and "
+            "gradient (X, log noise, log prior), float64, against the hand-written SciPy gradient (syrk, potrf, "
+            "potri, syr, gemm, ger). Peak memory: tracemalloc's high-water mark of one call, inputs not counted",
+            text)
 
 
 if __name__ == "__main__":

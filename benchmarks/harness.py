@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -97,3 +98,11 @@ def traced_peak_mb(fn, args) -> float:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak / 2 ** 20
+
+
+def append_results(heading: str, description: str, table: str) -> None:
+    """Append a section to benchmarks/RESULTS.md: its heading, what was run (the load average at the
+    end of the run added), and the table."""
+    load = os.getloadavg()[0]
+    with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
+        f.write(f"\n## {heading}\n\n{description}; load average {load:.1f} at the end of the run.\n\n{table}\n")

@@ -16,13 +16,13 @@ peak memory is tracemalloc's high-water mark of NumPy's allocations during one c
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 from scipy.linalg import lapack
 
 import pullback as pb
+from benchmarks import harness
 from benchmarks.harness import traced_peak_mb
 
 
@@ -133,15 +133,12 @@ def main() -> None:
     text = table(rows)
     print(text)
     if args.write:
-        load = os.getloadavg()[0]
-        path = os.path.join(os.path.dirname(__file__), "RESULTS.md")
-        with open(path, "a") as f:
-            f.write("\n## LU and Cholesky composites differentiated at the solve (issue 16)\n\n"
-                    f"`python -m benchmarks.lu_recipes --sizes {' '.join(map(str, args.sizes))} --repeats "
-                    f"{args.repeats}`; value and gradient, float64, against hand-written SciPy LAPACK gradients "
-                    f"(getrf/getri/getrs); interleaved repeats; load average {load:.1f} "
-                    "at the end of the run. Peak memory: tracemalloc's high-water mark of one call, as a ratio "
-                    "to the expert's.\n\n" + text + "\n")
+        harness.append_results(
+            "LU and Cholesky composites differentiated at the solve (issue 16)",
+            f"`python -m benchmarks.lu_recipes --sizes {' '.join(map(str, args.sizes))} --repeats {args.repeats}`; "
+            "value and gradient, float64, against hand-written SciPy LAPACK gradients (getrf/getri/getrs); "
+            "interleaved repeats. Peak memory: tracemalloc's high-water mark of one call, as a ratio to the expert's",
+            text)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 
 from pullback import lax
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
-from pullback.ir.tracer import Tracer, bind, current_builder, located
+from pullback.ir.tracer import Tracer, bind, current_builder, eye, located
 from pullback.ir.types import ArrayType
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
@@ -456,7 +456,7 @@ def lu(a):
     packed, _, perm, _ = _getrf(a)
     m, n = packed.shape[-2:]
     k = min(m, n)
-    l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
+    l = np.tril(packed[..., :, :k], -1) + eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
     p = (lax.iota(perm.dtype, (m, 1), 0) == perm[..., None, :]).astype(np.finfo(packed.dtype).dtype)
     return p, l, u
@@ -525,7 +525,7 @@ def lu_full_pivot_ex(a):
     m, n = packed.shape[-2:]
     k = min(m, n)
     real = np.finfo(packed.dtype).dtype
-    l = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=packed.dtype)
+    l = np.tril(packed[..., :, :k], -1) + eye(m, k, dtype=packed.dtype)
     u = np.triu(packed[..., :k, :])
     p = (lax.iota(rperm.dtype, (m, 1), 0) == rperm[..., None, :]).astype(real)
     q = (cperm[..., :, None] == lax.iota(cperm.dtype, (1, n), 1)).astype(real)
@@ -591,7 +591,7 @@ def matrix_power(a, n: int):
     if n == 0:  # pullback's broadcast: the identity stays an ``eye`` equation, not a constant
         from pullback import numpy_api as pnp
 
-        return pnp.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
+        return pnp.broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
     if n < 0:
         a, n = inv(a), -n
     result, z = None, a

@@ -23,7 +23,7 @@ from pullback.backends import fusion, layout, memory, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
-from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Program, SourceInfo, Var
+from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Program, SourceInfo, Var, sub_programs
 from pullback.ir.names import RESERVED, Namer
 from pullback.tree import LEAF
 
@@ -121,8 +121,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
     constants = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
-    kwonly = [cst.Param(s.name(n)) for n in constants]
     ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
+    for obj in opaques(program):  # objects used by reference (a draw's generator): keyword-only too
+        name = namer.fresh(obj.hint, "obj")
+        constants[name] = obj.value
+        ctx.objects[id(obj.value)] = name
+    kwonly = [cst.Param(s.name(n)) for n in constants]
     backend.configure(ctx, program)
 
     def expr(a: Atom) -> s.Expr:
@@ -489,9 +493,29 @@ _NESTED: dict[str, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
 }
 
 
+def opaques(program: Program) -> list[Opaque]:
+    """The objects the equations of ``program`` and of its sub-programs use by reference, each once,
+    in order of first use, but those that print as code (``np.random``)."""
+    found: dict[int, Opaque] = {}
+
+    def walk(p: Program) -> None:
+        for eqn in p.eqns:
+            for v in eqn.params.values():
+                if type(v) is Opaque and v.code is None:
+                    found.setdefault(id(v.value), v)
+            for body in sub_programs(eqn):
+                walk(body)
+
+    walk(program)
+    return list(found.values())
+
+
 def _docstring(program: Program, constants: dict[str, Any]) -> cst.SimpleStatementLine:
-    """Lists the keyword-only arrays: names (sanitised identifiers) and types, never their values."""
-    lines = [f"        {name}: {v.type}" for name, v in zip(constants, program.constvars)]
+    """Lists the keyword-only arrays and objects: names (sanitised identifiers) and types (an object's
+    class), never their values."""
+    types = [str(v.type) for v in program.constvars] + [type(v).__name__ for v in list(constants.values())[
+        len(program.constvars):]]
+    lines = [f"        {name}: {t}" for name, t in zip(constants, types)]
     text = "\n".join(["Keyword-only: arrays the traced function read from its scope (or made when tracing),",
                        "    passed by pullback on each call:", *lines, "    "])
     return s.statement(cst.Expr(cst.SimpleString('"""' + text + '"""')))

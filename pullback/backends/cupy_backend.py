@@ -28,7 +28,7 @@ import numpy as np
 
 from pullback.backends import numpy_backend as npb
 from pullback.backends import numpy_linalg as npl
-from pullback.backends import numpy_signal, numpy_special
+from pullback.backends import numpy_random, numpy_signal, numpy_special
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
@@ -36,6 +36,7 @@ from pullback.ir.core import Literal
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import linalg as la
+from pullback.primitives import random as rnd
 from pullback.primitives import rank_update as rk
 from pullback.primitives import signal as sg
 from pullback.primitives import special as sp
@@ -384,6 +385,7 @@ def _conv_method(eqn) -> sg.ConvMethod:
 
 
 EMITTERS[sg.convolve_p] = EMITTERS[sg.correlate_p] = numpy_signal.emitter("cupyx.scipy.signal", _conv_method)
+EMITTERS[rnd.draw_p] = numpy_random.emitter("cp.asarray")
 
 
 def _yn(ctx, eqn, ins, outs):

@@ -45,6 +45,7 @@ class Context:
         self.where = ""  # the current equation's user file:line, sanitised for use in messages
         self.fortran: frozenset[int] = frozenset()  # operands known to be F-ordered (see ``layout``)
         self.unused: frozenset[int] = frozenset()  # results nothing reads (OPTIONAL_RESULTS may go unassigned)
+        self.objects: dict[int, str] = {}  # id(object used by reference) -> its keyword-only parameter
 
     def use(self, module: str) -> None:
         """Record that the generated code needs ``import module``."""
@@ -490,4 +491,11 @@ def _custom_lin(ctx, eqn, ins, outs):
 
 
 # families whose emitters live in modules of their own register them on import
-from pullback.backends import numpy_banded, numpy_indexing, numpy_linalg, numpy_signal, numpy_special  # noqa: E402,F401
+from pullback.backends import (  # noqa: E402,F401
+    numpy_banded,
+    numpy_indexing,
+    numpy_linalg,
+    numpy_random,
+    numpy_signal,
+    numpy_special,
+)

@@ -46,6 +46,10 @@ PRIMITIVES: dict[str, Primitive] = {}
 # primitives whose equations hold sub-programs in their params (loop bodies, branches): the passes that
 # must look inside them check membership here rather than every equation's params
 WITH_BODIES: set[Primitive] = set()
+# primitives whose equations act on the world when the program runs (a random draw consumes its
+# generator's stream): no pass drops, merges, hoists, sinks or reorders them, and an equation whose
+# sub-programs hold one is one too (see ``effectful``)
+EFFECTS: set[Primitive] = set()
 
 ShapeRule = Callable[..., "ArrayType | tuple[ArrayType, ...]"]
 shape_rules: dict[Primitive, ShapeRule] = {}
@@ -174,6 +178,26 @@ class SourceInfo:
         return f"{self.filename}:{self.lineno}"
 
 
+class Opaque:
+    """A Python object an equation uses by reference (the generator a draw consumes): compared by
+    identity, passed to the generated code as a keyword-only parameter named after ``hint``, never
+    printed; or, where ``code`` is given, printed as that code (``np.random`` for NumPy's own)."""
+
+    __slots__ = ("value", "hint", "code")
+
+    def __init__(self, value: Any, hint: str, code: str | None = None):
+        self.value, self.hint, self.code = value, hint, code
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Opaque and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return self.hint
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class Eqn:
     prim: Primitive
@@ -218,3 +242,32 @@ class Program:
         from pullback.ir.printer import print_program
 
         return print_program(self)
+
+
+def sub_programs(eqn: Eqn) -> Iterator[Program]:
+    """The programs an equation holds in its params (a loop's body, a conditional's branches)."""
+    for v in eqn.params.values():
+        if isinstance(v, Program):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (b for b in v if isinstance(b, Program))
+
+
+_EFFECTFUL: dict[int, tuple[Program, bool]] = {}  # id(body) -> (body, whether it holds an effect)
+
+
+def effectful(eqn: Eqn) -> bool:
+    """Whether running ``eqn`` acts on the world: a primitive in ``EFFECTS``, or a body holding one."""
+    if eqn.prim in EFFECTS:
+        return True
+    if eqn.prim not in WITH_BODIES:
+        return False
+    for body in sub_programs(eqn):
+        found = _EFFECTFUL.get(id(body))
+        if found is None or found[0] is not body:
+            if len(_EFFECTFUL) > 4096:
+                _EFFECTFUL.clear()
+            found = _EFFECTFUL[id(body)] = (body, any(map(effectful, body.eqns)))
+        if found[1]:
+            return True
+    return False

@@ -34,6 +34,7 @@ from pullback.ir.core import (
     ShapeError,
     SourceInfo,
     Var,
+    effectful,
     output_types,
 )
 from pullback.ir.types import ArrayType
@@ -92,6 +93,9 @@ class Builder:
         self.lowering: str | None = None
         # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
         self.eyes: dict[int, tuple[np.ndarray, int]] = {}
+        # random generators the traced code made (``np.random.default_rng(0)``): id -> (generator,
+        # seeded); their draws are the same at every call (numpy_api.random)
+        self.generators: dict[int, tuple[Any, bool]] = {}
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
@@ -170,6 +174,8 @@ def example_value(x: Tracer):
     outer.update({id(inner): tracer for inner, tracer in (builder.captures or {}).values()})
     inputs = builder.inputs + tuple(inner for inner, _ in (builder.captures or {}).values())
     program = dce(Program(inputs, tuple(builder.eqns), (x.ssa,), *builder.constants()))
+    if any(map(effectful, program.eqns)):  # running it would draw from the user's generators
+        return None
     values = []
     for v in program.inputs:
         used = any(a is v for e in program.eqns for a in e.inputs) or program.outputs[0] is v
@@ -200,9 +206,17 @@ def _made_eye(x) -> int | None:
     return None
 
 
+def eye(n: int, m: int | None = None, k: int = 0, dtype=np.float64) -> np.ndarray:
+    """``np.eye`` for pullback's own compositions: while this thread traces, the program makes the
+    identity (an ``eye`` equation) rather than reading it as a constant."""
+    out = np.eye(n, m, k=k, dtype=dtype)
+    record_eye(out, k)
+    return out
+
+
 def record_eye(value, k: int = 0) -> None:
-    """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces
-    (numpy_api.construct wraps them while any trace runs)."""
+    """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces (called from the
+    user's traced code: numpy_api.construct)."""
     stack = getattr(_state, "stack", None)
     if stack and isinstance(value, np.ndarray) and isinstance(k, int | np.integer):
         stack[-1].eyes[id(value)] = (value, int(k))
@@ -210,9 +224,15 @@ def record_eye(value, k: int = 0) -> None:
 
 _state = threading.local()
 
-# (on_enter, on_leave) called as each trace starts and ends, in any thread (numpy_api.construct
-# installs its NumPy wrappers while any trace runs).
-TRACE_HOOKS: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+
+def _call(fn: Callable, args: Sequence[Any]) -> Any:
+    return fn(*args)
+
+
+# How a trace calls the user's function: the front end (numpy_api.construct) sets it to call the
+# function's converted copy, so that NumPy's and SciPy's names in it reach pullback.
+CALL_USER: Callable[[Callable, Sequence[Any]], Any] = _call
 
 
 def current_builder() -> Builder:
@@ -231,15 +251,11 @@ def tracing() -> bool:
 def new_trace():
     builder = Builder()
     stack = _state.__dict__.setdefault("stack", [])
-    for enter, _ in TRACE_HOOKS:
-        enter()
     stack.append(builder)
     try:
         yield builder
     finally:
         stack.pop()
-        for _, leave in TRACE_HOOKS:
-            leave()
 
 
 def bind(prim: Primitive, *args, **params):
@@ -606,7 +622,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
                             if isinstance(x, np.ndarray | np.generic) or is_python_scalar(x) or isinstance(x, Tracer)}
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
         structured = [unflatten(tree, tracers) for tree in trees]
-        out = fn(*structured)
+        out = CALL_USER(fn, structured)
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
     constvars, constvals = builder.constants()

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.linalg
 
 from pullback.errors import TracingError
-from pullback.ir.tracer import located
+from pullback.ir.tracer import eye, located
 from pullback.numpy_api import unsupported
 from pullback.numpy_api.construct import implements_attribute
 
@@ -84,8 +84,8 @@ def _from_triangle(a, lower: bool, conjugate: bool):
     Hermitian one reads the real part of the diagonal only)."""
     strict = np.tril(a, -1) if lower else np.triu(a, 1)
     if not conjugate:
-        return strict + np.swapaxes(strict, -1, -2) + np.diagonal(a, 0, -2, -1)[..., None] * np.eye(a.shape[-1])
-    diagonal = np.real(np.diagonal(a, 0, -2, -1))[..., None] * np.eye(a.shape[-1])
+        return strict + np.swapaxes(strict, -1, -2) + np.diagonal(a, 0, -2, -1)[..., None] * eye(a.shape[-1])
+    diagonal = np.real(np.diagonal(a, 0, -2, -1))[..., None] * eye(a.shape[-1])
     return strict + np.swapaxes(np.conj(strict), -1, -2) + diagonal
 
 

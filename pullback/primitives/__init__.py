@@ -10,6 +10,7 @@ import pullback.primitives.elementwise  # noqa: F401
 import pullback.primitives.fft  # noqa: F401
 import pullback.primitives.indexing  # noqa: F401
 import pullback.primitives.linalg_extra  # noqa: F401
+import pullback.primitives.random  # noqa: F401
 import pullback.primitives.rank_update  # noqa: F401
 import pullback.primitives.reductions  # noqa: F401
 import pullback.primitives.signal  # noqa: F401

@@ -30,7 +30,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, ShapeError, Var, shape_rules
+from pullback.ir.core import (
+    WITH_BODIES,
+    Eqn,
+    Literal,
+    Params,
+    Primitive,
+    Program,
+    ShapeError,
+    Var,
+    effectful,
+    shape_rules,
+)
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace, rename, tracing
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import dce as dce_
@@ -117,11 +128,12 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
 
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
     """A loop body's equations split into those that vary and those that read literals, ``consts``
-    and what such equations make alone (loop invariants, to compute once before the loop), in order."""
+    and what such equations make alone (loop invariants, to compute once before the loop), in order.
+    An effect (a draw) varies: each step draws anew."""
     invariant = {id(v) for v in consts}
     kept, moved = [], []
     for eqn in eqns:
-        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs):
+        if all(isinstance(a, Literal) or id(a) in invariant for a in eqn.inputs) and not effectful(eqn):
             moved.append(eqn)
             invariant.update(id(v) for v in eqn.outputs)
         else:

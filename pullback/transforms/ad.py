@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var, effectful
 from pullback.primitives import structural as st
 from pullback.transforms.contraction_order import reorder_contractions
 from pullback.transforms.cse import cse
@@ -133,8 +133,9 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     path: dict[int, tuple[int, ...]] = {j: (j,) for j in range(boundary, len(eqns))}
     held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
     for i in reversed(range(boundary)):
-        if not readers[i] or any(id(v) in pinned for v in eqns[i].outputs) or any(j not in path for j in readers[i]):
-            continue  # unread, an output, or read by the forward pass: it stays
+        if (not readers[i] or any(id(v) in pinned for v in eqns[i].outputs) or any(j not in path for j in readers[i])
+                or effectful(eqns[i])):
+            continue  # unread, an output, read by the forward pass, or an effect (effects keep their order): it stays
         first = min(readers[i], key=lambda j: path[j] + (last,))
         below = held.setdefault(first, [])
         path[i] = path[first] + (len(below),)

@@ -1,9 +1,10 @@
 """Common-subexpression elimination: an equation repeating an earlier one
-(same primitive, same inputs, same params) reuses its outputs."""
+(same primitive, same inputs, same params) reuses its outputs. Effects never do: two equal draws
+are two draws."""
 
 from __future__ import annotations
 
-from pullback.ir.core import Eqn, Literal, Program, Var
+from pullback.ir.core import Eqn, Literal, Program, Var, effectful
 
 
 def _key(a):
@@ -20,7 +21,7 @@ def cse(program: Program) -> Program:
         if replace:  # (a literal's id is never a key: no var has it)
             inputs = tuple([replace.get(id(a), a) for a in inputs])
         key = (eqn.prim, tuple([id(a) if type(a) is Var else _key(a) for a in inputs]), eqn.params)
-        first = seen.get(key)
+        first = None if effectful(eqn) else seen.get(key)
         if first is not None:
             for v, w in zip(eqn.outputs, first.outputs):
                 replace[id(v)] = w

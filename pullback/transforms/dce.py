@@ -1,11 +1,12 @@
-"""Dead-code elimination: drop equations (and constants) no output depends on.
-All primitives are pure, so liveness is the whole story."""
+"""Dead-code elimination: drop equations (and constants) no output depends on. Liveness is the
+whole story but for effects (a random draw consumes its generator's stream even when its result is
+unused): an effectful equation always stays."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pullback.ir.core import Eqn, Primitive, Program, Var
+from pullback.ir.core import Eqn, Primitive, Program, Var, effectful
 
 # Equations that can drop some of their outputs (a scan: unused stacked results and carries):
 # rule(eqn, which outputs are used) -> the pruned equation (None: nothing is needed).
@@ -20,21 +21,20 @@ def dce(program: Program) -> Program:
     for eqn in reversed(program.eqns):
         outs = eqn.outputs
         if len(outs) == 1:  # most equations: one lookup
-            if id(outs[0]) not in live:
-                changed = True
-                continue
-            used = [True]
+            used = [id(outs[0]) in live]
         else:
             used = [id(v) in live for v in outs]
-            if not any(used):
-                changed = True
-                continue
+        if not any(used) and not effectful(eqn):
+            changed = True
+            continue
         rule = dce_rules.get(eqn.prim)
         if rule is not None:
             pruned = rule(eqn, used)
             changed = changed or pruned is not eqn
             if pruned is None:
-                continue
+                if not effectful(eqn):
+                    continue
+                pruned = eqn  # nothing read, but it acts: kept whole
             eqn = pruned
         kept.append(eqn)
         live.update(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them

@@ -24,7 +24,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, is_cupy, refuse_matrix, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_matrix, trace
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
@@ -279,7 +279,7 @@ class differentiate:
         def with_static(*dyn):
             it = iter(dyn)
             full = [static[i] if i in static else next(it) for i in range(len(args))]
-            return self.fn(*full[:n], **(full[n] if kw else {}), **static_kw)
+            return call_user(self.fn, *full[:n], **(full[n] if kw else {}), **static_kw)
 
         with_static.__name__ = getattr(self.fn, "__name__", "f")
         with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
@@ -1034,7 +1034,7 @@ class vmap:
         def mapped(*dyn):  # the function of the traced leaves, the static ones put back in place
             it = iter(dyn)
             full = iter([static[k] if k in static else next(it) for k in range(len(static) + len(dyn))])
-            return self.fn(*[unflatten(tree, full) for tree in trees])
+            return call_user(self.fn, *[unflatten(tree, full) for tree in trees])
 
         functools.update_wrapper(mapped, self.fn)
         captures: list = []

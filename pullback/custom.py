@@ -20,7 +20,7 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import Tracer, bind, is_python_scalar, located, trace_closed, tracing
+from pullback.ir.tracer import Tracer, bind, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import close
 from pullback.primitives.custom import custom_jvp_call_p, custom_vjp_call_p
 from pullback.tree import flatten, unflatten
@@ -60,7 +60,7 @@ class _Call:
     def body(self, fun: Callable, name: str) -> tuple[Program, list, Any]:
         """``fun`` traced: its closed program (consts first), the operands for the consts, its output tree."""
         program, captures, out_tree = trace_closed(
-            lambda *dynamic: fun(*self._rejoin(dynamic)), self.structured(self.leaves), name=name,
+            lambda *dynamic: call_user(fun, *self._rejoin(dynamic)), self.structured(self.leaves), name=name,
             arg_names=[f"arg{i}" for i in range(len(self.dynamic))], scope=fun)
         program, values = close(program)
         return program, [*values, *captures], out_tree

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.ir.tracer import Tracer, _arg_names, is_python_scalar, located, trace_closed, tracing
+from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
 
@@ -74,7 +74,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     carry_leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in carry_leaves]
 
     def step(carry, x):
-        out = f(carry, x)
+        out = call_user(f, carry, x)
         if not isinstance(out, tuple) or len(out) != 2:
             raise TracingError(located("scan: the body must return a pair (carry, y)"))
         return out

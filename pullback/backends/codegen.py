@@ -498,11 +498,17 @@ def opaques(program: Program) -> list[Opaque]:
     in order of first use, but those that print as code (``np.random``)."""
     found: dict[int, Opaque] = {}
 
+    def params(v) -> None:
+        if type(v) is Opaque and v.code is None:
+            found.setdefault(id(v.value), v)
+        elif type(v) is tuple:
+            for e in v:
+                params(e)
+
     def walk(p: Program) -> None:
         for eqn in p.eqns:
             for v in eqn.params.values():
-                if type(v) is Opaque and v.code is None:
-                    found.setdefault(id(v.value), v)
+                params(v)
             for body in sub_programs(eqn):
                 walk(body)
 

@@ -226,13 +226,18 @@ _state = threading.local()
 
 
 
-def _call(fn: Callable, args: Sequence[Any]) -> Any:
-    return fn(*args)
+def _call(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
+    return fn(*args, **kwargs)
 
 
 # How a trace calls the user's function: the front end (numpy_api.construct) sets it to call the
 # function's converted copy, so that NumPy's and SciPy's names in it reach pullback.
-CALL_USER: Callable[[Callable, Sequence[Any]], Any] = _call
+CALL_USER: Callable[[Callable, Sequence[Any], dict], Any] = _call
+
+
+def call_user(fn: Callable, *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` of the user's function, from a trace (or a wrapper a trace calls)."""
+    return CALL_USER(fn, args, kwargs)
 
 
 def current_builder() -> Builder:
@@ -622,7 +627,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
                             if isinstance(x, np.ndarray | np.generic) or is_python_scalar(x) or isinstance(x, Tracer)}
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))
         structured = [unflatten(tree, tracers) for tree in trees]
-        out = CALL_USER(fn, structured)
+        out = CALL_USER(fn, structured, {})
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
     constvars, constvals = builder.constants()

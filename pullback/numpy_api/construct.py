@@ -285,6 +285,8 @@ def _build_table() -> None:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)))
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker))
+    for function, handler in random.module_functions().items():
+        table[id(function)] = (function, handler)
     for (owner, name), (public, impl) in ATTRIBUTES.items():
         if not isinstance(owner, type):
             original = getattr(owner, name)
@@ -364,10 +366,10 @@ def index(obj, key):
     return obj[key]
 
 
-def _user_call(fn: Callable, args) -> object:
+def _user_call(fn: Callable, args, kwargs: dict) -> object:
     """A trace calls the user's function: converted, so that its calls reach ``call``."""
     _build_table()
-    return call(fn, *args)
+    return call(fn, *args, **kwargs)
 
 
 convert.install(call, index)

@@ -44,6 +44,25 @@ _REPARAMETERISED = {
 }
 
 
+def _refuse(name: str):
+    raise TracingError(located(
+        f"{name} is not supported in a traced function; pullback records draws (methods returning arrays) only: "
+        f"seed or set the generator outside the function, or make one inside it with np.random.default_rng(seed)"))
+
+
+def module_functions() -> dict:
+    """``np.random``'s functions that are not methods of the global generator, by what they do."""
+    def refused(name):
+        return lambda *args, **kwargs: _refuse(f"np.random.{name}")
+
+    def sample(*args, **kwargs):
+        return draw(_GLOBAL, "random_sample", args, kwargs)
+
+    return {np.random.ranf: sample, np.random.sample: sample, np.random.seed: refused("seed"),
+            np.random.get_bit_generator: refused("get_bit_generator"),
+            np.random.set_bit_generator: refused("set_bit_generator")}
+
+
 def _holds_tracer(x) -> bool:
     return isinstance(x, Tracer) or (isinstance(x, list | tuple) and any(map(_holds_tracer, x)))
 
@@ -59,9 +78,7 @@ def draw(generator, method: str, args: tuple, kwargs: dict):
                 "(rng = np.random.default_rng()) and read it there: pullback draws from it at every call"))
         return getattr(generator, method)(*args, **kwargs)
     if method in _REFUSED:
-        raise TracingError(located(
-            f"{_name(generator)}.{method} is not supported in a traced function; pullback records draws "
-            f"(methods returning arrays) only"))
+        _refuse(f"{_name(generator)}.{method}")
     if any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values())):
         return _reparameterised(generator, method, args, kwargs)
     return _record(generator, method, args, kwargs)

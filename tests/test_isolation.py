@@ -33,7 +33,7 @@ def _traces_for(seconds: float, stop: threading.Event, errors: list) -> None:
         k += 1
         scale = float(k)
         try:
-            g = pb.grad(lambda x: np.sum(x * scale) + logsumexp(np.array([x[0], 1.0])))(np.ones(2))
+            g = pb.grad(lambda x, scale=scale: np.sum(x * scale) + logsumexp(np.array([x[0], 1.0])))(np.ones(2))
             want = scale + np.exp(1.0) / (np.exp(1.0) + np.e)
             assert abs(g[0] - want) < 1e-12 and g[1] == scale
         except Exception as e:  # noqa: BLE001  (reported by the test)

@@ -29,7 +29,9 @@ from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.ir.core import Eqn, Var
 
-_NOT_STATE = frozenset({"fresh", "modules", "objects"})  # services, or fixed for the function (objects: by identity in params)
+# the context's services, not what an emitter decides by (``objects``: fixed for the function, and
+# an object is in the params by identity)
+_NOT_STATE = frozenset({"fresh", "modules", "objects"})
 _MARK = "\u01c2"  # "ǂ", a letter (an identifier character) outside ASCII
 _HOLE = re.compile(_MARK + r"(\d+)" + _MARK)
 

@@ -96,6 +96,10 @@ class Builder:
         # random generators the traced code made (``np.random.default_rng(0)``): id -> (generator,
         # seeded); their draws are the same at every call (numpy_api.random)
         self.generators: dict[int, tuple[Any, bool]] = {}
+        # arrays the traced code reads from its scope (``scope_arrays`` of each function it runs): id ->
+        # array. NumPy's and SciPy's functions called on them trace them as constants, re-read at every call
+        self.captured: dict[int, np.ndarray] = {}
+        self.scopes: set[int] = set()  # the code objects whose scopes were read for ``captured``
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
@@ -109,13 +113,27 @@ class Builder:
         recreated by the program (``eye`` prints as ``np.eye(n)``) instead of living on as a constant."""
         from pullback.primitives import structural as st
 
-        key = ("eye", value.shape, value.dtype, k)
+        key = ("eye", id(value), k)  # one equation per array: one the user keeps becomes a constant (keep_eyes)
         if key not in self.consts:
             var = Var(ArrayType.of(value), "eye")
             self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": k}),
                                  self.location()))
             self.consts[key] = (var, None)
         return self.consts[key][0]
+
+    def keep_eyes(self) -> None:
+        """An identity the traced code made and kept (``self.W = np.eye(3)``, still referenced when the
+        trace ends) is the user's array from then on, changed in place as the user likes: a constant
+        read at every call, not an ``eye`` equation. (CPython's reference count says who holds it:
+        this builder's table, this loop and ``getrefcount`` itself, or someone else too.)"""
+        for value, k in list(self.eyes.values()):
+            found = self.consts.get(("eye", id(value), k))
+            if found is None or sys.getrefcount(value) <= 3:
+                continue
+            var = found[0]
+            del self.consts[("eye", id(value), k)]
+            self.eqns = [e for e in self.eqns if not (e.outputs and e.outputs[0] is var)]
+            self.consts[id(value)] = (var, value)
 
     def constants(self) -> tuple[tuple[Var, ...], tuple]:
         """The program's constant vars and their values."""
@@ -130,6 +148,10 @@ class Builder:
             var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
             self.consts[key] = (var, value)
         return self.consts[key][0]
+
+    def read(self, value: np.ndarray) -> Tracer:
+        """A captured array as a traced constant: work on it is the program's, re-run at every call."""
+        return Tracer(self.const(value), self)
 
     def atom(self, x) -> Atom:
         if isinstance(x, Tracer):
@@ -516,9 +538,14 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
 
 
 def _closure_names(fn: Callable) -> dict[int, str]:
-    """id(array) -> variable name, for arrays the function closes over or reads as globals, and
-    those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
-    of such a value: the generated code's keyword-only parameters take these names."""
+    """id(array) -> variable name: the generated code's keyword-only parameters take these names."""
+    return {key: name for key, (name, _) in scope_arrays(fn).items()}
+
+
+def scope_arrays(fn: Callable) -> dict[int, tuple[str, np.ndarray]]:
+    """id(array) -> (variable name, array), for arrays the function closes over or reads as globals,
+    and those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
+    of such a value: what the function captures from its scope."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return {}
@@ -532,21 +559,21 @@ def _closure_names(fn: Callable) -> dict[int, str]:
             roots.append((name, cell.cell_contents))
         except ValueError:
             continue
-    names: dict[int, str] = {}
+    found: dict[int, tuple[str, np.ndarray]] = {}
     for name, value in roots:
         if isinstance(value, np.ndarray):
-            names.setdefault(id(value), name)
+            found.setdefault(id(value), (name, value))
         elif isinstance(value, dict):  # keys the code spells out (``params["W"]``)
             for key in code.co_consts:
                 v = value.get(key) if isinstance(key, str) and key.isidentifier() else None
                 if isinstance(v, np.ndarray):
-                    names.setdefault(id(v), key)
+                    found.setdefault(id(v), (key, v))
         elif not isinstance(value, ModuleType | type) and isinstance(getattr(value, "__dict__", None), dict):
             for attr in code.co_names:
                 v = value.__dict__.get(attr)
                 if isinstance(v, np.ndarray):
-                    names.setdefault(id(v), attr)
-    return names
+                    found.setdefault(id(v), (attr, v))
+    return found
 
 
 def is_cupy(a) -> bool:
@@ -630,6 +657,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         out = CALL_USER(fn, structured, {})
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
+        del out, leaves, structured
+        builder.keep_eyes()
     constvars, constvals = builder.constants()
     fname = getattr(fn, "__name__", "f")
     if builder.captures:

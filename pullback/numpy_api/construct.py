@@ -264,7 +264,7 @@ _NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
 _RECORDED = ("eye", "identity")  # arrays they make during a trace are known to be identities
 
-_table: dict[int, tuple[object, Callable]] = {}  # id(NumPy's or SciPy's object) -> (it, handler)
+_table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
 _table_size = -1  # the registries' size it was built for
 
 
@@ -273,24 +273,24 @@ def _build_table() -> None:
     size = len(api.FUNCTIONS) + len(ATTRIBUTES)
     if size == _table_size:
         return
-    table: dict[int, tuple[object, Callable]] = {}
+    table: dict[int, tuple[object, Callable, bool]] = {}  # the bool: it reads captured arrays as constants
     for module in (np, np.linalg):
         for name, value in vars(module).items():
             if name.startswith("_") or name in _NOT_WRAPPED or isinstance(value, np.ufunc) or not _known(value):
                 continue
-            table[id(value)] = (value, _numpy_handler(value))
+            table[id(value)] = (value, _numpy_handler(value), True)
     for name, impl in _WRAPPED.items():
-        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl))
+        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
     for name in _RECORDED:
-        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)))
+        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
     for maker in random.MAKERS:
-        table[id(maker)] = (maker, random.making(maker))
+        table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
-        table[id(function)] = (function, handler)
+        table[id(function)] = (function, handler, False)
     for (owner, name), (public, impl) in ATTRIBUTES.items():
         if not isinstance(owner, type):
             original = getattr(owner, name)
-            table[id(original)] = (original, _attribute_handler(original, public, impl))
+            table[id(original)] = (original, _attribute_handler(original, public, impl), True)
     _table.clear()
     _table.update(table)
     _table_size = size
@@ -322,14 +322,24 @@ def _method(f: types.MethodType):
     found = ATTRIBUTES.get((type(self), func.__name__))
     if found is not None:
         public, impl = found
-        return lambda *args, **kwargs: (_lowered(public, impl, args, kwargs) if _traced_call(args, kwargs)
-                                        else f(*args, **kwargs))
+
+        def lowered(*args, **kwargs):
+            args, kwargs = _read_captured(args, kwargs)
+            return _lowered(public, impl, args, kwargs) if _traced_call(args, kwargs) else f(*args, **kwargs)
+
+        return lowered
     frozen = getattr(self, "dist", None)
     if isinstance(self, rv_frozen) and (type(frozen), func.__name__) in ATTRIBUTES:
         method = getattr(frozen, func.__name__)
         return lambda *args, **kwargs: call(method, *args, *self.args, **{**self.kwds, **kwargs})
     if type(func) is types.FunctionType:
-        return types.MethodType(convert.converted(func), self)
+        new = _converted(func)
+        if new is not func:  # ``self.W``: arrays of the instance the method reads
+            captured, names = tr.current_builder().captured, tr.current_builder().const_names
+            for key, (name, value) in tr.scope_arrays(f).items():
+                captured.setdefault(key, value)
+                names.setdefault(key, name)
+        return types.MethodType(new, self)
     return f
 
 
@@ -339,31 +349,91 @@ def call(f, /, *args, **kwargs):
         return f(*args, **kwargs)
     found = _table.get(id(f))
     if found is not None and found[0] is f:
+        if found[2]:
+            args, kwargs = _read_captured(args, kwargs)
         return found[1](*args, **kwargs)
     kind = type(f)
     if kind is types.FunctionType:
-        return convert.converted(f)(*args, **kwargs)
+        return _converted(f)(*args, **kwargs)
+    if kind is np.ufunc and f in api.UFUNCS:
+        args, kwargs = _read_captured(args, kwargs)
+        return f(*args, **kwargs)
     if kind is types.MethodType or kind is types.BuiltinMethodType:
-        if isinstance(f.__self__, random.GENERATORS):  # a draw (Cython's methods are either kind)
-            return random.draw(f.__self__, f.__name__, args, kwargs)
+        owner = f.__self__
+        if isinstance(owner, random.GENERATORS):  # a draw (Cython's methods are either kind)
+            return random.draw(owner, f.__name__, args, kwargs)
         if kind is types.MethodType:
             return _method(f)(*args, **kwargs)
+        if type(owner) is np.ndarray and _is_captured(owner) and hasattr(Tracer, f.__name__):  # W.sum()
+            args, kwargs = _read_captured(args, kwargs)
+            return getattr(tr.current_builder().read(owner), f.__name__)(*args, **kwargs)
     if kind is functools.partial:
         return call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
     method = next((vars(c)["__call__"] for c in kind.__mro__ if "__call__" in vars(c)), None)
     if type(method) is types.FunctionType and not isinstance(f, type):  # a callable object of the user's
-        return convert.converted(method)(f, *args, **kwargs)
+        return _converted(method)(f, *args, **kwargs)
     return f(*args, **kwargs)
 
 
+# --- captured arrays --------------------------------------------------------------------------------
+# An array the traced code reads from its scope (a global, a closure's, ``self.W``, ``params["W"]``) is
+# the program's constant, read at every call. Given to a NumPy or SciPy function pullback implements
+# (``np.exp(W)``, ``np.linalg.inv(S)``, ``W.sum()``), it is traced as that constant, so the work is
+# the program's and is re-run at every call, as eager NumPy would; it is never computed once while
+# tracing and kept. Arithmetic between captured arrays alone (``W * 2``) is still NumPy's, when tracing.
+
+
+def _converted(fn: types.FunctionType) -> types.FunctionType:
+    """``fn`` converted; the arrays it captures noted (once per trace)."""
+    new = convert.converted(fn)
+    if new is not fn:
+        builder = tr.current_builder()
+        if id(fn.__code__) not in builder.scopes:
+            builder.scopes.add(id(fn.__code__))
+            for key, (name, value) in tr.scope_arrays(fn).items():
+                builder.captured.setdefault(key, value)
+                builder.const_names.setdefault(key, name)
+    return new
+
+
+def _is_captured(x) -> bool:
+    found = tr.current_builder().captured.get(id(x))
+    return found is x
+
+
+def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    captured = tr.current_builder().captured
+    if not captured:
+        return args, kwargs
+
+    def read(x):
+        if type(x) is np.ndarray:
+            found = captured.get(id(x))
+            return tr.current_builder().read(x) if found is x else x
+        if type(x) in _SEQUENCES and any(type(e) is np.ndarray for e in x):
+            return type(x)(map(read, x))
+        return x
+
+    return tuple(map(read, args)), {k: read(v) for k, v in kwargs.items()}
+
+
 def index(obj, key):
-    """What converted code reads for ``obj[key]`` where ``obj`` is named ``r_`` or ``c_``."""
+    """What converted code reads for ``obj[key]`` (``key`` without slices): ``np.r_[...]`` and
+    ``np.c_[...]`` of tracers, and a captured array's elements as the program's (``W[[2, 1, 0]]``)."""
+    if type(obj) is np.ndarray and _tracing() and _is_captured(obj) and _advanced(key):
+        return tr.current_builder().read(obj)[key]
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
         items = key if isinstance(key, tuple) else (key,)
         columns = obj is np.c_
         pieces = [_concat_item(item, columns) for item in items]
         return api.concatenate(pieces, axis=-1 if columns else 0)
     return obj[key]
+
+
+def _advanced(key) -> bool:
+    """NumPy's advanced indexing (arrays or lists in the key): it copies, where basic indexing makes a
+    view that sees the array's changes or a number for Python's own use."""
+    return any(isinstance(k, np.ndarray | list | Tracer) for k in (key if type(key) is tuple else (key,)))
 
 
 def _user_call(fn: Callable, args, kwargs: dict) -> object:

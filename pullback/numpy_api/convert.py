@@ -5,7 +5,8 @@ Most of NumPy reaches a tracer through its protocols (``__array_ufunc__``, ``__a
 What does not (``np.array([x, y])``, ``scipy.special.logsumexp``, ``rs.standard_normal(3)``, which
 sees no tracer at all) is found where the user calls it: a traced function runs as a *converted*
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
-``__pullback_call__(f, a, b=c)`` (and ``np.r_[...]``/``np.c_[...]`` as ``__pullback_index__``). The
+``__pullback_call__(f, a, b=c)`` (and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no
+slice, as must ``np.r_[...]``/``np.c_[...]``). The
 dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
 NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
 turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
@@ -40,7 +41,7 @@ _CONCATENATORS = frozenset({"r_", "c_"})
 
 
 class _Calls(ast.NodeTransformer):
-    """``f(a, *b, c=d)`` -> ``__pullback_call__(f, a, *b, c=d)``; ``np.r_[k]`` -> ``__pullback_index__(np.r_, k)``."""
+    """``f(a, *b, c=d)`` -> ``__pullback_call__(f, a, *b, c=d)``; ``a[k]`` -> ``__pullback_index__(a, k)``."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -50,10 +51,13 @@ class _Calls(ast.NodeTransformer):
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
-        target = node.value
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        target, key = node.value, node.slice
         name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
-        if isinstance(node.ctx, ast.Load) and name in _CONCATENATORS:
-            return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, node.slice], []), node)
+        parts = key.elts if isinstance(key, ast.Tuple) else [key]
+        if name in _CONCATENATORS or not any(isinstance(p, ast.Slice) for p in parts):  # slices: views, read anyway
+            return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, key], []), node)
         return node
 
 

@@ -371,7 +371,7 @@ def call(f, /, *args, **kwargs):
         return call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
     method = next((vars(c)["__call__"] for c in kind.__mro__ if "__call__" in vars(c)), None)
     if type(method) is types.FunctionType and not isinstance(f, type):  # a callable object of the user's
-        return _converted(method)(f, *args, **kwargs)
+        return _method(types.MethodType(method, f))(*args, **kwargs)
     return f(*args, **kwargs)
 
 
@@ -396,9 +396,14 @@ def _converted(fn: types.FunctionType) -> types.FunctionType:
     return new
 
 
-def _is_captured(x) -> bool:
-    found = tr.current_builder().captured.get(id(x))
-    return found is x
+def _is_captured(x, captured: dict | None = None) -> bool:
+    """A captured array, or a view of one (``W[:2]``, ``W.T``: its memory is the captured array's)."""
+    captured = tr.current_builder().captured if captured is None else captured
+    while x is not None:
+        if captured.get(id(x)) is x:
+            return True
+        x = x.base if type(x) is np.ndarray else None
+    return False
 
 
 def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -408,8 +413,7 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
     def read(x):
         if type(x) is np.ndarray:
-            found = captured.get(id(x))
-            return tr.current_builder().read(x) if found is x else x
+            return tr.current_builder().read(x) if _is_captured(x, captured) else x
         if type(x) in _SEQUENCES and any(type(e) is np.ndarray for e in x):
             return type(x)(map(read, x))
         return x

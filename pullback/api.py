@@ -35,7 +35,7 @@ from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.transforms.outer import kronecker_factors
 from pullback.transforms.reroll import reroll
-from pullback.tree import LEAF, flatten, is_node, unflatten
+from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
@@ -454,7 +454,7 @@ class differentiate:
                 block = [x for g in group(block) for x in g]
             flat += block
         sub = self._grads_tree(args, trees, nums)
-        tree = _graft(out_tree, _graft(sub, sub) if kind == "hessian" else sub)
+        tree = graft(out_tree, graft(sub, sub) if kind == "hessian" else sub)
         return Program(j.inputs, j.eqns, tuple(flat), j.constvars, j.constvals, j.name), tree
 
     def _by_argnum(self, cts: list, args: tuple, trees, nums: list[int]) -> list[list]:
@@ -694,15 +694,6 @@ def _infer_static(params: list | None, nums: tuple[int, ...], names: tuple[str, 
     more_names = tuple(params[i].name for i in nums if 0 <= i < len(params) and params[i].name not in names
                        and params[i].kind is not params[i].POSITIONAL_ONLY)
     return nums + more_nums, names + more_names
-
-
-def _graft(tree, sub):
-    """``tree`` with each leaf replaced by the tree ``sub``."""
-    if tree is LEAF:
-        return sub
-    if len(tree) == 3:  # a dict or a registered class: (type, keys or aux, children)
-        return (tree[0], tree[1], tuple(_graft(t, sub) for t in tree[2]))
-    return (tree[0], tuple(_graft(t, sub) for t in tree[1]))
 
 
 def _as_list(out) -> list:

@@ -37,6 +37,7 @@ from pullback.ir.core import (
     output_types,
 )
 from pullback.ir.types import ArrayType
+from pullback.tree import leaf_paths
 
 PYTHON_SCALARS = (bool, int, float, complex)
 
@@ -566,11 +567,7 @@ def input_type(x) -> tuple[ArrayType, bool]:
 
 def _leaf_names(treedef, name: str) -> list[str]:
     """``params`` -> ``params`` for a leaf, ``params_0``, ``params_W``, ... inside a structure."""
-    if treedef is None:
-        return [name]
-    subtrees = treedef[2] if len(treedef) == 3 else treedef[1]  # dicts and registered classes: (type, aux, children)
-    keys = treedef[1] if treedef[0] is dict else range(len(subtrees))
-    return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}" if name else str(k))]
+    return ["_".join(map(str, (name, *path) if name else path)) for path in leaf_paths(treedef)]
 
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,

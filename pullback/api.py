@@ -26,7 +26,7 @@ from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, is_cupy, refuse_matrix, trace
 from pullback.ir.tracer import inline as tracer_inline
-from pullback.ir.types import is_inexact
+from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
@@ -134,6 +134,9 @@ class Staged:
         for a in args:
             if type(a) is Tracer:
                 return self._inline(args)
+            if type(a) is ShapeDtypeStruct:
+                raise TypeError(f"{self.program.name} was called on a ShapeDtypeStruct, which has a shape and a dtype "
+                                "but no values: read the program with source, ir or pb.export, or call it on arrays")
         return (self._run or self.runner())(*args)
 
 
@@ -158,6 +161,8 @@ def _signature_of(a):
         return t
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
+    if t is ShapeDtypeStruct:  # traced without an example value: a program apart from the arrays'
+        return a.shape, a.dtype, t
     return t
 
 

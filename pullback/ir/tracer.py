@@ -36,7 +36,7 @@ from pullback.ir.core import (
     Var,
     output_types,
 )
-from pullback.ir.types import ArrayType
+from pullback.ir.types import ArrayType, ShapeDtypeStruct
 from pullback.tree import leaf_paths
 
 PYTHON_SCALARS = (bool, int, float, complex)
@@ -560,6 +560,8 @@ def input_type(x) -> tuple[ArrayType, bool]:
         return x.ssa.type, x.weak
     if is_cupy(x):  # traced like NumPy's
         return ArrayType(x.shape, np.dtype(x.dtype)), False
+    if type(x) is ShapeDtypeStruct:  # a type alone: the trace has no example value for it
+        return x.type, False
     raise TypeError(
         f"pullback traces functions of NumPy arrays and scalars; got an argument of type {type(x).__name__}"
     )

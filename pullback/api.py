@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -215,11 +217,30 @@ _CONTAINERS = frozenset({tuple, list, dict, _Kwargs})
 _SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64,
                       np.complex64, np.complex128})
 
+class _ByFunction:
+    """Pickled and copied as the function and the options, never the compiled programs: a process
+    pool's workers unpickle the callable (with each batch of tasks) and compile where they run."""
+
+    fn: Callable
+
+    def _options(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __reduce__(self):
+        return _reduce(self, self._options())
+
+    def __copy__(self):
+        return type(self)(self.fn, **self._options())
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+
 STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian",
           "hessian_factors")
 
 
-class differentiate:
+class differentiate(_ByFunction):
     """A function made differentiable: call it (compiled), or ask for ``grad``,
     ``value_and_grad``, ``jvp``, ``vjp``, ``linearize``; read any stage with
     ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates and
@@ -266,6 +287,11 @@ class differentiate:
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
         self._runners: dict[tuple, Callable] = {}
+
+    def _options(self) -> dict[str, Any]:
+        return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
+                "static_argnums": self.static_argnums, "has_aux": self.has_aux,
+                "static_argnames": self.static_argnames, "reroll": self.reroll}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -726,12 +752,13 @@ def _tangent_like(t, v):
 # --- function forms -------------------------------------------------------------------------
 # ``pb.grad(f)(x)`` in a loop must not trace on every call: the function forms share one
 # ``differentiate`` object per (function, argnums, static_argnums), its compiled programs kept
-# per signature, as JAX caches on the function's identity. An entry is valid while the function's
+# per signature, as JAX caches on the function's identity; so do the objects unpickling makes (a
+# pool's worker is sent the callable with every batch of tasks). An entry is valid while the function's
 # code, defaults, closure cells and named globals are the very objects it was made with (a redefined
 # function is another object; a rebound variable changes a cell or a global). The cache is bounded:
 # a function held only by it lives until evicted.
 
-_HELD: OrderedDict[tuple, tuple[tuple, differentiate]] = OrderedDict()
+_HELD: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()
 _HELD_MAX = 256
 
 
@@ -759,23 +786,54 @@ def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | S
          has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> differentiate:
     """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums), has_aux,
-           names)
-    make = functools.partial(differentiate, fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                             static_argnames=names)
+    return _shared(differentiate, fn, argnums=argnums if isinstance(argnums, int) else _as_tuple(argnums),
+                   static_argnums=_as_tuple(static_argnums), has_aux=has_aux, static_argnames=names)
+
+
+def _shared(cls: type, fn: Callable, **options) -> Any:
+    """``cls(fn, **options)``, one per function and options (see above): what the function forms use,
+    and what unpickling makes, so that a pool's worker compiles once however many tasks it is sent."""
+    key = (cls, fn, *options.items())
     try:
         found = _HELD.get(key)
-    except TypeError:  # an unhashable callable: no cache
-        return make()
+    except TypeError:  # an unhashable callable or option: no cache
+        return cls(fn, **options)
     ident = _identity(fn)
     if found is not None and found[0] == ident:
         _HELD.move_to_end(key)
         return found[1]
-    d = make()
-    _HELD[key] = (ident, d)
+    made = cls(fn, **options)
+    _HELD[key] = (ident, made)
     if len(_HELD) > _HELD_MAX:
         _HELD.popitem(last=False)
-    return d
+    return made
+
+
+def _reduce(obj: _ByFunction, options: dict[str, Any]):
+    """How ``obj`` pickles: by name when it is its module's object of that name (``@pb.jit`` on a
+    module-level function), else as its function and options, rebuilt (``_shared``) where unpickled.
+    A function that pickle cannot find by its name (a lambda, a nested function) is refused here,
+    naming it, rather than with pickle's own error from deep inside the pickled object."""
+    if _found(getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")) is obj:
+        return obj.__qualname__
+    fn = obj.fn
+    if isinstance(fn, types.FunctionType) and _found(fn.__module__, fn.__qualname__) is not fn:
+        code = fn.__code__
+        raise TypeError(f"cannot pickle pullback.{type(obj).__name__} of {fn.__qualname__} defined at "
+                        f"{code.co_filename}:{code.co_firstlineno}: pickle needs a module-level function")
+    return _unpickle, (type(obj), fn, options)
+
+
+def _unpickle(cls: type, fn: Callable, options: dict[str, Any]) -> Any:
+    return _shared(cls, fn, **options)
+
+
+def _found(module: str | None, qualname: str) -> Any:
+    """What pickle finds at ``module.qualname`` (None where nothing is)."""
+    found = sys.modules.get(module or "")
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
@@ -868,6 +926,9 @@ class jit(differentiate):
         if fn is None:  # @jit(static_argnames=...)
             return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames)
         return object.__new__(cls)
+
+    def _options(self) -> dict[str, Any]:
+        return {"static_argnums": self.static_argnums, "static_argnames": self.static_argnames}
 
     def source(self, *args, program: str = "primal", device: str = "cpu", **kwargs) -> str:
         return super().source(*args, program=program, device=device, **kwargs)
@@ -966,7 +1027,7 @@ def _is_static(x, axis) -> bool:
     return axis is None and type(x) in (int, bool)
 
 
-class vmap:
+class vmap(_ByFunction):
     """``fn`` mapped over an axis of its arguments, as one whole-array program (JAX's ``vmap``).
 
     ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
@@ -992,6 +1053,9 @@ class vmap:
         self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
         self._stages: dict[tuple, Staged] = {}
         self._kw_maps: dict[tuple, vmap] = {}  # (positional count, keyword names) -> the map taking them
+
+    def _options(self) -> dict[str, Any]:
+        return {"in_axes": self.in_axes, "out_axes": self.out_axes}
 
     def _flat_axes(self, args: tuple) -> tuple[list, list, list]:
         axes = tuple(self.in_axes) if isinstance(self.in_axes, tuple | list) else (self.in_axes,) * len(args)

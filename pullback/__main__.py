@@ -4,7 +4,8 @@
     python -m pullback grad path/to/file.py:func --arg "f64[100,3]" --arg "f64[100]" [-o out.py]
 
 The stages: ``ir`` (the traced program), ``primal``, ``jvp``, ``vjp``, ``grad``, ``hessian``
-(and ``jacfwd``, ``jacrev``). ``--argnums`` picks the differentiated arguments. With ``-o`` the
+(and ``jacfwd``, ``jacrev``). An ``--arg`` is a type: the program is traced from shapes and dtypes
+alone, never from arrays of that size. ``--argnums`` picks the differentiated arguments. With ``-o`` the
 program is written as a standalone module (``pullback.export``: its constants in an ``.npz``
 beside it); otherwise it is printed.
 """

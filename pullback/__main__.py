@@ -98,14 +98,15 @@ def check_arity(fn, n: int) -> None:
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p.name for p in positional if p.default is p.empty]
     keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    name = getattr(fn, "__name__", "the function")
     if keyword:
-        raise ValueError(f"{fn.__name__} has keyword-only parameters without defaults ({', '.join(keyword)}), "
+        raise ValueError(f"{name} has keyword-only parameters without defaults ({', '.join(keyword)}), "
                          "which --arg cannot give")
     if n < len(required):
-        raise ValueError(f"{fn.__name__} takes {len(required)} argument(s) ({', '.join(required)}); "
+        raise ValueError(f"{name} takes {len(required)} argument(s) ({', '.join(required)}); "
                          f"give each with --arg, as --arg 'f64[100,3]' (got {n})")
     if n > len(positional) and not any(p.kind is p.VAR_POSITIONAL for p in params):
-        raise ValueError(f"{fn.__name__} takes at most {len(positional)} argument(s); got {n} --arg")
+        raise ValueError(f"{name} takes at most {len(positional)} argument(s); got {n} --arg")
 
 
 def check_writable(path: Path) -> None:
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fn = load_function(opts.function)
         args = [abstract_argument(a) for a in opts.arg]
-        argnums = 0 if opts.argnums is None else parse_argnums(opts.argnums, len(args))
         check_arity(fn, len(args))
+        argnums = 0 if opts.argnums is None else parse_argnums(opts.argnums, len(args))
         if opts.output:
             check_writable(Path(opts.output))
     except ValueError as e:

@@ -25,11 +25,13 @@ from pullback.custom import custom_jvp, custom_vjp, stop_gradient
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
 from pullback.export import export
 from pullback.ir.core import Program
+from pullback.ir.types import ShapeDtypeStruct
 from pullback.ir.verify import VerificationError, verify
 from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
-    "ConcretizationError", "LinAlgError", "Program", "PullbackError", "TracingError", "VerificationError",
+    "ConcretizationError", "LinAlgError", "Program", "PullbackError", "ShapeDtypeStruct", "TracingError",
+    "VerificationError",
     "checkpoint", "cond", "custom_jvp", "custom_vjp", "differentiate", "export", "fori_loop", "grad", "hessian",
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
     "stop_gradient", "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",

@@ -4,7 +4,8 @@
     python -m pullback grad path/to/file.py:func --arg "f64[100,3]" --arg "f64[100]" [-o out.py]
 
 The stages: ``ir`` (the traced program), ``primal``, ``jvp``, ``vjp``, ``grad``, ``hessian``
-(and ``jacfwd``, ``jacrev``). ``--argnums`` picks the differentiated arguments. With ``-o`` the
+(and ``jacfwd``, ``jacrev``). An ``--arg`` is a type: the program is traced from shapes and dtypes
+alone, never from arrays of that size. ``--argnums`` picks the differentiated arguments. With ``-o`` the
 program is written as a standalone module (``pullback.export``: its constants in an ``.npz``
 beside it); otherwise it is printed.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
+import inspect
 import sys
 from pathlib import Path
 
@@ -21,10 +22,7 @@ import numpy as np
 
 import pullback as pb
 from pullback.demo import softplus_regression
-
-_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128,
-           "i32": np.int32, "i64": np.int64, "bool": np.bool_}
-_SPEC = re.compile(r"^(\w+)\[([\d,\s]*)\]$")
+from pullback.ir.types import ArrayType
 
 
 def demo() -> int:
@@ -53,15 +51,11 @@ def demo() -> int:
     return 0 if ok else 1
 
 
-def example_argument(spec: str) -> np.ndarray:
-    """``f64[100,3]`` -> a float64 array of shape (100, 3) (random normal values; ``f64[]`` a scalar)."""
-    m = _SPEC.match(spec.strip())
-    if m is None or m.group(1) not in _DTYPES:
-        raise ValueError(f"an argument is a dtype and a shape, as f64[100,3] or i64[] (dtypes: "
-                         f"{', '.join(_DTYPES)}); got {spec!r}")
-    shape = tuple(int(n) for n in m.group(2).replace(" ", "").split(",") if n)
-    values = np.random.default_rng(0).standard_normal(shape)
-    return np.asarray(values).astype(_DTYPES[m.group(1)])
+def abstract_argument(spec: str) -> pb.ShapeDtypeStruct:
+    """``f64[100,3]`` -> an argument of that shape and dtype: the program is traced from the type
+    alone, so a 100000 x 100000 matrix costs nothing."""
+    t = ArrayType.parse(spec)
+    return pb.ShapeDtypeStruct(t.shape, t.dtype)
 
 
 def load_function(target: str):
@@ -69,6 +63,8 @@ def load_function(target: str):
     path, sep, name = target.rpartition(":")
     if not sep or not path.endswith(".py"):
         raise ValueError(f"give the function as path/to/file.py:name, got {target!r}")
+    if not Path(path).is_file():
+        raise ValueError(f"no such file: {path}")
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot import {path}")
@@ -76,9 +72,55 @@ def load_function(target: str):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     fn = getattr(module, name, None)
-    if fn is None:
+    if not callable(fn):
         raise ValueError(f"{path} has no function {name!r}")
     return fn
+
+
+def parse_argnums(text: str, n: int) -> int | tuple[int, ...]:
+    """``0`` -> 0, ``0,1`` -> (0, 1): positions among the ``n`` arguments given."""
+    try:
+        nums = tuple(int(k) for k in text.split(","))
+    except ValueError:
+        raise ValueError(f"--argnums takes argument positions, as 0 or 0,1; got {text!r}") from None
+    bad = [k for k in nums if not 0 <= k < n]
+    if bad:
+        raise ValueError(f"--argnums {text}: position {bad[0]} is out of range for the {n} argument(s) given by --arg")
+    return nums[0] if len(nums) == 1 else nums
+
+
+def check_arity(fn, n: int) -> None:
+    """Every parameter without a default needs an ``--arg`` (keyword-only ones cannot have one)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to check: tracing says what is wrong
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p.name for p in positional if p.default is p.empty]
+    keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    name = getattr(fn, "__name__", "the function")
+    if keyword:
+        raise ValueError(f"{name} has keyword-only parameters without defaults ({', '.join(keyword)}), "
+                         "which --arg cannot give")
+    if n < len(required):
+        raise ValueError(f"{name} takes {len(required)} argument(s) ({', '.join(required)}); "
+                         f"give each with --arg, as --arg 'f64[100,3]' (got {n})")
+    if n > len(positional) and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        raise ValueError(f"{name} takes at most {len(positional)} argument(s); got {n} --arg")
+
+
+def check_writable(path: Path) -> None:
+    """``-o``: a .py file that can be written (tried now, before the seconds of tracing)."""
+    if path.suffix != ".py":
+        raise ValueError(f"-o writes a Python module: give a path ending in .py, not {str(path)!r}")
+    existed = path.exists()
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise ValueError(f"-o {path}: cannot write it ({e.strerror or e})") from None
+    if not existed:
+        path.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["demo", "ir", *pb.api.STAGES])
     parser.add_argument("function", nargs="?", help="path/to/file.py:func")
     parser.add_argument("--arg", action="append", default=[], help="an argument's dtype and shape, as f64[100,3]")
-    parser.add_argument("--argnums", default="0", help="differentiated arguments, as 0 or 0,1")
+    parser.add_argument("--argnums", help="differentiated arguments, as 0 or 0,1 (default 0)")
     parser.add_argument("-o", "--output", help="write a standalone module here instead of printing")
     opts = parser.parse_args(argv)
     if opts.command == "demo":
@@ -95,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the function as path/to/file.py:func")
     try:
         fn = load_function(opts.function)
-        args = [example_argument(a) for a in opts.arg]
-        nums = tuple(int(n) for n in opts.argnums.split(","))
+        args = [abstract_argument(a) for a in opts.arg]
+        check_arity(fn, len(args))
+        argnums = 0 if opts.argnums is None else parse_argnums(opts.argnums, len(args))
+        if opts.output:
+            check_writable(Path(opts.output))
     except ValueError as e:
         parser.error(str(e))
-    argnums = nums[0] if len(nums) == 1 else nums
     d = pb.differentiate(fn, argnums=argnums)
     if opts.command == "ir":
         print(d.ir(*args, stage="primal"))

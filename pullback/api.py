@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +28,7 @@ from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_matrix, trace
 from pullback.ir.tracer import inline as tracer_inline
-from pullback.ir.types import is_inexact
+from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
@@ -35,7 +37,7 @@ from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.transforms.outer import kronecker_factors
 from pullback.transforms.reroll import reroll
-from pullback.tree import LEAF, flatten, is_node, unflatten
+from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
@@ -134,6 +136,9 @@ class Staged:
         for a in args:
             if type(a) is Tracer:
                 return self._inline(args)
+            if type(a) is ShapeDtypeStruct:
+                raise TypeError(f"{self.program.name} was called on a ShapeDtypeStruct, which has a shape and a dtype "
+                                "but no values: read the program with source, ir or pb.export, or call it on arrays")
         return (self._run or self.runner())(*args)
 
 
@@ -158,6 +163,8 @@ def _signature_of(a):
         return t
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
+    if t is ShapeDtypeStruct:  # traced without an example value: a program apart from the arrays'
+        return a.shape, a.dtype, t
     return t
 
 
@@ -210,11 +217,30 @@ _CONTAINERS = frozenset({tuple, list, dict, _Kwargs})
 _SCALARS = frozenset({bool, int, float, complex, np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64,
                       np.complex64, np.complex128})
 
+class _ByFunction:
+    """Pickled and copied as the function and the options, never the compiled programs: a process
+    pool's workers unpickle the callable (with each batch of tasks) and compile where they run."""
+
+    fn: Callable
+
+    def _options(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __reduce__(self):
+        return _reduce(self, self._options())
+
+    def __copy__(self):
+        return type(self)(self.fn, **self._options())
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+
 STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian",
           "hessian_factors")
 
 
-class differentiate:
+class differentiate(_ByFunction):
     """A function made differentiable: call it (compiled), or ask for ``grad``,
     ``value_and_grad``, ``jvp``, ``vjp``, ``linearize``; read any stage with
     ``source`` or ``ir``. ``argnums`` picks the inputs reverse mode differentiates and
@@ -261,6 +287,11 @@ class differentiate:
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
         self._runners: dict[tuple, Callable] = {}
+
+    def _options(self) -> dict[str, Any]:
+        return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
+                "static_argnums": self.static_argnums, "has_aux": self.has_aux,
+                "static_argnames": self.static_argnames, "reroll": self.reroll}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -454,7 +485,7 @@ class differentiate:
                 block = [x for g in group(block) for x in g]
             flat += block
         sub = self._grads_tree(args, trees, nums)
-        tree = _graft(out_tree, _graft(sub, sub) if kind == "hessian" else sub)
+        tree = graft(out_tree, graft(sub, sub) if kind == "hessian" else sub)
         return Program(j.inputs, j.eqns, tuple(flat), j.constvars, j.constvals, j.name), tree
 
     def _by_argnum(self, cts: list, args: tuple, trees, nums: list[int]) -> list[list]:
@@ -696,15 +727,6 @@ def _infer_static(params: list | None, nums: tuple[int, ...], names: tuple[str, 
     return nums + more_nums, names + more_names
 
 
-def _graft(tree, sub):
-    """``tree`` with each leaf replaced by the tree ``sub``."""
-    if tree is LEAF:
-        return sub
-    if len(tree) == 3:  # a dict or a registered class: (type, keys or aux, children)
-        return (tree[0], tree[1], tuple(_graft(t, sub) for t in tree[2]))
-    return (tree[0], tuple(_graft(t, sub) for t in tree[1]))
-
-
 def _as_list(out) -> list:
     return list(out) if isinstance(out, tuple | list) else [out]
 
@@ -730,12 +752,13 @@ def _tangent_like(t, v):
 # --- function forms -------------------------------------------------------------------------
 # ``pb.grad(f)(x)`` in a loop must not trace on every call: the function forms share one
 # ``differentiate`` object per (function, argnums, static_argnums), its compiled programs kept
-# per signature, as JAX caches on the function's identity. An entry is valid while the function's
+# per signature, as JAX caches on the function's identity; so do the objects unpickling makes (a
+# pool's worker is sent the callable with every batch of tasks). An entry is valid while the function's
 # code, defaults, closure cells and named globals are the very objects it was made with (a redefined
 # function is another object; a rebound variable changes a cell or a global). The cache is bounded:
 # a function held only by it lives until evicted.
 
-_HELD: OrderedDict[tuple, tuple[tuple, differentiate]] = OrderedDict()
+_HELD: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()
 _HELD_MAX = 256
 
 
@@ -763,23 +786,54 @@ def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | S
          has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> differentiate:
     """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-    key = (fn, _as_tuple(argnums) if not isinstance(argnums, int) else argnums, _as_tuple(static_argnums), has_aux,
-           names)
-    make = functools.partial(differentiate, fn, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                             static_argnames=names)
+    return _shared(differentiate, fn, argnums=argnums if isinstance(argnums, int) else _as_tuple(argnums),
+                   static_argnums=_as_tuple(static_argnums), has_aux=has_aux, static_argnames=names)
+
+
+def _shared(cls: type, fn: Callable, **options) -> Any:
+    """``cls(fn, **options)``, one per function and options (see above): what the function forms use,
+    and what unpickling makes, so that a pool's worker compiles once however many tasks it is sent."""
+    key = (cls, fn, *options.items())
     try:
         found = _HELD.get(key)
-    except TypeError:  # an unhashable callable: no cache
-        return make()
+    except TypeError:  # an unhashable callable or option: no cache
+        return cls(fn, **options)
     ident = _identity(fn)
     if found is not None and found[0] == ident:
         _HELD.move_to_end(key)
         return found[1]
-    d = make()
-    _HELD[key] = (ident, d)
+    made = cls(fn, **options)
+    _HELD[key] = (ident, made)
     if len(_HELD) > _HELD_MAX:
         _HELD.popitem(last=False)
-    return d
+    return made
+
+
+def _reduce(obj: _ByFunction, options: dict[str, Any]):
+    """How ``obj`` pickles: by name when it is its module's object of that name (``@pb.jit`` on a
+    module-level function), else as its function and options, rebuilt (``_shared``) where unpickled.
+    A function that pickle cannot find by its name (a lambda, a nested function) is refused here,
+    naming it, rather than with pickle's own error from deep inside the pickled object."""
+    if _found(getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")) is obj:
+        return obj.__qualname__
+    fn = obj.fn
+    if isinstance(fn, types.FunctionType) and _found(fn.__module__, fn.__qualname__) is not fn:
+        code = fn.__code__
+        raise TypeError(f"cannot pickle pullback.{type(obj).__name__} of {fn.__qualname__} defined at "
+                        f"{code.co_filename}:{code.co_firstlineno}: pickle needs a module-level function")
+    return _unpickle, (type(obj), fn, options)
+
+
+def _unpickle(cls: type, fn: Callable, options: dict[str, Any]) -> Any:
+    return _shared(cls, fn, **options)
+
+
+def _found(module: str | None, qualname: str) -> Any:
+    """What pickle finds at ``module.qualname`` (None where nothing is)."""
+    found = sys.modules.get(module or "")
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
@@ -872,6 +926,9 @@ class jit(differentiate):
         if fn is None:  # @jit(static_argnames=...)
             return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames)
         return object.__new__(cls)
+
+    def _options(self) -> dict[str, Any]:
+        return {"static_argnums": self.static_argnums, "static_argnames": self.static_argnames}
 
     def source(self, *args, program: str = "primal", device: str = "cpu", **kwargs) -> str:
         return super().source(*args, program=program, device=device, **kwargs)
@@ -970,7 +1027,7 @@ def _is_static(x, axis) -> bool:
     return axis is None and type(x) in (int, bool)
 
 
-class vmap:
+class vmap(_ByFunction):
     """``fn`` mapped over an axis of its arguments, as one whole-array program (JAX's ``vmap``).
 
     ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
@@ -996,6 +1053,9 @@ class vmap:
         self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
         self._stages: dict[tuple, Staged] = {}
         self._kw_maps: dict[tuple, vmap] = {}  # (positional count, keyword names) -> the map taking them
+
+    def _options(self) -> dict[str, Any]:
+        return {"in_axes": self.in_axes, "out_axes": self.out_axes}
 
     def _flat_axes(self, args: tuple) -> tuple[list, list, list]:
         axes = tuple(self.in_axes) if isinstance(self.in_axes, tuple | list) else (self.in_axes,) * len(args)

@@ -3,7 +3,8 @@ classes (``register_pytree_node``, ``register_dataclass``): flatten to leaves an
 
 A treedef is ``LEAF``, ``(type, children)`` for tuples and lists, ``(dict, keys, children)``, or
 ``(cls, aux, children)`` for a registered class, whose hashable ``aux`` (a dataclass's meta fields)
-is part of the structure and so of every compiled program's cache key."""
+is part of the structure and so of every compiled program's cache key. ``flatten`` makes its nodes
+``TreeDef`` tuples, and every walk here uses a stack: structures nested hundreds deep work."""
 
 from __future__ import annotations
 
@@ -62,50 +63,135 @@ def is_node(obj: Any) -> bool:
     return obj is None or isinstance(obj, tuple | list | dict) or type(obj) in NODES or dataclasses.is_dataclass(obj)
 
 
+class TreeDef(tuple):
+    """A node of a treedef: ``(type, children)`` or ``(type, aux, children)``, children last. A
+    tuple, read as the plain tuples it replaces are; but its hash is computed once, from its
+    children's, and equality walks the two trees with a stack, so that structures nested
+    hundreds deep are cache keys and compare without reaching Python's recursion limit."""
+
+    def __new__(cls, parts: Iterable[Any]) -> TreeDef:
+        node = super().__new__(cls, parts)
+        node._hash = tuple.__hash__(node)  # the children's hashes are already cached
+        return node
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        pairs = [(self, other)]
+        while pairs:
+            a, b = pairs.pop()
+            if a is b:
+                continue
+            if isinstance(a, TreeDef) and isinstance(b, TreeDef) and a._hash != b._hash:
+                return False
+            if not (isinstance(a, tuple) and isinstance(b, tuple) and a and len(a) == len(b)):
+                return False
+            if a[:-1] != b[:-1] or len(a[-1]) != len(b[-1]):  # the type, the keys or aux, the number of children
+                return False
+            pairs += zip(a[-1], b[-1])
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __reduce__(self):  # the hash is recomputed where unpickled (a type's hash differs between processes)
+        return TreeDef, (tuple(self),)
+
+
+def _fold(root: Any, expand: Callable[[Any], tuple[Any, Iterable[Any]] | None], leaf: Callable[[Any], Any],
+          node: Callable[[Any, list[Any]], Any]) -> Any:
+    """A tree walked depth first, children left to right, with a stack rather than recursion (a
+    structure may nest deeper than Python's recursion limit): ``expand(x)`` is None for a leaf,
+    which becomes ``leaf(x)``, else ``(label, children)``; a node becomes ``node(label, results)``."""
+    parts = expand(root)
+    if parts is None:
+        return leaf(root)
+    stack = [(parts[0], iter(parts[1]), [])]
+    while True:
+        label, children, done = stack[-1]
+        for child in children:
+            parts = expand(child)
+            if parts is not None:
+                stack.append((parts[0], iter(parts[1]), []))
+                break
+            done.append(leaf(child))
+        else:
+            stack.pop()
+            value = node(label, done)
+            if not stack:
+                return value
+            stack[-1][2].append(value)
+
+
+def _parts(o: Any) -> tuple[tuple, Iterable[Any]] | None:
+    """A node's treedef head (its type, and keys or aux) and children; None for a leaf."""
+    if o is None:  # no leaves, as in JAX
+        return (type(None),), ()
+    node = NODES.get(type(o))
+    if node is not None:
+        children, aux = node[0](o)
+        try:
+            hash(aux)
+        except TypeError:
+            raise TypeError(f"the static part of a {type(o).__name__} (its meta fields, or the aux its flatten "
+                            f"function returns) must be hashable; got {aux!r}") from None
+        return (type(o), aux), children
+    if isinstance(o, tuple | list):
+        return (type(o),), o
+    if isinstance(o, dict):
+        keys = tuple(o)
+        return (dict, keys), [o[k] for k in keys]
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        raise TypeError(f"{type(o).__name__} is a dataclass that pullback does not know how to flatten: register "
+                        f"it, e.g. pullback.tree.register_dataclass({type(o).__name__}, data_fields=[...], "
+                        "meta_fields=[...]) (arrays in data fields, hashable static values in meta fields)")
+    return None
+
+
 def flatten(obj: Any) -> tuple[list[Any], Any]:
+    """The leaves of ``obj``, depth first, and its treedef."""
     leaves: list[Any] = []
 
-    def walk(o):
-        if o is None:  # no leaves, as in JAX
-            return (type(None), ())
-        node = NODES.get(type(o))
-        if node is not None:
-            children, aux = node[0](o)
-            try:
-                hash(aux)
-            except TypeError:
-                raise TypeError(f"the static part of a {type(o).__name__} (its meta fields, or the aux its flatten "
-                                f"function returns) must be hashable; got {aux!r}") from None
-            return (type(o), aux, tuple(walk(x) for x in children))
-        if isinstance(o, tuple | list):
-            return (type(o), tuple(walk(x) for x in o))
-        if isinstance(o, dict):
-            keys = tuple(o)
-            return (dict, keys, tuple(walk(o[k]) for k in keys))
-        if dataclasses.is_dataclass(o) and not isinstance(o, type):
-            raise TypeError(f"{type(o).__name__} is a dataclass that pullback does not know how to flatten: register "
-                            f"it, e.g. pullback.tree.register_dataclass({type(o).__name__}, data_fields=[...], "
-                            "meta_fields=[...]) (arrays in data fields, hashable static values in meta fields)")
+    def leaf(o):
         leaves.append(o)
         return LEAF
 
-    return leaves, walk(obj)
+    treedef = _fold(obj, _parts, leaf, lambda head, children: TreeDef((*head, tuple(children))))
+    return leaves, treedef
 
 
-def unflatten(treedef: Any, leaves) -> Any:
+def _children(treedef: Any) -> tuple[Any, Iterable[Any]] | None:
+    return None if treedef is LEAF else (treedef, treedef[-1])
+
+
+def unflatten(treedef: Any, leaves: Iterable[Any]) -> Any:
+    """The structure ``treedef`` with ``leaves`` in flatten's order."""
     it = iter(leaves)
+    return _fold(treedef, _children, lambda _: next(it), _build)
 
-    def build(t):
-        if t is LEAF:
-            return next(it)
-        if t[0] is type(None):
-            return None
-        if t[0] is dict:
-            return {k: build(s) for k, s in zip(t[1], t[2])}
-        if t[0] in NODES and len(t) == 3:
-            return NODES[t[0]][1](t[1], [build(s) for s in t[2]])
-        if hasattr(t[0], "_fields"):  # a NamedTuple takes its fields as arguments
-            return t[0](*(build(s) for s in t[1]))
-        return t[0](build(s) for s in t[1])
 
-    return build(treedef)
+def _build(t: Any, children: list[Any]) -> Any:
+    if t[0] is type(None):
+        return None
+    if t[0] is dict:
+        return dict(zip(t[1], children))
+    if t[0] in NODES and len(t) == 3:
+        return NODES[t[0]][1](t[1], children)
+    if hasattr(t[0], "_fields"):  # a NamedTuple takes its fields as arguments
+        return t[0](*children)
+    return t[0](children)
+
+
+def graft(treedef: Any, sub: Any) -> Any:
+    """``treedef`` with each leaf replaced by the treedef ``sub``."""
+    return _fold(treedef, _children, lambda _: sub, lambda t, children: TreeDef((*t[:-1], tuple(children))))
+
+
+def leaf_paths(treedef: Any) -> list[tuple]:
+    """The path to each leaf, in flatten's order: dict keys, and positions in other nodes."""
+    def node(t, children):
+        keys = t[1] if t[0] is dict else range(len(children))
+        return [(k, *path) for k, paths in zip(keys, children) for path in paths]
+
+    return _fold(treedef, _children, lambda _: [()], node)

@@ -161,3 +161,20 @@ def test_steady_state_fast_path_keeps_signatures_apart_and_traces_through():
     np.testing.assert_allclose(pb.grad(lambda x: f(x) * 2.0)(x3), 2 * (np.cos(x3) * x3 + np.sin(x3)), rtol=1e-14)
     np.testing.assert_allclose(pb.grad(lambda x: f.grad(x)[0])(x3)[0], 2 * np.cos(x3[0]) - x3[0] * np.sin(x3[0]),
                                rtol=1e-13)
+
+
+def test_shape_dtype_structs_trace_the_program_that_arrays_do_and_cannot_be_called(tmp_path):
+    def loss(params, X):
+        return np.sum(np.tanh(X @ params["w"] + params["b"]) ** 2)
+
+    params, X = {"w": np.ones(3), "b": np.float32(0.5)}, np.ones((4, 3))
+    abstract = ({"w": pb.ShapeDtypeStruct((3,), np.float64), "b": pb.ShapeDtypeStruct((), np.float32)},
+                pb.ShapeDtypeStruct(X.shape, X.dtype))
+    d = pb.differentiate(loss)
+    assert d.source(*abstract) == d.source(params, X) and str(d.ir(*abstract)) == str(d.ir(params, X))
+    path = pb.export(d, *abstract, path=tmp_path / "loss_grad.py")
+    assert "params_w: f64[3], params_b: f32[], X: f64[4,3]" in path.read_text()
+    with pytest.raises(TypeError, match="called on a ShapeDtypeStruct, which has a shape and a dtype but no values"):
+        d.grad(*abstract)
+    with pytest.raises(TypeError, match="uint8 is not supported"):
+        pb.ShapeDtypeStruct((2,), np.uint8)

@@ -291,3 +291,38 @@ def test_registered_dataclass_through_jvp_linearize_and_vmap():
     np.testing.assert_allclose([value, jvp_fn(Linear(np.array([0.0, 1.0]), np.array(0.0), 3))], [10.0, 12.0])
     batched = pb.vmap(lambda p: p.w * p.power + p.b)(Linear(np.ones((2, 3)), np.array([1.0, -1.0]), 2))
     np.testing.assert_allclose(batched, [[3.0] * 3, [1.0] * 3])
+
+
+def _nest(x, depth: int = 500):
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+def _unnest(x, depth: int = 500):
+    """The leaf inside ``depth`` one-element lists (and nothing else)."""
+    for _ in range(depth):
+        assert type(x) is list and len(x) == 1
+        x = x[0]
+    assert type(x) is not list
+    return x
+
+
+def test_structures_nested_500_deep_in_and_out_of_jit_grad_and_vjp():
+    """Deeper than a recursive walk reaches (two frames a level): flatten, unflatten, the cache key's
+    equality and the returned structure (rebuilt in Python, as the parser refuses it) use stacks."""
+    x = np.array([0.5, -1.0])
+    f = pb.jit(lambda x: _nest(np.sin(x)))
+    for _ in range(2):  # the second call finds the program in the cache
+        np.testing.assert_array_equal(_unnest(f(x)), np.sin(x))
+    g, aux = pb.grad(lambda x: (np.sum(np.sin(x)), _nest(2 * x)), has_aux=True)(x)
+    np.testing.assert_allclose(g, np.cos(x))
+    np.testing.assert_array_equal(_unnest(aux), 2 * x)
+    out, vjp_fn = pb.vjp(lambda x: _nest(np.sin(x)), x)
+    (x_bar,) = vjp_fn(_nest(np.array([1.0, 3.0])))
+    np.testing.assert_allclose(x_bar, np.cos(x) * [1.0, 3.0])
+    with pytest.raises(ValueError, match="structure of the function's output"):
+        vjp_fn(_nest(np.ones(2), 499))
+    h = pb.jit(lambda t: np.sum(_unnest(t) ** 2))
+    assert [h(_nest(x)), h(_nest(x + 1))] == [np.sum(x ** 2), np.sum((x + 1) ** 2)]
+    np.testing.assert_allclose(_unnest(pb.grad(lambda t: np.sum(_unnest(t) ** 3))(_nest(x))), 3 * x ** 2)

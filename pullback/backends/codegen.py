@@ -52,9 +52,23 @@ class Generated:
     constants: dict[str, Any]  # the keyword-only parameters' values, by name
 
 
+# Deeper output structures are rebuilt in Python (``api.Staged``), as dicts are: Python's parser
+# refuses 200 nested brackets, and printing recurses per level.
+PRINTED_DEPTH = 32
+
+
 def printable_tree(treedef) -> bool:
-    """Whether the generated function can return this output structure itself (tuples and lists)."""
-    return treedef is LEAF or (treedef[0] in (tuple, list) and all(printable_tree(t) for t in treedef[1]))
+    """Whether the generated function can return this output structure itself: tuples and lists,
+    nested at most ``PRINTED_DEPTH`` deep."""
+    stack = [(treedef, 0)]
+    while stack:
+        t, depth = stack.pop()
+        if t is LEAF:
+            continue
+        if t[0] not in (tuple, list) or depth == PRINTED_DEPTH:
+            return False
+        stack += ((child, depth + 1) for child in t[1])
+    return True
 
 
 def _structure(treedef, leaves) -> s.Expr:

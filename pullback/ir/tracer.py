@@ -37,7 +37,8 @@ from pullback.ir.core import (
     effectful,
     output_types,
 )
-from pullback.ir.types import ArrayType
+from pullback.ir.types import ArrayType, ShapeDtypeStruct
+from pullback.tree import leaf_paths
 
 PYTHON_SCALARS = (bool, int, float, complex)
 
@@ -607,6 +608,8 @@ def input_type(x) -> tuple[ArrayType, bool]:
         return x.ssa.type, x.weak
     if is_cupy(x):  # traced like NumPy's
         return ArrayType(x.shape, np.dtype(x.dtype)), False
+    if type(x) is ShapeDtypeStruct:  # a type alone: the trace has no example value for it
+        return x.type, False
     raise TypeError(
         f"pullback traces functions of NumPy arrays and scalars; got an argument of type {type(x).__name__}"
     )
@@ -614,11 +617,7 @@ def input_type(x) -> tuple[ArrayType, bool]:
 
 def _leaf_names(treedef, name: str) -> list[str]:
     """``params`` -> ``params`` for a leaf, ``params_0``, ``params_W``, ... inside a structure."""
-    if treedef is None:
-        return [name]
-    subtrees = treedef[2] if len(treedef) == 3 else treedef[1]  # dicts and registered classes: (type, aux, children)
-    keys = treedef[1] if treedef[0] is dict else range(len(subtrees))
-    return [n for k, t in zip(keys, subtrees) for n in _leaf_names(t, f"{name}_{k}" if name else str(k))]
+    return ["_".join(map(str, (name, *path) if name else path)) for path in leaf_paths(treedef)]
 
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,3 +97,46 @@ class ArrayType:
         """The type of a concrete NumPy array or scalar."""
         arr = np.asarray(value)
         return ArrayType(arr.shape, arr.dtype)
+
+    @staticmethod
+    def parse(text: str) -> ArrayType:
+        """The type printed as ``text``: ``f64[100,3]``, ``c128[]``."""
+        m = _PRINTED.match(text.strip())
+        if m is None or m.group(1) not in _BY_NAME:
+            raise ValueError(f"a type is a dtype and a shape, as f64[100,3] or i64[] (dtypes: {', '.join(_BY_NAME)}); "
+                             f"got {text!r}")
+        return ArrayType(tuple(int(n) for n in m.group(2).split(",") if n.strip()), _BY_NAME[m.group(1)])
+
+
+_PRINTED = re.compile(r"^(\w+)\[([\d,\s]*)\]$")
+_BY_NAME = {name: dt for dt, name in DTYPES.items()}
+
+
+class ShapeDtypeStruct:
+    """An argument standing for an array of this shape and dtype, as JAX's: the reading methods
+    (``source``, ``ir``, ``constants``, ``pb.export``) trace from it alone, so that the program for
+    a 100000 x 100000 matrix is read without making one. It has no values: compiled programs refuse it.
+
+    >>> A = pb.ShapeDtypeStruct((100_000, 100_000), np.float64)  # 80 GB that are never allocated
+    >>> print(pb.make_ir(lambda A: np.sum(A ** 2))(A))
+    program f(A: f64[100000,100000]):
+      t: f64[100000,100000] = integer_pow[y=2] A
+      t_1: f64[] = reduce_sum[axes=(0, 1)] t
+      return t_1
+    """
+
+    __slots__ = ("type",)
+
+    def __init__(self, shape, dtype):
+        self.type = ArrayType(tuple(shape), dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

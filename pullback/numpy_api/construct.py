@@ -364,7 +364,8 @@ def call(f, /, *args, **kwargs):
             return random.draw(owner, f.__name__, args, kwargs)
         if kind is types.MethodType:
             return _method(f)(*args, **kwargs)
-        if type(owner) is np.ndarray and _is_captured(owner) and hasattr(Tracer, f.__name__):  # W.sum()
+        if type(owner) is np.ndarray and owner.dtype.kind in "fc" and _is_captured(owner) \
+                and hasattr(Tracer, f.__name__):  # W.sum()
             args, kwargs = _read_captured(args, kwargs)
             return getattr(tr.current_builder().read(owner), f.__name__)(*args, **kwargs)
     if kind is functools.partial:
@@ -380,7 +381,9 @@ def call(f, /, *args, **kwargs):
 # the program's constant, read at every call. Given to a NumPy or SciPy function pullback implements
 # (``np.exp(W)``, ``np.linalg.inv(S)``, ``W.sum()``), it is traced as that constant, so the work is
 # the program's and is re-run at every call, as eager NumPy would; it is never computed once while
-# tracing and kept. Arithmetic between captured arrays alone (``W * 2``) is still NumPy's, when tracing.
+# tracing and kept. Arithmetic between captured arrays alone (``W * 2``) is still NumPy's, when tracing,
+# and so is work on integer and boolean arrays alone (indices and masks, which pullback's indexing
+# takes as constants: ``np.take(x, idx, mode="wrap")``).
 
 
 def _converted(fn: types.FunctionType) -> types.FunctionType:
@@ -413,7 +416,7 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
     def read(x):
         if type(x) is np.ndarray:
-            return tr.current_builder().read(x) if _is_captured(x, captured) else x
+            return tr.current_builder().read(x) if x.dtype.kind in "fc" and _is_captured(x, captured) else x
         if type(x) in _SEQUENCES and any(type(e) is np.ndarray for e in x):
             return type(x)(map(read, x))
         return x
@@ -424,7 +427,7 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 def index(obj, key):
     """What converted code reads for ``obj[key]`` (``key`` without slices): ``np.r_[...]`` and
     ``np.c_[...]`` of tracers, and a captured array's elements as the program's (``W[[2, 1, 0]]``)."""
-    if type(obj) is np.ndarray and _tracing() and _is_captured(obj) and _advanced(key):
+    if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
         items = key if isinstance(key, tuple) else (key,)

@@ -13,18 +13,19 @@ W = np.array([1.0, 2.0, 3.0])
 
 def _loss(x):
     return (np.sum(np.linalg.inv(S) @ x[:2]) + np.sum(np.exp(W) * x) + np.sum(W / W.sum() * x)
-            + np.sum(W[[2, 1, 0]] * x) + scipy.special.logsumexp(W) * x[0])
+            + np.sum(W[[2, 1, 0]] * x) + scipy.special.logsumexp(W) * x[0] + np.sum((W * 2 - W ** 2) * x)
+            + (-W.T[:2]) @ x[:2])
 
 
 def _eager_grad(x):
     return (np.r_[np.linalg.inv(S).sum(0), 0.0] + np.exp(W) + W / W.sum() + W[[2, 1, 0]]
-            + np.r_[scipy.special.logsumexp(W), 0.0, 0.0])
+            + np.r_[scipy.special.logsumexp(W), 0.0, 0.0] + W * 2 - W ** 2 + np.r_[-W[:2], 0.0])
 
 
 @pytest.mark.parametrize("form", ["function form", "held object"])
 def test_work_on_captured_arrays_is_rerun_after_in_place_changes(form):
     """The issue's repro: ``np.linalg.inv(S)``, ``np.exp(W)``, ``W / W.sum()``, ``W[[2, 1, 0]]`` were
-    computed once while tracing and kept."""
+    computed once while tracing and kept; so were ``W * 2`` and ``-W.T[:2]``."""
     x = np.array([1.0, 2.0, 3.0])
     saved = S.copy(), W.copy()
     grad = pb.grad(_loss) if form == "held object" else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 from collections.abc import Callable
 
@@ -264,6 +265,8 @@ _NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
 _RECORDED = ("eye", "identity")  # arrays they make during a trace are known to be identities
 
+_OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "truediv", "matmul", "pow",
+                                                       "floordiv", "mod", "neg", "pos"))
 _table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
 _table_size = -1  # the registries' size it was built for
 
@@ -283,6 +286,8 @@ def _build_table() -> None:
         table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
     for name in _RECORDED:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
+    for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
+        table[id(op)] = (op, op, True)
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
@@ -381,9 +386,9 @@ def call(f, /, *args, **kwargs):
 # the program's constant, read at every call. Given to a NumPy or SciPy function pullback implements
 # (``np.exp(W)``, ``np.linalg.inv(S)``, ``W.sum()``), it is traced as that constant, so the work is
 # the program's and is re-run at every call, as eager NumPy would; it is never computed once while
-# tracing and kept. Arithmetic between captured arrays alone (``W * 2``) is still NumPy's, when tracing,
-# and so is work on integer and boolean arrays alone (indices and masks, which pullback's indexing
-# takes as constants: ``np.take(x, idx, mode="wrap")``).
+# tracing and kept; nor is arithmetic on them (``W * 2``, converted as ``operator.mul(W, 2)``). Work on
+# integer and boolean arrays alone (indices and masks, which pullback's indexing takes as constants:
+# ``np.take(x, idx, mode="wrap")``) is NumPy's, when tracing.
 
 
 def _converted(fn: types.FunctionType) -> types.FunctionType:

@@ -5,8 +5,8 @@ Most of NumPy reaches a tracer through its protocols (``__array_ufunc__``, ``__a
 What does not (``np.array([x, y])``, ``scipy.special.logsumexp``, ``rs.standard_normal(3)``, which
 sees no tracer at all) is found where the user calls it: a traced function runs as a *converted*
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
-``__pullback_call__(f, a, b=c)`` (and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no
-slice, as must ``np.r_[...]``/``np.c_[...]``). The
+``__pullback_call__(f, a, b=c)``, arithmetic ``a * b`` as ``__pullback_call__(operator.mul, a, b)``,
+and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no slice, as must ``np.r_[...]``. The
 dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
 NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
 turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
@@ -14,11 +14,12 @@ logsumexp``) is still seen, and nothing outside the traced code changes: other t
 ``inspect.signature`` and an interrupted trace see NumPy and SciPy as they are.
 
 The copy shares everything with the original but its code: globals (writes land in the user's
-module), defaults, and closure cells (``nonlocal`` works), with two more cells for the dispatchers.
-Line numbers and the file name are the original's, so tracebacks and pullback's source map point at
-the user's lines. A function without source (``exec``, the REPL without a file) runs unconverted:
-NumPy's protocols still reach it, and what they do not reach fails with pullback's error, as
-before. Converted code is made once per code object.
+module), defaults, and closure cells (``nonlocal`` works), with three more cells: the dispatchers and
+the ``operator`` module. Line numbers and the file name are the original's, so tracebacks and
+pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b`` to the letter,
+reflected operators included. A function without source (``exec``, the REPL without a file) runs
+unconverted: NumPy's protocols still reach it, and what they do not reach fails with pullback's
+error. Converted code is made once per code object.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ast
 import copy
 import linecache
+import operator
 import os
 import sys
 import sysconfig
@@ -34,6 +36,12 @@ from collections.abc import Callable
 
 CALL = "__pullback_call__"
 INDEX = "__pullback_index__"
+OPERATOR = "__pullback_operator__"  # the ``operator`` module: ``a * b`` is called as ``operator.mul(a, b)``
+
+# arithmetic (not comparisons, nor bitwise operators on masks), by the ``operator`` function that is it
+_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.MatMult: "matmul",
+           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_UNARY = {ast.USub: "neg", ast.UAdd: "pos"}
 
 # calls that read or write the caller's own frame: rewriting them would move them into the dispatcher's
 _FRAME_CALLS = frozenset({"super", "locals", "globals", "vars", "eval", "exec", "dir", "breakpoint", "__import__"})
@@ -41,13 +49,28 @@ _CONCATENATORS = frozenset({"r_", "c_"})
 
 
 class _Calls(ast.NodeTransformer):
-    """``f(a, *b, c=d)`` -> ``__pullback_call__(f, a, *b, c=d)``; ``a[k]`` -> ``__pullback_index__(a, k)``."""
+    """``f(a, *b, c=d)`` -> ``__pullback_call__(f, a, *b, c=d)``; ``a * b`` -> ``__pullback_call__(operator.mul,
+    a, b)``; ``a[k]`` -> ``__pullback_index__(a, k)``."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:
             return node
         return ast.copy_location(ast.Call(ast.Name(CALL, ast.Load()), [node.func, *node.args], node.keywords), node)
+
+    def _operator(self, name: str, operands: list, node: ast.AST) -> ast.AST:
+        func = ast.Attribute(ast.Name(OPERATOR, ast.Load()), name, ast.Load())
+        return ast.copy_location(ast.Call(ast.Name(CALL, ast.Load()), [func, *operands], []), node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        name = _BINARY.get(type(node.op))
+        return node if name is None else self._operator(name, [node.left, node.right], node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        name = _UNARY.get(type(node.op))
+        return node if name is None else self._operator(name, [node.operand], node)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         self.generic_visit(node)
@@ -193,7 +216,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if cls is not None:
         body = [ast.copy_location(ast.ClassDef(cls.name, [], [], body, []), node)]
         result = ast.Attribute(ast.Name(cls.name, ast.Load()), fn_name, ast.Load())
-    params = [CALL, INDEX, *code.co_freevars]
+    params = [CALL, INDEX, OPERATOR, *code.co_freevars]
     factory = ast.copy_location(ast.FunctionDef(
         "__pullback_factory__", ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
         [*body, ast.copy_location(ast.Return(result), node)], []), node)
@@ -223,6 +246,7 @@ def converted_code(fn: types.FunctionType) -> types.CodeType | None:
 
 
 _dispatch: tuple[Callable, Callable] | None = None  # (call, index), set by ``install``
+_OPERATOR_CELL = types.CellType(operator)
 
 
 def install(call: Callable, index: Callable) -> None:
@@ -238,7 +262,7 @@ def converted(fn: types.FunctionType) -> types.FunctionType:
         return fn
     call, index = _dispatch  # type: ignore[misc]
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    cells[CALL], cells[INDEX] = types.CellType(call), types.CellType(index)
+    cells[CALL], cells[INDEX], cells[OPERATOR] = types.CellType(call), types.CellType(index), _OPERATOR_CELL
     out = types.FunctionType(new, fn.__globals__, fn.__name__, fn.__defaults__,
                              tuple(cells[name] for name in new.co_freevars))
     out.__kwdefaults__ = fn.__kwdefaults__

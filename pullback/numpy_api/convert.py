@@ -54,6 +54,8 @@ class _Calls(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("locals", "vars") and not node.args:
+            return _own_locals(node)
         if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:
             return node
         return ast.copy_location(ast.Call(ast.Name(CALL, ast.Load()), [node.func, *node.args], node.keywords), node)
@@ -82,6 +84,16 @@ class _Calls(ast.NodeTransformer):
         if name in _CONCATENATORS or not any(isinstance(p, ast.Slice) for p in parts):  # slices: views, read anyway
             return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, key], []), node)
         return node
+
+
+def _own_locals(node: ast.Call) -> ast.AST:
+    """``locals()`` -> ``{k: v for k, v in locals().items() if k[:11] != "__pullback_"}``: the frame's own
+    names, without the dispatchers' cells (the first iterable is evaluated in the function's scope)."""
+    template = ast.parse('{k: v for k, v in locals().items() if k[:11] != "__pullback_"}', mode="eval").body
+    template.generators[0].iter.func.value = node  # the user's own ``locals()`` call, with its position
+    for n in ast.walk(template):
+        ast.copy_location(n, node)
+    return template
 
 
 # --- which code is the user's ----------------------------------------------------------------------
@@ -172,7 +184,38 @@ def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, a
     if len(candidates) > 1:  # lambdas on one line: the one whose body holds the code's positions
         spots = {(line, col) for line, _, col, _ in code.co_positions() if line is not None and col is not None}
         candidates = [(n, c) for n, c in candidates if any(_within(n.body, spot) for spot in spots)]
-    return candidates[0] if len(candidates) == 1 else None
+    if len(candidates) != 1 or not _names_fit(code, *candidates[0]):
+        return None
+    return candidates[0]
+
+
+def _names_fit(code: types.CodeType, node: ast.AST, cls: ast.ClassDef | None) -> bool:
+    """Whether every global and attribute name the code reads is spelled in the syntax (private
+    names mangled as in ``cls``): source edited since the function was compiled is not converted.
+    (Names a tool added, such as pytest's ``@py_assert``, are not spelled anywhere: they start with ``@``.)"""
+    spelled: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            spelled.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            spelled.add(n.attr)
+        elif isinstance(n, ast.alias):
+            spelled.update((n.name, n.name.split(".")[0], n.asname or n.name))
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            spelled.add(n.module)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            spelled.add(n.name)
+    if cls is not None and cls.name.lstrip("_"):
+        prefix = "_" + cls.name.lstrip("_")
+        spelled |= {prefix + n for n in spelled if n.startswith("__") and not n.endswith("__")}
+    return all(name in spelled or name.startswith("@") for name in _all_names(code))
+
+
+def _all_names(code: types.CodeType):
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _all_names(const)
 
 
 def _within(node: ast.AST, spot: tuple[int, int]) -> bool:

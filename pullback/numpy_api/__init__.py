@@ -43,6 +43,12 @@ def refuse_conversion(x: Tracer):
             scipy_frames.append(frame)
         frame = frame.f_back
     named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
+    if user is not None and "__pullback_call__" not in user.f_code.co_freevars:
+        raise ConcretizationError(located(
+            f"a traced value {x.ssa.type} reached NumPy or SciPy from code whose source pullback cannot read "
+            f"({user.f_code.co_filename}), so the calls in it are not seen by pullback (np.array of a list, "
+            f"scipy.special.logsumexp, scipy.linalg, random draws): define the function in a file or a notebook "
+            f"cell, or use what NumPy dispatches itself (np.stack, np.concatenate)"))
     if named is None:
         hint = (" (to index a NumPy array by traced positions, use np.take_along_axis(a, positions, axis), "
                 "which pullback traces)") if x.dtype.kind == "i" else ""

@@ -17,7 +17,7 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
-from pullback.primitives.control import make_checkpoint, make_cond, make_scan, make_while
+from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
 
 
@@ -212,8 +212,9 @@ def checkpoint(f: Callable) -> Callable:
         if not tracing():
             return f(*args)
         body, captures, out_tree = trace_closed(f, list(args), getattr(f, "__name__", "f"))
+        body, drawn = hoist_effects(body)  # random draws: once, not again when recomputed
         leaves = [x for a in args for x in flatten(a)[0]]
-        return unflatten(out_tree, make_checkpoint(body, [*captures, *leaves]))
+        return unflatten(out_tree, make_checkpoint(body, [*drawn, *captures, *leaves]))
 
     return checkpointed
 

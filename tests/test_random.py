@@ -206,3 +206,23 @@ def test_the_printed_program_calls_the_users_generator_and_runs_without_pullback
     eps = eager.standard_normal(3)
     assert value == np.sum(x * eps)
     np.testing.assert_array_equal(grad, eps)
+
+
+def test_draws_in_a_checkpoint_are_made_once_not_again_when_recomputed():
+    rs, rs_eager = _fresh(10)[0], _fresh(10)[0]
+
+    @pb.checkpoint
+    def step(h):
+        return np.tanh(h * rs.standard_normal(3))
+
+    def f(h):
+        return np.sum(step(step(h)))
+
+    h = np.array([0.5, 1.0, -0.3])
+    for _ in range(3):
+        value, grad = pb.value_and_grad(f)(h)
+        e1, e2 = rs_eager.standard_normal(3), rs_eager.standard_normal(3)
+        inner = np.tanh(h * e1)
+        assert value == np.sum(np.tanh(inner * e2))
+        np.testing.assert_allclose(grad, (1 - np.tanh(inner * e2) ** 2) * e2 * (1 - inner ** 2) * e1, rtol=1e-12)
+    assert rs.randint(1 << 30) == rs_eager.randint(1 << 30)

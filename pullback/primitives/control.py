@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pullback.errors import TracingError
 from pullback.ir.core import (
     WITH_BODIES,
     Eqn,
@@ -42,7 +43,7 @@ from pullback.ir.core import (
     effectful,
     shape_rules,
 )
-from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace, rename, tracing
+from pullback.ir.tracer import Tracer, bind, current_builder, inline, located, new_trace, rename, tracing
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.transforms import dce as dce_
 from pullback.transforms import partial_eval as pe
@@ -483,6 +484,29 @@ def _checkpoint_shape(*args, body: Program):
 shape_rules[checkpoint_p] = _checkpoint_shape
 
 
+def hoist_effects(body: Program) -> tuple[Program, list]:
+    """A checkpoint's draws made once, before it, in the current trace: recomputing the body in the
+    backward pass must not draw again (other numbers, and a stream that runs ahead of eager NumPy's).
+    Returns the body reading their results as leading inputs, and those results."""
+    effects = [e for e in body.eqns if effectful(e)]
+    if not effects:
+        return body, []
+    consts = {id(v): c for v, c in zip(body.constvars, body.constvals)}
+    if any(e.prim in WITH_BODIES or any(isinstance(a, Var) and id(a) not in consts for a in e.inputs)
+           for e in effects):
+        raise TracingError(located(
+            "a random draw inside pb.checkpoint that reads the checkpointed function's values (or is inside a "
+            "loop or branch there) would be drawn again when the function is recomputed; draw outside it and "
+            "pass the numbers in"))
+    drawn: list = []
+    for e in effects:
+        out = bind(e.prim, *(consts[id(a)] if isinstance(a, Var) else a for a in e.inputs), **e.params)
+        drawn.extend(out if e.prim.multiple_results else [out])
+    made = tuple(v for e in effects for v in e.outputs)
+    return Program(made + body.inputs, tuple(e for e in body.eqns if not effectful(e)), body.outputs,
+                   body.constvars, body.constvals, body.name), drawn
+
+
 def make_checkpoint(body: Program, args: Sequence) -> list:
     body, values = close(body)
     return list(bind(checkpoint_p, *values, *args, body=body))
@@ -630,8 +654,6 @@ jvp_rules[while_p] = _while_jvp
 
 
 def _while_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
-    from pullback.errors import TracingError
-
     raise TracingError(
         (f"{eqn.source}: " if eqn.source else "") + "reverse-mode differentiation of a while_loop is not "
         "supported: its trip count depends on values, so its steps cannot be stored for the backward pass; "

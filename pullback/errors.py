@@ -31,7 +31,7 @@ class ConcretizationError(TracingError):
     (``bool(x)``, ``float(x)``, ``np.asarray(x)``).
 
     >>> def relu(x):
-    ...     return x if x > 0 else 0.0  # Python control flow on a traced value
+    ...     return x if bool(x > 0) else 0.0  # a traced value asked for a Python bool
     >>> try:
     ...     pb.grad(relu)(1.0)
     ... except pb.ConcretizationError as e:

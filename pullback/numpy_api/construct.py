@@ -37,7 +37,7 @@ from pullback.errors import TracingError
 from pullback.ir import tracer as tr
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
 from pullback.ir.types import canonical_dtype
-from pullback.numpy_api import convert, random
+from pullback.numpy_api import control_flow, convert, random
 
 _SEQUENCES = (list, tuple)
 # NumPy's names for parameters that take a sequence of arrays
@@ -454,7 +454,7 @@ def _user_call(fn: Callable, args, kwargs: dict) -> object:
     return call(fn, *args, **kwargs)
 
 
-convert.install(call, index)
+convert.install(call, index, control_flow)
 tr.CALL_USER = _user_call
 
 

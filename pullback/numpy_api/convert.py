@@ -25,7 +25,9 @@ error. Converted code is made once per code object.
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
+import dis
 import linecache
 import operator
 import os
@@ -94,6 +96,178 @@ def _own_locals(node: ast.Call) -> ast.AST:
     for n in ast.walk(template):
         ast.copy_location(n, node)
     return template
+
+
+# --- control flow ---------------------------------------------------------------------------------
+# ``if``, ``while`` and ``for i in range(...)`` become calls of ``control_flow`` with their blocks as
+# nested functions assigning the enclosing function's variables through ``nonlocal``, a getter and a
+# setter of those variables; ``a if c else b`` becomes ``ifexp(c, lambda: a, lambda: b)``. A statement
+# that returns, breaks, continues or yields from inside a block is left as it is, but an ``if`` one of
+# whose branches returns takes the rest of the block into its other branch first, so that every path
+# of it returns (``if x > 0: return a`` followed by ``return b``).
+
+FLOW = "__pullback_flow__"
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+           ast.GeneratorExp)
+
+
+def _stores(stmts: list[ast.stmt]) -> tuple[list[str], bool]:
+    """The names the statements assign (in order, not inside nested scopes), and whether they hold
+    something that cannot move into a nested function (``global``, ``nonlocal``, ``except ... as``)."""
+    names: dict[str, None] = {}  # the converter's own helpers (an inner statement's) are not the user's
+    awkward = False
+    todo: list[ast.AST] = list(reversed(stmts))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del):
+            names[n.id] = None
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names[n.name] = None
+            continue
+        elif isinstance(n, ast.alias):
+            names[(n.asname or n.name).split(".")[0]] = None
+        elif isinstance(n, ast.Global | ast.Nonlocal | ast.ExceptHandler | ast.NamedExpr):
+            awkward = True
+        if not isinstance(n, _SCOPES):
+            todo.extend(reversed(list(ast.iter_child_nodes(n))))
+    return [n for n in names if not n.startswith("__pullback_")], awkward
+
+
+def _jumps(stmts: list[ast.stmt], loops: bool) -> bool:
+    """Whether the statements return or yield, or (``loops``: at this loop's level) break or continue."""
+    todo = [(s, loops) for s in stmts]
+    while todo:
+        n, here = todo.pop()
+        if isinstance(n, ast.Return | ast.Yield | ast.YieldFrom | ast.Await) or (
+                here and isinstance(n, ast.Break | ast.Continue)):
+            return True
+        if isinstance(n, _SCOPES):
+            continue
+        inner = here and not isinstance(n, ast.For | ast.While | ast.AsyncFor)
+        todo.extend((c, inner) for c in ast.iter_child_nodes(n))
+    return False
+
+
+def _returns(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+class _ControlFlow(ast.NodeTransformer):
+    """Runs after ``_Calls``: the code it adds calls ``control_flow`` directly."""
+
+    def __init__(self):
+        self.count = 0
+        self.declared: list[set[str]] = [set()]  # names declared global in the enclosing functions
+
+    def visit_FunctionDef(self, node):
+        self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names})
+        node.body = self._block(node.body)
+        self.declared.pop()
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        thunk = ast.arguments([], [], None, [], [], None, [])
+        call = ast.Call(ast.Attribute(ast.Name(FLOW, ast.Load()), "ifexp", ast.Load()),
+                        [node.test, ast.Lambda(thunk, node.body), ast.Lambda(thunk, node.orelse)], [])
+        return ast.copy_location(call, node)
+
+    def _block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.If) and _returns(stmt.body) != _returns(stmt.orelse) and i + 1 < len(stmts):
+                rest = stmts[i + 1:]  # runs only where the branch did not return: it is the other branch's
+                if _returns(stmt.body):
+                    stmt.orelse = stmt.orelse + rest
+                else:
+                    stmt.body = stmt.body + rest
+                out.extend(self._statement(stmt))
+                return out
+            out.extend(self._statement(stmt))
+        return out
+
+    def _statement(self, stmt: ast.stmt) -> list[ast.stmt]:
+        if isinstance(stmt, ast.If):
+            stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
+            stmt.test = self.visit(stmt.test)
+            both = _returns(stmt.body) and _returns(stmt.orelse)
+            blocks = stmt.body + stmt.orelse
+            if both and not _jumps(stmt.body[:-1] + stmt.orelse[:-1], loops=True):
+                return self._lower(stmt, "if_return", [stmt.test], [stmt.body, stmt.orelse], blocks)
+            if not _jumps(blocks, loops=True):
+                return self._lower(stmt, "if_stmt", [stmt.test], [stmt.body, stmt.orelse or [ast.Pass()]], blocks)
+            return [stmt]
+        if isinstance(stmt, ast.While):
+            stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
+            stmt.test = self.visit(stmt.test)
+            if not stmt.orelse and not _jumps(stmt.body, loops=True):
+                return self._lower(stmt, "while_stmt", [stmt.test], [stmt.body], stmt.body)
+            return [stmt]
+        if isinstance(stmt, ast.For):
+            stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
+            stmt.iter = self.visit(stmt.iter)
+            bounds = _range_bounds(stmt.iter)
+            if (bounds is not None and isinstance(stmt.target, ast.Name) and not stmt.orelse
+                    and not _jumps(stmt.body, loops=True)):
+                assign = ast.Assign([ast.Name(stmt.target.id, ast.Store())], ast.Name("__pullback_i", ast.Load()))
+                return self._lower(stmt, "for_range", [ast.Tuple(bounds, ast.Load())],
+                                   [[ast.copy_location(assign, stmt), *stmt.body]], [assign, *stmt.body])
+            return [stmt]
+        if isinstance(stmt, ast.With | ast.AsyncWith | ast.Try | ast.TryStar):
+            for field in ("body", "orelse", "finalbody"):
+                if hasattr(stmt, field):
+                    setattr(stmt, field, self._block(getattr(stmt, field)))
+            for handler in getattr(stmt, "handlers", ()):
+                handler.body = self._block(handler.body)
+            return [stmt]
+        return [self.visit(stmt)]
+
+    def _lower(self, stmt: ast.stmt, kind: str, head: list[ast.expr], blocks: list[list[ast.stmt]],
+               assigning: list[ast.stmt]) -> list[ast.stmt]:
+        """The statement as nested functions and a call of ``control_flow.<kind>``."""
+        names, awkward = _stores(assigning)
+        if awkward or set(names) & self.declared[-1]:
+            return [stmt]
+        k = self.count = self.count + 1
+        nonlocal_ = f"    nonlocal {', '.join(names)}\n" if names else ""
+        argument = "__pullback_i" if kind == "for_range" else ""
+        text = f"if False:\n    {' = '.join(names)} = None\n" if names else ""
+        block_names = []
+        for j, _ in enumerate(blocks):
+            block_names.append(f"__pullback_block_{k}_{j}")
+            text += f"def {block_names[-1]}({argument}):\n{nonlocal_}    pass\n"
+        text += f"def __pullback_get_{k}():\n    return ({''.join(f'{FLOW}.load(lambda: {n}), ' for n in names)})\n"
+        text += f"def __pullback_put_{k}(__pullback_values):\n{nonlocal_}    pass\n"
+        for j, n in enumerate(names):
+            text += (f"    if __pullback_values[{j}] is {FLOW}.UNDEFINED:\n        try:\n            del {n}\n"
+                     f"        except NameError:\n            pass\n    else:\n        {n} = __pullback_values[{j}]\n")
+        test = "lambda: __pullback_head" if kind == "while_stmt" else "__pullback_head"
+        call = (f"{FLOW}.{kind}({test}, {', '.join(block_names)}, __pullback_get_{k}, __pullback_put_{k}, "
+                f"{tuple(names)!r})")
+        text += f"return {call}\n" if kind == "if_return" else f"{call}\n"
+        made = ast.parse(text).body
+        for n in (n for top in made for n in ast.walk(top)):
+            if hasattr(n, "lineno"):
+                ast.copy_location(n, stmt)
+        defs = [d for d in made if isinstance(d, ast.FunctionDef) and d.name.startswith("__pullback_block_")]
+        for d, block in zip(defs, blocks):
+            d.body = d.body[:-1] + block  # after the ``nonlocal`` line, the block in place of ``pass``
+        last = made[-1]
+        call_node = last.value
+        call_node.args[0] = ast.Lambda(ast.arguments([], [], None, [], [], None, []), head[0]) \
+            if kind == "while_stmt" else head[0]
+        return made
+
+
+def _range_bounds(node: ast.expr) -> list[ast.expr] | None:
+    """The arguments of ``range(...)`` as converted by ``_Calls`` (``__pullback_call__(range, ...)``)."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CALL and node.args
+            and isinstance(node.args[0], ast.Name) and node.args[0].id == "range" and not node.keywords
+            and 2 <= len(node.args) <= 4 and not any(isinstance(a, ast.Starred) for a in node.args)):
+        return node.args[1:]
+    return None
 
 
 # --- which code is the user's ----------------------------------------------------------------------
@@ -190,8 +364,8 @@ def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, a
 
 
 def _names_fit(code: types.CodeType, node: ast.AST, cls: ast.ClassDef | None) -> bool:
-    """Whether every global and attribute name the code reads is spelled in the syntax (private
-    names mangled as in ``cls``): source edited since the function was compiled is not converted.
+    """Whether every global name the code reads is spelled in the syntax (private names mangled as in
+    ``cls``): source edited since the function was compiled is not converted.
     (Names a tool added, such as pytest's ``@py_assert``, are not spelled anywhere: they start with ``@``.)"""
     spelled: set[str] = set()
     for n in ast.walk(node):
@@ -212,10 +386,17 @@ def _names_fit(code: types.CodeType, node: ast.AST, cls: ast.ClassDef | None) ->
 
 
 def _all_names(code: types.CodeType):
-    yield from code.co_names
+    """The global names the code reads (and its nested code): what an edit of the source most often
+    changes. (Attribute names are left out: tools such as pytest's assertion rewriting read their own.)"""
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval not in _BUILTINS:
+            yield ins.argval
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _all_names(const)
+
+
+_BUILTINS = frozenset(vars(builtins))
 
 
 def _within(node: ast.AST, spot: tuple[int, int]) -> bool:
@@ -248,7 +429,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if found is None:
         return None
     node, cls = found
-    node = _Calls().visit(_bare(node))
+    node = _ControlFlow().visit(_Calls().visit(_bare(node)))
     if isinstance(node, ast.Lambda):
         fn_name = "__pullback_lambda__"
         definition: ast.stmt = ast.copy_location(ast.Assign([ast.Name(fn_name, ast.Store())], node), node)
@@ -259,7 +440,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if cls is not None:
         body = [ast.copy_location(ast.ClassDef(cls.name, [], [], body, []), node)]
         result = ast.Attribute(ast.Name(cls.name, ast.Load()), fn_name, ast.Load())
-    params = [CALL, INDEX, OPERATOR, *code.co_freevars]
+    params = [CALL, INDEX, OPERATOR, FLOW, *code.co_freevars]
     factory = ast.copy_location(ast.FunctionDef(
         "__pullback_factory__", ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
         [*body, ast.copy_location(ast.Return(result), node)], []), node)
@@ -279,6 +460,8 @@ _CODES_MAX = 4096
 
 def converted_code(fn: types.FunctionType) -> types.CodeType | None:
     code = fn.__code__
+    if CALL in code.co_freevars:  # converted already (a function defined inside converted code)
+        return None
     found = _CODES.get(id(code))
     if found is None or found[0] is not code:
         new = None if is_library(code) else _convert(code, fn.__globals__)
@@ -290,12 +473,15 @@ def converted_code(fn: types.FunctionType) -> types.CodeType | None:
 
 _dispatch: tuple[Callable, Callable] | None = None  # (call, index), set by ``install``
 _OPERATOR_CELL = types.CellType(operator)
+_FLOW_CELL = types.CellType(None)  # pullback.numpy_api.control_flow, set by ``install``
 
 
-def install(call: Callable, index: Callable) -> None:
-    """Give the dispatchers converted code calls: ``call(f, *args, **kwargs)``, ``index(obj, key)``."""
+def install(call: Callable, index: Callable, flow: types.ModuleType) -> None:
+    """Give the dispatchers converted code calls: ``call(f, *args, **kwargs)``, ``index(obj, key)``, and
+    the module of control flow (``control_flow``)."""
     global _dispatch
     _dispatch = (call, index)
+    _FLOW_CELL.cell_contents = flow
 
 
 def converted(fn: types.FunctionType) -> types.FunctionType:
@@ -306,6 +492,7 @@ def converted(fn: types.FunctionType) -> types.FunctionType:
     call, index = _dispatch  # type: ignore[misc]
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     cells[CALL], cells[INDEX], cells[OPERATOR] = types.CellType(call), types.CellType(index), _OPERATOR_CELL
+    cells[FLOW] = _FLOW_CELL
     out = types.FunctionType(new, fn.__globals__, fn.__name__, fn.__defaults__,
                              tuple(cells[name] for name in new.co_freevars))
     out.__kwdefaults__ = fn.__kwdefaults__

@@ -1,0 +1,154 @@
+"""Python's ``if``, ``while``, ``for i in range(n)`` and ``a if c else b`` on traced values, converted
+into ``cond``, ``while_loop`` and loops: values as Python computes them, derivatives as finite
+differences give them, and the printed program showing ``if`` and ``while`` again."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.testing import check_jvp, check_vjp
+
+
+def _piecewise(x):
+    if np.sum(x) > 0:
+        y = np.sin(x) * 2.0
+        z = y + 1.0
+    else:
+        y = np.cos(x)
+        z = y * y
+    return np.sum(y * z)
+
+
+def _early_return(x):
+    s = np.sum(x)
+    if s > 1.0:
+        return s ** 2
+    t = np.exp(-s)
+    return t * s
+
+
+def _nested(x):
+    total = 0.0
+    if x[0] > 0:
+        if x[1] > 0:
+            total = total + np.sum(x ** 3)
+        else:
+            total = total - np.sum(x)
+    return total + np.prod(x)
+
+
+def _conditional_expression(x):
+    return np.sum(np.tanh(x) if np.max(x) > 0.5 else x ** 2)
+
+
+@pytest.mark.parametrize("f", [_piecewise, _early_return, _nested, _conditional_expression])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_branches_on_traced_values(f, sign):
+    x = sign * np.array([0.7, 0.4, 1.1])
+    np.testing.assert_allclose(pb.jit(f)(x), f.__wrapped__(x) if hasattr(f, "__wrapped__") else _eager(f, x),
+                               rtol=1e-14)
+    check_vjp(f, (x,))
+    check_jvp(f, (x,))
+
+
+def _eager(f, x):
+    """``f`` run by Python itself: the conditions on NumPy values are Python's bools."""
+    return f(x)
+
+
+def test_the_printed_program_shows_the_if():
+    src = pb.differentiate(_piecewise).source(np.ones(3))
+    assert "if " in src and "else:" in src
+
+
+def _fixed_point(a):
+    x = 1.0
+    while np.abs(np.cos(a * x) - x) > 1e-13:
+        x = np.cos(a * x)
+    return x
+
+
+def _taylor_exp(x):
+    term, total, n = 1.0, 1.0, 1
+    while np.abs(term) > 1e-16:
+        term = term * x / n
+        total = total + term
+        n = n + 1
+    return total
+
+
+def test_while_on_a_traced_condition():
+    """A fixed point of cos(a x) and e^x summed until a term falls below a tolerance: values, and
+    forward-mode derivatives (the implicit-function derivative; e^x itself)."""
+    a = 0.5
+    x = _fixed_point(a)
+    assert pb.jit(_fixed_point)(a) == pytest.approx(x, abs=1e-12)
+    _, dx = pb.jvp(_fixed_point, (a,), (1.0,))
+    s = np.sin(a * x)
+    assert dx == pytest.approx(-x * s / (1 + a * s), rel=1e-8)  # x = cos(a x)  =>  x' = -x s / (1 + a s)
+    for v in (-2.0, 0.3, 1.7):
+        value, derivative = pb.jvp(_taylor_exp, (v,), (1.0,))
+        assert value == pytest.approx(np.exp(v), rel=1e-14) and derivative == pytest.approx(np.exp(v), rel=1e-13)
+    assert "while " in pb.jit(_taylor_exp).source(0.3)
+
+
+def test_for_over_a_traced_range():
+    def f(x, n):
+        acc = np.zeros_like(x)
+        for i in range(n):
+            acc = acc + x * i
+        return np.sum(acc)
+
+    for n in (0, 1, 4):
+        assert pb.jit(f)(np.ones(2), n) == 2.0 * sum(range(n))
+        _, t = pb.jvp(lambda x: f(x, n), (np.ones(2),), (np.ones(2),))
+        assert t == 2.0 * sum(range(n))
+
+
+def test_conditions_known_when_tracing_stay_pythons():
+    """A condition on shapes or Python values runs as Python's own ``if``: one branch traced."""
+    def f(x, flag=True):
+        if x.shape[0] > 2 and flag:
+            out = np.sum(x[:2])
+        else:
+            out = np.sum(x)
+        for i in range(x.shape[0]):
+            out = out + x[i]
+        return out
+
+    assert pb.make_ir(f)(np.ones(3)).eqns and "if " not in pb.jit(f).source(np.ones(3))
+    assert pb.jit(f)(np.arange(3.0)) == f(np.arange(3.0))
+
+
+def test_a_variable_defined_on_one_path_only_is_named():
+    def f(x):
+        if np.sum(x) > 0:
+            y = x * 2
+        return np.sum(y)
+
+    with pytest.raises(pb.TracingError, match="y must be defined"):
+        pb.jit(f)(np.ones(2))
+
+
+def test_a_loop_variable_that_changes_shape_is_named():
+    def f(x):
+        acc = x[0] * 0.0  # traced: the loop is a traced one from its first test
+        while np.sum(acc) < 10.0:
+            acc = acc + x
+        return acc
+
+    with pytest.raises(pb.TracingError, match=r"acc changes from float64\[\] to float64\[2\]"):
+        pb.jit(f)(np.ones(2))
+
+
+def test_closures_and_branches_share_variables():
+    """Blocks assign the enclosing function's variables (``nonlocal``): a helper defined before the
+    ``if`` sees what the branch assigned."""
+    def f(x):
+        scale = 1.0
+        read = lambda: scale * x  # noqa: E731
+        if np.sum(x) > 0:
+            scale = 3.0
+        return np.sum(read())
+
+    assert pb.jit(f)(np.ones(2)) == 6.0 and pb.jit(f)(-np.ones(2)) == -2.0

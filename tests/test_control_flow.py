@@ -101,7 +101,7 @@ def test_for_over_a_traced_range():
 
     for n in (0, 1, 4):
         assert pb.jit(f)(np.ones(2), n) == 2.0 * sum(range(n))
-        _, t = pb.jvp(lambda x: f(x, n), (np.ones(2),), (np.ones(2),))
+        _, t = pb.jvp(lambda x, n=n: f(x, n), (np.ones(2),), (np.ones(2),))
         assert t == 2.0 * sum(range(n))
 
 

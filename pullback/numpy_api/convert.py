@@ -212,7 +212,7 @@ class _ControlFlow(ast.NodeTransformer):
             if (bounds is not None and isinstance(stmt.target, ast.Name) and not stmt.orelse
                     and not _jumps(stmt.body, loops=True)):
                 assign = ast.Assign([ast.Name(stmt.target.id, ast.Store())], ast.Name("__pullback_i", ast.Load()))
-                return self._lower(stmt, "for_range", [ast.Tuple(bounds, ast.Load())],
+                return self._lower(stmt, "for_range", [ast.copy_location(ast.Tuple(bounds, ast.Load()), stmt.iter)],
                                    [[ast.copy_location(assign, stmt), *stmt.body]], [assign, *stmt.body])
             return [stmt]
         if isinstance(stmt, ast.With | ast.AsyncWith | ast.Try | ast.TryStar):
@@ -248,9 +248,9 @@ class _ControlFlow(ast.NodeTransformer):
                 f"{tuple(names)!r})")
         text += f"return {call}\n" if kind == "if_return" else f"{call}\n"
         made = ast.parse(text).body
-        for n in (n for top in made for n in ast.walk(top)):
+        for n in (n for top in made for n in ast.walk(top)):  # at the ``if``/``while``/``for`` line itself
             if hasattr(n, "lineno"):
-                ast.copy_location(n, stmt)
+                ast.copy_location(n, head[0])
         defs = [d for d in made if isinstance(d, ast.FunctionDef) and d.name.startswith("__pullback_block_")]
         for d, block in zip(defs, blocks):
             d.body = d.body[:-1] + block  # after the ``nonlocal`` line, the block in place of ``pass``

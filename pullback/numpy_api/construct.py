@@ -272,7 +272,9 @@ _table_size = -1  # the registries' size it was built for
 
 
 def _build_table() -> None:
-    global _table_size
+    """(Re)build the table when the registries have grown; swapped whole, so a thread reading it never
+    sees it half made."""
+    global _table, _table_size
     size = len(api.FUNCTIONS) + len(ATTRIBUTES)
     if size == _table_size:
         return
@@ -296,8 +298,7 @@ def _build_table() -> None:
         if not isinstance(owner, type):
             original = getattr(owner, name)
             table[id(original)] = (original, _attribute_handler(original, public, impl), True)
-    _table.clear()
-    _table.update(table)
+    _table = table
     _table_size = size
 
 

@@ -146,6 +146,26 @@ def test_a_callable_object_and_a_bound_method_are_checked_through_the_instance()
     assert programs(obj.loss) == 2  # the primal and the gradient, traced once
 
 
+def test_a_wrapper_is_checked_through_what_it_wraps():
+    """``functools.wraps`` sets ``__wrapped__``: the wrapped function's globals are read too."""
+    global LAM
+
+    def logged(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return fn(*args)
+        return wrapper
+
+    f = logged(scaled)
+    saved = LAM
+    try:
+        for value in (2.0, 3.0):
+            LAM = value
+            np.testing.assert_allclose(pb.grad(f)(X), 2 * value * X)
+    finally:
+        LAM = saved
+
+
 def test_defaults_and_keyword_defaults_are_checked():
     def f(x, a=2.0, *, b=3.0):
         return a * b * np.sum(x ** 2)

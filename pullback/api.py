@@ -14,13 +14,13 @@ import logging
 import sys
 import time
 import types
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from types import MethodType
 from typing import Any
 
 import numpy as np
 
-from pullback import kronecker, log
+from pullback import cache, kronecker, log
 from pullback.backends import numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
@@ -287,6 +287,8 @@ class differentiate(_ByFunction):
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
         self._runners: dict[tuple, Callable] = {}
+        # both emptied when fn reads other objects than it did when they were traced (a rebound scalar)
+        self._programs = cache.Programs(self._stages, self._runners)
 
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
@@ -387,6 +389,7 @@ class differentiate(_ByFunction):
             key += tuple(_static_key(args[i], i) for i in self._static_at(args))
         if _has_kwargs(args) and args[-1].static:
             key += (tuple((k, _static_key(v, k)) for k, v in sorted(args[-1].static.items())),)
+        self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
             backend = _backend_for(leaves)
@@ -402,6 +405,7 @@ class differentiate(_ByFunction):
             staged.backend = backend
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged
+            self._programs.traced(self.fn)
         return staged
 
     def _build(self, kind: str, args: tuple, trees):
@@ -521,12 +525,14 @@ class differentiate(_ByFunction):
     def __call__(self, *args, **kwargs):
         if kwargs:
             return self._run("primal", self._pack(args, kwargs))
+        self._programs.check(self.fn)  # what fn reads is what it read when its programs were traced
         run = self._runners.get(("primal", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("primal", args)
 
     def value_and_grad(self, *args, **kwargs):
         if kwargs:
             return self._run("grad", self._pack(args, kwargs))
+        self._programs.check(self.fn)  # what fn reads is what it read when its programs were traced
         run = self._runners.get(("grad", *map(_signature_of, args)))
         return run(*args) if run is not None else self._run("grad", args)
 
@@ -538,6 +544,7 @@ class differentiate(_ByFunction):
     def _call_stage(self, kind: str, args: tuple, kwargs: dict):
         if kwargs:
             return self._run(kind, self._pack(args, kwargs))
+        self._programs.check(self.fn)  # what fn reads is what it read when its programs were traced
         run = self._runners.get((kind, *map(_signature_of, args)))
         return run(*args) if run is not None else self._run(kind, args)
 
@@ -750,62 +757,44 @@ def _tangent_like(t, v):
 
 
 # --- function forms -------------------------------------------------------------------------
-# ``pb.grad(f)(x)`` in a loop must not trace on every call: the function forms share one
-# ``differentiate`` object per (function, argnums, static_argnums), its compiled programs kept
-# per signature, as JAX caches on the function's identity; so do the objects unpickling makes (a
-# pool's worker is sent the callable with every batch of tasks). An entry is valid while the function's
-# code, defaults, closure cells and named globals are the very objects it was made with (a redefined
-# function is another object; a rebound variable changes a cell or a global). The cache is bounded:
-# a function held only by it lives until evicted.
+# ``pb.grad(f)(x)`` in a loop must not trace on every call: the function forms share one program
+# cache per (function, argnums, static_argnums, ...), as JAX caches on the function's identity.
+# Each call gets a ``differentiate`` object of its own, holding the function, around the shared
+# state, which does not hold it: the cache is keyed on the function's identity, weakly
+# (``cache.IdentityCache``), so an entry goes with its function (a one-off lambda and the arrays it
+# captures are freed with it). Its programs are checked like any ``differentiate`` object's
+# (``cache.snapshot``): a redefined function is another key; a rebound global, closure cell or
+# default, or an attribute of a bound method's instance, traces again. Unpickling shares the same
+# way (``_shared``): a pool's worker is sent the callable with every batch of tasks, and compiles once.
 
-_HELD: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()
-_HELD_MAX = 256
-
-
-def _identity(fn: Callable) -> tuple:
-    """The objects a traced program may have read through ``fn`` itself: its code, defaults, closure
-    cells and the globals its code names (a rebound global array is seen; one read through another
-    function is not, as with a held ``differentiate`` object and JAX's ``jit``)."""
-    code = getattr(fn, "__code__", None)
-    cells = getattr(fn, "__closure__", None) or ()
-    names = getattr(fn, "__globals__", None)
-    found = () if code is None or names is None else tuple(id(names.get(n)) for n in code.co_names)
-    return (id(code), id(getattr(fn, "__defaults__", None)),
-            *(id(c.cell_contents) if _filled(c) else None for c in cells), *found)
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018  (an empty cell raises)
-        return True
-    except ValueError:
-        return False
+_HELD = cache.IdentityCache(256)
 
 
 def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
          has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> differentiate:
-    """The ``differentiate`` object the function forms use for ``fn`` (cached; see above)."""
+    """A ``differentiate`` object for ``fn`` sharing the programs of every other one the function
+    forms made for it (see above)."""
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     return _shared(differentiate, fn, argnums=argnums if isinstance(argnums, int) else _as_tuple(argnums),
                    static_argnums=_as_tuple(static_argnums), has_aux=has_aux, static_argnames=names)
 
 
 def _shared(cls: type, fn: Callable, **options) -> Any:
-    """``cls(fn, **options)``, one per function and options (see above): what the function forms use,
-    and what unpickling makes, so that a pool's worker compiles once however many tasks it is sent."""
-    key = (cls, fn, *options.items())
+    """``cls(fn, **options)`` sharing its programs with every other one made here for the same function
+    and options (see above): what the function forms use, and what unpickling makes."""
+    key = _key_objects(fn)
+    settings = (cls, *options.items())
     try:
-        found = _HELD.get(key)
-    except TypeError:  # an unhashable callable or option: no cache
+        shared = _HELD.get(key, settings)
+    except TypeError:  # an unhashable callable or option: no sharing
         return cls(fn, **options)
-    ident = _identity(fn)
-    if found is not None and found[0] == ident:
-        _HELD.move_to_end(key)
-        return found[1]
-    made = cls(fn, **options)
-    _HELD[key] = (ident, made)
-    if len(_HELD) > _HELD_MAX:
-        _HELD.popitem(last=False)
+    if shared is None:
+        made = cls(fn, **options)
+        _HELD.put(key, settings, {k: v for k, v in vars(made).items() if v is not fn})  # all but fn, __wrapped__
+        return made
+    made = cls.__new__(cls, fn)
+    made.__dict__.update(shared)
+    made.fn = made.__wrapped__ = fn
     return made
 
 
@@ -834,6 +823,16 @@ def _found(module: str | None, qualname: str) -> Any:
     for part in qualname.split("."):
         found = getattr(found, part, None)
     return found
+
+
+def _key_objects(fn: Callable) -> tuple:
+    """The objects whose identities name ``fn``'s entry: a bound method is made anew at each
+    ``obj.method``, so it is named by its function and instance; the methods of the function forms'
+    objects (``pb.grad(f)``, a bound method of a new object at each call) by their shared programs."""
+    if type(fn) is MethodType:
+        owner = fn.__self__
+        return fn.__func__, owner._programs if isinstance(owner, differentiate) else owner
+    return (fn,)
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
@@ -1052,6 +1051,7 @@ class vmap(_ByFunction):
         functools.update_wrapper(self, fn)
         self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
         self._stages: dict[tuple, Staged] = {}
+        self._programs = cache.Programs(self._stages)  # emptied when fn reads other objects (a rebound scalar)
         self._kw_maps: dict[tuple, vmap] = {}  # (positional count, keyword names) -> the map taking them
 
     def _options(self) -> dict[str, Any]:
@@ -1121,11 +1121,13 @@ class vmap(_ByFunction):
         static = [_is_static(x, axis) for x, axis in zip(leaves, leaf_axes)]
         key = (tuple(trees), tuple(leaf_axes), *map(_signature_of, leaves),
                tuple((type(x), x) if s else None for x, s in zip(leaves, static)))
+        self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
             staged = self._program(leaves, trees, leaf_axes)
             if not staged.captures:
                 self._stages[key] = staged
+            self._programs.traced(self.fn)
         return staged(*[x for x, s in zip(leaves, static) if not s])
 
     def _with_kwargs(self, n: int, kwargs: dict) -> vmap:

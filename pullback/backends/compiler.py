@@ -1,11 +1,13 @@
 """Compile generated source into a function, with the source registered in
-``linecache`` so that tracebacks and ``inspect.getsource`` show it."""
+``linecache`` so that tracebacks and ``inspect.getsource`` show it, for as long as the
+function lives."""
 
 from __future__ import annotations
 
 import gc
 import itertools
 import linecache
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -31,6 +33,10 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _forget(filename: str) -> None:
+    linecache.cache.pop(filename, None)
+
+
 def print_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> str:
     """The source ``compile_program`` would compile, without importing what it calls."""
     return codegen.generate(program, backend, out_tree).source
@@ -46,6 +52,7 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
     with gc_paused():
         exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]
+    weakref.finalize(fn, _forget, filename).atexit = False  # a traceback holds fn (its globals): it keeps the lines
     if gen.constants:  # the keyword-only constants default to the arrays themselves: no per-call cost
         constant = getattr(backend, "constant", None)  # e.g. CuPy moves constants to the device, once
         fn.__kwdefaults__ = {k: constant(v) for k, v in gen.constants.items()} if constant else dict(gen.constants)

@@ -29,6 +29,27 @@ def test_source_is_registered_with_linecache_and_inspect():
     assert "".join(linecache.getlines(compiled.__code__.co_filename)) == compiled.__pullback_source__
 
 
+def _generated() -> set[str]:
+    import gc  # here: an import line above ``loss`` would move the lines the golden source cites
+
+    gc.collect()  # a compiled function and its namespace are a cycle
+    return {name for name in linecache.cache if name.startswith("<pullback:")}
+
+
+def test_generated_sources_leave_linecache_with_their_programs():
+    before = _generated()
+    for k in range(30):
+        pb.grad(lambda x: k * np.sum(np.sin(x)))(np.ones(3))  # noqa: B023  (called at once)
+        pb.jit(lambda x: k * np.cos(x)).source(np.ones(3))  # noqa: B023
+    assert _generated() <= before
+    f = pb.jit(lambda x: np.cos(x) * 3.0)
+    source = f.source(np.ones(3))
+    (name,) = _generated() - before  # while its program lives, a traceback can show it
+    assert "".join(linecache.getlines(name)) == source
+    del f
+    assert _generated() <= before
+
+
 def test_runtime_error_traceback_shows_the_generated_line():
     def matmul(a, b):
         return a @ b

@@ -104,3 +104,49 @@ def test_python_loop_on_an_argument_suggests_static_argnums():
         pb.grad(f)(np.ones(2), 3)
     np.testing.assert_allclose(pb.grad(f, static_argnums=(1,))(np.ones(2), 2),
                                np.cos(np.sin(1.0)) * np.cos(1.0) * np.ones(2))
+
+
+def test_array_methods_pullback_lacks_and_unknown_attributes_name_the_line():
+    """``x.tolist()`` is a conversion (a ConcretizationError); an ndarray method pullback does not trace
+    and an attribute no array has are AttributeErrors; all three at the user's line."""
+    def to_list(x):
+        return np.sum(x.tolist())
+
+    def partition(x):
+        return x.partition(1)
+
+    def misspelt(x):
+        return x.sume()
+
+    with pytest.raises(ConcretizationError, match="tolist") as e:
+        pb.jit(to_list)(np.ones(3))
+    assert _line_of(to_list, "x.tolist()") in str(e.value)
+    with pytest.raises(AttributeError, match="ndarray.partition is not supported") as e:
+        pb.jit(partition)(np.ones(3))
+    assert _line_of(partition, "x.partition") in str(e.value)
+    with pytest.raises(AttributeError, match="no attribute 'sume'") as e:
+        pb.jit(misspelt)(np.ones(3))
+    assert _line_of(misspelt, "x.sume") in str(e.value)
+    probed = []
+    pb.jit(lambda x: probed.append(hasattr(x, "__array_interface__")) or x)(np.ones(2))
+    assert probed == [False]
+
+
+def test_small_array_attributes_and_fill():
+    def f(x):
+        y = x * 1.0
+        y.fill(x[0])
+        return y * (x.itemsize + x.nbytes)
+
+    x = np.array([2.0, 3.0])
+    np.testing.assert_allclose(pb.jit(f)(x), [2.0 * 24, 2.0 * 24])
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(f(x)))(x), [48.0, 0.0])
+
+
+def test_argument_errors_of_pullback_linalg_name_the_line():
+    def f(a):
+        return np.linalg.norm(a, ord="fro", axis=(0, 0))
+
+    with pytest.raises(ValueError) as e:
+        pb.jit(f)(np.eye(2))
+    assert _line_of(f, "np.linalg.norm") in str(e.value)

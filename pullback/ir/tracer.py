@@ -369,7 +369,7 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d traced array")
+            raise TypeError(located("len() of a 0-d traced array"))
         return self.shape[0]
 
     def __iter__(self):
@@ -494,6 +494,14 @@ class Tracer:
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False): return self._api.statistics.std(
         self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
+    def tolist(self): self._concrete("x.tolist()")
+    def tobytes(self, order="C"): self._concrete("x.tobytes()")
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def fill(self, value):
+        """In place, as NumPy's: rebinds this tracer to ``value`` everywhere."""
+        self._api.indexing.setitem(self, ..., value)
     conjugate = conj
     def astype(self, dtype): return self._api.astype(self, dtype).copy()
     def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
@@ -520,6 +528,16 @@ class Tracer:
     def argmin(self, axis=None, out=None, *, keepdims=False):
         return self._api.indexing.argmin(self, axis, out, keepdims)
     def take(self, indices, axis=None, mode="raise"): return self._api.indexing.take(self, indices, axis, mode=mode)
+
+    def __getattr__(self, name: str):
+        """An attribute a traced array lacks: NumPy's that pullback does not trace, or none, said at the
+        user's line (Python's own probes, ``__dunder__`` names, get a plain AttributeError)."""
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        if hasattr(np.ndarray, name):
+            raise AttributeError(located(f"ndarray.{name} is not supported on traced values by pullback"))
+        raise AttributeError(located(f"a traced array (pullback's Tracer, standing for a NumPy array) has no "
+                                     f"attribute {name!r}, as NumPy's ndarray has none"))
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:

@@ -101,6 +101,11 @@ class Builder:
         # array. NumPy's and SciPy's functions called on them trace them as constants, re-read at every call
         self.captured: dict[int, np.ndarray] = {}
         self.scopes: set[int] = set()  # the code objects whose scopes were read for ``captured``
+        # NumPy arrays the traced code made (``np.zeros``, ...: id -> (weak reference, line)), and those of
+        # them, or other arrays it made, that index assignment gave traced values: id -> (array, its tracer),
+        # which every later read of the array stands for (numpy_api.construct)
+        self.made: dict[int, tuple[Any, SourceInfo | None]] = {}
+        self.buffers: dict[int, tuple[np.ndarray, Tracer]] = {}
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
@@ -166,6 +171,9 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
+            traced = traced_buffer(x)
+            if traced is not None:  # an array made in the trace and filled with traced values: their tracer
+                return self.atom(traced)
             k = _made_eye(x)
             return self.const(x) if k is None else self.eye(x, k)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
@@ -226,6 +234,18 @@ def _made_eye(x) -> int | None:
             k = found[1]
             same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
             return k if same else None
+    return None
+
+
+def traced_buffer(x) -> Tracer | None:
+    """The tracer an array made during a trace on this thread stands for since index assignment gave it
+    traced values (see ``Builder.buffers``); None for any other value."""
+    if type(x) is not np.ndarray:
+        return None
+    for builder in getattr(_state, "stack", ()):
+        found = builder.buffers.get(id(x))
+        if found is not None and found[0] is x:
+            return found[1]
     return None
 
 

@@ -501,10 +501,17 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     dtype = canonical_dtype(a.dtype if dtype is None else dtype)
     shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     if isinstance(fill_value, Tracer):
-        return broadcast_to(astype(fill_value, dtype), shape)
+        return broadcast_to_(astype(fill_value, dtype), shape)
     if not isinstance(fill_value, PYTHON_SCALARS + (np.generic,)):
         unsupported("np.full_like with an array fill value")
     return bind(st.broadcast_in_dim_p, Literal.of(fill_value, dtype), shape=shape, broadcast_dimensions=())
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    """``np.full`` of a traced fill value (NumPy's dispatch does not see it: found where the user calls it)."""
+    fill_value = _lift(fill_value)
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    return full_like(fill_value, fill_value, fill_value.dtype if dtype is None else dtype, shape=shape)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
@@ -663,9 +670,11 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
     sizes: dict[str, int] = {}
     for spec, x in zip(ins, ops):
         for c, n in zip(spec, x.shape):
-            if sizes.setdefault(c, n) != n:
-                raise TracingError(located(f"einsum: size of index {c!r} differs between operands ({sizes[c]} vs {n})"))
-    terms = [_einsum_unary(x, spec) for x, spec in zip(ops, ins)]
+            m = sizes.setdefault(c, n)
+            if m != n and 1 not in (m, n):
+                raise TracingError(located(f"einsum: size of index {c!r} differs between operands ({m} vs {n})"))
+            sizes[c] = builtins.max(m, n)
+    terms = [_einsum_broadcast(*_einsum_unary(x, spec), sizes) for x, spec in zip(ops, ins)]
     if len(terms) > 1:
         dummies = [np.broadcast_to(np.zeros((), d), x.shape) for x, _ in terms]
         path = np.einsum_path(",".join(s for _, s in terms) + "->" + outs, *dummies, optimize="greedy")[0][1:]
@@ -734,6 +743,16 @@ def _einsum_unary(x, spec: str):
     return x, spec
 
 
+def _einsum_broadcast(x, spec: str, sizes: dict[str, int]):
+    """An axis of size 1 where the index is longer in another operand broadcasts, as in NumPy: the
+    operand does not depend on that index, so the axis is dropped from it."""
+    ones = [i for i, c in enumerate(spec) if x.shape[i] == 1 and sizes[c] > 1]
+    if not ones:
+        return x, spec
+    return (reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in ones)),
+            "".join(c for i, c in enumerate(spec) if i not in ones))
+
+
 def _sum_out(x, spec: str, keep: set[str]):
     axes = tuple(i for i, c in enumerate(spec) if c not in keep)
     if not axes:
@@ -777,6 +796,7 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.tril: tril, np.triu: triu, np.where: where, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
     np.tensordot: tensordot, np.einsum: einsum, np.real: real, np.imag: imag, np.conj: conj,
     np.conjugate: conj, np.zeros_like: zeros_like, np.ones_like: ones_like, np.full_like: full_like,
+    np.empty_like: zeros_like, np.full: full,  # an empty array holds any values: zeros are some
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.astype: lambda x, dtype, copy=True: astype(x, dtype), np.copy: lambda a, *args, **kw: a,

@@ -163,3 +163,20 @@ def test_einsum_broadcasts_size_one_axes(spec, sa, sb, rng):
 def test_einsum_refuses_sizes_that_do_not_broadcast():
     with pytest.raises(pb.TracingError, match="size of index 'j' differs"):
         pb.jit(lambda a, b: np.einsum("ij,ij->i", a, b))(np.ones((2, 3)), np.ones((2, 2)))
+
+
+def _chains(A, B, C, D, u, v):
+    return (np.linalg.multi_dot([A, B]), np.linalg.multi_dot([A, B, C]), np.linalg.multi_dot([A, B, C, D]),
+            np.linalg.multi_dot([u, A, B, C, D, v]), np.linalg.multi_dot([u, A, B, C]),
+            np.linalg.multi_dot((A, B, C, D, v)), np.linalg.multi_dot([u, A, B]), np.linalg.multi_dot([u, u]))
+
+
+def test_multi_dot(rng):
+    """Any number of operands, a 1-d first or last one, NumPy's values; the cheapest order is taken."""
+    args = [rng.standard_normal(s) for s in ((3, 4), (4, 6), (6, 2), (2, 5), (3,), (5,))]
+    _same(pb.jit(_chains)(*args), _chains(*args))
+    check_grads(_chains, args)
+    src = pb.jit(lambda a, b, c: np.linalg.multi_dot([a, b, c])).source(*args[:3])
+    assert "b @ c" in src  # (3x4)(4x6)(6x2): a (b c) takes 72 multiplications, (a b) c 108
+    with pytest.raises(pb.TracingError, match="at least two"):
+        pb.jit(lambda a: np.linalg.multi_dot([a]))(args[0])

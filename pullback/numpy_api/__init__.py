@@ -630,6 +630,42 @@ def dot(a, b, out=None):
     return dot_general(a, b, con.DotDims((a.ndim - 1,), (builtins.max(b.ndim - 2, 0),)))
 
 
+def multi_dot(arrays, *, out=None):
+    """NumPy's chained ``dot`` in the order of fewest scalar multiplications (its dynamic programme over
+    the shapes); a 1-d first operand is a row, a 1-d last one a column, dropped from the result again."""
+    if out is not None:
+        unsupported("np.linalg.multi_dot with out=")
+    n = len(arrays)
+    if n < 2:
+        raise ArgumentError(located("np.linalg.multi_dot: expecting at least two arrays"))
+    if n == 2:
+        return dot(arrays[0], arrays[1])
+    ops = [_lift(a) for a in arrays]
+    first, last = ops[0].ndim, ops[-1].ndim
+    if first == 1:
+        ops[0] = reshape(ops[0], (1, -1))
+    if last == 1:
+        ops[-1] = reshape(ops[-1], (-1, 1))
+    if builtins.any(a.ndim != 2 for a in ops):
+        raise TracingError(located("np.linalg.multi_dot: only the first and last arrays may be 1-d, the others 2-d"))
+    dims = [ops[0].shape[0]] + [a.shape[1] for a in ops]
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):  # cost[i][j]: the fewest multiplications for ops[i] ... ops[j]
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = builtins.min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k) for k in range(i, j))
+
+    def chain(i: int, j: int):
+        return ops[i] if i == j else dot(chain(i, split[i][j]), chain(split[i][j] + 1, j))
+
+    result = chain(0, n - 1)
+    if first == 1 and last == 1:
+        return reshape(result, ())
+    return reshape(result, (-1,)) if first == 1 or last == 1 else result
+
+
 def vdot(a, b):
     a, b = _promote_pair(a, b)
     return dot(reshape(conj(a), (-1,)), reshape(b, (-1,)))
@@ -843,7 +879,7 @@ FUNCTIONS.update({
 FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
     np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
     np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
-    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"),
+    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"), np.linalg.multi_dot: multi_dot,
 })
 
 

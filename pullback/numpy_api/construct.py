@@ -177,7 +177,7 @@ ATTRIBUTES: dict[tuple[object, str], tuple[str, Callable]] = {}  # (owner, name)
 def implements_attribute(owner, name: str, public: str | None = None) -> Callable:
     """Register the decorated function as pullback's ``owner.name`` on traced arguments
     (``public``, the name errors use, defaults to ``module.name``; for a class, the method's
-    arguments after ``self``)."""
+    arguments after ``self``, or with it where the function has ``takes_self = True``)."""
     def register(impl):
         ATTRIBUTES[owner, name] = (public or f"{owner.__name__}.{name}", impl)
         return impl
@@ -351,6 +351,8 @@ def _method(f: types.MethodType):
     found = ATTRIBUTES.get((type(self), func.__name__))
     if found is not None:
         public, impl = found
+        if getattr(impl, "takes_self", False):  # a method that reads its instance (``Polynomial.__call__``)
+            impl = functools.partial(impl, self)
 
         def lowered(*args, **kwargs):
             args, kwargs = _read_captured(args, kwargs)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pullback import kronecker, log
-from pullback.backends import numpy_backend
+from pullback.backends import errstate, numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
@@ -91,6 +91,8 @@ class Staged:
         if self._run is not None:
             return self._run
         fn = self._fn or self._compile()
+        if self.backend is numpy_backend:  # NumPy's floating-point warnings at the user's lines
+            fn = errstate.attributed(fn)
         # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
         as_array: tuple[int, ...] = ()
         asarray = getattr(self.backend, "asarray", np.asarray)

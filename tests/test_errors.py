@@ -150,3 +150,39 @@ def test_argument_errors_of_pullback_linalg_name_the_line():
     with pytest.raises(ValueError) as e:
         pb.jit(f)(np.eye(2))
     assert _line_of(f, "np.linalg.norm") in str(e.value)
+
+
+def _log_ratio(x):
+    y = np.log(x)
+    return np.sum(y / x)
+
+
+def test_floating_point_warnings_of_generated_code_name_the_users_line():
+    """``divide by zero`` in the generated forward (``np.log(x)``) and backward (``1 / x``) passes is
+    reported at the user's statement each came from; NumPy's errstate still rules (ignore, raise,
+    the user's own handler), and warnings filters apply (an error filter raises)."""
+    import warnings
+
+    g, x = pb.grad(_log_ratio), np.array([0.0, 1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g(x)
+    places = {(w.filename, w.lineno) for w in caught}
+    assert places == {(__file__, int(_line_of(_log_ratio, "np.log(x)").rsplit(":", 1)[1])),
+                      (__file__, int(_line_of(_log_ratio, "y / x").rsplit(":", 1)[1]))}
+    assert all(issubclass(w.category, RuntimeWarning) and "divide by zero encountered" in str(w.message)
+               for w in caught)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g(x)
+    assert not caught
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        g(x)
+    seen = []
+    with np.errstate(divide="call", invalid="call", call=lambda err, flag: seen.append(err)):
+        g(x)
+    assert "divide by zero" in seen
+    with warnings.catch_warnings(), pytest.raises(RuntimeWarning, match="divide by zero"):
+        warnings.simplefilter("error")
+        g(x)
+    assert np.geterr()["divide"] == "warn"  # the user's state is as it was

@@ -167,3 +167,20 @@ def test_index_assignment_and_reads_keep_pythons_semantics():
     assert value == 3.0 * 4.0 * 2 and list(first) == [0, 0, 5]
     assert order == ["value", "target", "key"]
     assert seen == [["alias", "d", "first", "lists", "note", "second", "seen", "x"]]  # free variables too, as Python
+
+
+def test_match_statements_keep_their_patterns():
+    def f(x, kind):
+        match kind:
+            case np.inf:
+                return np.sum(x) * 2
+            case functools.partial():
+                return np.sum(x)
+            case _ if kind > 1:
+                return logsumexp(x)  # found by identity: the function is converted
+        return x[0]
+
+    x = np.array([0.5, 1.5])
+    assert convert.converted_code(f) is not None
+    assert pb.jit(f, static_argnums=1)(x, np.inf) == 4.0
+    assert pb.jit(f, static_argnums=1)(x, 3) == pytest.approx(logsumexp(x), rel=1e-14)

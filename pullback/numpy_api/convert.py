@@ -118,6 +118,13 @@ class _Calls(ast.NodeTransformer):
             return ast.copy_location(ast.Call(ast.Name(LOAD, ast.Load()), [node], []), node)
         return node
 
+    def visit_match_case(self, node: ast.match_case) -> ast.AST:
+        """A ``case`` pattern is no expression (``case np.inf:``, ``case Point(x=0):``): left as written."""
+        if node.guard is not None:
+            node.guard = self.visit(node.guard)
+        node.body = [b for stmt in node.body for b in _as_list(self.visit(stmt))]
+        return node
+
     def _setitem(self, target: ast.Subscript, value: ast.expr, op: str | None = None) -> ast.stmt:
         args = [target.value, _key(target), value]
         if op is not None:
@@ -143,6 +150,10 @@ class _Calls(ast.NodeTransformer):
         if not isinstance(node.target, ast.Subscript):
             return node
         return self._setitem(node.target, node.value, _INPLACE[type(node.op)])
+
+
+def _as_list(node) -> list:
+    return node if isinstance(node, list) else [node]
 
 
 def _own_locals(node: ast.Call) -> ast.AST:

@@ -111,3 +111,36 @@ def test_the_arrays_themselves_are_left_as_they_were():
 
     np.testing.assert_array_equal(pb.jit(f)(np.array([5.0])), [0.0, 5.0, 0.0])
     assert kept[0].tolist() == [0.0, 0.0, 0.0]  # the trace's array: the program, not NumPy, holds the writes
+
+
+def test_bodies_of_loops_cannot_write_into_arrays_outside_them():
+    """A pb.scan body writing into an array of the function around it (a NumPy array it made, or a
+    traced one) would change what is outside the body: refused, at the user's line."""
+    def numpy_array(x):
+        buf = np.zeros(2)
+
+        def body(c, xi):
+            buf[0] = xi
+            return c + xi, c
+
+        return pb.scan(body, 0.0, x)[0], buf
+
+    def traced_array(x):
+        buf = x * 1.0
+
+        def body(c, xi):
+            buf[0] = xi
+            return c + xi, c
+
+        return pb.scan(body, 0.0, x)[0], buf
+
+    for f in (numpy_array, traced_array):
+        with pytest.raises(pb.TracingError, match="cannot change what is outside it") as e:
+            pb.jit(f)(np.array([0.3, 0.5]))
+        assert "test_buffers.py:" in str(e.value)
+
+
+def test_vmap_and_jacobians_of_a_filled_array():
+    x = np.array([0.3, 0.5])
+    np.testing.assert_allclose(pb.vmap(trajectory)(np.stack([x, 2 * x])), np.stack([trajectory(x), trajectory(2 * x)]))
+    np.testing.assert_allclose(pb.jacfwd(trajectory)(x), pb.jacrev(trajectory)(x))

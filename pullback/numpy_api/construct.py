@@ -558,7 +558,7 @@ def setitem(obj, key, value, inplace: Callable | None = None) -> None:
 def _buffer(a: np.ndarray) -> Tracer:
     """The tracer ``a`` becomes when it is first given a traced value: ``np.full`` of its value where
     all its elements are one (printed as ``np.zeros((T, 2))`` at the line that made it), else a constant."""
-    if _is_captured(a):
+    if any(_is_captured(a, b.captured) for b in tr._state.stack):
         raise TracingError(located(
             "assigning a traced value into an array the function reads from its scope would change that array, "
             "which pullback never does: assign into a copy made in the function (a = a.copy())"))
@@ -570,11 +570,16 @@ def _buffer(a: np.ndarray) -> Tracer:
             "assigning a traced value into a view (a slice, reshape, transpose, ...) of a NumPy array: NumPy "
             "would change the base array too, which pullback does not track; assign into the base array"))
     builder = tr.current_builder()
-    made = builder.made.get(id(a)) or builder.made.get(id(root))
+    if any(_made_by(b, a) or _made_by(b, root) for b in tr._state.stack[:-1]):
+        raise TracingError(located(
+            "assigning a traced value into an array made outside a pb.scan, fori_loop, while_loop or cond body "
+            "(or a nested transform) from inside it: the body cannot change what is outside it; return the value "
+            "instead"))
+    made = _made_by(builder, a) or _made_by(builder, root)
     flat = a.reshape(-1)
     if a.dtype.kind in "biufc" and (a.size == 0 or bool((flat == flat[0]).all())):
         saved = builder.source
-        if made is not None and made[0]() is not None:
+        if made is not None and made[1] is not None:
             builder.source = made[1]
         try:
             traced = api.full_like(a, flat[0].item() if a.size else 0)
@@ -585,6 +590,13 @@ def _buffer(a: np.ndarray) -> Tracer:
     traced = Tracer(traced.ssa, builder)
     builder.buffers[id(a)] = (a, traced)
     return traced
+
+
+def _made_by(builder: tr.Builder, a: np.ndarray) -> tuple | None:
+    """``(a weak reference to a, the line)`` where the trace of ``builder`` made ``a`` by ``np.zeros`` and
+    friends, if it did."""
+    found = builder.made.get(id(a))
+    return found if found is not None and found[0]() is a else None
 
 
 def _advanced(key) -> bool:

@@ -18,9 +18,9 @@ Limits: NumPy and SciPy code that the user's code calls is not converted, so a l
 reaches pullback only where the user's own code passes it; ufuncs (``np.add([a, b], 1)``) take no
 lists; ``np.asarray(x)`` of a tracer inside SciPy still refuses (a concrete array is what it
 promises); ``np.zeros``/``np.ones`` return NumPy arrays, which become traced values only when index
-assignment gives them one (see "arrays made in the traced function" below). Dtypes follow NumPy's array coercion, in
-which Python scalars are not weak: ``np.array([np.float32(1), 2.0])`` is float64, as is the list of a
-float32 tracer and ``2.0``; a ``dtype=`` argument casts.
+assignment gives them one (see "arrays made in the traced function" below). Dtypes follow NumPy's
+array coercion, in which Python scalars are not weak: ``np.array([np.float32(1), 2.0])`` is float64,
+as is the list of a float32 tracer and ``2.0``; a ``dtype=`` argument casts.
 """
 
 from __future__ import annotations
@@ -529,8 +529,8 @@ def _read_buffers(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 def load(x):
-    """What converted code reads for a name it assigns into by index: the tracer of an array filled with
-    traced values, else the value itself."""
+    """What converted code reads for a name: the tracer of an array filled with traced values, else the
+    value itself."""
     if type(x) is np.ndarray and _tracing():
         traced = tr.traced_buffer(x)
         if traced is not None:

@@ -7,20 +7,21 @@ sees no tracer at all) is found where the user calls it: a traced function runs 
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
 ``__pullback_call__(f, a, b=c)``, arithmetic ``a * b`` as ``__pullback_call__(operator.mul, a, b)``,
 ``a[k]`` as ``__pullback_index__(a, k)`` (a key with slices, ``a[1:, 0]``, passed as
-``__pullback_keys__[1:, 0]``), and an index assignment ``a[k] = v`` as ``__pullback_setitem__(a, k, v)``
-(see ``_Calls``). The dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
-NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
-turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
-logsumexp``) is still seen, and nothing outside the traced code changes: other threads, pickling,
-``inspect.signature`` and an interrupted trace see NumPy and SciPy as they are.
+``__pullback_keys__[1:, 0]``), an index assignment ``a[k] = v`` as ``__pullback_setitem__(a, k, v)``
+and a name read as ``__pullback_load__(a)`` (see ``_Calls``). The dispatcher, given by ``install``,
+decides by the identity of ``f``: pullback's implementation of a NumPy or SciPy function, a random
+draw recorded as an equation, the user's own function converted in turn, or else ``f`` itself. So
+a name bound before the trace (``from scipy.special import logsumexp``) is still seen, and nothing
+outside the traced code changes: other threads, pickling, ``inspect.signature`` and an interrupted
+trace see NumPy and SciPy as they are.
 
 The copy shares everything with the original but its code: globals (writes land in the user's
 module), defaults, and closure cells (``nonlocal`` works), with more cells: the dispatchers, the
-``operator`` module and the key maker. Line numbers and the file name are the original's, so tracebacks and
-pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b`` to the letter,
-reflected operators included. A function without source (``exec``, the REPL without a file) runs
-unconverted: NumPy's protocols still reach it, and what they do not reach fails with pullback's
-error. Converted code is made once per code object.
+``operator`` module and the key maker. Line numbers and the file name are the original's, so
+tracebacks and pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b``
+to the letter, reflected operators included. A function without source (``exec``, the REPL without
+a file) runs unconverted: NumPy's protocols still reach it, and what they do not reach fails with
+pullback's error. Converted code is made once per code object.
 """
 
 from __future__ import annotations

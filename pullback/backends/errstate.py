@@ -85,7 +85,7 @@ def _warn(err: str, flag: int) -> None:
             source = _statement(frame.f_code.co_filename, frame.f_lineno, statements)
             if source is not None:
                 text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-                message = f"{err} encountered in {text} ({frame.f_code.co_filename}:{frame.f_lineno})"
+                message = f"{err} encountered in `{text}` ({frame.f_code.co_filename}:{frame.f_lineno})"
                 warnings.warn_explicit(message, RuntimeWarning, source.filename, source.lineno,
                                        registry=frame.f_globals.setdefault("__warningregistry__", {}))
                 return

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pullback import cache, kronecker, log
-from pullback.backends import numpy_backend
+from pullback.backends import errstate, numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
@@ -91,6 +91,8 @@ class Staged:
         if self._run is not None:
             return self._run
         fn = self._fn or self._compile()
+        if self.backend is numpy_backend:  # NumPy's floating-point warnings at the user's lines
+            fn = errstate.attributed(fn)
         # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
         as_array: tuple[int, ...] = ()
         asarray = getattr(self.backend, "asarray", np.asarray)
@@ -441,8 +443,8 @@ class differentiate(_ByFunction):
             main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
             if not ad.is_real_scalar(main):
                 types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
-                raise TypeError(f"grad needs a function returning a real scalar; {p.name} returns {types} "
-                                "(use vjp or jvp)")
+                raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
+                                f"array of one element); {p.name} returns {types} (use vjp or jvp)")
             g = ad.value_and_grad(p, wrt, n_aux)
             value, aux = g.outputs[0], g.outputs[1:1 + n_aux]
             cts = self._by_argnum(list(g.outputs[1 + n_aux:]), args, trees, nums)
@@ -634,6 +636,16 @@ class differentiate(_ByFunction):
             return value[0], jvp_fn, value[1]
         out_tree = primal.treedef
         return unflatten(primal.treedef, outs), jvp_fn
+
+    def _output_line(self, program: Program) -> str:
+        """Where the user's code made ``program``'s first output (the line of the equation that made
+        it), else where the function is defined: for errors about what the function returns."""
+        out = program.outputs[0]
+        made = next((e.source for e in reversed(program.eqns) if any(v is out for v in e.outputs)), None)
+        if made is not None:
+            return str(made)
+        code = getattr(inspect.unwrap(self.fn), "__code__", None)
+        return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else getattr(self.fn, "__name__", "f")
 
     def _n_aux(self, primal: Staged) -> int:
         """With ``has_aux``, how many output leaves are the auxiliary value's (the function must

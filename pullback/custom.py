@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.ir.core import Literal, Program
+from pullback.ir.core import Literal, Program, SourceInfo
 from pullback.ir.tracer import Tracer, bind, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import close
 from pullback.primitives.custom import custom_jvp_call_p, custom_vjp_call_p
@@ -163,8 +163,8 @@ class custom_vjp:
                 grads = bwd_user(*call.static, unflatten(res_tree, map(_user, res_values)),
                                  unflatten(out_tree, iter(cts)))
                 if not isinstance(grads, tuple) or len(grads) != len(call.dynamic):
-                    raise TracingError(f"the bwd rule of {name} must return a tuple with one cotangent per "
-                                       f"argument ({len(call.dynamic)})")
+                    raise TracingError(located(f"the bwd rule of {name} must return a tuple with one cotangent per "
+                                               f"argument ({len(call.dynamic)})", _defined(bwd_user)))
                 flat = []
                 for g, a in zip(grads, call.dynamic):
                     a_leaves, a_tree = flatten(a)
@@ -173,7 +173,8 @@ class custom_vjp:
                         continue
                     g_leaves, g_tree = flatten(g)
                     if g_tree != a_tree:
-                        raise TracingError(f"the bwd rule of {name} returns a cotangent structured unlike its argument")
+                        raise TracingError(located(f"the bwd rule of {name} returns a cotangent structured unlike its "
+                                                   "argument", _defined(bwd_user)))
                     flat += g_leaves
                 return [_traced(g, _dtype(leaf)) for g, leaf in zip(flat, call.leaves)
                         if np.dtype(_dtype(leaf)).kind in "fc"]
@@ -209,3 +210,10 @@ def stop_gradient(x: Any):
 
     leaves, tree = flatten(x)
     return unflatten(tree, [lax.stop_gradient(v) if isinstance(v, Tracer) else v for v in leaves])
+
+
+def _defined(fn: Callable) -> SourceInfo | None:
+    """Where the user's rule is defined: its errors, raised when pullback runs it outside the user's
+    own call (transposing), point there."""
+    code = getattr(fn, "__code__", None)
+    return None if code is None else SourceInfo(code.co_filename, code.co_firstlineno)

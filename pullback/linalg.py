@@ -146,15 +146,15 @@ def _trans(trans) -> Trans:
         try:
             return Trans[trans.upper()]
         except KeyError:
-            raise ValueError(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}") from None
+            raise ValueError(located(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}")) from None
     if trans not in (0, 1, 2):
-        raise ValueError(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}")
+        raise ValueError(located(f"trans must be 0, 1, 2 or 'N', 'T', 'C'; got {trans!r}"))
     return Trans(trans)
 
 
 def _side(side: str) -> bool:
     if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right'; got {side!r}")
+        raise ValueError(located(f"side must be 'left' or 'right'; got {side!r}"))
     return side == "left"
 
 
@@ -306,7 +306,7 @@ def qr(a, mode: str = "reduced"):
     upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
     _check_matrix(a, "qr", square=False)
     if mode not in ("reduced", "r"):
-        raise ValueError(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}")
+        raise ValueError(located(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}"))
     q, r = bind(la.geqrf_p, _float(a))
     return r if mode == "r" else (q, r)
 
@@ -325,7 +325,7 @@ def eigh(a, UPLO: str = "L"):
     _check_matrix(a, "eigh")
     UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO
     if UPLO not in ("L", "U"):
-        raise ValueError(f"UPLO must be 'L' or 'U'; got {UPLO!r}")
+        raise ValueError(located(f"UPLO must be 'L' or 'U'; got {UPLO!r}"))
     a = _float(a)
     if UPLO == "U":
         return bind(la.syevd_p, lax.add(lax.triu(a), lax.H(lax.triu(a, 1))), lower=False)
@@ -393,7 +393,7 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     _check_matrix(a, "solve")
     _check_rhs(a, b, "solve")
     if assume_a not in ("gen", "general", "pos", "positive definite"):
-        raise ValueError(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}")
+        raise ValueError(located(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}"))
     from pullback import numpy_api as pnp
 
     a, b = _common(a, b)
@@ -585,7 +585,7 @@ def matrix_power(a, n: int):
     try:
         n = operator.index(n)
     except TypeError:
-        raise TypeError("exponent must be an integer") from None
+        raise TypeError(located("exponent must be an integer")) from None
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
     if n == 0:  # pullback's broadcast: the identity stays an ``eye`` equation, not a constant
@@ -611,7 +611,7 @@ def matrix_rank(a, tol=None, hermitian: bool = False, *, rtol=None):
     from pullback import numpy_api as pnp
 
     if rtol is not None and tol is not None:
-        raise ValueError("`tol` and `rtol` can't be both set.")
+        raise ValueError(located("`tol` and `rtol` can't be both set."))
     if a.ndim < 2:
         return pnp.astype(np.sum(pnp.astype(a != 0, np.int64)) > 0, np.int64)
     if 0 in a.shape[-2:]:
@@ -641,7 +641,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
             out = _sqrt_sum_squares(x.reshape(-1), 0)
             return pnp.reshape(out, (1,) * nd) if keepdims else out
         if nd not in (1, 2):
-            raise ValueError("Improper number of dimensions to norm.")
+            raise ValueError(located("Improper number of dimensions to norm."))
         axis = tuple(range(nd))
     axis = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     axis = tuple(int(a) % nd if -nd <= a < nd else _bad_axis(a, nd) for a in axis)
@@ -649,9 +649,9 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
         return _vector_norm(x, ord, axis[0], keepdims)
     if len(axis) == 2:
         if axis[0] == axis[1]:
-            raise ValueError("Duplicate axes given.")
+            raise ValueError(located("Duplicate axes given."))
         return _matrix_norm(x, ord, axis, keepdims)
-    raise ValueError("Improper number of dimensions to norm.")
+    raise ValueError(located("Improper number of dimensions to norm."))
 
 
 def _bad_axis(a, nd):
@@ -669,7 +669,7 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
     from pullback import numpy_api as pnp
 
     if isinstance(ord, str):
-        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+        raise ValueError(located(f"Invalid norm order '{ord}' for vectors"))
     if ord is None or ord == 2:
         return _sqrt_sum_squares(x, axis, keepdims)
     a = np.abs(x)
@@ -700,7 +700,7 @@ def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
     elif ord in (None, "fro", "f"):
         out = _sqrt_sum_squares(x, axis)
     else:
-        raise ValueError("Invalid norm order for matrices.")
+        raise ValueError(located("Invalid norm order for matrices."))
     if keepdims:
         shape = list(x.shape)
         shape[row] = shape[col] = 1
@@ -723,7 +723,7 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_NO_VALUE):
         rcond = 1e-15 if rtol is _NO_VALUE else (max(a.shape[-2:]) * np.finfo(_float(a).dtype).eps
                                                    if rtol is None else rtol)
     elif rtol is not _NO_VALUE:
-        raise ValueError("`rtol` and `rcond` can't be both set.")
+        raise ValueError(located("`rtol` and `rcond` can't be both set."))
     if np.ndim(rcond) != 0 or isinstance(rcond, Tracer):
         raise TracingError(located("pinv: rcond must be a Python number (one cutoff for every matrix)"))
     a = _float(a)

@@ -56,14 +56,13 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     if length is not None:
         lengths.add(int(length))
     if len(lengths) != 1:
-        raise ValueError("scan: give xs with a common leading axis, or length when xs is None; "
-                         f"got leading lengths {sorted(lengths)}" if lengths else
-                         "scan: give xs or length")
+        raise ValueError(located("scan: give xs with a common leading axis, or length when xs is None; "
+                                 f"got leading lengths {sorted(lengths)}" if lengths else "scan: give xs or length"))
     (n,) = lengths
     if checkpoint is not None and checkpoint is not False and tracing():
         k = math.isqrt(max(n - 1, 0)) + 1 if checkpoint is True else int(checkpoint)
         if k < 1:
-            raise ValueError(f"scan: checkpoint must be a positive block length, got {checkpoint}")
+            raise ValueError(located(f"scan: checkpoint must be a positive block length, got {checkpoint}"))
         return _scan_blocks(f, init, xs, x_leaves, x_tree, n, reverse, k)
     if not tracing():
         return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
@@ -265,7 +264,7 @@ def switch(index: Any, branches: list[Callable], *operands: Any):
     (9.0, [6.0])
     """
     if not branches:
-        raise ValueError("switch: give at least one branch")
+        raise ValueError(located("switch: give at least one branch"))
     if not isinstance(index, Tracer):  # a value known when tracing: the choice is made now
         return branches[min(max(int(index), 0), len(branches) - 1)](*operands)
     traced = [trace_closed(br, list(operands), getattr(br, "__name__", "branch")) for br in branches]

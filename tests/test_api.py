@@ -30,10 +30,32 @@ def test_grad_and_value_and_grad():
 
 
 def test_grad_requires_real_scalar_output():
-    with pytest.raises(TypeError, match=r"real scalar; .* returns f64\[3\]"):
+    with pytest.raises(TypeError, match=r"test_api.py:\d+: grad needs a function returning a real scalar .* "
+                                        r"returns f64\[3\]"):
         pb.grad(lambda x: x * 2)(np.ones(3))
+    with pytest.raises(TypeError, match=r"test_api.py:\d+: grad needs"):  # no equation: the definition's line
+        pb.grad(lambda x: x)(np.ones(3))
     with pytest.raises(TypeError, match="real scalar"):
         pb.grad(lambda z: (z * z).sum())(np.ones(3, complex))
+
+
+def test_grad_of_a_one_element_output():
+    """A loss of shape (1,) or (1, 1) (``keepdims``, a 1x1 product) is one number: grad takes it, as
+    autograd does, and value_and_grad returns the value in its shape."""
+    x = np.array([0.3, -1.2, 2.0])
+
+    def f(x):
+        return x[None, :] @ np.sin(x)[:, None]
+
+    def f_scalar(x):
+        return float(np.sum(x * np.sin(x)))
+
+    np.testing.assert_allclose(pb.grad(f)(x), fd_grad(lambda x: f_scalar(x), (x,), 0), rtol=1e-7)
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(x ** 2, keepdims=True))(x), 2 * x)
+    value, g = pb.value_and_grad(f)(x)
+    assert value.shape == (1, 1) and np.allclose(value, f_scalar(x))
+    np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+    np.testing.assert_allclose(pb.grad(pb.grad(lambda x: np.sum(x ** 3, keepdims=True)))(2.0), 12.0)
 
 
 def test_grad_of_integer_argument_is_refused():

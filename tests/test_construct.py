@@ -216,3 +216,23 @@ def test_numpy_functions_bound_before_the_trace_take_lists_of_tracers():
                                (2 * a + 2 * a * b * b + 0.5, 2 * b + 2 * a * a * b + 0.5), rtol=1e-14)
     assert np.append._implementation.__code__ is code
     np.testing.assert_array_equal(app([1.0], [2.0]), [1.0, 2.0])
+
+
+def test_full_empty_like_and_scalar_types_of_traced_values():
+    """``np.full`` of a traced fill value (NumPy's dispatch does not look at it), ``np.empty_like`` and
+    NumPy's scalar types as constructors: values and dtypes as NumPy's, derivatives by finite differences."""
+    def f(x, s):
+        a = np.full((2, 3), x[0])
+        b = np.full(3, s, dtype=np.float32)
+        c = np.full_like(np.ones(3), x[1])
+        d = np.float32(x[0]) * np.float64(s)
+        return a, b, c, d, np.complex128(x), np.float64(s) * np.ones(2, np.float32), np.float64([x[0], s])
+
+    x = np.array([1.5, 2.5, 3.0])
+    for ours, want in zip(pb.jit(f)(x, 2.0), f(x, 2.0)):
+        assert ours.dtype == np.asarray(want).dtype and ours.shape == np.shape(want)
+        np.testing.assert_allclose(ours, want)
+    check_grads(lambda x, s: (np.full((2, 3), x[0] * s), np.full_like(x, s), np.float64(x[1]) * np.complex128(x)),
+                [x, 2.0])
+    assert pb.jit(lambda x: np.empty_like(x) * 0 + x)(x).tolist() == x.tolist()
+    assert pb.grad(lambda x: np.sum(np.empty_like(x, shape=(2,)) + x[:2]))(x).tolist() == [1, 1, 0]

@@ -139,3 +139,48 @@ def test_the_converted_code_keeps_the_users_file_and_lines():
         __import__("traceback").format_exception(e.value))
     src = textwrap.dedent(pb.differentiate(lambda x: np.sum(x * 2.0)).source(np.zeros(2)))
     assert "test_convert.py" in src
+
+
+def test_index_assignment_and_reads_keep_pythons_semantics():
+    """Converted ``a[k] = v``, ``a[k] += v`` and reads through the dispatchers, on objects that are no
+    arrays: the value before the target (left to right), in-place operators on the element, chained
+    targets, slices as keys, and no new name in ``locals()``."""
+    order = []
+
+    def note(tag, value):
+        order.append(tag)
+        return value
+
+    def f(x):
+        d, lists = {}, [[1], [2]]
+        alias = lists[0]
+        note("target", d)[note("key", "a")] = note("value", x)
+        lists[0] += [3]  # list.__iadd__: in place, so the alias sees it
+        first = second = [0, 0, 0]
+        first[1:] = second[0], 5
+        d["b"] = d["c"] = 2.0
+        seen.append(sorted(locals()))
+        return d["a"] * d["b"] * d["c"] * len(alias), first
+
+    seen = []
+    value, first = pb.jit(f)(3.0)
+    assert value == 3.0 * 4.0 * 2 and list(first) == [0, 0, 5]
+    assert order == ["value", "target", "key"]
+    assert seen == [["alias", "d", "first", "lists", "note", "second", "seen", "x"]]  # free variables too, as Python
+
+
+def test_match_statements_keep_their_patterns():
+    def f(x, kind):
+        match kind:
+            case np.inf:
+                return np.sum(x) * 2
+            case functools.partial():
+                return np.sum(x)
+            case _ if kind > 1:
+                return logsumexp(x)  # found by identity: the function is converted
+        return x[0]
+
+    x = np.array([0.5, 1.5])
+    assert convert.converted_code(f) is not None
+    assert pb.jit(f, static_argnums=1)(x, np.inf) == 4.0
+    assert pb.jit(f, static_argnums=1)(x, 3) == pytest.approx(logsumexp(x), rel=1e-14)

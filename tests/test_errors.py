@@ -101,3 +101,85 @@ def test_python_loop_on_an_argument_is_a_loop_of_traced_length():
     np.testing.assert_allclose(pb.jit(f)(np.ones(2), 3), np.sum(np.sin(np.sin(np.sin(np.ones(2))))), rtol=1e-14)
     np.testing.assert_allclose(pb.grad(f, static_argnums=(1,))(np.ones(2), 2),
                                np.cos(np.sin(1.0)) * np.cos(1.0) * np.ones(2))
+
+
+def test_array_methods_pullback_lacks_and_unknown_attributes_name_the_line():
+    """``x.tolist()`` is a conversion (a ConcretizationError); an ndarray method pullback does not trace
+    and an attribute no array has are AttributeErrors; all three at the user's line."""
+    def to_list(x):
+        return np.sum(x.tolist())
+
+    def partition(x):
+        return x.partition(1)
+
+    def misspelt(x):
+        return x.sume()
+
+    with pytest.raises(ConcretizationError, match="tolist") as e:
+        pb.jit(to_list)(np.ones(3))
+    assert _line_of(to_list, "x.tolist()") in str(e.value)
+    with pytest.raises(AttributeError, match="ndarray.partition is not supported") as e:
+        pb.jit(partition)(np.ones(3))
+    assert _line_of(partition, "x.partition") in str(e.value)
+    with pytest.raises(AttributeError, match="no attribute 'sume'") as e:
+        pb.jit(misspelt)(np.ones(3))
+    assert _line_of(misspelt, "x.sume") in str(e.value)
+    probed = []
+    pb.jit(lambda x: probed.append(hasattr(x, "__array_interface__")) or x)(np.ones(2))
+    assert probed == [False]
+
+
+def test_small_array_attributes_and_fill():
+    def f(x):
+        y = x * 1.0
+        y.fill(x[0])
+        return y * (x.itemsize + x.nbytes)
+
+    x = np.array([2.0, 3.0])
+    np.testing.assert_allclose(pb.jit(f)(x), [2.0 * 24, 2.0 * 24])
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(f(x)))(x), [48.0, 0.0])
+
+
+def test_argument_errors_of_pullback_linalg_name_the_line():
+    def f(a):
+        return np.linalg.norm(a, ord="fro", axis=(0, 0))
+
+    with pytest.raises(ValueError) as e:
+        pb.jit(f)(np.eye(2))
+    assert _line_of(f, "np.linalg.norm") in str(e.value)
+
+
+def _log_ratio(x):
+    y = np.log(x)
+    return np.sum(y / x)
+
+
+def test_floating_point_warnings_of_generated_code_name_the_users_line():
+    """``divide by zero`` in the generated forward (``np.log(x)``) and backward (``1 / x``) passes is
+    reported at the user's statement each came from; NumPy's errstate still rules (ignore, raise,
+    the user's own handler), and warnings filters apply (an error filter raises)."""
+    import warnings
+
+    g, x = pb.grad(_log_ratio), np.array([0.0, 1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g(x)
+    places = {(w.filename, w.lineno) for w in caught}
+    assert places == {(__file__, int(_line_of(_log_ratio, "np.log(x)").rsplit(":", 1)[1])),
+                      (__file__, int(_line_of(_log_ratio, "y / x").rsplit(":", 1)[1]))}
+    assert all(issubclass(w.category, RuntimeWarning) and "divide by zero encountered" in str(w.message)
+               for w in caught)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g(x)
+    assert not caught
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        g(x)
+    seen = []
+    with np.errstate(divide="call", invalid="call", call=lambda err, flag: seen.append(err)):
+        g(x)
+    assert "divide by zero" in seen
+    with warnings.catch_warnings(), pytest.raises(RuntimeWarning, match="divide by zero"):
+        warnings.simplefilter("error")
+        g(x)
+    assert np.geterr()["divide"] == "warn"  # the user's state is as it was

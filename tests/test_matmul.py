@@ -141,3 +141,42 @@ def test_einsum_complex_interleaved(rng):
 def test_einsum_interleaved_bad_subscript():
     with pytest.raises(pb.TracingError, match="subscripts must be"):
         pb.make_ir(lambda x: np.einsum(x, ["i", "j"]))(np.ones((2, 2)))
+
+
+EINSUM_BROADCASTS = [("ij,ij->ij", (1, 4), (3, 4)), ("ij,jk->ik", (3, 1), (4, 2)), ("...i,...i->...", (1, 3), (5, 3)),
+                     ("ij,ij->", (3, 1), (3, 4)), ("bij,bjk->bik", (1, 2, 3), (4, 3, 2)), ("ii,ij->j", (1, 1), (3, 3)),
+                     ("i,i", (1,), (4,))]
+
+
+@pytest.mark.parametrize("spec,sa,sb", EINSUM_BROADCASTS, ids=[c[0] for c in EINSUM_BROADCASTS])
+def test_einsum_broadcasts_size_one_axes(spec, sa, sb, rng):
+    """An index of size 1 in one operand and n in another broadcasts, as NumPy's einsum does."""
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+
+    def f(a, b):
+        return np.einsum(spec, a, b)
+
+    _same(pb.jit(f)(a, b), f(a, b))
+    check_grads(f, [a, b])
+
+
+def test_einsum_refuses_sizes_that_do_not_broadcast():
+    with pytest.raises(pb.TracingError, match="size of index 'j' differs"):
+        pb.jit(lambda a, b: np.einsum("ij,ij->i", a, b))(np.ones((2, 3)), np.ones((2, 2)))
+
+
+def _chains(A, B, C, D, u, v):
+    return (np.linalg.multi_dot([A, B]), np.linalg.multi_dot([A, B, C]), np.linalg.multi_dot([A, B, C, D]),
+            np.linalg.multi_dot([u, A, B, C, D, v]), np.linalg.multi_dot([u, A, B, C]),
+            np.linalg.multi_dot((A, B, C, D, v)), np.linalg.multi_dot([u, A, B]), np.linalg.multi_dot([u, u]))
+
+
+def test_multi_dot(rng):
+    """Any number of operands, a 1-d first or last one, NumPy's values; the cheapest order is taken."""
+    args = [rng.standard_normal(s) for s in ((3, 4), (4, 6), (6, 2), (2, 5), (3,), (5,))]
+    _same(pb.jit(_chains)(*args), _chains(*args))
+    check_grads(_chains, args)
+    src = pb.jit(lambda a, b, c: np.linalg.multi_dot([a, b, c])).source(*args[:3])
+    assert "b @ c" in src  # (3x4)(4x6)(6x2): a (b c) takes 72 multiplications, (a b) c 108
+    with pytest.raises(pb.TracingError, match="at least two"):
+        pb.jit(lambda a: np.linalg.multi_dot([a]))(args[0])

@@ -76,3 +76,24 @@ def test_refusals():
         pb.jit(lambda a: scipy.signal.convolve(a, np.ones((2, 4)), "valid"))(np.ones((3, 3)))
     with pytest.raises(TracingError, match="mode must be"):
         pb.jit(lambda a: scipy.signal.convolve(a, np.ones(2), "circular"))(np.ones(3))
+
+
+def _numpy_1d(a, v, c):
+    out = []
+    for mode in ("full", "same", "valid"):
+        out += [np.convolve(a, v, mode), np.convolve(v, a, mode), np.correlate(a, v, mode), np.correlate(v, a, mode),
+                np.correlate(c, a, mode), np.convolve(c, 2.0, mode)]
+    return tuple(out) + (np.convolve(a, v), np.correlate(a, v))
+
+
+def test_numpys_convolve_and_correlate():
+    """NumPy's 1-d functions, every mode, either operand longer, complex: NumPy's values, and the
+    derivatives of the primitives they lower to."""
+    a, v = RNG.standard_normal(5), RNG.standard_normal(3)
+    c = RNG.standard_normal(4) + 1j * RNG.standard_normal(4)
+    for ours, want in zip(pb.jit(_numpy_1d)(a, v, c), _numpy_1d(a, v, c)):
+        assert ours.shape == want.shape and ours.dtype == want.dtype
+        np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-14)
+    check_grads(_numpy_1d, [a, v, c])
+    with pytest.raises(TracingError, match="v cannot be empty"):
+        pb.jit(lambda a: np.convolve(a, np.ones(0)))(a)

@@ -250,3 +250,52 @@ def test_std_over_one_element_has_zero_derivative():
                                   np.std(np.array([[np.inf, 1.0]]), axis=0))
     check_grads(np.std, [0.3 + 0.1j], order=2)
     check_grads(lambda z: np.std(z, axis=0), [np.array([[0.2 - 0.5j, 1.0 + 1j]])], order=2)
+
+
+QUANTILE_METHODS = ["linear", "lower", "higher", "nearest", "midpoint", "hazen", "weibull", "median_unbiased",
+                    "normal_unbiased", "interpolated_inverted_cdf"]
+
+
+def _order_statistics(a):
+    out = [np.median(a), np.median(a, axis=0), np.median(a, axis=(0, 1), keepdims=True),
+           np.median(a, axis=1, keepdims=True)]
+    for m in QUANTILE_METHODS:
+        out += [np.quantile(a, 0.3, method=m), np.quantile(a, [0.0, 0.25, 1.0], axis=1, method=m),
+                np.percentile(a, 37.5, axis=0, method=m, keepdims=True),
+                np.percentile(a, [[10, 90]], axis=-1, method=m), np.quantile(a, 1, method=m)]
+    return tuple(out)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_median_quantile_percentile_match_numpy(dtype, rng):
+    a = (rng.standard_normal((4, 5)) * 4).astype(dtype)
+    _assert_matches(_order_statistics, a)
+    _assert_matches(lambda a: (np.median(a[0]), np.quantile(a[:, 0], 0.5), np.median(a[:1, :1])), a)
+
+
+def test_order_statistics_derivatives(rng):
+    a = rng.standard_normal((4, 5))  # distinct values: the sort's order holds in a neighbourhood
+    check_grads(_order_statistics, [a])
+    np.testing.assert_allclose(pb.grad(np.median)(np.array([3.0, 1.0, 2.0, 4.0])), [0.5, 0, 0.5, 0])
+
+
+def _covariances(x, y, w):
+    return (np.cov(x), np.cov(x, rowvar=False), np.cov(x[0]), np.cov(x, y), np.cov(x, bias=True), np.cov(x, ddof=2),
+            np.cov(x, aweights=w), np.cov(x, fweights=[1, 2, 1, 3, 1]),
+            np.cov(x, fweights=[1, 2, 1, 3, 1], aweights=w, ddof=1), np.corrcoef(x), np.corrcoef(x, y),
+            np.corrcoef(x[0]), np.corrcoef(x, rowvar=False), np.cov(x + 1j * x[::-1]), np.corrcoef(x + 1j * x[::-1]))
+
+
+def test_cov_and_corrcoef(rng):
+    x, y, w = rng.standard_normal((4, 5)), rng.standard_normal((2, 5)), rng.uniform(0.5, 2, 5)
+    _assert_matches(_covariances, x, y, w)
+    check_grads(_covariances, [x, y, w])
+
+
+def test_order_statistics_refusals():
+    with pytest.raises(pb.TracingError, match="range"):
+        pb.jit(lambda a: np.quantile(a, 1.5))(np.ones(3))
+    with pytest.raises(pb.TracingError, match="np.quantile of a traced q"):
+        pb.jit(lambda a, q: np.quantile(a, q))(np.ones(3), 0.5)
+    with pytest.raises(pb.TracingError, match="real numbers"):
+        pb.jit(np.median)(np.ones(3, complex))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -50,6 +50,9 @@ class Generated:
     source: str
     function_name: str
     constants: dict[str, Any]  # the keyword-only parameters' values, by name
+    # the user's statement above which each ``# file.py:12  text`` comment stands: the source's lines
+    # map back to the user's (``warnings``)
+    statements: dict[str, SourceInfo] = field(default_factory=dict)
 
 
 # Deeper output structures are rebuilt in Python (``api.Staged``), as dicts are: Python's parser
@@ -308,7 +311,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     code = cst.Module(body=[*imports, *kernels, func]).code
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
-    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants)
+    statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
+    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants, statements)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from pullback.backends import codegen, numpy_backend
+from pullback.backends import codegen, errstate, numpy_backend
 from pullback.ir.core import Program
 
 _counter = itertools.count()
@@ -48,7 +48,7 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
         gen = codegen.generate(program, backend, out_tree)
     filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
-    namespace = {"__name__": f"pullback.generated.{gen.function_name}"}
+    namespace = {"__name__": f"pullback.generated.{gen.function_name}", errstate.STATEMENTS: gen.statements}
     with gc_paused():
         exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]

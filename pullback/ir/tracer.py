@@ -101,6 +101,11 @@ class Builder:
         # array. NumPy's and SciPy's functions called on them trace them as constants, re-read at every call
         self.captured: dict[int, np.ndarray] = {}
         self.scopes: set[int] = set()  # the code objects whose scopes were read for ``captured``
+        # NumPy arrays the traced code made (``np.zeros``, ...: id -> (weak reference, line)), and those of
+        # them, or other arrays it made, that index assignment gave traced values: id -> (array, its tracer),
+        # which every later read of the array stands for (numpy_api.construct)
+        self.made: dict[int, tuple[Any, SourceInfo | None]] = {}
+        self.buffers: dict[int, tuple[np.ndarray, Tracer]] = {}
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
@@ -166,6 +171,9 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.ndarray | np.generic):
+            traced = traced_buffer(x)
+            if traced is not None:  # an array made in the trace and filled with traced values: their tracer
+                return self.atom(traced)
             k = _made_eye(x)
             return self.const(x) if k is None else self.eye(x, k)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
@@ -226,6 +234,18 @@ def _made_eye(x) -> int | None:
             k = found[1]
             same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
             return k if same else None
+    return None
+
+
+def traced_buffer(x) -> Tracer | None:
+    """The tracer an array made during a trace on this thread stands for since index assignment gave it
+    traced values (see ``Builder.buffers``); None for any other value."""
+    if type(x) is not np.ndarray:
+        return None
+    for builder in getattr(_state, "stack", ()):
+        found = builder.buffers.get(id(x))
+        if found is not None and found[0] is x:
+            return found[1]
     return None
 
 
@@ -369,7 +389,7 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d traced array")
+            raise TypeError(located("len() of a 0-d traced array"))
         return self.shape[0]
 
     def __iter__(self):
@@ -494,6 +514,14 @@ class Tracer:
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False): return self._api.statistics.std(
         self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
+    def tolist(self): self._concrete("x.tolist()")
+    def tobytes(self, order="C"): self._concrete("x.tobytes()")
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def fill(self, value):
+        """In place, as NumPy's: rebinds this tracer to ``value`` everywhere."""
+        self._api.indexing.setitem(self, ..., value)
     conjugate = conj
     def astype(self, dtype): return self._api.astype(self, dtype).copy()
     def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
@@ -520,6 +548,16 @@ class Tracer:
     def argmin(self, axis=None, out=None, *, keepdims=False):
         return self._api.indexing.argmin(self, axis, out, keepdims)
     def take(self, indices, axis=None, mode="raise"): return self._api.indexing.take(self, indices, axis, mode=mode)
+
+    def __getattr__(self, name: str):
+        """An attribute a traced array lacks: NumPy's that pullback does not trace, or none, said at the
+        user's line (Python's own probes, ``__dunder__`` names, get a plain AttributeError)."""
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        if hasattr(np.ndarray, name):
+            raise AttributeError(located(f"ndarray.{name} is not supported on traced values by pullback"))
+        raise AttributeError(located(f"a traced array (pullback's Tracer, standing for a NumPy array) has no "
+                                     f"attribute {name!r}, as NumPy's ndarray has none"))
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:

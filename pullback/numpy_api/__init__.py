@@ -501,10 +501,17 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     dtype = canonical_dtype(a.dtype if dtype is None else dtype)
     shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     if isinstance(fill_value, Tracer):
-        return broadcast_to(astype(fill_value, dtype), shape)
+        return broadcast_to_(astype(fill_value, dtype), shape)
     if not isinstance(fill_value, PYTHON_SCALARS + (np.generic,)):
         unsupported("np.full_like with an array fill value")
     return bind(st.broadcast_in_dim_p, Literal.of(fill_value, dtype), shape=shape, broadcast_dimensions=())
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    """``np.full`` of a traced fill value (NumPy's dispatch does not see it: found where the user calls it)."""
+    fill_value = _lift(fill_value)
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    return full_like(fill_value, fill_value, fill_value.dtype if dtype is None else dtype, shape=shape)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
@@ -623,6 +630,42 @@ def dot(a, b, out=None):
     return dot_general(a, b, con.DotDims((a.ndim - 1,), (builtins.max(b.ndim - 2, 0),)))
 
 
+def multi_dot(arrays, *, out=None):
+    """NumPy's chained ``dot`` in the order of fewest scalar multiplications (its dynamic programme over
+    the shapes); a 1-d first operand is a row, a 1-d last one a column, dropped from the result again."""
+    if out is not None:
+        unsupported("np.linalg.multi_dot with out=")
+    n = len(arrays)
+    if n < 2:
+        raise ArgumentError(located("np.linalg.multi_dot: expecting at least two arrays"))
+    if n == 2:
+        return dot(arrays[0], arrays[1])
+    ops = [_lift(a) for a in arrays]
+    first, last = ops[0].ndim, ops[-1].ndim
+    if first == 1:
+        ops[0] = reshape(ops[0], (1, -1))
+    if last == 1:
+        ops[-1] = reshape(ops[-1], (-1, 1))
+    if builtins.any(a.ndim != 2 for a in ops):
+        raise TracingError(located("np.linalg.multi_dot: only the first and last arrays may be 1-d, the others 2-d"))
+    dims = [ops[0].shape[0]] + [a.shape[1] for a in ops]
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):  # cost[i][j]: the fewest multiplications for ops[i] ... ops[j]
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = builtins.min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k) for k in range(i, j))
+
+    def chain(i: int, j: int):
+        return ops[i] if i == j else dot(chain(i, split[i][j]), chain(split[i][j] + 1, j))
+
+    result = chain(0, n - 1)
+    if first == 1 and last == 1:
+        return reshape(result, ())
+    return reshape(result, (-1,)) if first == 1 or last == 1 else result
+
+
 def vdot(a, b):
     a, b = _promote_pair(a, b)
     return dot(reshape(conj(a), (-1,)), reshape(b, (-1,)))
@@ -663,9 +706,11 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
     sizes: dict[str, int] = {}
     for spec, x in zip(ins, ops):
         for c, n in zip(spec, x.shape):
-            if sizes.setdefault(c, n) != n:
-                raise TracingError(located(f"einsum: size of index {c!r} differs between operands ({sizes[c]} vs {n})"))
-    terms = [_einsum_unary(x, spec) for x, spec in zip(ops, ins)]
+            m = sizes.setdefault(c, n)
+            if m != n and 1 not in (m, n):
+                raise TracingError(located(f"einsum: size of index {c!r} differs between operands ({m} vs {n})"))
+            sizes[c] = builtins.max(m, n)
+    terms = [_einsum_broadcast(*_einsum_unary(x, spec), sizes) for x, spec in zip(ops, ins)]
     if len(terms) > 1:
         dummies = [np.broadcast_to(np.zeros((), d), x.shape) for x, _ in terms]
         path = np.einsum_path(",".join(s for _, s in terms) + "->" + outs, *dummies, optimize="greedy")[0][1:]
@@ -734,6 +779,16 @@ def _einsum_unary(x, spec: str):
     return x, spec
 
 
+def _einsum_broadcast(x, spec: str, sizes: dict[str, int]):
+    """An axis of size 1 where the index is longer in another operand broadcasts, as in NumPy: the
+    operand does not depend on that index, so the axis is dropped from it."""
+    ones = [i for i, c in enumerate(spec) if x.shape[i] == 1 and sizes[c] > 1]
+    if not ones:
+        return x, spec
+    return (reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in ones)),
+            "".join(c for i, c in enumerate(spec) if i not in ones))
+
+
 def _sum_out(x, spec: str, keep: set[str]):
     axes = tuple(i for i, c in enumerate(spec) if c not in keep)
     if not axes:
@@ -777,6 +832,7 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.tril: tril, np.triu: triu, np.where: where, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
     np.tensordot: tensordot, np.einsum: einsum, np.real: real, np.imag: imag, np.conj: conj,
     np.conjugate: conj, np.zeros_like: zeros_like, np.ones_like: ones_like, np.full_like: full_like,
+    np.empty_like: zeros_like, np.full: full,  # an empty array holds any values: zeros are some
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.astype: lambda x, dtype, copy=True: astype(x, dtype), np.copy: lambda a, *args, **kw: a,
@@ -823,7 +879,7 @@ FUNCTIONS.update({
 FUNCTIONS.update({  # the rest of np.linalg (pullback.linalg)
     np.linalg.norm: _linalg("norm"), np.linalg.matrix_power: _linalg("matrix_power"),
     np.linalg.matrix_rank: _linalg("matrix_rank"), np.linalg.pinv: _linalg("pinv"), np.linalg.lstsq: _linalg("lstsq"),
-    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"),
+    np.linalg.eig: _linalg("eig"), np.linalg.eigvals: _linalg("eigvals"), np.linalg.multi_dot: multi_dot,
 })
 
 

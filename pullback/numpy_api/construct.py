@@ -17,9 +17,10 @@ function reads from its scope stays a constant read at every call.
 Limits: NumPy and SciPy code that the user's code calls is not converted, so a list of tracers
 reaches pullback only where the user's own code passes it; ufuncs (``np.add([a, b], 1)``) take no
 lists; ``np.asarray(x)`` of a tracer inside SciPy still refuses (a concrete array is what it
-promises); ``np.zeros``/``np.ones`` never return tracers. Dtypes follow NumPy's array coercion, in
-which Python scalars are not weak: ``np.array([np.float32(1), 2.0])`` is float64, as is the list of a
-float32 tracer and ``2.0``; a ``dtype=`` argument casts.
+promises); ``np.zeros``/``np.ones`` return NumPy arrays, which become traced values only when index
+assignment gives them one (see "arrays made in the traced function" below). Dtypes follow NumPy's
+array coercion, in which Python scalars are not weak: ``np.array([np.float32(1), 2.0])`` is float64,
+as is the list of a float32 tracer and ``2.0``; a ``dtype=`` argument casts.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import sys
 import types
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -174,7 +177,7 @@ ATTRIBUTES: dict[tuple[object, str], tuple[str, Callable]] = {}  # (owner, name)
 def implements_attribute(owner, name: str, public: str | None = None) -> Callable:
     """Register the decorated function as pullback's ``owner.name`` on traced arguments
     (``public``, the name errors use, defaults to ``module.name``; for a class, the method's
-    arguments after ``self``)."""
+    arguments after ``self``, or with it where the function has ``takes_self = True``)."""
     def register(impl):
         ATTRIBUTES[owner, name] = (public or f"{owner.__name__}.{name}", impl)
         return impl
@@ -229,6 +232,9 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
             if impl is not None:
                 return impl(*args, **kwargs)
             return api.array_function(func, args, kwargs)
+        if impl is None and (any(type(a) is Tracer for a in args) or any(type(v) is Tracer for v in kwargs.values())):
+            # a tracer where NumPy's dispatch does not look (np.full's fill_value): pullback's all the same
+            return api.array_function(func, args, kwargs)
         return func(*args, **kwargs)
 
     return call
@@ -251,6 +257,17 @@ def _eye_handler(func: Callable) -> Callable:
     return call
 
 
+def _scalar_handler(kind: type) -> Callable:
+    """NumPy's scalar types as constructors (``np.float64(x)``): of a traced value, a cast to that dtype,
+    as NumPy casts a 0-d array (and an array of more axes: ``np.float64(a)`` is ``a.astype(np.float64)``)."""
+    def call(*args, **kwargs):
+        if len(args) == 1 and not kwargs and (type(args[0]) is Tracer or _is_traced_sequence(args[0])):
+            return api._strong(api.astype(array(args[0]), kind))
+        return kind(*args, **kwargs)
+
+    return call
+
+
 def _attribute_handler(original: Callable, public: str, impl: Callable) -> Callable:
     def call(*args, **kwargs):
         if _traced_call(args, kwargs):
@@ -264,6 +281,7 @@ def _attribute_handler(original: Callable, public: str, impl: Callable) -> Calla
 _NOT_WRAPPED = frozenset({"block"})
 _WRAPPED = {"array": _array, "asarray": _asarray, "asanyarray": _asarray}
 _RECORDED = ("eye", "identity")  # arrays they make during a trace are known to be identities
+_SCALAR_TYPES = (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64, np.complex64, np.complex128)
 
 _OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "truediv", "matmul", "pow",
                                                        "floordiv", "mod", "neg", "pos"))
@@ -288,12 +306,18 @@ def _build_table() -> None:
         table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
     for name in _RECORDED:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
+    for kind in _SCALAR_TYPES:
+        table[id(kind)] = (kind, _scalar_handler(kind), False)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
         table[id(op)] = (op, op, True)
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
         table[id(function)] = (function, handler, False)
+    for name in _MAKERS:
+        func = getattr(np, name)
+        handler, lifts = table[id(func)][1:] if id(func) in table else (func, False)
+        table[id(func)] = (func, _maker_handler(func, handler), lifts)
     for (owner, name), (public, impl) in ATTRIBUTES.items():
         if not isinstance(owner, type):
             original = getattr(owner, name)
@@ -328,6 +352,8 @@ def _method(f: types.MethodType):
     found = ATTRIBUTES.get((type(self), func.__name__))
     if found is not None:
         public, impl = found
+        if getattr(impl, "takes_self", False):  # a method that reads its instance (``Polynomial.__call__``)
+            impl = functools.partial(impl, self)
 
         def lowered(*args, **kwargs):
             args, kwargs = _read_captured(args, kwargs)
@@ -353,6 +379,8 @@ def call(f, /, *args, **kwargs):
     """What converted code calls for ``f(*args, **kwargs)``: see above."""
     if not _tracing():  # converted code run outside its trace (a function it defined, kept and called later)
         return f(*args, **kwargs)
+    if _buffers():
+        args, kwargs = _read_buffers(args, kwargs)
     found = _table.get(id(f))
     if found is not None and found[0] is f:
         if found[2]:
@@ -370,10 +398,15 @@ def call(f, /, *args, **kwargs):
             return random.draw(owner, f.__name__, args, kwargs)
         if kind is types.MethodType:
             return _method(f)(*args, **kwargs)
-        if type(owner) is np.ndarray and owner.dtype.kind in "fc" and _is_captured(owner) \
-                and hasattr(Tracer, f.__name__):  # W.sum()
-            args, kwargs = _read_captured(args, kwargs)
-            return getattr(tr.current_builder().read(owner), f.__name__)(*args, **kwargs)
+        if type(owner) is np.ndarray:
+            traced = tr.traced_buffer(owner)
+            if traced is not None:  # traj.sum() of an array filled with traced values
+                return getattr(traced, f.__name__)(*args, **kwargs)
+            if hasattr(Tracer, f.__name__) and (
+                    owner.dtype.kind in "fc" and _is_captured(owner)  # W.sum()
+                    or any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values()))):  # c.take(k)
+                args, kwargs = _read_captured(args, kwargs)
+                return getattr(tr.current_builder().read(owner), f.__name__)(*args, **kwargs)
     if kind is functools.partial:
         return call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
     method = next((vars(c)["__call__"] for c in kind.__mro__ if "__call__" in vars(c)), None)
@@ -431,8 +464,15 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 def index(obj, key):
-    """What converted code reads for ``obj[key]`` (``key`` without slices): ``np.r_[...]`` and
-    ``np.c_[...]`` of tracers, and a captured array's elements as the program's (``W[[2, 1, 0]]``)."""
+    """What converted code reads for ``obj[key]``: ``np.r_[...]`` and ``np.c_[...]`` of tracers, a
+    captured array's elements as the program's (``W[[2, 1, 0]]``), an array filled with traced values
+    as their tracer, and a NumPy array at traced positions (``c[k]``) as a gather from a constant."""
+    if type(obj) is np.ndarray and _tracing():
+        traced = tr.traced_buffer(obj)
+        if traced is not None:
+            return traced[key]
+        if _holds_tracer(key if type(key) is tuple else (key,)):
+            return api.getitem(obj if not _is_captured(obj) else tr.current_builder().read(obj), key)
     if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
@@ -441,6 +481,123 @@ def index(obj, key):
         pieces = [_concat_item(item, columns) for item in items]
         return api.concatenate(pieces, axis=-1 if columns else 0)
     return obj[key]
+
+
+# --- arrays made in the traced function and filled by index assignment ---------------------------------
+# ``traj = np.zeros((T, 2))`` then ``traj[t] = y`` in a Python loop: the NumPy array cannot hold a traced
+# value, so the first index assignment of one (or at a traced position) makes the array a traced value of
+# its own (its values then: ``np.zeros``, printed at its line, or a constant), updated by that assignment
+# and every later one. The trace keeps the array's tracer (``Builder.buffers``); converted code reads it
+# wherever the array is named (``load``), called with (``call``), indexed (``index``) or an operand
+# (``Builder.atom``), so every name bound to the array sees the updates, as NumPy's in-place writes. The
+# array itself is never written: only arrays the function made qualify, not those it reads from its scope.
+
+_MAKERS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like")
+
+
+def _maker_handler(func: Callable, made: Callable) -> Callable:
+    """``np.zeros`` and friends (``made`` calls them) note the NumPy arrays they make and where, for the
+    program to make them again at that line if they are filled with traced values. ``np.empty`` gives
+    zeros: its values are any, and zeros print as ``np.zeros``."""
+    empty = func.__name__.startswith("empty")
+
+    def call(*args, **kwargs):
+        out = made(*args, **kwargs)
+        if type(out) is np.ndarray:
+            if empty and out.dtype.kind in "biufc":
+                out.fill(0)
+            builder = tr.current_builder()
+            builder.made[id(out)] = (weakref.ref(out), builder.location())
+        return out
+
+    return call
+
+
+def _buffers() -> bool:
+    return any(b.buffers for b in tr._state.stack)
+
+
+def _read_buffers(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def read(x):
+        if type(x) is np.ndarray:
+            traced = tr.traced_buffer(x)
+            return x if traced is None else traced
+        if type(x) in _SEQUENCES and any(type(e) is np.ndarray for e in x):
+            return type(x)(map(read, x))
+        return x
+
+    return tuple(map(read, args)), {k: read(v) for k, v in kwargs.items()}
+
+
+def load(x):
+    """What converted code reads for a name: the tracer of an array filled with traced values, else the
+    value itself."""
+    if type(x) is np.ndarray and _tracing():
+        traced = tr.traced_buffer(x)
+        if traced is not None:
+            return traced
+    return x
+
+
+def setitem(obj, key, value, inplace: Callable | None = None) -> None:
+    """What converted code runs for ``obj[key] = value`` (``obj[key] op= value``: ``inplace`` is
+    ``operator.iadd``, ...): a NumPy array the trace made, given a traced value or at a traced position,
+    becomes a traced value (see above)."""
+    if type(obj) is np.ndarray and _tracing():
+        traced = tr.traced_buffer(obj)
+        if traced is None and (_holds_tracer(value) or _holds_tracer(key if type(key) is tuple else (key,))):
+            traced = _buffer(obj)
+        if traced is not None:
+            obj = traced
+    if inplace is not None:
+        value = inplace(index(obj, key), value)
+    if type(obj) is Tracer and _is_traced_sequence(value):
+        value = array(value)
+    obj[key] = value
+
+
+def _buffer(a: np.ndarray) -> Tracer:
+    """The tracer ``a`` becomes when it is first given a traced value: ``np.full`` of its value where
+    all its elements are one (printed as ``np.zeros((T, 2))`` at the line that made it), else a constant."""
+    if any(_is_captured(a, b.captured) for b in tr._state.stack):
+        raise TracingError(located(
+            "assigning a traced value into an array the function reads from its scope would change that array, "
+            "which pullback never does: assign into a copy made in the function (a = a.copy())"))
+    root = a if a.base is None else a.base
+    # a view of an array nothing else holds (``np.zeros(6).reshape(2, 3)``) is as good as its own array: the
+    # base's references are then the view's, this name's and getrefcount's own
+    if root is not a and (type(root) is not np.ndarray or sys.getrefcount(root) > 3 or _is_captured(root)):
+        raise TracingError(located(
+            "assigning a traced value into a view (a slice, reshape, transpose, ...) of a NumPy array: NumPy "
+            "would change the base array too, which pullback does not track; assign into the base array"))
+    builder = tr.current_builder()
+    if any(_made_by(b, a) or _made_by(b, root) for b in tr._state.stack[:-1]):
+        raise TracingError(located(
+            "assigning a traced value into an array made outside a pb.scan, fori_loop, while_loop or cond body "
+            "(or a nested transform) from inside it: the body cannot change what is outside it; return the value "
+            "instead"))
+    made = _made_by(builder, a) or _made_by(builder, root)
+    flat = a.reshape(-1)
+    if a.dtype.kind in "biufc" and (a.size == 0 or bool((flat == flat[0]).all())):
+        saved = builder.source
+        if made is not None and made[1] is not None:
+            builder.source = made[1]
+        try:
+            traced = api.full_like(a, flat[0].item() if a.size else 0)
+        finally:
+            builder.source = saved
+    else:
+        traced = builder.read(a.copy())  # the values it holds now: a copy, as later writes change only the tracer
+    traced = Tracer(traced.ssa, builder)
+    builder.buffers[id(a)] = (a, traced)
+    return traced
+
+
+def _made_by(builder: tr.Builder, a: np.ndarray) -> tuple | None:
+    """``(a weak reference to a, the line)`` where the trace of ``builder`` made ``a`` by ``np.zeros`` and
+    friends, if it did."""
+    found = builder.made.get(id(a))
+    return found if found is not None and found[0]() is a else None
 
 
 def _advanced(key) -> bool:
@@ -455,7 +612,7 @@ def _user_call(fn: Callable, args, kwargs: dict) -> object:
     return call(fn, *args, **kwargs)
 
 
-convert.install(call, index, control_flow)
+convert.install(call, index, setitem, load, control_flow)
 tr.CALL_USER = _user_call
 
 

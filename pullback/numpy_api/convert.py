@@ -6,20 +6,22 @@ What does not (``np.array([x, y])``, ``scipy.special.logsumexp``, ``rs.standard_
 sees no tracer at all) is found where the user calls it: a traced function runs as a *converted*
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
 ``__pullback_call__(f, a, b=c)``, arithmetic ``a * b`` as ``__pullback_call__(operator.mul, a, b)``,
-and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no slice, as must ``np.r_[...]``. The
-dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
-NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
-turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
-logsumexp``) is still seen, and nothing outside the traced code changes: other threads, pickling,
-``inspect.signature`` and an interrupted trace see NumPy and SciPy as they are.
+``a[k]`` as ``__pullback_index__(a, k)`` (a key with slices, ``a[1:, 0]``, passed as
+``__pullback_keys__[1:, 0]``), an index assignment ``a[k] = v`` as ``__pullback_setitem__(a, k, v)``
+and a name read as ``__pullback_load__(a)`` (see ``_Calls``). The dispatcher, given by ``install``,
+decides by the identity of ``f``: pullback's implementation of a NumPy or SciPy function, a random
+draw recorded as an equation, the user's own function converted in turn, or else ``f`` itself. So
+a name bound before the trace (``from scipy.special import logsumexp``) is still seen, and nothing
+outside the traced code changes: other threads, pickling, ``inspect.signature`` and an interrupted
+trace see NumPy and SciPy as they are.
 
 The copy shares everything with the original but its code: globals (writes land in the user's
-module), defaults, and closure cells (``nonlocal`` works), with three more cells: the dispatchers and
-the ``operator`` module. Line numbers and the file name are the original's, so tracebacks and
-pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b`` to the letter,
-reflected operators included. A function without source (``exec``, the REPL without a file) runs
-unconverted: NumPy's protocols still reach it, and what they do not reach fails with pullback's
-error. Converted code is made once per code object.
+module), defaults, and closure cells (``nonlocal`` works), with more cells: the dispatchers, the
+``operator`` module and the key maker. Line numbers and the file name are the original's, so
+tracebacks and pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b``
+to the letter, reflected operators included. A function without source (``exec``, the REPL without
+a file) runs unconverted: NumPy's protocols still reach it, and what they do not reach fails with
+pullback's error. Converted code is made once per code object.
 """
 
 from __future__ import annotations
@@ -38,24 +40,56 @@ from collections.abc import Callable
 
 CALL = "__pullback_call__"
 INDEX = "__pullback_index__"
+SETITEM = "__pullback_setitem__"
+LOAD = "__pullback_load__"
 OPERATOR = "__pullback_operator__"  # the ``operator`` module: ``a * b`` is called as ``operator.mul(a, b)``
+KEYS = "__pullback_keys__"  # ``KEYS[1:, 0]`` is the key ``(slice(1, None), 0)``: slice syntax as a value
 
 # arithmetic (not comparisons, nor bitwise operators on masks), by the ``operator`` function that is it
 _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.MatMult: "matmul",
            ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
 _UNARY = {ast.USub: "neg", ast.UAdd: "pos"}
+# ``a[k] op= v``: the in-place operator, which Python's own statement applies to ``a[k]``
+_INPLACE = {ast.Add: "iadd", ast.Sub: "isub", ast.Mult: "imul", ast.Div: "itruediv", ast.MatMult: "imatmul",
+            ast.Pow: "ipow", ast.FloorDiv: "ifloordiv", ast.Mod: "imod", ast.BitAnd: "iand", ast.BitOr: "ior",
+            ast.BitXor: "ixor", ast.LShift: "ilshift", ast.RShift: "irshift"}
 
 # calls that read or write the caller's own frame: rewriting them would move them into the dispatcher's
 _FRAME_CALLS = frozenset({"super", "locals", "globals", "vars", "eval", "exec", "dir", "breakpoint", "__import__"})
-_CONCATENATORS = frozenset({"r_", "c_"})
+
+
+class _Keys:
+    """``KEYS[k]`` is ``k``: a subscript's key, slices included, as an argument of the dispatchers."""
+
+    def __getitem__(self, key):
+        return key
+
+
+def _key(node: ast.Subscript) -> ast.expr:
+    """The key of ``a[k]`` as an expression: ``k`` itself unless it holds slice syntax (``KEYS[1:, 0]``)."""
+    key = node.slice
+    parts = key.elts if isinstance(key, ast.Tuple) else [key]
+    if not any(isinstance(p, ast.Slice) for p in parts):
+        return key
+    return ast.copy_location(ast.Subscript(ast.Name(KEYS, ast.Load()), key, ast.Load()), key)
 
 
 class _Calls(ast.NodeTransformer):
     """``f(a, *b, c=d)`` -> ``__pullback_call__(f, a, *b, c=d)``; ``a * b`` -> ``__pullback_call__(operator.mul,
-    a, b)``; ``a[k]`` -> ``__pullback_index__(a, k)``."""
+    a, b)``; ``a[k]`` -> ``__pullback_index__(a, k)``; ``a[k] = v`` -> ``__pullback_setitem__(a, k, v)`` (and
+    ``a[k] += v`` -> ``__pullback_setitem__(a, k, v, operator.iadd)``); a name read, other than a callee,
+    -> ``__pullback_load__(a)``.
+
+    The stores and loads are for NumPy arrays made inside the traced function and filled with traced
+    values (``traj = np.zeros((T, 2))``, then ``traj[t] = y``): such an array becomes a traced value,
+    and every later read of it, by any name, through a call or as an operand, is that value's."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
+        if isinstance(node.func, ast.Name):  # the callee, found by identity: not a value to load
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+        else:
+            self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in ("locals", "vars") and not node.args:
             return _own_locals(node)
         if isinstance(node.func, ast.Name) and node.func.id in _FRAME_CALLS:
@@ -80,12 +114,49 @@ class _Calls(ast.NodeTransformer):
         self.generic_visit(node)
         if not isinstance(node.ctx, ast.Load):
             return node
-        target, key = node.value, node.slice
-        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
-        parts = key.elts if isinstance(key, ast.Tuple) else [key]
-        if name in _CONCATENATORS or not any(isinstance(p, ast.Slice) for p in parts):  # slices: views, read anyway
-            return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, key], []), node)
+        return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [node.value, _key(node)], []), node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and not node.id.startswith("__pullback_"):
+            return ast.copy_location(ast.Call(ast.Name(LOAD, ast.Load()), [node], []), node)
         return node
+
+    def visit_match_case(self, node: ast.match_case) -> ast.AST:
+        """A ``case`` pattern is no expression (``case np.inf:``, ``case Point(x=0):``): left as written."""
+        if node.guard is not None:
+            node.guard = self.visit(node.guard)
+        node.body = [b for stmt in node.body for b in _as_list(self.visit(stmt))]
+        return node
+
+    def _setitem(self, target: ast.Subscript, value: ast.expr, op: str | None = None) -> ast.stmt:
+        args = [target.value, _key(target), value]
+        if op is not None:
+            args.append(ast.Attribute(ast.Name(OPERATOR, ast.Load()), op, ast.Load()))
+        return ast.copy_location(ast.Expr(ast.Call(ast.Name(SETITEM, ast.Load()), args, [])), target)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
+        """``a[k] = b = v`` -> ``__pullback_value__ = v; __pullback_setitem__(a, k, __pullback_value__);
+        b = __pullback_value__``: the value first, then each target from the left, as Python assigns."""
+        self.generic_visit(node)
+        if not any(isinstance(t, ast.Subscript) for t in node.targets):
+            return node
+        value = "__pullback_value__"
+        out: list[ast.stmt] = [ast.copy_location(ast.Assign([ast.Name(value, ast.Store())], node.value), node)]
+        for t in node.targets:
+            read = ast.Name(value, ast.Load())
+            out.append(self._setitem(t, read) if isinstance(t, ast.Subscript)
+                       else ast.copy_location(ast.Assign([t], read), node))
+        return out
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Subscript):
+            return node
+        return self._setitem(node.target, node.value, _INPLACE[type(node.op)])
+
+
+def _as_list(node) -> list:
+    return node if isinstance(node, list) else [node]
 
 
 def _own_locals(node: ast.Call) -> ast.AST:
@@ -440,7 +511,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if cls is not None:
         body = [ast.copy_location(ast.ClassDef(cls.name, [], [], body, []), node)]
         result = ast.Attribute(ast.Name(cls.name, ast.Load()), fn_name, ast.Load())
-    params = [CALL, INDEX, OPERATOR, FLOW, *code.co_freevars]
+    params = [CALL, INDEX, SETITEM, LOAD, OPERATOR, KEYS, FLOW, *code.co_freevars]
     factory = ast.copy_location(ast.FunctionDef(
         "__pullback_factory__", ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
         [*body, ast.copy_location(ast.Return(result), node)], []), node)
@@ -471,16 +542,18 @@ def converted_code(fn: types.FunctionType) -> types.CodeType | None:
     return found[1]
 
 
-_dispatch: tuple[Callable, Callable] | None = None  # (call, index), set by ``install``
+_dispatch: tuple[Callable, Callable, Callable, Callable] | None = None  # (call, index, setitem, load): ``install``
 _OPERATOR_CELL = types.CellType(operator)
+_KEYS_CELL = types.CellType(_Keys())
 _FLOW_CELL = types.CellType(None)  # pullback.numpy_api.control_flow, set by ``install``
 
 
-def install(call: Callable, index: Callable, flow: types.ModuleType) -> None:
-    """Give the dispatchers converted code calls: ``call(f, *args, **kwargs)``, ``index(obj, key)``, and
-    the module of control flow (``control_flow``)."""
+def install(call: Callable, index: Callable, setitem: Callable, load: Callable, flow: types.ModuleType) -> None:
+    """Give the dispatchers converted code calls: ``call(f, *args, **kwargs)``, ``index(obj, key)``,
+    ``setitem(obj, key, value, inplace_operator=None)`` and ``load(value)``, and the module of control
+    flow (``control_flow``)."""
     global _dispatch
-    _dispatch = (call, index)
+    _dispatch = (call, index, setitem, load)
     _FLOW_CELL.cell_contents = flow
 
 
@@ -489,9 +562,10 @@ def converted(fn: types.FunctionType) -> types.FunctionType:
     new = converted_code(fn)
     if new is None:
         return fn
-    call, index = _dispatch  # type: ignore[misc]
+    call, index, setitem, load = _dispatch  # type: ignore[misc]
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     cells[CALL], cells[INDEX], cells[OPERATOR] = types.CellType(call), types.CellType(index), _OPERATOR_CELL
+    cells[SETITEM], cells[LOAD], cells[KEYS] = types.CellType(setitem), types.CellType(load), _KEYS_CELL
     cells[FLOW] = _FLOW_CELL
     out = types.FunctionType(new, fn.__globals__, fn.__name__, fn.__defaults__,
                              tuple(cells[name] for name in new.co_freevars))

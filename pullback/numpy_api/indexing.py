@@ -255,6 +255,10 @@ def _updates(x, key: _Key, value):
 def rebind(x: Tracer, new) -> None:
     """Make ``x`` stand for ``new``: how traced code 'mutates' an array."""
     _not_a_view(x)
+    if x.builder is not new.builder:
+        raise TracingError(located(
+            "assignment into an array of an enclosing trace from inside a pb.scan, fori_loop, while_loop or cond "
+            "body, or a nested transform: the body cannot change what is outside it; return the value instead"))
     x.ssa = new.ssa
     x.version += 1
 

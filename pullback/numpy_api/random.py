@@ -139,7 +139,7 @@ def _reparameterised(generator, method: str, args: tuple, kwargs: dict):
     params, standard, transform = found
     names = [name for name, _ in params] + ["size"]
     if len(args) > len(names) or set(kwargs) - set(names):
-        raise TypeError(f"{method}() got unexpected arguments")
+        raise TypeError(located(f"{method}() got unexpected arguments"))
     bound = dict(params) | {"size": None} | dict(zip(names, args)) | kwargs
     size = bound.pop("size")
     if _holds_tracer(size):

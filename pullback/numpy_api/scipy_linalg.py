@@ -108,7 +108,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         d = np.diagonal(a, 0, -2, -1)
         return b / (d if np.ndim(b) == np.ndim(a) - 1 else d[..., None])
     if assume_a not in _GENERAL:
-        raise ValueError(f"scipy.linalg.solve: unknown assume_a {assume_a!r}")
+        raise ValueError(located(f"scipy.linalg.solve: unknown assume_a {assume_a!r}"))
     return linalg.solve(a, b)
 
 

@@ -6,7 +6,10 @@ print as SciPy's own calls with the same ``mode`` and ``method``.
 As SciPy: 0-d operands multiply; operands of other ranks must have equal ranks; the result has
 the operands' common dtype (Python scalars are arrays here, as ``np.asarray`` makes them).
 Unlike SciPy, which raises for most empty operands, an empty operand gives zeros (of ``in1``'s
-shape for ``'same'``, else empty along the operands' empty axes): no primitive sees one."""
+shape for ``'same'``, else empty along the operands' empty axes): no primitive sees one.
+
+NumPy's 1-d ``np.convolve`` and ``np.correlate`` are the same primitives (NumPy's modes are SciPy's
+once the operands are ordered as below)."""
 
 from __future__ import annotations
 
@@ -58,3 +61,31 @@ def convolve(in1, in2, mode="full", method="auto"):
 def correlate(in1, in2, mode="full", method="auto"):
     """``convolve(in1, flip(conj(in2)), mode)``, SciPy's correlation in every mode."""
     return _lowered("correlate", in1, in2, mode, method)
+
+
+def _vectors(name: str, a, v):
+    a, v = (core.reshape(core._lift(x), (-1,)) if np.ndim(x) == 0 else core._lift(x) for x in (a, v))
+    if a.ndim != 1 or v.ndim != 1:
+        raise TracingError(located(f"np.{name}: object too deep for desired array (1-d operands only)"))
+    if a.shape[0] == 0 or v.shape[0] == 0:
+        raise TracingError(located(f"np.{name}: {'a' if a.shape[0] == 0 else 'v'} cannot be empty"))
+    return a, v
+
+
+@core.implements(np.convolve)
+def np_convolve(a, v, mode="full"):
+    """NumPy's 1-d convolution: SciPy's of the longer operand by the shorter, the same in every mode."""
+    a, v = _vectors("convolve", a, v)
+    if v.shape[0] > a.shape[0]:
+        a, v = v, a
+    return _lowered("convolve", a, v, mode, "auto")
+
+
+@core.implements(np.correlate)
+def np_correlate(a, v, mode="valid"):
+    """NumPy's 1-d correlation ``sum_n a[n + k] conj(v[n])``: SciPy's, which is NumPy's but for a shorter
+    ``a`` in ``'same'`` mode, where NumPy correlates the other way round, reversed and conjugated."""
+    a, v = _vectors("correlate", a, v)
+    if a.shape[0] >= v.shape[0]:
+        return _lowered("correlate", a, v, mode, "auto")
+    return core.conj(core.getitem(_lowered("correlate", v, a, mode, "auto"), slice(None, None, -1)))

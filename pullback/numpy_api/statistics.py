@@ -1,6 +1,9 @@
 """Statistics, products, cumulative operations, differences and ranges on traced arrays:
 ``np.var``, ``np.std``, ``np.average``, ``np.prod``, ``np.cumsum``, ``np.cumprod``,
-``np.diff``, ``np.ediff1d`` and ``np.linspace``, with NumPy's dtypes and shapes."""
+``np.diff``, ``np.ediff1d``, ``np.linspace``, ``np.gradient``, the order statistics
+``np.median``, ``np.quantile`` and ``np.percentile`` (a sort, then NumPy's interpolation between
+neighbours at positions known when tracing), ``np.cov`` and ``np.corrcoef``, with NumPy's dtypes
+and shapes."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pullback import numpy_api as core
 from pullback.errors import TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.numpy_api import indexing
 from pullback.primitives import cumulative as cum
 from pullback.primitives import structural as st
 
@@ -290,3 +294,186 @@ def _gradient_along(f, ax: int, h, edge_order: int):
         last = core.add(core.add(core.multiply(an, part(n - 3, n - 2)), core.multiply(bn, part(n - 2, n - 1))),
                         core.multiply(cn, part(n - 1, n)))
     return core.concatenate([first, interior, last], axis=ax)
+
+
+# --- order statistics ---------------------------------------------------------------------------------
+# A quantile of n values is, for the methods below, NumPy's interpolation between two neighbours of the
+# sorted values, at positions and with a weight that q and n alone fix: known when tracing. So it is a
+# sort and a gather at constant positions, and its derivative the sort's (the values' own positions).
+
+
+def _h_f(alpha: float, beta: float):
+    """Hyndman and Fan's continuous methods: the virtual index ``n q + alpha + q (1 - alpha - beta) - 1``."""
+    return lambda n, q: n * q + (alpha + q * (1 - alpha - beta)) - 1
+
+
+_VIRTUAL_INDEX = {
+    "linear": lambda n, q: (n - 1) * q, "lower": lambda n, q: np.floor((n - 1) * q).astype(np.intp),
+    "higher": lambda n, q: np.ceil((n - 1) * q).astype(np.intp),
+    "nearest": lambda n, q: np.around((n - 1) * q).astype(np.intp),
+    "midpoint": lambda n, q: 0.5 * (np.floor((n - 1) * q) + np.ceil((n - 1) * q)),
+    "interpolated_inverted_cdf": _h_f(0, 1), "hazen": _h_f(0.5, 0.5), "weibull": _h_f(0, 0),
+    "median_unbiased": _h_f(1 / 3, 1 / 3), "normal_unbiased": _h_f(3 / 8, 3 / 8),
+}
+
+
+def _sorted_last(name: str, a, axis):
+    """``a`` with the reduced axes gathered into one last axis, sorted along it; and those axes."""
+    a = core._lift(a)
+    if is_complex(a.dtype):
+        raise TracingError(located(f"np.{name}: a must be an array of real numbers"))
+    axes = core._axes(axis, a.ndim)
+    rest = [i for i in range(a.ndim) if i not in axes]
+    a = core.reshape(core.transpose(a, rest + list(axes)), tuple(a.shape[i] for i in rest) + (-1,))
+    if a.shape[-1] == 0:
+        raise TracingError(located(f"np.{name} of an empty array (or axis) is NaN: not traced by pullback"))
+    return indexing.sort(a, axis=-1), axes
+
+
+def _keepdims(out, a_shape, axes, lead: tuple[int, ...]):
+    return core.reshape(out, lead + tuple(1 if i in axes else n for i, n in enumerate(a_shape)))
+
+
+def _quantile(name: str, a, q, axis, method: str, keepdims, weak: bool):
+    """``np.quantile`` for a ``q`` known when tracing (checked to lie in [0, 1])."""
+    if method not in _VIRTUAL_INDEX:
+        core.unsupported(f"np.{name} with method={method!r}")
+    if isinstance(q, Tracer):
+        core.unsupported(f"np.{name} of a traced q")
+    a_shape = np.shape(a)
+    s, axes = _sorted_last(name, a, axis)
+    n = s.shape[-1]
+    virtual = np.asanyarray(_VIRTUAL_INDEX[method](n, q))
+    last = (slice(None),) * (s.ndim - 1)
+    if virtual.dtype.kind in "iu" and method in ("linear", "lower", "higher", "nearest"):  # the value there
+        out = core.getitem(s, last + (np.clip(virtual, 0, n - 1),))
+    else:  # NumPy's _get_indexes, _get_gamma and _lerp
+        below = np.floor(virtual)
+        gamma = virtual - below
+        if method == "midpoint":
+            gamma = np.where(virtual % 1 == 0, 0.0, 0.5)
+        low = np.clip(below, 0, n - 1).astype(np.intp)
+        high = np.clip(below + 1, 0, n - 1).astype(np.intp)
+        low, high = np.where(virtual >= n - 1, n - 1, low), np.where(virtual >= n - 1, n - 1, high)
+        a_low, a_high = core.getitem(s, last + (low,)), core.getitem(s, last + (high,))
+        gamma = float(gamma) if weak else gamma
+        diff_ = core.subtract(a_high, a_low)
+        up = core.add(a_low, core.multiply(diff_, gamma))
+        down = core.subtract(a_high, core.multiply(diff_, 1 - gamma))
+        out = core.astype(core.where(np.asarray(gamma) >= 0.5, down, up), up.dtype)
+    q_axes = virtual.ndim  # NumPy's result: q's axes first, then the kept ones
+    out = core.moveaxis(out, tuple(range(s.ndim - 1, out.ndim)), tuple(range(q_axes))) if q_axes else out
+    return _keepdims(out, a_shape, axes, virtual.shape) if _flag(keepdims) else out
+
+
+def _q_array(name: str, q, scale: float):
+    """``q / scale`` (NumPy's own division) and whether q was a Python scalar (weakly typed)."""
+    if isinstance(q, Tracer):
+        core.unsupported(f"np.{name} of a traced q")
+    weak = type(q) in (int, float)
+    q = np.true_divide(q, scale) if scale != 1 else np.asanyarray(q)
+    if q.size and (q.min() < 0 or q.max() > 1):
+        raise TracingError(located(f"np.{name}: {'Percentiles' if scale == 100 else 'Quantiles'} must be in the range "
+                                   f"[0, {int(scale)}]"))
+    return q, weak
+
+
+@core.implements(np.quantile)
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+             interpolation=None):
+    _no_out("quantile", out)
+    if weights is not None or interpolation is not None:
+        core.unsupported("np.quantile with weights= or interpolation=")
+    q, weak = _q_array("quantile", q, 1)
+    return _quantile("quantile", a, q, axis, method, keepdims, weak)
+
+
+@core.implements(np.percentile)
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
+               interpolation=None):
+    _no_out("percentile", out)
+    if weights is not None or interpolation is not None:
+        core.unsupported("np.percentile with weights= or interpolation=")
+    q, weak = _q_array("percentile", q, 100)
+    return _quantile("percentile", a, q, axis, method, keepdims, weak)
+
+
+@core.implements(np.median)
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The mean of the one or two middle values of the sorted values, as NumPy takes it."""
+    _no_out("median", out)
+    a_shape = np.shape(a)
+    s, axes = _sorted_last("median", a, axis)
+    n = s.shape[-1]
+    middle = core.getitem(s, (slice(None),) * (s.ndim - 1) + (slice((n - 1) // 2, n // 2 + 1),))
+    out = core.mean(middle, axis=-1)
+    return _keepdims(out, a_shape, axes, ()) if _flag(keepdims) else out
+
+
+# --- covariance ------------------------------------------------------------------------------------------
+
+
+@core.implements(np.cov)
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """NumPy's ``X Xᴴ / (N - ddof)`` of the centred rows (variables) of ``m`` (and ``y``), with frequency
+    and analytic weights; a single variable gives a 0-d array, as NumPy's ``squeeze``."""
+    if ddof is not None and ddof != int(ddof):
+        raise TracingError(located("np.cov: ddof must be integer"))
+    x = core._lift(m)
+    if x.ndim > 2:
+        raise TracingError(located("np.cov: m has more than 2 dimensions"))
+    y = None if y is None else core._lift(y)
+    dt = canonical_dtype(np.result_type(x.dtype, *([] if y is None else [y.dtype]), np.float64) if dtype is None
+                         else dtype)
+    x = core.astype(core.reshape(x, (1, -1)) if x.ndim < 2 else x, dt)
+    if not rowvar and x.shape[0] != 1:
+        x = core.transpose(x)
+    if y is not None:
+        if y.ndim > 2:
+            raise TracingError(located("np.cov: y has more than 2 dimensions"))
+        y = core.astype(core.reshape(y, (1, -1)) if y.ndim < 2 else y, dt)
+        if not rowvar and y.shape[0] != 1:
+            y = core.transpose(y)
+        x = core.concatenate([x, y], axis=0)
+    ddof = (0 if bias else 1) if ddof is None else int(ddof)
+    w = None
+    for weights, name in ((fweights, "fweights"), (aweights, "aweights")):
+        if weights is None:
+            continue
+        weights = core.astype(core._lift(weights), np.float64)
+        if weights.ndim > 1 or weights.shape[0] != x.shape[1]:
+            raise TracingError(located(f"np.cov: incompatible numbers of samples and {name}"))
+        w = weights if w is None else core.multiply(w, weights)
+    if w is None:
+        avg = core.mean(x, axis=1)
+        fact = x.shape[1] - ddof
+    else:
+        avg = average(x, axis=1, weights=w)
+        w_sum = core.sum(w)
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = core.subtract(w_sum, ddof)
+        else:
+            a = core.astype(core._lift(aweights), np.float64)
+            fact = core.subtract(w_sum, core.divide(core.multiply(ddof, core.sum(core.multiply(w, a))), w_sum))
+    x = core.subtract(x, core.reshape(avg, (-1, 1)))
+    x_t = core.transpose(x if w is None else core.multiply(x, w))
+    c = core.multiply(core.matmul(x, core.conj(x_t)), core.divide(1, fact))
+    return core.squeeze(c)
+
+
+@core.implements(np.corrcoef)
+def corrcoef(x, y=None, rowvar=True, bias=_NO, ddof=_NO, *, dtype=None):
+    """``cov`` scaled by the standard deviations on its diagonal; real parts clipped to [-1, 1], as NumPy."""
+    c = cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return core.divide(c, c)
+    d = core.real(core.diagonal(c))
+    stddev = core.UFUNCS[np.sqrt](d)
+    c = core.divide(core.divide(c, core.reshape(stddev, (-1, 1))), core.reshape(stddev, (1, -1)))
+    from pullback.numpy_api.ufuncs import clip
+
+    if is_complex(c.dtype):  # each part clipped, as NumPy does
+        return core.add(clip(core.real(c), -1, 1), core.multiply(clip(core.imag(c), -1, 1), 1j))
+    return clip(c, -1, 1)

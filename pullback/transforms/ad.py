@@ -153,14 +153,15 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
 
 
 def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
-    """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output; the
-    ``n_aux`` others are auxiliary values, returned as they are): the VJP seeded with 1."""
+    """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output, of size 1
+    and any shape, as autograd takes it; the ``n_aux`` others are auxiliary values, returned as they are):
+    the VJP seeded with 1."""
     assert len(program.outputs) == 1 + n_aux
     settled = Settled()  # what simplifying the VJP learnt: with the seed set, only what reads it is rewritten again
     v = vjp(program, wrt, n_aux, settled, final=False)  # sunk and simplified with the seed still an input
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
-              Params({"shape": (), "broadcast_dimensions": ()}))
+              Params({"shape": seed.type.shape, "broadcast_dimensions": ()}))
     n_fwd = _forward_length(v, seed)
     eqns = v.eqns[:n_fwd] + (one,) + v.eqns[n_fwd:]
     return optimize(Program(v.inputs[:-1], eqns, v.outputs, v.constvars, v.constvals, name=f"{program.name}_grad"),
@@ -176,5 +177,7 @@ def _forward_length(program: Program, seed: Var) -> int:
 
 
 def is_real_scalar(program: Program) -> bool:
-    return len(program.outputs) == 1 and program.outputs[0].type.shape == () and np.dtype(
+    """One real output of one element (``f64[]``, ``f64[1]``, ``f64[1,1]``: a loss summed with
+    ``keepdims`` is still one number, as autograd and PyTorch take it)."""
+    return len(program.outputs) == 1 and program.outputs[0].type.size == 1 and np.dtype(
         program.outputs[0].dtype).kind == "f"

@@ -353,6 +353,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     p = eqn.params
     body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
     namer, expr = nest.namer, nest.expr
+    if length is None and isinstance(eqn.inputs[0], Literal) and eqn.inputs[0].value == 0 and not nk:
+        return [s.assign([s.name(namer.name(v, v.hint, "empty"))], cst.List([])) for v in eqn.outputs]  # no steps
     steps: s.Expr = s.number(length) if length is not None else ins[0]
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]

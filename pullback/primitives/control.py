@@ -887,11 +887,24 @@ def _cond_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
     return [any(z) for z in zip(*(_unknown_outputs(br, unknown_inputs[1:]) for br in eqn.params["branches"]))]
 
 
+def _fill(v: Var) -> Eqn:
+    """The equation making ``v`` zeros, or for a stack an empty one (a scan of no steps, printed ``[]``)."""
+    from pullback.primitives import structural as st
+
+    t = v.type
+    if isinstance(t, StackType):
+        entry = Var(t.elem)
+        body = Program((), (_fill(entry),), (entry,), name="empty")
+        return Eqn(scan_p, (Literal.of(0, np.int64),), (v,), Params({
+            "body": body, "length": None, "reverse": False, "num_consts": 0, "num_carry": 0}))
+    return Eqn(st.broadcast_in_dim_p, (Literal.of(0, t.dtype),), (v,), Params({"shape": t.shape,
+                                                                              "broadcast_dimensions": ()}))
+
+
 def _cond_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
     """Each branch splits in two. The known cond returns the known results and the residuals of every
     branch (the branch taken fills the others' with zeros); the unknown cond takes them all, and each
     branch reads its own. Only the taken branch runs, forward and backward."""
-    from pullback.primitives import structural as st
 
     branches = eqn.params["branches"]
     if unknown_inputs[0]:
@@ -913,8 +926,7 @@ def _cond_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
                 outs.append(residuals[i][j - offsets[i]])
             else:
                 v = Var(t)
-                fills.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, t.dtype),), (v,),
-                                 Params({"shape": t.shape, "broadcast_dimensions": ()})))
+                fills.append(_fill(v))
                 outs.append(v)
         known_branches.append(Program(sp_.known.inputs, sp_.known.eqns + tuple(fills), tuple(outs),
                                       name=br.name))

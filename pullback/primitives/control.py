@@ -22,6 +22,20 @@ The transforms treat a scan as a whole and recurse into its body:
 
 Loop-invariant equations are hoisted out of a body when a scan is built (``make_scan``), so
 residuals that depend on consts alone are computed once.
+
+``while`` runs its body while its condition holds; the number of steps is known only when it runs.
+Reverse mode stores what each step's linear part reads, so a while loop may also *record*: its
+body returns ``num_ys`` values after the carry, and the loop returns, after the final carry, a
+*stack* of each (``StackType``: the type of one entry, never a length, so every other type stays
+concrete; a Python list when printed, appended to once per step). Partial evaluation splits a while
+loop into a known one, which counts its steps and records the residuals, and a scan with
+``length=None``: its first operand is that count, its ``xs`` are stacks; transposition reverses it
+as any scan, and JVP, partial evaluation, dead code and batching are the scan's rules. A primitive
+pair (push, read) or a list-typed carry would have served too, but would have needed its own
+rules for every transform; a recording loop and a scan over stacks reuse the loops' own, and print
+as the loops a person writes (``while ...: ...; res.append(r)``, then
+``for t in range(steps - 1, -1, -1): r = res[t]``). Draws in the body stay in the known loop: made
+once per step and recorded, never made again by the backward one.
 """
 
 from __future__ import annotations
@@ -632,7 +646,7 @@ def _checkpoint_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
 dce_.dce_rules[checkpoint_p] = _checkpoint_dce
 
 
-# --- while: a loop whose number of steps depends on values ---------------------------------------
+# --- while: a loop whose number of steps depends on values --------------------------------------
 
 while_p = Primitive("while", multiple_results=True)
 WITH_BODIES.add(while_p)

@@ -275,6 +275,44 @@ def test_hessian_and_jacobians():
     np.testing.assert_allclose(vjp_fn(ct)[0], pb.jacrev(lambda x: unrolled(x, n))(x).T @ ct, rtol=1e-12)
 
 
+XS = np.array([0.9, 0.8, 0.95])
+
+
+def _while_in_scan(x):
+    def step(c, xi):
+        inner = pb.while_loop(lambda v: np.sum(v ** 2) > 0.5, lambda v: np.sin(v) * xi, c)
+        return inner + 0.1, np.sum(inner)
+
+    c, ys = pb.scan(step, x, XS)
+    return np.sum(c ** 2) + np.sum(ys)
+
+
+def _while_in_while(x):
+    def body(c):
+        v, k = c
+        v = pb.while_loop(lambda u: np.sum(u ** 2) > 1.0 / (k + 1.0), lambda u: np.sin(u) * 0.9, v)
+        return v * 1.01, k + 1
+
+    return np.sum(pb.while_loop(lambda c: c[1] < 3, body, (x, 0))[0] ** 2)
+
+
+def _while_in_cond(x):
+    return np.sum(pb.cond(np.sum(x) > 0, lambda v: pb.while_loop(lambda u: np.sum(u ** 2) > 0.5,
+                                                                     lambda u: np.sin(u) * 0.9, v),
+                          lambda v: v * 2.0, x) ** 2)
+
+
+@pytest.mark.parametrize("f", [_while_in_scan, _while_in_while, _while_in_cond])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_hessians_of_nested_loops_against_differences_of_the_gradient(f, sign):
+    """Forward over reverse: the JVP of the recording loop records tangents too; a zero tangent of
+    the records is a list of zeros as long as they are, and a batch of records is a loop over them."""
+    x = sign * np.array([1.0, 1.5])
+    g = pb.grad(f)
+    fd = np.array([(g(x + 1e-6 * e) - g(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)]).T
+    np.testing.assert_allclose(pb.hessian(f)(x), fd, rtol=1e-6, atol=1e-8)
+
+
 def test_vmap_of_the_gradient():
     def halve(x):  # the number of steps depends on the batch element: the batched loop runs the longest
         return np.sum(pb.while_loop(lambda c: np.sum(c ** 2) > 1.0, lambda c: np.sin(c) * 0.9, x))

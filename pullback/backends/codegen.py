@@ -355,7 +355,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     namer, expr = nest.namer, nest.expr
     if length is None and isinstance(eqn.inputs[0], Literal) and eqn.inputs[0].value == 0 and not nk:
         return [s.assign([s.name(namer.name(v, v.hint, "empty"))], cst.List([])) for v in eqn.outputs]  # no steps
-    steps: s.Expr = s.number(length) if length is not None else ins[0]
+    steps: s.Expr = s.number(length) if length is not None else (
+        s.call("len", ins[0]) if isinstance(eqn.inputs[0].type, StackType) else ins[0])  # as many steps as a stack
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)

@@ -60,6 +60,7 @@ from pullback.ir.core import (
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, located, new_trace, rename, tracing
 from pullback.ir.types import ArrayType, StackType, is_inexact
 from pullback.transforms import dce as dce_
+from pullback.transforms import jvp as jvp_
 from pullback.transforms import partial_eval as pe
 from pullback.transforms.cse import cse
 from pullback.transforms.jvp import Zero, jvp, jvp_rules
@@ -88,8 +89,8 @@ def _sliced(t: ArrayType | StackType, length: int | None) -> ArrayType | StackTy
 
 
 def _counted(args: Sequence, length: int | None) -> tuple[list, list]:
-    """A scan's operands split into its step count (a leading ``i64[]`` operand where ``length`` is
-    None: the steps a while loop ran) and the others."""
+    """A scan's operands split into its step count (a leading operand where ``length`` is None: the
+    steps a while loop ran, an integer, or a stack as long as the steps) and the others."""
     n = 1 if length is None else 0
     return list(args[:n]), list(args[n:])
 
@@ -97,8 +98,9 @@ def _counted(args: Sequence, length: int | None) -> tuple[list, list]:
 def _scan_shape(*args, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int):
     del reverse
     count, args = _counted(args, length)
-    if count and (count[0].type.shape != () or count[0].type.dtype.kind not in "iu"):
-        raise ShapeError(f"scan: the step count must be an integer scalar, got {count[0].type}")
+    if count and not isinstance(count[0].type, StackType) and (count[0].type.shape != ()
+                                                                or count[0].type.dtype.kind not in "iu"):
+        raise ShapeError(f"scan: the step count must be an integer scalar or a stack, got {count[0].type}")
     consts, carry, xs = args[:num_consts], args[num_consts:num_consts + num_carry], args[num_consts + num_carry:]
     expected = tuple(a.type for a in consts) + tuple(a.type for a in carry) + tuple(
         _sliced(x.type, length) for x in xs)
@@ -901,6 +903,20 @@ def _cond_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
     return [any(z) for z in zip(*(_unknown_outputs(br, unknown_inputs[1:]) for br in eqn.params["branches"]))]
 
 
+def zeros_like_stack(x):
+    """A stack of zeros as long as the stack ``x``, each entry shaped as its (a stack's tangent that is
+    zero, where one must be made: a scan over ``x``'s steps)."""
+    from pullback import lax
+
+    elem = x.ssa.type.elem
+    body = _closed_program([elem], lambda e: [zeros_like_stack(e[0]) if isinstance(elem, StackType)
+                                              else lax.zeros(elem)], "zeros")
+    return make_scan(body, [], [], [x], length=None, reverse=False, count=x)[0]
+
+
+jvp_.zeros_of[StackType] = zeros_like_stack
+
+
 def _fill(v: Var) -> Eqn:
     """The equation making ``v`` zeros, or for a stack an empty one (a scan of no steps, printed ``[]``)."""
     from pullback.primitives import structural as st
@@ -999,7 +1015,14 @@ dce_.dce_rules[cond_p] = _cond_dce
 
 from pullback import lax  # noqa: E402
 from pullback.primitives import reductions as red  # noqa: E402
-from pullback.transforms.batch import at_front, batch, batch_rules, batch_size, moveaxis  # noqa: E402
+from pullback.transforms.batch import (  # noqa: E402
+    at_front,
+    batch,
+    batch_rules,
+    batch_size,
+    broadcasts_of,
+    moveaxis,
+)
 
 
 def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequence[bool], size: int) -> Program:
@@ -1011,7 +1034,7 @@ def _scan_batch(args, dims, *, body: Program, length: int | None, reverse: bool,
     size = batch_size(args, dims)
     count, args = _counted(args, length)
     count_dim, dims = _counted(dims, length)
-    if any(d is not None for d in count_dim):
+    if any(d is not None for d in count_dim) and not isinstance(count[0].ssa.type, StackType):
         return _scan_batch_counts(count[0], count_dim[0], args, dims, size, body=body, reverse=reverse,
                                   num_consts=num_consts, num_carry=num_carry)
     consts, carry, xs = _split(args, num_consts, num_carry)
@@ -1149,6 +1172,14 @@ def _scan_batch_counts(count, count_dim: int, args, dims, size: int, *, body: Pr
     return tuple(outs[1:]), (0,) * num_carry + (1,) * (len(outs) - 1 - num_carry)
 
 
+def _broadcast_stack(x, size: int):
+    """The stack ``x`` with each entry broadcast along a batch axis first: a scan over its steps."""
+    elem = x.ssa.type.elem
+    body = _closed_program([elem], lambda e: [at_front(e[0], None, size)], "broadcast")
+    return make_scan(body, [], [], [x], length=None, reverse=False, count=x)[0]
+
+
+broadcasts_of[StackType] = _broadcast_stack
 batch_rules[scan_p] = _scan_batch
 batch_rules[checkpoint_p] = _checkpoint_batch
 batch_rules[cond_p] = _cond_batch

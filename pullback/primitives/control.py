@@ -1084,10 +1084,11 @@ def _cond_batch(args, dims, *, branches: tuple[Program, ...]):
     return tuple(outs), (0,) * n_out
 
 
-def _closed_program(in_types: Sequence[ArrayType], fn, name: str) -> Program:
-    """The program of ``fn`` on tracers of ``in_types`` (its outputs: a list of tracers)."""
+def _closed_program(in_types: Sequence[ArrayType], fn, name: str, hints: Sequence[str] = ()) -> Program:
+    """The program of ``fn`` on tracers of ``in_types`` (its outputs: a list of tracers); ``hints``
+    names its inputs."""
     with new_trace() as builder:
-        inputs = tuple(Var(t) for t in in_types)
+        inputs = tuple(Var(t, h) for t, h in zip(in_types, [*hints, *[""] * (len(in_types) - len(hints))]))
         outs = fn([Tracer(v, builder) for v in inputs])
         outputs = tuple(builder.atom(o) for o in outs)
     return Program(inputs, tuple(builder.eqns), outputs, name=name)
@@ -1130,7 +1131,8 @@ def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: i
         return ([lax.select(lax.broadcast_in_dim(going, c.shape, (0,)), n, c) for n, c in zip(new[:nk], carry)]
                 + list(new[nk:]))
 
-    selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name)
+    selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name,
+                                [v.hint for v in (*new_cond.inputs[:ncc], *new_body.inputs)])
     outs = bind(while_p, *operands[:ncc], *operands, cond=any_cond, body=selecting, num_cond_consts=ncc,
                 num_body_consts=ncc + nbc, num_ys=num_ys)
     return outs, (0,) * nk + (1,) * num_ys
@@ -1163,7 +1165,8 @@ def _scan_batch_counts(count, count_dim: int, args, dims, size: int, *, body: Pr
         return [lax.sub(t, 1) if reverse else lax.add(t, 1), *kept, *outs[num_carry:]]
 
     masked = _closed_program([ArrayType((size,), count.dtype), *const_types, i64, *carry_types, *x_types], step,
-                             body.name)
+                             body.name, ["steps", *(v.hint for v in new_body.inputs[:num_consts]), "step",
+                                         *(v.hint for v in new_body.inputs[num_consts:])])
     first = lax.sub(steps, 1) if reverse else lax.full((), 0, np.int64)
     outs = make_scan(masked, [count, *[at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]],
                      [first, *[at_front(k, d, size) for k, d in zip(carry, dims[num_consts:num_consts + num_carry])]],

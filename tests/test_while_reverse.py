@@ -313,6 +313,17 @@ def test_hessians_of_nested_loops_against_differences_of_the_gradient(f, sign):
     np.testing.assert_allclose(pb.hessian(f)(x), fd, rtol=1e-6, atol=1e-8)
 
 
+def test_reverse_over_reverse():
+    """The gradient's own program (a recording while loop, then a scan over its stacks) differentiated
+    in reverse mode again: the scan over stacks splits and records as any scan does."""
+    def f(x):
+        return np.sum(pb.while_loop(lambda c: np.sum(c ** 2) > 0.5, lambda c: np.sin(c) * 0.9, x) ** 3)
+
+    x = np.array([1.0, 1.5])
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(pb.grad(f)(x) * np.array([1.0, 2.0])))(x),
+                               pb.hessian(f)(x) @ np.array([1.0, 2.0]), rtol=1e-12)
+
+
 def test_vmap_of_the_gradient():
     def halve(x):  # the number of steps depends on the batch element: the batched loop runs the longest
         return np.sum(pb.while_loop(lambda c: np.sum(c ** 2) > 1.0, lambda c: np.sin(c) * 0.9, x))

@@ -166,19 +166,26 @@ def _scan_python(f, init, xs, x_leaves, x_tree, n: int, reverse: bool):
 def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
     """``body_fun(i, val) -> val`` for ``i`` in ``range(lower, upper)``; returns the final ``val``.
 
-    The bounds must be Python integers (a static trip count), so that the loop can be
-    differentiated in reverse mode; it is a ``scan`` over the step index.
+    With Python integers as bounds it is a ``scan`` over the step index (a ``for`` loop of a known
+    number of steps); with traced bounds (``n`` an argument of the function), a ``while_loop`` over
+    ``(i, val)``. Both differentiate in forward and reverse mode.
 
     >>> def power(x):  # x ** 5 by a loop
     ...     return pb.fori_loop(0, 4, lambda i, acc: acc * x, x)
     >>> float(power(2.0)), float(pb.grad(power)(2.0))
     (32.0, 80.0)
     """
-    for b in (lower, upper):
-        if isinstance(b, Tracer):
-            raise TracingError(located(
-                "fori_loop: the bounds must be Python integers (a static trip count), not traced values; "
-                "pass them as static arguments (static_argnums)"))
+    if isinstance(lower, Tracer) or isinstance(upper, Tracer):
+        def step(c):
+            i, val = c
+            return i + 1, body_fun(i, val)
+
+        from pullback import lax
+
+        if any(isinstance(b, Tracer) and np.dtype(b.dtype).kind not in "iu" for b in (lower, upper)):
+            raise TracingError(located("fori_loop: the bounds must be integers"))
+        start = lower if isinstance(lower, Tracer) else lax.full((), int(lower), upper.dtype)
+        return while_loop(lambda c: c[0] < upper, step, (start, init_val))[1]
     lower, upper = int(lower), int(upper)
     if not tracing():
         val = init_val
@@ -218,11 +225,18 @@ def checkpoint(f: Callable) -> Callable:
     return checkpointed
 
 
-def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
+_rematerialised = checkpoint  # (``while_loop``'s argument of that name hides the function)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint: bool = False):
     """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``.
 
-    Forward mode (``jvp``) differentiates through it; reverse mode does not, since the number of
-    steps depends on values: use ``scan`` or ``fori_loop`` with a static trip count there.
+    Forward and reverse mode differentiate through it. In reverse mode the loop records each
+    step's residuals in Python lists as it runs, and the backward pass walks them in reverse, in a
+    ``for`` loop over the steps it counted. ``checkpoint=True`` records the carry alone, once per
+    step, and the backward pass recomputes each step's residuals from it (the forward step runs
+    twice, for memory of one carry per step). Random draws in the body are made once per forward
+    step, and recorded, never drawn again.
 
     >>> def double_until_big(x):  # the number of steps depends on x
     ...     return pb.while_loop(lambda v: np.sum(v) < 10.0, lambda v: 2.0 * v, x)
@@ -230,6 +244,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     [8.0, 8.0]
     >>> out, out_dot = pb.jvp(double_until_big, (np.ones(2),), (np.ones(2),))
     >>> out_dot.tolist()
+    [8.0, 8.0]
+    >>> pb.grad(lambda x: np.sum(double_until_big(x)))(np.ones(2)).tolist()
     [8.0, 8.0]
     """
     if not tracing():
@@ -246,7 +262,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     if len(cond.outputs) != 1 or cond.out_types[0].shape != () or cond.out_types[0].dtype != np.bool_:
         raise TracingError(located(f"while_loop: cond_fun must return a boolean scalar, got "
                                    f"{', '.join(map(str, cond.out_types))}"))
-    body, body_caps, body_tree = trace_closed(body_fun, [init_val], "body")
+    step = _rematerialised(body_fun) if checkpoint else body_fun
+    body, body_caps, body_tree = trace_closed(step, [init_val], "body")
     if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
         raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
                                    "of init_val"))

@@ -25,6 +25,7 @@ from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
 from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Program, SourceInfo, Var, sub_programs
 from pullback.ir.names import RESERVED, Namer
+from pullback.ir.types import StackType
 from pullback.tree import LEAF
 
 # Outputs of multi-result operations, by position.
@@ -97,7 +98,8 @@ SCALAR_SAFE = frozenset({
 def scalar_inputs(program: Program) -> list[Var]:
     """The 0-d inputs that must be made arrays on entry: those from which a value flows, through
     scalar-safe operations only, into an operation that is not scalar-safe."""
-    roots: dict[int, frozenset[int]] = {id(v): frozenset({id(v)}) for v in program.inputs if v.type.shape == ()}
+    roots: dict[int, frozenset[int]] = {id(v): frozenset({id(v)}) for v in program.inputs
+                                       if not isinstance(v.type, StackType) and v.type.shape == ()}
     needed: set[int] = set()
     for eqn in program.eqns:
         found = [roots[id(a)] for a in eqn.inputs if isinstance(a, Var) and id(a) in roots]
@@ -341,7 +343,8 @@ def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
 
 def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """A scan as a ``for`` loop: the carry rebound each step, the stacked results preallocated once
-    (or lists, for the residuals of ``_listed_stacks``).
+    (or lists, for the residuals of ``_listed_stacks`` and for stacks). Over the steps of a while
+    loop (``length`` None), the number of steps is its first operand.
 
         carry = init
         ys = np.empty((T, ...), dtype=...)
@@ -354,8 +357,13 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     p = eqn.params
     body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
     namer, expr = nest.namer, nest.expr
+    if length is None and isinstance(eqn.inputs[0], Literal) and eqn.inputs[0].value == 0 and not nk:
+        return [s.assign([s.name(namer.name(v, v.hint, "empty"))], cst.List([])) for v in eqn.outputs]  # no steps
+    steps: s.Expr = s.number(length) if length is not None else (
+        s.call("len", ins[0]) if isinstance(eqn.inputs[0].type, StackType) else ins[0])  # as many steps as a stack
+    operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
-    stmts = _bind_inputs(body.inputs[:nc], eqn.inputs[:nc], ins[:nc], namer)
+    stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
     for v, e in zip(carry, ins[nc:nc + nk]):
         stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
     ys = []
@@ -363,9 +371,10 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
         made = made_by.get(id(y), "y")
         name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
-        ys.append((name, y))
-        stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", s.number(length))
-                              if id(v) in nest.listed else nest.backend.empty(v.type)))
+        listed = id(v) in nest.listed or isinstance(v.type, StackType)
+        ys.append((name, y, listed and id(v) not in nest.listed))  # a stack's entry not made afresh: a copy
+        stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
+                              if listed else nest.backend.empty(v.type)))
     index = namer.fresh("t")
     t = s.name(index)
     used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
@@ -378,13 +387,18 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     loop += nest.block(body)
     for v, old in renamed.values():
         namer.rebind(v, old)
-    for name, y in ys:  # before the carry is rebound: a y may be this step's carry
-        loop.append(s.statement(cst.Assign([cst.AssignTarget(s.subscript(name, [t]))], expr(y))))
+    for name, y, copy in ys:  # before the carry is rebound: a y may be this step's carry
+        value = _fresh(expr(y), y, nest.backend) if copy and isinstance(y, Var) else expr(y)
+        loop.append(s.statement(cst.Assign([cst.AssignTarget(s.subscript(name, [t]))], value)))
     loop += _rebind(carry, body.outputs[:nk], nest)
-    steps = (s.number(length - 1), s.number(-1), s.number(-1)) if p["reverse"] else (s.number(length),)
+    if p["reverse"]:
+        last = s.number(length - 1) if length is not None else s.binop(steps, "-", s.number(1))
+        bounds: tuple[s.Expr, ...] = (last, s.number(-1), s.number(-1))
+    else:
+        bounds = (steps,)
     if not loop:
         loop = [s.statement(cst.Pass())]
-    stmts.append(cst.For(target=t, iter=s.call("range", *steps), body=cst.IndentedBlock(loop)))
+    stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
     namer.release(index)
     for v, c in zip(eqn.outputs[:nk], carry):
         namer.alias(v, c)
@@ -392,15 +406,35 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return stmts
 
 
+def _made_afresh(body: Program, nk: int) -> list[bool]:
+    """Which of a loop body's results after its ``nk`` carries each step makes afresh: not (views of)
+    its inputs or carries, which the code after the step may overwrite, nor a nested loop's or
+    branch's results (one may be its operand), but for stacks, which a nested loop makes anew."""
+    root = memory.buffer_roots(body)
+    made = {id(v): b for b in body.eqns for v in b.outputs}
+    carried = {root.get(id(a), id(a)) for a in body.outputs[:nk] if isinstance(a, Var)}
+    # (an operand of a nested loop or branch may come out of it as its result: a carry, perhaps)
+    carried |= {root.get(id(a), id(a)) for b in body.eqns if b.prim in WITH_BODIES for a in b.inputs}
+    fresh = []
+    for y in body.outputs[nk:]:
+        r = root.get(id(y), id(y)) if isinstance(y, Var) else None
+        fresh.append(r in made and r not in carried and (made[r].prim not in WITH_BODIES or (
+            isinstance(y.type, StackType) and made[r].prim.name in ("while", "scan"))))
+    return fresh
+
+
 def _listed_stacks(prog: Program) -> set[int]:
     """The stacked results of ``prog``'s loops that only later loops read, a step at a time (a forward
     loop's residuals, read by the backward loop): printed as a list of each step's array, as a person
     keeps them, not copied into an array preallocated once (a copy per residual per step, whose call
-    costs more than the copy at small sizes). Only results that each step makes afresh: not (views of)
-    the loop's inputs or carries, which code after the loop may still overwrite."""
+    costs more than the copy at small sizes). Only results that each step makes afresh (see
+    ``_made_afresh``)."""
     only_sliced: dict[int, bool] = {}
     for e in prog.eqns:
-        xs_from = e.params["num_consts"] + e.params["num_carry"] if e.prim.name == "scan" else len(e.inputs)
+        if e.prim.name == "scan":
+            xs_from = e.params["num_consts"] + e.params["num_carry"] + (e.params["length"] is None)
+        else:
+            xs_from = len(e.inputs)
         for i, a in enumerate(e.inputs):
             if isinstance(a, Var):
                 only_sliced[id(a)] = only_sliced.get(id(a), True) and i >= xs_from
@@ -411,15 +445,9 @@ def _listed_stacks(prog: Program) -> set[int]:
     for e in prog.eqns:
         if e.prim.name != "scan":
             continue
-        body, nk = e.params["body"], e.params["num_carry"]
-        root = memory.buffer_roots(body)
-        made = {id(v): b for b in body.eqns for v in b.outputs}
-        carried = {root.get(id(a), id(a)) for a in body.outputs[:nk] if isinstance(a, Var)}
-        # (an operand of a nested loop or branch may come out of it as its result: a carry, perhaps)
-        carried |= {root.get(id(a), id(a)) for b in body.eqns if b.prim in WITH_BODIES for a in b.inputs}
-        for v, y in zip(e.outputs[nk:], body.outputs[nk:]):
-            r = root.get(id(y), id(y)) if isinstance(y, Var) else None
-            if only_sliced.get(id(v)) and r in made and r not in carried and made[r].prim not in WITH_BODIES:
+        nk = e.params["num_carry"]
+        for v, fresh in zip(e.outputs[nk:], _made_afresh(e.params["body"], nk)):
+            if only_sliced.get(id(v)) and fresh:
                 out.add(id(v))
     return out
 
@@ -436,20 +464,33 @@ def _bind_inputs(inputs, operands, ins: list[s.Expr], namer: Namer) -> list[cst.
 
 
 def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
-    """``carry = init; pred = cond(carry); while pred: carry = body(carry); pred = cond(carry)``."""
+    """``carry = init; pred = cond(carry); while pred: carry = body(carry); pred = cond(carry)``; the
+    values a step records are appended to lists (``res_steps = []`` before the loop,
+    ``res_steps.append(res)`` in it), which a backward loop reads in reverse."""
     p = eqn.params
     cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
     namer, block = nest.namer, nest.block
-    nk = len(eqn.outputs)
+    nk = len(eqn.outputs) - p["num_ys"]
     stmts = _bind_inputs(cond.inputs, eqn.inputs[:ncc], ins[:ncc], namer)
     stmts += _bind_inputs(body.inputs, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
     carry = body.inputs[nbc:]
     for v, e in zip(carry, ins[ncc + nbc:]):
         stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    records = []
+    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):
+        made = made_by.get(id(y), "y")
+        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
+        stmts.append(s.assign([name], cst.List([])))
+        records.append((name, y, fresh))
     for v, c in zip(cond.inputs[ncc:ncc + nk], carry):
         namer.alias(v, c)
     stmts += block(cond)
-    loop = block(body) + _rebind(carry, body.outputs, nest) + block(cond)
+    loop = block(body)
+    for name, y, fresh in records:  # before the carry is rebound: a record may be this step's carry
+        value = _fresh(nest.expr(y), y, nest.backend) if not fresh and isinstance(y, Var) else nest.expr(y)
+        loop.append(s.statement(s.method(name, "append", value)))
+    loop += _rebind(carry, body.outputs[:nk], nest) + block(cond)
     stmts.append(cst.While(test=nest.expr(cond.outputs[0]), body=cst.IndentedBlock(loop)))
     for v, c in zip(eqn.outputs, carry):
         namer.alias(v, c)
@@ -580,7 +621,7 @@ def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
     if name in ("checkpoint", "custom_jvp_call", "custom_vjp_call"):
         return [(p["body"], 0, len(p["body"].inputs))]
     if name == "scan":
-        return [(p["body"], 0, p["num_consts"])]
+        return [(p["body"], int(p["length"] is None), p["num_consts"])]
     return []
 
 

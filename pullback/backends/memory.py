@@ -13,6 +13,7 @@ cheap, and a fresh name for every value reads better.
 from __future__ import annotations
 
 from pullback.ir.core import WITH_BODIES, Literal, Program, Var
+from pullback.ir.types import ArrayType
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
@@ -64,8 +65,9 @@ def _aliased_operands(eqn):
         operand = {id(w): a for w, a in zip(body.inputs, operands)}
         sources.append([operand.get(body_root.get(id(out), id(out))) if isinstance(out, Var) else None
                         for out in body.outputs])
-    initial = operands[len(operands) - len(eqn.outputs):] if eqn.prim.name == "while" else ()
-    for k, v in enumerate(eqn.outputs):
+    outputs = eqn.outputs[:len(eqn.outputs) - p["num_ys"]] if eqn.prim.name == "while" else eqn.outputs
+    initial = operands[len(operands) - len(outputs):] if eqn.prim.name == "while" else ()  # (records: new lists)
+    for k, v in enumerate(outputs):
         found = [src[k] for src in sources if isinstance(src[k], Var)]
         if initial and isinstance(initial[k], Var):
             found.append(initial[k])  # no step run: the initial value
@@ -80,14 +82,15 @@ def _scan_carry_sources(eqn):
     p = eqn.params
     body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
     body_root = buffer_roots(body)
-    operand = {id(v): a for v, a in zip(body.inputs, eqn.inputs)}
+    operands = eqn.inputs if p["length"] is not None else eqn.inputs[1:]  # (after the number of steps)
+    operand = {id(v): a for v, a in zip(body.inputs, operands)}
     made = {id(v) for e in body.eqns for v in e.outputs}
     for k, (v, out) in enumerate(zip(eqn.outputs[:nk], body.outputs[:nk])):
         r = body_root.get(id(out), id(out)) if isinstance(out, Var) else None
-        if p["length"] and r in made:
+        if p["length"] and r in made:  # (a number of steps known at run time may be 0)
             continue
         src = operand.get(r) if r is not None else None
-        src = eqn.inputs[nc + k] if src is None or r in {id(c) for c in body.inputs[nc:nc + nk]} else src
+        src = operands[nc + k] if src is None or r in {id(c) for c in body.inputs[nc:nc + nk]} else src
         if isinstance(src, Var):
             yield v, src
 
@@ -118,7 +121,8 @@ def plan(program: Program, free: frozenset[int] = frozenset()) -> dict[int, froz
         update = eqn.prim in UPDATES
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
-            if isinstance(a, Var) and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
+            if isinstance(a, Var) and type(a.type) is ArrayType  # (not a stack: a list)
+            and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
             and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
             and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )

@@ -108,6 +108,30 @@ class ArrayType:
         return ArrayType(tuple(int(n) for n in m.group(2).split(",") if n.strip()), _BY_NAME[m.group(1)])
 
 
+@dataclass(frozen=True, slots=True)
+class StackType:
+    """A stack of values of type ``elem``, one per step of a loop whose number of steps is known only
+    when the program runs: the residuals a ``while`` loop records for its backward loop. Printed code
+    keeps it as a Python list (``res.append(r)`` forward, ``res[t]`` backward); its type says what each
+    entry is, never how many there are, so that every other type in the IR stays concrete.
+    ``ndim`` and ``dtype`` are its entries' with the step axis in front, as for a stacked array."""
+
+    elem: ArrayType | StackType
+
+    @property
+    def ndim(self) -> int:
+        return self.elem.ndim + 1
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.elem.dtype
+
+    def __str__(self) -> str:
+        return f"list[{self.elem}]"
+
+    __repr__ = __str__
+
+
 _PRINTED = re.compile(r"^(\w+)\[([\d,\s]*)\]$")
 _BY_NAME = {name: dt for dt, name in DTYPES.items()}
 

@@ -22,6 +22,20 @@ The transforms treat a scan as a whole and recurse into its body:
 
 Loop-invariant equations are hoisted out of a body when a scan is built (``make_scan``), so
 residuals that depend on consts alone are computed once.
+
+``while`` runs its body while its condition holds; the number of steps is known only when it runs.
+Reverse mode stores what each step's linear part reads, so a while loop may also *record*: its
+body returns ``num_ys`` values after the carry, and the loop returns, after the final carry, a
+*stack* of each (``StackType``: the type of one entry, never a length, so every other type stays
+concrete; a Python list when printed, appended to once per step). Partial evaluation splits a while
+loop into a known one, which counts its steps and records the residuals, and a scan with
+``length=None``: its first operand is that count, its ``xs`` are stacks; transposition reverses it
+as any scan, and JVP, partial evaluation, dead code and batching are the scan's rules. A primitive
+pair (push, read) or a list-typed carry would have served too, but would have needed its own
+rules for every transform; a recording loop and a scan over stacks reuse the loops' own, and print
+as the loops a person writes (``while ...: ...; res.append(r)``, then
+``for t in range(steps - 1, -1, -1): r = res[t]``). Draws in the body stay in the known loop: made
+once per step and recorded, never made again by the backward one.
 """
 
 from __future__ import annotations
@@ -44,8 +58,9 @@ from pullback.ir.core import (
     shape_rules,
 )
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, located, new_trace, rename, tracing
-from pullback.ir.types import ArrayType, is_inexact
+from pullback.ir.types import ArrayType, StackType, is_inexact
 from pullback.transforms import dce as dce_
+from pullback.transforms import jvp as jvp_
 from pullback.transforms import partial_eval as pe
 from pullback.transforms.cse import cse
 from pullback.transforms.jvp import Zero, jvp, jvp_rules
@@ -55,18 +70,40 @@ scan_p = Primitive("scan", multiple_results=True)
 WITH_BODIES.add(scan_p)
 
 
-def _stacked(t: ArrayType, length: int) -> ArrayType:
+def _stacked(t: ArrayType | StackType, length: int | None) -> ArrayType | StackType:
+    """The type of ``length`` steps' values of type ``t`` stacked: an array with a leading step axis, or a
+    stack (a Python list) where the number of steps is known at run time only, or the values are stacks."""
+    if length is None or isinstance(t, StackType):
+        return StackType(t)
     return ArrayType((length, *t.shape), t.dtype)
 
 
-def _scan_shape(*args, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+def _sliced(t: ArrayType | StackType, length: int | None) -> ArrayType | StackType:
+    """One step's value of an ``xs`` operand of type ``t``."""
+    if isinstance(t, StackType):
+        return t.elem
+    if length is None or t.shape[:1] != (length,):
+        raise ShapeError(f"scan over {'a number of steps known at run time' if length is None else length} "
+                         f"got an xs operand of type {t}" + (" (it takes stacks)" if length is None else ""))
+    return ArrayType(t.shape[1:], t.dtype)
+
+
+def _counted(args: Sequence, length: int | None) -> tuple[list, list]:
+    """A scan's operands split into its step count (a leading operand where ``length`` is None: the
+    steps a while loop ran, an integer, or a stack as long as the steps) and the others."""
+    n = 1 if length is None else 0
+    return list(args[:n]), list(args[n:])
+
+
+def _scan_shape(*args, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int):
     del reverse
+    count, args = _counted(args, length)
+    if count and not isinstance(count[0].type, StackType) and (count[0].type.shape != ()
+                                                                or count[0].type.dtype.kind not in "iu"):
+        raise ShapeError(f"scan: the step count must be an integer scalar or a stack, got {count[0].type}")
     consts, carry, xs = args[:num_consts], args[num_consts:num_consts + num_carry], args[num_consts + num_carry:]
-    for x in xs:
-        if x.type.shape[:1] != (length,):
-            raise ShapeError(f"scan over {length} steps got an xs operand of shape {x.type.shape}")
     expected = tuple(a.type for a in consts) + tuple(a.type for a in carry) + tuple(
-        ArrayType(x.type.shape[1:], x.type.dtype) for x in xs)
+        _sliced(x.type, length) for x in xs)
     if body.in_types != expected:
         raise ShapeError(f"scan body takes {', '.join(map(str, body.in_types))}; "
                          f"operands give {', '.join(map(str, expected))}")
@@ -103,11 +140,12 @@ def _subst(a, env):
     return env.get(id(a), a) if isinstance(a, Var) else a
 
 
-def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *, length: int,
-              reverse: bool) -> list:
+def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *, length: int | None,
+              reverse: bool, count=None) -> list:
     """Bind a scan in the current trace, after hoisting the body's loop-invariant equations (those
     reading consts and literals alone) into the enclosing trace, and dropping constants the body
-    does not read. Returns the outputs: final carry, then stacked ys."""
+    does not read. Returns the outputs: final carry, then stacked ys. ``length=None``: ``count``
+    steps, a value known at run time (the steps a while loop ran), over stacks."""
     body, values = close(body)
     consts = list(values) + list(consts)
     n = len(consts)
@@ -122,8 +160,8 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
     const_vars = [v for v in body.inputs[:n] if id(v) in used] + hoisted
     # a body output that is invariant (or a const) is still returned by the body, read from a const input
     body = Program(tuple(const_vars) + body.inputs[n:], tuple(kept), body.outputs, name=body.name)
-    outs = bind(scan_p, *(invariant[id(v)] for v in const_vars), *carry, *xs, body=body, length=length,
-                reverse=reverse, num_consts=len(const_vars), num_carry=len(carry))
+    outs = bind(scan_p, *([count] if length is None else []), *(invariant[id(v)] for v in const_vars), *carry, *xs,
+                body=body, length=length, reverse=reverse, num_consts=len(const_vars), num_carry=len(carry))
     return list(outs)
 
 
@@ -175,7 +213,10 @@ def _nonzero_outputs(body: Program, nonzero: Sequence[bool]) -> list[bool]:
     return _depends(body, nonzero, inexact_only=True)
 
 
-def _scan_jvp(primals, tangents, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+def _scan_jvp(primals, tangents, *, body: Program, length: int | None, reverse: bool, num_consts: int,
+              num_carry: int):
+    count, primals = _counted(primals, length)
+    _, tangents = _counted(tangents, length)  # an integer's: zero
     nz = [not isinstance(t, Zero) for t in tangents]
     c_nz, k_nz, x_nz = _split(nz, num_consts, num_carry)
     # a carry's tangent is nonzero if its initial value's is, or if the body makes it so
@@ -205,7 +246,8 @@ def _scan_jvp(primals, tangents, *, body: Program, length: int, reverse: bool, n
     outs = make_scan(new_body,
                      cs + [t for t, z in zip(cts, c_nz) if z],
                      ks + [tangent(t, p) for t, p, z in zip(kts, ks, k_nz) if z],
-                     xs + [t for t, z in zip(xts, x_nz) if z], length=length, reverse=reverse)
+                     xs + [t for t, z in zip(xts, x_nz) if z], length=length, reverse=reverse,
+                     count=count[0] if count else None)
     outs = iter(outs)
     carry = [next(outs) for _ in range(num_carry)]
     carry_t = [next(outs) if z else Zero(c.ssa.type) for c, z in zip(carry, k_nz)]
@@ -235,6 +277,9 @@ def _unknown_outputs(body: Program, unknown: Sequence[bool]) -> list[bool]:
 
 def _scan_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
     body, nc, nk = eqn.params["body"], eqn.params["num_consts"], eqn.params["num_carry"]
+    count_u, unknown_inputs = _counted(unknown_inputs, eqn.params["length"])
+    if any(count_u):  # the number of steps is unknown: so is everything
+        return [True] * len(eqn.outputs)
     c_u, k_u, x_u = _split(unknown_inputs, nc, nk)
     k_u = _fixed_point(lambda k: _unknown_outputs(body, c_u + k + x_u)[:nk], k_u)
     return k_u + _unknown_outputs(body, c_u + k_u + x_u)[nk:]
@@ -262,29 +307,32 @@ def _rematerialize_views(known: Program, residuals) -> tuple[list[Var], list[Eqn
 def _scan_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
     p = eqn.params
     body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
-    c_u, _, x_u = _split(unknown_inputs, nc, nk)
     out_u = _scan_unknown(eqn, unknown_inputs)
+    count, operands = _counted(eqn.inputs, length)
+    count_u, unknown_inputs = _counted(unknown_inputs, length)
+    if any(count_u):
+        return [], [eqn], out_u
+    c_u, _, x_u = _split(unknown_inputs, nc, nk)
     k_u, y_u = out_u[:nk], out_u[nk:]
     split = pe.partial_eval(body, c_u + k_u + x_u, k_u + y_u)
     known, unknown = split.known, split.unknown
     residuals, remat = _rematerialize_views(known, unknown.inputs[:split.n_residuals])
     unknown = Program(unknown.inputs, tuple(remat) + unknown.eqns, unknown.outputs, name=unknown.name)
     n_known_out = len(known.outputs) - split.n_residuals
-    # residuals that are the body's known consts stay consts; the others are stacked per step
     # residuals that are the body's known consts stay consts; those that are known slices of xs are
     # read from the same xs; the others are stacked per step
-    body_consts = {id(v): a for v, a in zip(body.inputs[:nc], eqn.inputs[:nc])}
-    body_xs = {id(v): a for v, a in zip(body.inputs[nc + nk:], eqn.inputs[nc + nk:])}
+    body_consts = {id(v): a for v, a in zip(body.inputs[:nc], operands[:nc])}
+    body_xs = {id(v): a for v, a in zip(body.inputs[nc + nk:], operands[nc + nk:])}
     const_res = [r for r in residuals if id(r) in body_consts]
     xs_res = [r for r in residuals if id(r) in body_xs]
     step_res = [r for r in residuals if id(r) not in body_consts and id(r) not in body_xs]
     known_body = Program(known.inputs, known.eqns, known.outputs[:n_known_out] + tuple(step_res),
                          name=f"{body.name}_known")
-    cs, ks, xs = _split(eqn.inputs, nc, nk)
+    cs, ks, xs = _split(operands, nc, nk)
     outs_k, outs_y = eqn.outputs[:nk], eqn.outputs[nk:]
     stacks = [Var(_stacked(r.type, length), f"{r.hint}_steps" if r.hint else "") for r in step_res]
-    known_eqn = Eqn(scan_p, tuple(a for a, u in zip(cs, c_u) if not u) + tuple(a for a, u in zip(ks, k_u) if not u)
-                    + tuple(a for a, u in zip(xs, x_u) if not u),
+    known_eqn = Eqn(scan_p, tuple(count) + tuple(a for a, u in zip(cs, c_u) if not u)
+                    + tuple(a for a, u in zip(ks, k_u) if not u) + tuple(a for a, u in zip(xs, x_u) if not u),
                     tuple(v for v, u in zip(outs_k, k_u) if not u) + tuple(v for v, u in zip(outs_y, y_u) if not u)
                     + tuple(stacks),
                     Params({**p, "body": known_body, "num_consts": nc - sum(c_u), "num_carry": nk - sum(k_u)}),
@@ -293,7 +341,7 @@ def _scan_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
     uc, uk, ux = _split(unknown_body_inputs, sum(c_u), sum(k_u))
     unknown_body = Program(tuple(const_res) + tuple(uc) + tuple(uk) + tuple(step_res) + tuple(xs_res) + tuple(ux),
                            unknown.eqns, unknown.outputs, name=f"{body.name}_unknown")
-    unknown_eqn = Eqn(scan_p, tuple(body_consts[id(r)] for r in const_res)
+    unknown_eqn = Eqn(scan_p, tuple(count) + tuple(body_consts[id(r)] for r in const_res)
                       + tuple(a for a, u in zip(cs, c_u) if u) + tuple(a for a, u in zip(ks, k_u) if u)
                       + tuple(stacks) + tuple(body_xs[id(r)] for r in xs_res) + tuple(a for a, u in zip(xs, x_u) if u),
                       tuple(v for v, u in zip(outs_k, k_u) if u) + tuple(v for v, u in zip(outs_y, y_u) if u),
@@ -311,10 +359,12 @@ _MASKS: dict[Primitive, object] = {scan_p: _scan_unknown}
 # --- transposition ---------------------------------------------------------------------------
 
 
-def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool, num_consts: int,
+                    num_carry: int):
     from pullback import lax
     from pullback.transforms.simplify import simplify  # simplify imports this module
 
+    count, args = _counted(args, length)
     cs, ks, xs = _split(args, num_consts, num_carry)
     c_lin = [isinstance(a, Linear) for a in cs]
     x_lin = [isinstance(a, Linear) for a in xs]
@@ -324,8 +374,10 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
     # tangent triangle (tril(dL)), or none when dL is triangular already (a Cholesky factor's tangent), so
     # the transposed step takes no triangle of each solve's cotangent
     body_t = transpose(cse(simplify(body)), c_lin + [True] * num_carry + x_lin)
-    cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
-    ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
+    ct_carry = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts[:num_carry]]
+    ct_ys = cts[num_carry:]  # a zero one is made inside the step (a stack's cannot be made outside)
+    y_zero = [isinstance(c, Zero) for c in ct_ys]
+    ct_ys = [c for c in ct_ys if not isinstance(c, Zero)]
     res_c = [a for a, lin in zip(cs, c_lin) if not lin]
     res_x = [a for a, lin in zip(xs, x_lin) if not lin]
     lin_c_types = [a.type for a, lin in zip(cs, c_lin) if lin]
@@ -336,13 +388,14 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
     # the transposed step: (consts..., ct_carry..., acc..., res_x..., ct_y...) -> (ct_carry..., acc..., ct_x...)
     in_types = ([v.type for v in body_t.inputs[:n_tv + n_rc]] + [c.ssa.type for c in ct_carry] + lin_c_types
                 + [v.type for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
-                + [ArrayType(c.ssa.type.shape[1:], c.ssa.type.dtype) for c in ct_ys])
+                + [_sliced(c.ssa.type, length) for c in ct_ys])
     ks_vars = body.inputs[num_consts:num_consts + num_carry]
     in_hints = ([v.hint for v in body_t.inputs[:n_tv + n_rc]] + [cotangent_hint(v.hint) for v in ks_vars]
                 + [cotangent_hint(v.hint) + "_sum" if v.hint else ""
                    for v, lin in zip(body.inputs[:num_consts], c_lin) if lin]
                 + [v.hint for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
-                + [cotangent_hint(a.hint) if isinstance(a, Var) else "" for a in body.outputs[num_carry:]])
+                + [cotangent_hint(a.hint) if isinstance(a, Var) else ""
+                   for a, z in zip(body.outputs[num_carry:], y_zero) if not z])
     hints: dict[int, str] = {}
     where = current_builder().source  # the scan's own line, for the equations added here
     with new_trace() as builder:
@@ -356,6 +409,8 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
         consts_t, rest = tr[:n_tv + n_rc], tr[n_tv + n_rc:]
         ctk, acc = rest[:num_carry], rest[num_carry:num_carry + len(lin_c_types)]
         rx, cty = rest[num_carry + len(lin_c_types):][:n_rx], rest[num_carry + len(lin_c_types) + n_rx:]
+        cty_it = iter(cty)
+        cty = [lax.zeros(_sliced(c.type, length)) if z else next(cty_it) for c, z in zip(cts[num_carry:], y_zero)]
         outs = inline(body_t, consts_t + rx + ctk + cty, hints)
         n_lc = len(lin_c_types)
         ct_lc, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
@@ -365,10 +420,10 @@ def _scan_transpose(cts, *args, body: Program, length: int, reverse: bool, num_c
                           name=f"{body.name}_transpose"), hints)
     zeros = [lax.zeros(t) for t in lin_c_types]
     outs = make_scan(step, list(t_values) + res_c, ct_carry + zeros, res_x + ct_ys, length=length,
-                     reverse=not reverse)
+                     reverse=not reverse, count=count[0] if count else None)
     ct_k_in, acc_out, ct_xs = outs[:num_carry], outs[num_carry:num_carry + len(zeros)], outs[num_carry + len(zeros):]
     acc_it, x_it = iter(acc_out), iter(ct_xs)
-    return ([next(acc_it) if lin else None for lin in c_lin]
+    return ([None] * len(count) + [next(acc_it) if lin else None for lin in c_lin]
             + [c if isinstance(k, Linear) else None for c, k in zip(ct_k_in, ks)]
             + [next(x_it) if lin else None for lin in x_lin])
 
@@ -418,7 +473,8 @@ def _scan_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
                                                          Params({**p, "body": pruned}), eqn.source)
     new_body = Program(tuple(v for v, k in zip(body.inputs, keep_in) if k), pruned.eqns, pruned.outputs,
                        name=body.name)
-    return Eqn(scan_p, tuple(a for a, k in zip(eqn.inputs, keep_in) if k),
+    count, operands = _counted(eqn.inputs, p["length"])
+    return Eqn(scan_p, tuple(count) + tuple(a for a, k in zip(operands, keep_in) if k),
                tuple(v for v, lv in zip(eqn.outputs, k_live + y_live) if lv),
                Params({**p, "body": new_body, "num_consts": sum(keep_in[:nc]), "num_carry": sum(k_live)}),
                eqn.source)
@@ -438,11 +494,13 @@ def invariant_carries(eqn: Eqn, ins: tuple) -> tuple[Eqn, dict[int, object]] | N
     same = [k for k in range(nk) if body.outputs[k] is body.inputs[nc + k]]
     if not same:
         return None
+    count, ins = _counted(ins, p["length"])
     keep = [k for k in range(nk) if k not in same]
     order = list(range(nc)) + [nc + k for k in same] + [nc + k for k in keep] + list(range(nc + nk, len(ins)))
     new_body = Program(tuple(body.inputs[i] for i in order), body.eqns,
                        tuple(body.outputs[k] for k in keep) + body.outputs[nk:], name=body.name)
-    new = Eqn(scan_p, tuple(ins[i] for i in order), tuple(eqn.outputs[k] for k in keep) + eqn.outputs[nk:],
+    new = Eqn(scan_p, tuple(count) + tuple(ins[i] for i in order),
+              tuple(eqn.outputs[k] for k in keep) + eqn.outputs[nk:],
               Params({**p, "body": new_body, "num_consts": nc + len(same), "num_carry": len(keep)}), eqn.source)
     return new, {id(eqn.outputs[k]): ins[nc + k] for k in same}
 
@@ -454,15 +512,16 @@ def with_fills(eqn: Eqn, ins: tuple, fill_of) -> Eqn | None:
 
     p = eqn.params
     body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    count, ins = _counted(ins, p["length"])
     filled = [i for i, a in enumerate(ins) if (i < nc or i >= nc + nk) and isinstance(a, Var)
-              and fill_of(a) is not None]
+              and isinstance(a.type, ArrayType) and fill_of(a) is not None]
     if not filled:
         return None
     made = tuple(Eqn(st.broadcast_in_dim_p, (fill_of(ins[i]),), (body.inputs[i],),
                      Params({"shape": body.inputs[i].type.shape, "broadcast_dimensions": ()})) for i in filled)
     keep = [i for i in range(len(ins)) if i not in filled]
     new_body = Program(tuple(body.inputs[i] for i in keep), made + body.eqns, body.outputs, name=body.name)
-    return Eqn(scan_p, tuple(ins[i] for i in keep), eqn.outputs,
+    return Eqn(scan_p, tuple(count) + tuple(ins[i] for i in keep), eqn.outputs,
                Params({**p, "body": new_body, "num_consts": sum(1 for i in keep if i < nc)}), eqn.source)
 
 
@@ -589,51 +648,64 @@ def _checkpoint_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
 dce_.dce_rules[checkpoint_p] = _checkpoint_dce
 
 
-# --- while: a loop whose trip count depends on values (forward mode only) -----------------------
+# --- while: a loop whose number of steps depends on values --------------------------------------
 
 while_p = Primitive("while", multiple_results=True)
 WITH_BODIES.add(while_p)
 
 
-def _while_shape(*args, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+def _while_shape(*args, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int, num_ys: int):
     cc, bc, carry = args[:num_cond_consts], args[num_cond_consts:num_cond_consts + num_body_consts], \
         args[num_cond_consts + num_body_consts:]
     carry_types = tuple(a.type for a in carry)
+    nk = len(carry)
     if cond.in_types != tuple(a.type for a in cc) + carry_types:
         raise ShapeError("while: the condition's inputs do not match its operands")
     if len(cond.outputs) != 1 or cond.out_types[0] != ArrayType((), np.dtype(bool)):
         raise ShapeError("while: the condition must return one boolean scalar")
-    if body.in_types != tuple(a.type for a in bc) + carry_types or body.out_types != carry_types:
-        raise ShapeError("while: the body must map the carry to a carry of the same types")
+    if (body.in_types != tuple(a.type for a in bc) + carry_types or body.out_types[:nk] != carry_types
+            or len(body.outputs) != nk + num_ys):
+        raise ShapeError("while: the body must map the carry to a carry of the same types"
+                         + (f" and {num_ys} values to record" if num_ys else ""))
     if cond.constvars or body.constvars:
         raise ShapeError("while: condition and body must be closed (no constants)")
-    return carry_types
+    return carry_types + tuple(StackType(t) for t in body.out_types[nk:])
 
 
 shape_rules[while_p] = _while_shape
 
 
-def make_while(cond: Program, body: Program, cond_consts: Sequence, body_consts: Sequence, init: Sequence) -> list:
+def make_while(cond: Program, body: Program, cond_consts: Sequence, body_consts: Sequence, init: Sequence,
+               num_ys: int = 0) -> list:
+    """Bind a while loop. The body maps the carry to the next carry and ``num_ys`` values that each step
+    records (after the carry among its outputs); the loop returns the final carry, then the stacks
+    of the recorded values."""
     cond, cv = close(cond)
     body, bv = close(body)
     return list(bind(while_p, *cv, *cond_consts, *bv, *body_consts, *init, cond=cond, body=body,
-                     num_cond_consts=len(cv) + len(cond_consts), num_body_consts=len(bv) + len(body_consts)))
+                     num_cond_consts=len(cv) + len(cond_consts), num_body_consts=len(bv) + len(body_consts),
+                     num_ys=num_ys))
 
 
-def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int,
+               num_ys: int):
     ncc, nbc = num_cond_consts, num_body_consts
     cc, bc, carry = primals[:ncc], primals[ncc:ncc + nbc], primals[ncc + nbc:]
     bct, kt = tangents[ncc:ncc + nbc], tangents[ncc + nbc:]
+    nk = len(carry)
     b_nz = [not isinstance(t, Zero) for t in bct]
     k_nz = [not isinstance(t, Zero) for t in kt]
-    k_nz = _fixed_point(lambda k: _nonzero_outputs(body, b_nz + k), k_nz)
+    k_nz = _fixed_point(lambda k: _nonzero_outputs(body, b_nz + k)[:nk], k_nz)
+    y_nz = _nonzero_outputs(body, b_nz + k_nz)[nk:]
     j = jvp(body, b_nz + k_nz)
-    n_in, nk = len(body.inputs), len(carry)
+    n_in, n_out = len(body.inputs), len(body.outputs)
     t_in = iter(j.inputs[n_in:])
     t_for = [next(t_in) if w else None for w in b_nz + k_nz]
     inputs = (list(j.inputs[:nbc]) + [t for t in t_for[:nbc] if t is not None] + list(j.inputs[nbc:n_in])
               + [t for t in t_for[nbc:] if t is not None])
-    outputs = list(j.outputs[:nk]) + [t for t, z in zip(j.outputs[nk:], k_nz) if z]
+    p_out, t_out = j.outputs[:n_out], j.outputs[n_out:]
+    outputs = (list(p_out[:nk]) + [t for t, z in zip(t_out[:nk], k_nz) if z]
+               + list(p_out[nk:]) + [t for t, z in zip(t_out[nk:], y_nz) if z])
     new_body = Program(tuple(inputs), j.eqns, tuple(outputs), j.constvars, j.constvals, name=body.name)
     # the condition reads the primal carry only: its tangent carries are extra, unread inputs
     tangent_vars = [Var(c.ssa.type if isinstance(c, Tracer) else c.type) for c, z in zip(carry, k_nz) if z]
@@ -645,26 +717,123 @@ def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_cons
         return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
 
     outs = make_while(new_cond, new_body, cc, list(bc) + [t for t, z in zip(bct, b_nz) if z],
-                      list(carry) + [tangent(t, p) for t, p, z in zip(kt, carry, k_nz) if z])
-    it = iter(outs[nk:])
-    return tuple(outs[:nk]), tuple(next(it) if z else Zero(o.ssa.type) for o, z in zip(outs[:nk], k_nz))
+                      list(carry) + [tangent(t, p) for t, p, z in zip(kt, carry, k_nz) if z], num_ys + sum(y_nz))
+    nkt = nk + sum(k_nz)
+    primal_out = outs[:nk] + outs[nkt:nkt + num_ys]
+    k_it, y_it = iter(outs[nk:nkt]), iter(outs[nkt + num_ys:])
+    return tuple(primal_out), tuple(
+        [next(k_it) if z else Zero(o.ssa.type) for o, z in zip(outs[:nk], k_nz)]
+        + [next(y_it) if z else Zero(o.ssa.type) for o, z in zip(outs[nkt:nkt + num_ys], y_nz)])
 
 
 jvp_rules[while_p] = _while_jvp
 
 
+def _while_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
+    """Which results partial evaluation finds unknown: the carries a fixed point marks, and the values
+    recorded from them; all of them when the condition reads an unknown value (the number of steps
+    is unknown then)."""
+    p = eqn.params
+    cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
+    nk = len(body.inputs) - nbc
+    cc_u, bc_u, k_u = unknown_inputs[:ncc], unknown_inputs[ncc:ncc + nbc], unknown_inputs[ncc + nbc:]
+    k_u = _fixed_point(lambda k: _unknown_outputs(body, bc_u + k)[:nk], k_u)
+    if _unknown_outputs(cond, cc_u + k_u)[0]:
+        return [True] * len(eqn.outputs)
+    return k_u + _unknown_outputs(body, bc_u + k_u)[nk:]
+
+
 def _while_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
-    raise TracingError(
-        (f"{eqn.source}: " if eqn.source else "") + "reverse-mode differentiation of a while_loop is not "
-        "supported: its trip count depends on values, so its steps cannot be stored for the backward pass; "
-        "use scan or fori_loop with a static trip count (forward mode, jvp, works)")
+    """A while loop splits into a known while loop, which also counts its steps and records each step's
+    residuals in stacks (Python lists), and an unknown scan over that many steps reading them (whose
+    transpose runs them backwards). For ``x = sin(x)`` while ``x > 0.1``, with ``x_dot`` unknown::
+
+        x, steps, c_steps = while[...] x0, 0          x_dot = scan[length=None] steps, x0_dot, c_steps
+          body: x' = sin x; c = cos x                   body: x_dot' = mul x_dot c
+                steps' = steps + 1; record c
+
+    Residuals that are the body's known consts are read by the scan as consts, not recorded. When
+    the condition reads an unknown value the loop stays whole, on the unknown side."""
+    p = eqn.params
+    cond, body, ncc, nbc, ny = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"], p["num_ys"]
+    nk = len(body.inputs) - nbc
+    out_u = _while_unknown(eqn, unknown_inputs)
+    cond_live, cond_used = _live_inputs(cond, [True])
+    cc_u, bc_u = unknown_inputs[:ncc], unknown_inputs[ncc:ncc + nbc]
+    k_u, y_u = out_u[:nk], out_u[nk:]
+    if all(out_u) or any(u and used for u, used in zip(cc_u + k_u, cond_used)):
+        return [], [eqn], out_u
+    split = pe.partial_eval(body, bc_u + k_u, k_u + y_u)
+    known, unknown = split.known, split.unknown
+    residuals, remat = _rematerialize_views(known, unknown.inputs[:split.n_residuals])
+    n_known_out = len(known.outputs) - split.n_residuals
+    nkk = nk - sum(k_u)  # known carries
+    body_consts = {id(v): a for v, a in zip(body.inputs[:nbc], eqn.inputs[ncc:ncc + nbc])}
+    const_res = [r for r in residuals if id(r) in body_consts]
+    step_res = [r for r in residuals if id(r) not in body_consts]
+    i64 = ArrayType((), np.dtype(np.int64))
+    step, next_step, steps = Var(i64, "steps"), Var(i64), Var(i64, "steps")
+    from pullback.primitives import elementwise as ew
+
+    counting = Eqn(ew.add_p, (step, Literal.of(1, np.int64)), (next_step,), Params(), eqn.source)
+    known_body = Program(known.inputs + (step,), known.eqns + (counting,),
+                         known.outputs[:nkk] + (next_step,) + known.outputs[nkk:n_known_out] + tuple(step_res),
+                         name=f"{body.name}_known")
+    known_cond = Program(tuple(v for v, u in zip(cond.inputs, cc_u + k_u) if not u) + (Var(i64),), cond_live.eqns,
+                         cond_live.outputs, name=cond.name)
+    cs, bs, ks = eqn.inputs[:ncc], eqn.inputs[ncc:ncc + nbc], eqn.inputs[ncc + nbc:]
+    outs_k, outs_y = eqn.outputs[:nk], eqn.outputs[nk:]
+    stacks = [Var(StackType(r.type), f"{r.hint}_steps" if r.hint else "") for r in step_res]
+    known_eqn = Eqn(while_p, tuple(a for a, u in zip(cs, cc_u) if not u) + tuple(a for a, u in zip(bs, bc_u) if not u)
+                    + tuple(a for a, u in zip(ks, k_u) if not u) + (Literal.of(0, np.int64),),
+                    tuple(v for v, u in zip(outs_k, k_u) if not u) + (steps,)
+                    + tuple(v for v, u in zip(outs_y, y_u) if not u) + tuple(stacks),
+                    Params({"cond": known_cond, "body": known_body, "num_cond_consts": ncc - sum(cc_u),
+                            "num_body_consts": nbc - sum(bc_u), "num_ys": ny - sum(y_u) + len(step_res)}),
+                    eqn.source)
+    ubc, uk = _split(unknown.inputs[split.n_residuals:], sum(bc_u), sum(k_u))[:2]
+    unknown_body = Program(tuple(const_res) + tuple(ubc) + tuple(uk) + tuple(step_res), tuple(remat) + unknown.eqns,
+                           unknown.outputs, name=f"{body.name}_unknown")
+    unknown_eqn = Eqn(scan_p, (steps,) + tuple(body_consts[id(r)] for r in const_res)
+                      + tuple(a for a, u in zip(bs, bc_u) if u) + tuple(a for a, u in zip(ks, k_u) if u)
+                      + tuple(stacks),
+                      tuple(v for v, u in zip(outs_k, k_u) if u) + tuple(v for v, u in zip(outs_y, y_u) if u),
+                      Params({"body": unknown_body, "length": None, "reverse": False,
+                              "num_consts": len(const_res) + sum(bc_u), "num_carry": sum(k_u)}),
+                      eqn.source)
+    return [known_eqn], [unknown_eqn], out_u
 
 
 pe.partial_eval_rules[while_p] = _while_partial_eval
+_MASKS[while_p] = _while_unknown
 
 
 def _while_dce(eqn: Eqn, used: list[bool]) -> Eqn | None:
-    return eqn  # every carry feeds the condition or the next step: kept whole
+    """Unused records go, and the carries that neither the condition nor a used result (or an effect,
+    such as a draw) reads, step after step."""
+    p = eqn.params
+    cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
+    nk = len(body.inputs) - nbc
+    cond_live, cond_in = _live_inputs(cond, [True])
+    y_live = list(used[nk:])
+    k_live = _fixed_point(lambda k: _live_inputs(body, k + y_live)[1][nbc:],
+                          [u or c for u, c in zip(used[:nk], cond_in[ncc:])])
+    pruned, body_in = _live_inputs(body, k_live + y_live)
+    cc_keep, bc_keep = cond_in[:ncc], body_in[:nbc]
+    if all(k_live) and all(y_live) and all(cc_keep) and all(bc_keep):
+        if pruned.eqns == body.eqns and cond_live.eqns == cond.eqns:
+            return eqn
+        return Eqn(while_p, eqn.inputs, eqn.outputs, Params({**p, "cond": Program(
+            cond.inputs, cond_live.eqns, cond_live.outputs, name=cond.name), "body": Program(
+            body.inputs, pruned.eqns, pruned.outputs, name=body.name)}), eqn.source)
+    new_cond = Program(tuple(v for v, k in zip(cond.inputs, cc_keep + k_live) if k), cond_live.eqns,
+                       cond_live.outputs, name=cond.name)
+    new_body = Program(tuple(v for v, k in zip(body.inputs, bc_keep + k_live) if k), pruned.eqns, pruned.outputs,
+                       name=body.name)
+    return Eqn(while_p, tuple(a for a, k in zip(eqn.inputs, cc_keep + bc_keep + k_live) if k),
+               tuple(v for v, k in zip(eqn.outputs, k_live + y_live) if k),
+               Params({**p, "cond": new_cond, "body": new_body, "num_cond_consts": sum(cc_keep),
+                       "num_body_consts": sum(bc_keep), "num_ys": sum(y_live)}), eqn.source)
 
 
 dce_.dce_rules[while_p] = _while_dce
@@ -734,11 +903,38 @@ def _cond_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
     return [any(z) for z in zip(*(_unknown_outputs(br, unknown_inputs[1:]) for br in eqn.params["branches"]))]
 
 
+def zeros_like_stack(x):
+    """A stack of zeros as long as the stack ``x``, each entry shaped as its (a stack's tangent that is
+    zero, where one must be made: a scan over ``x``'s steps)."""
+    from pullback import lax
+
+    elem = x.ssa.type.elem
+    body = _closed_program([elem], lambda e: [zeros_like_stack(e[0]) if isinstance(elem, StackType)
+                                              else lax.zeros(elem)], "zeros")
+    return make_scan(body, [], [], [x], length=None, reverse=False, count=x)[0]
+
+
+jvp_.zeros_of[StackType] = zeros_like_stack
+
+
+def _fill(v: Var) -> Eqn:
+    """The equation making ``v`` zeros, or for a stack an empty one (a scan of no steps, printed ``[]``)."""
+    from pullback.primitives import structural as st
+
+    t = v.type
+    if isinstance(t, StackType):
+        entry = Var(t.elem)
+        body = Program((), (_fill(entry),), (entry,), name="empty")
+        return Eqn(scan_p, (Literal.of(0, np.int64),), (v,), Params({
+            "body": body, "length": None, "reverse": False, "num_consts": 0, "num_carry": 0}))
+    return Eqn(st.broadcast_in_dim_p, (Literal.of(0, t.dtype),), (v,), Params({"shape": t.shape,
+                                                                              "broadcast_dimensions": ()}))
+
+
 def _cond_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
     """Each branch splits in two. The known cond returns the known results and the residuals of every
     branch (the branch taken fills the others' with zeros); the unknown cond takes them all, and each
     branch reads its own. Only the taken branch runs, forward and backward."""
-    from pullback.primitives import structural as st
 
     branches = eqn.params["branches"]
     if unknown_inputs[0]:
@@ -760,8 +956,7 @@ def _cond_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
                 outs.append(residuals[i][j - offsets[i]])
             else:
                 v = Var(t)
-                fills.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, t.dtype),), (v,),
-                                 Params({"shape": t.shape, "broadcast_dimensions": ()})))
+                fills.append(_fill(v))
                 outs.append(v)
         known_branches.append(Program(sp_.known.inputs, sp_.known.eqns + tuple(fills), tuple(outs),
                                       name=br.name))
@@ -820,7 +1015,14 @@ dce_.dce_rules[cond_p] = _cond_dce
 
 from pullback import lax  # noqa: E402
 from pullback.primitives import reductions as red  # noqa: E402
-from pullback.transforms.batch import at_front, batch, batch_rules, batch_size, moveaxis  # noqa: E402
+from pullback.transforms.batch import (  # noqa: E402
+    at_front,
+    batch,
+    batch_rules,
+    batch_size,
+    broadcasts_of,
+    moveaxis,
+)
 
 
 def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequence[bool], size: int) -> Program:
@@ -828,8 +1030,13 @@ def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequen
     return Program(b.inputs, b.eqns, b.outputs, b.constvars, b.constvals, name=body.name)
 
 
-def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_consts: int, num_carry: int):
+def _scan_batch(args, dims, *, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int):
     size = batch_size(args, dims)
+    count, args = _counted(args, length)
+    count_dim, dims = _counted(dims, length)
+    if any(d is not None for d in count_dim) and not isinstance(count[0].ssa.type, StackType):
+        return _scan_batch_counts(count[0], count_dim[0], args, dims, size, body=body, reverse=reverse,
+                                  num_consts=num_consts, num_carry=num_carry)
     consts, carry, xs = _split(args, num_consts, num_carry)
     cd, kd, xd = _split(dims, num_consts, num_carry)
     cb, xb = [d is not None for d in cd], [d is not None for d in xd]
@@ -839,7 +1046,7 @@ def _scan_batch(args, dims, *, body: Program, length: int, reverse: bool, num_co
     operands = ([at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]
                 + [at_front(c, d, size) if b else c for c, d, b in zip(carry, kd, kb)]
                 + [moveaxis(x, d, 1) if d is not None else x for x, d in zip(xs, xd)])
-    outs = bind(scan_p, *operands, body=new_body, length=length, reverse=reverse, num_consts=num_consts,
+    outs = bind(scan_p, *count, *operands, body=new_body, length=length, reverse=reverse, num_consts=num_consts,
                 num_carry=num_carry)
     return outs, tuple([0 if b else None for b in kb] + [1 if b else None for b in yb])
 
@@ -877,34 +1084,41 @@ def _cond_batch(args, dims, *, branches: tuple[Program, ...]):
     return tuple(outs), (0,) * n_out
 
 
-def _closed_program(in_types: Sequence[ArrayType], fn, name: str) -> Program:
-    """The program of ``fn`` on tracers of ``in_types`` (its outputs: a list of tracers)."""
+def _closed_program(in_types: Sequence[ArrayType], fn, name: str, hints: Sequence[str] = ()) -> Program:
+    """The program of ``fn`` on tracers of ``in_types`` (its outputs: a list of tracers); ``hints``
+    names its inputs."""
     with new_trace() as builder:
-        inputs = tuple(Var(t) for t in in_types)
+        inputs = tuple(Var(t, h) for t, h in zip(in_types, [*hints, *[""] * (len(in_types) - len(hints))]))
         outs = fn([Tracer(v, builder) for v in inputs])
         outputs = tuple(builder.atom(o) for o in outs)
     return Program(inputs, tuple(builder.eqns), outputs, name=name)
 
 
-def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int):
+def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int,
+                 num_ys: int):
     """An unbatched condition: one loop over batched values. A batched one: the loop runs while
     any element's condition holds, and an element whose condition fails keeps its carry (a
-    ``select`` per step), as JAX does."""
+    ``select`` per step), as JAX does; its records go on (the steps past its own are never read:
+    see ``_scan_batch_counts``)."""
     size = batch_size(args, dims)
     ncc, nbc = num_cond_consts, num_body_consts
+    nk = len(args) - ncc - nbc
     cb = [d is not None for d in dims[:ncc]]
     bb = [d is not None for d in dims[ncc:ncc + nbc]]
-    kb = _fixed_point(lambda k: _depends(body, bb + k), [d is not None for d in dims[ncc + nbc:]])
+    kb = _fixed_point(lambda k: _depends(body, bb + k)[:nk], [d is not None for d in dims[ncc + nbc:]])
     pred_batched = _depends(cond, cb + kb)[0]
     if pred_batched:
         kb = [True] * len(kb)
+    yb = [True] * num_ys if pred_batched else _depends(body, bb + kb)[nk:]
+    args = [lax.full((), a.value, a.dtype) if isinstance(a, Literal) else a for a in args]  # (a step count's 0)
     operands = [at_front(a, d, size) if (d is not None or (i >= ncc + nbc and kb[i - ncc - nbc])) else a
                 for i, (a, d) in enumerate(zip(args, dims))]
     new_cond = _batched_body(cond, cb + kb, [pred_batched], size)
-    new_body = _batched_body(body, bb + kb, kb, size)
+    new_body = _batched_body(body, bb + kb, kb + yb, size)
     if not pred_batched:
-        outs = bind(while_p, *operands, cond=new_cond, body=new_body, num_cond_consts=ncc, num_body_consts=nbc)
-        return outs, tuple(0 if b else None for b in kb)
+        outs = bind(while_p, *operands, cond=new_cond, body=new_body, num_cond_consts=ncc, num_body_consts=nbc,
+                    num_ys=num_ys)
+        return outs, tuple([0 if b else None for b in kb] + [1 if b else None for b in yb])
     cc_types = [a.type for a in new_cond.inputs[:ncc]]
     carry_types = [a.type for a in new_body.inputs[nbc:]]
     any_cond = _closed_program(cc_types + carry_types,
@@ -914,14 +1128,61 @@ def _while_batch(args, dims, *, cond: Program, body: Program, num_cond_consts: i
         cc, bc, carry = xs[:ncc], xs[ncc:ncc + nbc], xs[ncc + nbc:]
         (going,) = inline(new_cond, cc + carry)
         new = inline(new_body, bc + carry)
-        return [lax.select(lax.broadcast_in_dim(going, c.shape, (0,)), n, c) for n, c in zip(new, carry)]
+        return ([lax.select(lax.broadcast_in_dim(going, c.shape, (0,)), n, c) for n, c in zip(new[:nk], carry)]
+                + list(new[nk:]))
 
-    selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name)
+    selecting = _closed_program(cc_types + [a.type for a in new_body.inputs[:nbc]] + carry_types, step, body.name,
+                                [v.hint for v in (*new_cond.inputs[:ncc], *new_body.inputs)])
     outs = bind(while_p, *operands[:ncc], *operands, cond=any_cond, body=selecting, num_cond_consts=ncc,
-                num_body_consts=ncc + nbc)
-    return outs, (0,) * len(kb)
+                num_body_consts=ncc + nbc, num_ys=num_ys)
+    return outs, (0,) * nk + (1,) * num_ys
 
 
+def _scan_batch_counts(count, count_dim: int, args, dims, size: int, *, body: Program, reverse: bool,
+                       num_consts: int, num_carry: int):
+    """A scan over the steps of a while loop whose condition was batched: each element ran its own
+    number of steps (``count``, batched), and the stacks hold as many steps as the longest. The scan
+    runs that many, and an element keeps its carry on the steps past its own count (a ``select`` per
+    step, as the while loop did), so that what it computes there from the stacks' stale entries is
+    never used."""
+    count = moveaxis(count, count_dim, 0)
+    steps = lax.reduce_max(count, (0,))
+    consts, carry, xs = _split(args, num_consts, num_carry)
+    cd, _, xd = _split(dims, num_consts, num_carry)
+    cb, xb = [d is not None for d in cd], [d is not None for d in xd]
+    new_body = _batched_body(body, cb + [True] * num_carry + xb, [True] * len(body.outputs), size)
+    i64 = ArrayType((), np.dtype(np.int64))
+    const_types = [v.type for v in new_body.inputs[:num_consts]]
+    carry_types = [v.type for v in new_body.inputs[num_consts:num_consts + num_carry]]
+    x_types = [v.type for v in new_body.inputs[num_consts + num_carry:]]
+
+    def step(vs):
+        counts, cs, (t, *ks), xs_ = vs[0], vs[1:1 + num_consts], vs[1 + num_consts:2 + num_consts + num_carry], \
+            vs[2 + num_consts + num_carry:]
+        outs = inline(new_body, cs + ks + xs_)
+        active = lax.lt(lax.broadcast_in_dim(t, (size,), ()), counts)
+        kept = [lax.select(lax.broadcast_in_dim(active, k.shape, (0,)), n, k) for n, k in zip(outs[:num_carry], ks)]
+        return [lax.sub(t, 1) if reverse else lax.add(t, 1), *kept, *outs[num_carry:]]
+
+    masked = _closed_program([ArrayType((size,), count.dtype), *const_types, i64, *carry_types, *x_types], step,
+                             body.name, ["steps", *(v.hint for v in new_body.inputs[:num_consts]), "step",
+                                         *(v.hint for v in new_body.inputs[num_consts:])])
+    first = lax.sub(steps, 1) if reverse else lax.full((), 0, np.int64)
+    outs = make_scan(masked, [count, *[at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]],
+                     [first, *[at_front(k, d, size) for k, d in zip(carry, dims[num_consts:num_consts + num_carry])]],
+                     [moveaxis(x, d, 1) if d is not None else x for x, d in zip(xs, xd)], length=None,
+                     reverse=reverse, count=steps)
+    return tuple(outs[1:]), (0,) * num_carry + (1,) * (len(outs) - 1 - num_carry)
+
+
+def _broadcast_stack(x, size: int):
+    """The stack ``x`` with each entry broadcast along a batch axis first: a scan over its steps."""
+    elem = x.ssa.type.elem
+    body = _closed_program([elem], lambda e: [at_front(e[0], None, size)], "broadcast")
+    return make_scan(body, [], [], [x], length=None, reverse=False, count=x)[0]
+
+
+broadcasts_of[StackType] = _broadcast_stack
 batch_rules[scan_p] = _scan_batch
 batch_rules[checkpoint_p] = _checkpoint_batch
 batch_rules[cond_p] = _cond_batch

@@ -31,7 +31,11 @@ from collections.abc import Callable, Sequence
 
 from pullback.ir.core import Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
-from pullback.ir.types import ArrayType
+from pullback.ir.types import ArrayType, StackType
+
+# Broadcasts of the values ``broadcast_in_dim`` cannot broadcast (a stack of a loop's records), by type:
+# fn(x, size) -> x with a batch of ``size`` (first in each entry)
+broadcasts_of: dict[type, Callable] = {}
 
 # rule(args, dims, **params) -> (outs, out_dims); outs/out_dims are tuples for multiple results
 BatchRule = Callable[..., tuple]
@@ -41,11 +45,16 @@ batch_rules: dict[Primitive, BatchRule] = {}
 # --- helpers ---------------------------------------------------------------------------------
 
 
+def _is_stack(x) -> bool:
+    return isinstance(x, Tracer) and isinstance(x.ssa.type, StackType)
+
+
 def moveaxis(x, src: int | None, dst: int):
-    """``x`` with its batch axis ``src`` moved to ``dst`` (None: unchanged)."""
+    """``x`` with its batch axis ``src`` moved to ``dst`` (None: unchanged). A batched stack (a loop's
+    records) has its batch axis first in each entry, wherever it is asked for."""
     from pullback import lax
 
-    if src is None or src == dst:
+    if src is None or src == dst or _is_stack(x):
         return x
     perm = [i for i in range(x.ndim) if i != src]
     perm.insert(dst, src)
@@ -57,6 +66,8 @@ def at_front(x, dim: int | None, size: int):
     from pullback import lax
 
     if dim is None:
+        if _is_stack(x):  # each entry broadcast (a loop over them: see primitives.control)
+            return broadcasts_of[StackType](x, size)
         return lax.broadcast_in_dim(x, (size, *x.shape), range(1, x.ndim + 1))
     return moveaxis(x, dim, 0)
 
@@ -119,9 +130,11 @@ def unary_axes(prim: Primitive, param: str, *, removed: bool) -> None:
 # --- the transform ---------------------------------------------------------------------------
 
 
-def _batched_type(t: ArrayType, axis: int | None, size: int) -> ArrayType:
+def _batched_type(t: ArrayType | StackType, axis: int | None, size: int) -> ArrayType | StackType:
     if axis is None:
         return t
+    if isinstance(t, StackType):  # each entry batched, its batch axis first
+        return StackType(_batched_type(t.elem, 0, size))
     shape = list(t.shape)
     shape.insert(axis, size)
     return ArrayType(tuple(shape), t.dtype)

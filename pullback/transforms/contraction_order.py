@@ -321,6 +321,6 @@ def program_flops(program: Program) -> int:
             contracted = math.prod(x.shape[a] for a in d.lhs_contract)
             total += e.outputs[0].type.size * contracted
         else:
-            total += sum(v.type.size for v in e.outputs)
+            total += sum(v.type.size for v in e.outputs if type(v.type) is ArrayType)  # (a loop's records: uncounted)
     return total
 

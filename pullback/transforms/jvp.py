@@ -47,6 +47,18 @@ def instantiate(t, like_type: ArrayType | None = None):
     return lax.zeros(t.type) if isinstance(t, Zero) else t
 
 
+# Zeros of the types ``lax.zeros`` cannot make from the type alone, made like a primal value: a stack
+# (a loop's records, as long as the loop ran), by type -> fn(primal) -> its zero tangent
+zeros_of: dict[type, Callable] = {}
+
+
+def instantiate_like(t, primal):
+    """``instantiate``, where a zero of a stack is made as long as ``primal``."""
+    if isinstance(t, Zero) and type(t.type) in zeros_of:
+        return zeros_of[type(t.type)](primal)
+    return instantiate(t)
+
+
 # rule(primals, tangents, **params) -> (primal_out, tangent_out); tangents may be Zero
 JvpRule = Callable[..., tuple]
 jvp_rules: dict[Primitive, JvpRule] = {}
@@ -164,7 +176,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
                         hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
         builder.source = None
         outs = [read(a, primal, False) for a in program.outputs]
-        touts = [instantiate(read(a, tangent, True)) for a in program.outputs]
+        touts = [instantiate_like(read(a, tangent, True), o) for a, o in zip(program.outputs, outs)]
         out_atoms = tuple(builder.atom(o) for o in outs + touts)
     constvars, constvals = builder.constants()
     result = Program(program.inputs + tuple(tangent_inputs), tuple(builder.eqns), out_atoms, constvars, constvals,

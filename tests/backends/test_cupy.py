@@ -95,7 +95,7 @@ def test_every_primitive_and_its_gradient_print_for_cupy(case, rng):
         return
     check_cupy_source(pb.jit(case.fn).source(*args, device="cuda"))
     inexact = _inexact(args)
-    if inexact and not case.name.startswith("while"):  # a while_loop has no reverse mode
+    if inexact:
         check_cupy_source(pb.differentiate(_grad_fn(case), argnums=inexact).source(*args, device="cuda"))
 
 
@@ -214,8 +214,8 @@ def test_gpu_forward_jvp_and_vjp_agree_with_cpu(case, rng):
 
 
 def _both(fn, args, cp) -> tuple[list, list]:
-    """``fn`` on the CPU and on the GPU; where the CPU refuses (reverse mode through a while_loop, forward
-    mode through a custom_vjp), the GPU must refuse with the same error."""
+    """``fn`` on the CPU and on the GPU; where the CPU refuses (forward mode through a custom_vjp), the GPU
+    must refuse with the same error."""
     try:
         cpu = fn(*args)
     except pb.TracingError as e:

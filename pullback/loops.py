@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -253,17 +253,24 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint
         while cond_fun(val):
             val = body_fun(val)
         return val
+    return traced_while(cond_fun, body_fun, init_val, checkpoint)
+
+
+def traced_while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint: bool = False,
+                 names: Sequence[str] | None = None):
+    """``while_loop`` in a trace; ``names`` names the carry (``[""]`` with a dict carry: its keys, as the
+    converted Python ``while`` of ``numpy_api.control_flow`` names the user's variables)."""
     from pullback import lax
 
     leaves, tree = flatten(init_val)
     leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in leaves]
     init_val = unflatten(tree, leaves)
-    cond, cond_caps, cond_tree = trace_closed(cond_fun, [init_val], "cond")
+    cond, cond_caps, cond_tree = trace_closed(cond_fun, [init_val], "cond", arg_names=names)
     if len(cond.outputs) != 1 or cond.out_types[0].shape != () or cond.out_types[0].dtype != np.bool_:
         raise TracingError(located(f"while_loop: cond_fun must return a boolean scalar, got "
                                    f"{', '.join(map(str, cond.out_types))}"))
     step = _rematerialised(body_fun) if checkpoint else body_fun
-    body, body_caps, body_tree = trace_closed(step, [init_val], "body")
+    body, body_caps, body_tree = trace_closed(step, [init_val], "body", arg_names=names)
     if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
         raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
                                    "of init_val"))

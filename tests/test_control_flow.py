@@ -90,6 +90,11 @@ def test_while_on_a_traced_condition():
         value, derivative = pb.jvp(_taylor_exp, (v,), (1.0,))
         assert value == pytest.approx(np.exp(v), rel=1e-14) and derivative == pytest.approx(np.exp(v), rel=1e-13)
     assert "while " in pb.jit(_taylor_exp).source(0.3)
+    assert pb.grad(_fixed_point)(a) == pytest.approx(-x * s / (1 + a * s), rel=1e-8)  # reverse mode too
+    for v in (-2.0, 0.3, 1.7):
+        assert pb.grad(_taylor_exp)(v) == pytest.approx(np.exp(v), rel=1e-13)
+    src = pb.differentiate(_fixed_point).source(a)
+    assert "while " in src and "x_steps.append(" in src  # the loop's variable keeps the user's name
 
 
 def test_for_over_a_traced_range():
@@ -103,6 +108,7 @@ def test_for_over_a_traced_range():
         assert pb.jit(f)(np.ones(2), n) == 2.0 * sum(range(n))
         _, t = pb.jvp(lambda x, n=n: f(x, n), (np.ones(2),), (np.ones(2),))
         assert t == 2.0 * sum(range(n))
+        np.testing.assert_allclose(pb.grad(f)(np.ones(2), n), np.full(2, float(sum(range(n)))))
 
 
 def test_conditions_known_when_tracing_stay_pythons():

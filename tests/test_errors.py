@@ -99,6 +99,7 @@ def test_python_loop_on_an_argument_is_a_loop_of_traced_length():
         return np.sum(x)
 
     np.testing.assert_allclose(pb.jit(f)(np.ones(2), 3), np.sum(np.sin(np.sin(np.sin(np.ones(2))))), rtol=1e-14)
+    np.testing.assert_allclose(pb.grad(f)(np.ones(2), 2), np.cos(np.sin(1.0)) * np.cos(1.0) * np.ones(2))
     np.testing.assert_allclose(pb.grad(f, static_argnums=(1,))(np.ones(2), 2),
                                np.cos(np.sin(1.0)) * np.cos(1.0) * np.ones(2))
 

@@ -117,7 +117,8 @@ def ifexp(test, then: Callable, orelse: Callable):
 
 def while_stmt(test: Callable, body: Callable, get: Callable, put: Callable, names: Sequence[str]) -> None:
     """``while test(): body()``, the body assigning the variables ``names``. The loop's carry is those
-    defined before it; the others are the body's own temporaries."""
+    defined before it, by name (the printed loop's variables are the user's); the others are the
+    body's own temporaries."""
     condition = test()
     while not _traced(condition):  # Python's loop, for as long as the condition is known
         if not condition:
@@ -129,10 +130,10 @@ def while_stmt(test: Callable, body: Callable, get: Callable, put: Callable, nam
     init = get()
     carried = [i for i, v in enumerate(init) if v is not UNDEFINED]
 
-    def state(values) -> tuple:
+    def state(values: dict) -> tuple:
         full = [UNDEFINED] * len(init)
-        for i, v in zip(carried, values):
-            full[i] = v
+        for i in carried:
+            full[i] = values[names[i]]
         return tuple(full)
 
     def cond_fun(values):
@@ -142,9 +143,11 @@ def while_stmt(test: Callable, body: Callable, get: Callable, put: Callable, nam
     def body_fun(values):
         put(state(values))
         body()
-        return _kept(names, carried, state(values), get(), "a while loop")
+        kept = _kept(names, carried, state(values), get(), "a while loop")
+        return {names[i]: v for i, v in zip(carried, kept)}
 
-    put(state(loops.while_loop(cond_fun, body_fun, tuple(init[i] for i in carried))))
+    out = loops.traced_while(cond_fun, body_fun, {names[i]: init[i] for i in carried}, names=[""])
+    put(state(out))
 
 
 def for_range(bounds: tuple, body: Callable, get: Callable, put: Callable, names: Sequence[str]) -> None:

@@ -61,7 +61,9 @@ def check_cupy_source(source: str) -> set[str]:
     assert "scipy.linalg.lapack" not in source and "scipy.linalg.blas" not in source
     host = {id(n.func) for n in ast.walk(tree)  # np.ones(()), np.full((), c): a host scalar, cuBLAS's alpha
             if isinstance(n, ast.Call) and _dotted(n.func) in ("np.ones", "np.full") and ast.unparse(n.args[0]) == "()"}
-    names = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and id(n) not in host}
+    drawn = {id(a) for n in ast.walk(tree)  # cp.asarray(rs.standard_normal(3, dtype=np.float32)): a host draw
+             if isinstance(n, ast.Call) and _dotted(n.func) == "cp.asarray" for arg in n.args for a in ast.walk(arg)}
+    names = {_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and id(n) not in host | drawn}
     outer = {n for n in names if n and n.startswith("np.") and not any(n.startswith(a) for a in ALLOWED_NUMPY)}
     assert {n for n in outer if n not in {"np.linalg"}} == set(), outer
     return {_dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)} - {None}

@@ -3,7 +3,8 @@
 A case's generator is seeded afresh each time the case's function starts (``_rng``), so NumPy's run
 of it and pullback's (whose draws happen when the compiled program runs, after the reseeding that
 tracing did, unconverted) draw the same numbers; finite differences reseed for each evaluation. The tangents do
-not depend on what is drawn (a draw has no derivative), so repeated runs of one program agree too.
+not depend on what is drawn (a draw is added, never multiplied: it has no derivative), so a program compiled
+once and run again, its generator not reseeded, agrees too.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _rng = _helper["_rng"]
 CASES = [
     Case("draw-legacy", lambda x: (x + _rng(_RS).standard_normal(x.shape), _RS.randint(0, 5, size=2),
                                    _RS.choice(3, size=4, p=_P)), ((3,),)),
-    Case("draw-generator", lambda x: (x * _rng(_GEN).random((2, 3)), _GEN.integers(10), _GEN.normal(1.0, 2.0, 3)),
+    Case("draw-generator", lambda x: (x + _rng(_GEN).random((2, 3)), _GEN.integers(10), _GEN.normal(1.0, 2.0, 3)),
          ((2, 3),)),
     Case("draw-float32", lambda x: x + _rng(_GEN).standard_normal(2, dtype=np.float32), ((2,),), "float32"),
 ]

@@ -37,7 +37,7 @@ from pullback.errors import TracingError
 from pullback.ir import tracer as tr
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
 from pullback.ir.types import canonical_dtype
-from pullback.numpy_api import control_flow, convert, random
+from pullback.numpy_api import control_flow, convert, indexing, random
 
 _SEQUENCES = (list, tuple)
 # NumPy's names for parameters that take a sequence of arrays
@@ -430,16 +430,24 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 def index(obj, key):
-    """What converted code reads for ``obj[key]`` (``key`` without slices): ``np.r_[...]`` and
-    ``np.c_[...]`` of tracers, and a captured array's elements as the program's (``W[[2, 1, 0]]``)."""
+    """What converted code reads for ``obj[key]`` (``key`` without slices of literal bounds): ``np.r_[...]``
+    and ``np.c_[...]`` of tracers, a captured array's elements as the program's (``W[[2, 1, 0]]``), and a
+    NumPy array's slice at a traced start as the program's window of it (``X[it * b:(it + 1) * b]``)."""
     if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
+    if isinstance(obj, np.ndarray) and _tracing() and _traced_slice(key):
+        return indexing.getitem(obj, key)
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
         items = key if isinstance(key, tuple) else (key,)
         columns = obj is np.c_
         pieces = [_concat_item(item, columns) for item in items]
         return api.concatenate(pieces, axis=-1 if columns else 0)
     return obj[key]
+
+
+def _traced_slice(key) -> bool:
+    return any(type(k) is slice and (type(k.start) is Tracer or type(k.stop) is Tracer)
+               for k in (key if type(key) is tuple else (key,)))
 
 
 def _advanced(key) -> bool:

@@ -6,7 +6,8 @@ What does not (``np.array([x, y])``, ``scipy.special.logsumexp``, ``rs.standard_
 sees no tracer at all) is found where the user calls it: a traced function runs as a *converted*
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
 ``__pullback_call__(f, a, b=c)``, arithmetic ``a * b`` as ``__pullback_call__(operator.mul, a, b)``,
-and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no slice, as must ``np.r_[...]``. The
+and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds no slice of literal bounds, as must
+``np.r_[...]``. The
 dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
 NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
 turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
@@ -77,15 +78,24 @@ class _Calls(ast.NodeTransformer):
         return node if name is None else self._operator(name, [node.operand], node)
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        computed = any(isinstance(p, ast.Slice) and not all(map(_literal, (p.lower, p.upper, p.step))) for p in parts)
         self.generic_visit(node)
         if not isinstance(node.ctx, ast.Load):
             return node
         target, key = node.value, node.slice
         name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
-        parts = key.elts if isinstance(key, ast.Tuple) else [key]
-        if name in _CONCATENATORS or not any(isinstance(p, ast.Slice) for p in parts):  # slices: views, read anyway
+        # slices of literal bounds are views, read anyway; computed bounds may be traced (``X[it * b:(it + 1) * b]``)
+        if name in _CONCATENATORS or computed or not any(isinstance(p, ast.Slice) for p in parts):
             return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, key], []), node)
         return node
+
+
+def _literal(node: ast.expr | None) -> bool:
+    """A slice bound written as a number (``-1`` included), or absent."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return node is None or isinstance(node, ast.Constant)
 
 
 def _own_locals(node: ast.Call) -> ast.AST:

@@ -570,19 +570,6 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
     return names
 
 
-def _positions(fn: Callable, arg_names: Sequence[str] | None, n: int) -> list[int | None]:
-    """The position in ``fn``'s signature of each of ``n`` arguments: their own, unless ``arg_names``
-    names them (a wrapper passing the dynamic ones of a call with static arguments)."""
-    if arg_names is None:
-        return list(range(n))
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    return [params.index(name) if name in params else None for name in arg_names]
-
-
 def _closure_names(fn: Callable) -> dict[int, str]:
     """id(array) -> variable name: the generated code's keyword-only parameters take these names."""
     return {key: name for key, (name, _) in scope_arrays(fn).items()}
@@ -667,7 +654,7 @@ def _leaf_names(treedef, name: str) -> list[str]:
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
           captures: list | None = None, arg_names: Sequence[str] | None = None,
-          scope: Callable | None = None) -> tuple[Program, Any]:
+          scope: Callable | None = None, positions: Sequence[int | None] | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
@@ -676,14 +663,15 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     receives those outer tracers in the same order (a nested ``grad`` inside a traced function).
     ``arg_names`` names the arguments (default: ``fn``'s parameters); an empty name gives a
     dict's leaves their keys alone (keyword arguments). ``scope`` (default ``fn``) is the user's function
-    whose variables name the arrays it reads (when ``fn`` wraps it)."""
+    whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
+    user's function itself, gives each argument's position in its signature (None for the keyword
+    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
-    positions = _positions(inspect.unwrap(scope or fn), arg_names, len(args))
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
     names, leaves, trees, arguments = [], [], [], []
-    for a, n, at in zip(args, arg_names, positions):
+    for a, n, at in zip(args, arg_names, positions or [None] * len(args)):
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
@@ -696,7 +684,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
         builder.inputs = in_vars
-        builder.arguments = dict(zip(in_vars, arguments))
+        if positions is not None:
+            builder.arguments = dict(zip(in_vars, arguments))
         builder.examples = {id(v): x for v, x in zip(in_vars, leaves)
                             if isinstance(x, np.ndarray | np.generic) or is_python_scalar(x) or isinstance(x, Tracer)}
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))

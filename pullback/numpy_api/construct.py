@@ -37,7 +37,8 @@ from pullback.errors import TracingError
 from pullback.ir import tracer as tr
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
 from pullback.ir.types import canonical_dtype
-from pullback.numpy_api import control_flow, convert, indexing, random
+from pullback.numpy_api import control_flow, convert, indexing, integers, random
+from pullback.primitives import structural as st
 
 _SEQUENCES = (list, tuple)
 # NumPy's names for parameters that take a sequence of arrays
@@ -129,6 +130,31 @@ def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     if type(a) is Tracer:
         return api.astype(a, dtype) if dtype is not None else a
     return array(a, dtype)
+
+
+# --- np.arange of traced bounds -------------------------------------------------------------------
+
+
+def _arange(*args, dtype=None, **kwargs):
+    """``np.arange(start, stop[, step])`` of traced integer bounds a constant apart: ``start`` plus a
+    range of static length (``np.arange(it * b, (it + 1) * b)``, the positions of a minibatch); any
+    other call is NumPy's."""
+    if not _tracing() or not any(type(a) is Tracer for a in (*args, *kwargs.values())):
+        return np.arange(*args, dtype=dtype, **kwargs)
+    bounds = dict(zip(("start", "stop", "step"), args if len(args) > 1 else (0, *args)))
+    bounds.update(kwargs)
+    if set(bounds) - {"start", "stop", "step"} or "stop" not in bounds:
+        api.unsupported(f"np.arange({', '.join(bounds)}) with traced bounds")
+    step = bounds.get("step", 1)
+    if type(step) is Tracer or not isinstance(step, int | np.integer) or step == 0:
+        raise TracingError(located(f"np.arange with traced bounds needs a nonzero Python integer step, got {step!r}"))
+    first, length = integers.span(bounds["start"], bounds["stop"])
+    n = len(range(0, length.const, int(step)))
+    dtype = canonical_dtype(dtype) if dtype is not None else api.result_dtype(bounds["start"], bounds["stop"], step)
+    offsets = tr.bind(st.iota_p, dtype=dtype, shape=(n,), dimension=0)
+    if step != 1:
+        offsets = api.multiply(offsets, step)
+    return api.add(api.astype(bounds["start"], dtype), offsets)
 
 
 # --- np.r_ and np.c_ ------------------------------------------------------------------------------
@@ -284,6 +310,7 @@ def _build_table() -> None:
             table[id(value)] = (value, _numpy_handler(value), True)
     for name, impl in _WRAPPED.items():
         table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
+    table[id(np.arange)] = (np.arange, _arange, False)
     for name in _RECORDED:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's

@@ -74,6 +74,11 @@ def form(x) -> Affine | None:
     return None
 
 
+def bound(x: Tracer, lo: int, hi: int) -> None:
+    """Note that the traced integer scalar ``x`` lies in ``lo..hi`` (a loop's counter)."""
+    x.builder.affine[x.ssa] = Affine(((x.ssa, 1),), 0, lo, hi)
+
+
 def record(prim, xs, out) -> None:
     """Note the form of ``out = prim(*xs)`` where it is an integer scalar affine in its operands'
     atoms (called by ``elementwise`` for every result: cheap when it is not one)."""
@@ -109,27 +114,34 @@ def _form_of(prim, forms: list[Affine], out: Tracer) -> Affine | None:
     return None
 
 
+def span(start, stop) -> tuple[Affine, Affine]:
+    """The forms of ``start`` and of ``stop - start``, the latter constant: raises where it depends on a
+    traced value (a slice or a range of that length has no static shape), naming the arguments."""
+    first, last = form(start), form(stop)
+    for b, f in ((start, first), (stop, last)):
+        if f is None:
+            what = b.ssa.type if isinstance(b, Tracer) else type(b).__name__
+            raise TracingError(located(f"bounds must be integers (Python's or 0-d traced ones), got {what}"))
+    length = last.plus(first, -1)
+    if length.terms:
+        traced = next(b for b in (stop, start) if isinstance(b, Tracer))
+        raise ConcretizationError(located(
+            "a slice or range whose length depends on a traced value has no static shape: one of fixed length "
+            "at a traced start, x[s:s + b] or np.arange(s, s + b) with b a Python int (x[it * b:(it + 1) * b]), "
+            "works" + argument_hint(traced)))
+    return first, length
+
+
 def window(bound: slice, n: int, axis: int) -> tuple[Tracer, int, bool] | slice:
     """A slice with traced bounds of an axis of length ``n``: ``(start, length, check)`` for a window of
     static length at a traced start, or a ``slice`` of Python integers where the bounds' forms are
-    constants. Raises where the length depends on a traced value, naming the arguments it depends on."""
+    constants (``it - it + 2``). Raises where the length depends on a traced value."""
     if bound.step not in (None, 1):
         raise TracingError(located(f"a slice with traced bounds needs step 1, got {bound}: take the window "
                                    "x[s:s + b] first, then step through it (x[s:s + b][::2])"))
-    start, stop = form(0 if bound.start is None else bound.start), form(n if bound.stop is None else bound.stop)
-    for b, f in ((bound.start, start), (bound.stop, stop)):
-        if f is None:
-            what = b.ssa.type if isinstance(b, Tracer) else type(b).__name__
-            raise TracingError(located(f"slice bounds must be integers (Python's or 0-d traced ones), got {what}"))
-    if not start.terms and not stop.terms:  # traced values that are constants (``it - it + 2``)
-        return slice(start.const, stop.const)
-    length = stop.plus(start, -1)
-    if length.terms:
-        traced = next(b for b in (bound.stop, bound.start) if isinstance(b, Tracer))
-        raise ConcretizationError(located(
-            "a slice whose length depends on a traced value has no static shape: a slice of fixed length "
-            "at a traced start, x[s:s + b] with b a Python int (or x[it * b:(it + 1) * b]), works"
-            + argument_hint(traced)))
+    start, length = span(0 if bound.start is None else bound.start, n if bound.stop is None else bound.stop)
+    if not start.terms:
+        return slice(start.const, start.const + length.const)
     size = max(length.const, 0)
     if size > n:
         raise TracingError(located(f"IndexError: a slice of {size} at a traced start does not fit axis {axis} "

@@ -5,6 +5,9 @@
 Keys of integers, slices, ``None`` and ``...`` alone are basic indexing (``slice`` and
 ``reshape``); integer arrays and lists anywhere in a key, and boolean masks known when
 tracing (turned into index arrays by ``np.nonzero``), are advanced indexing (``gather``).
+A slice of fixed length at a traced start (``x[it * b:(it + 1) * b]``: its bounds' forms differ
+by a constant, see ``integers``) is a window, read by ``dynamic_slice`` before the rest of the
+key and written back by ``dynamic_update_slice``.
 A boolean mask computed from traced values has a data-dependent number of entries, so it
 cannot be read with; assigning a scalar through it is ``np.where``. Index arrays and masks
 known before tracing are read when tracing: the program keeps copies of them (unlike other
@@ -243,14 +246,14 @@ def _gather(x, key: _Key):
     return lax.gather(_window(x, key), key.operands, key.index, key.unique)
 
 
-def _window(x, key: _Key, check: bool = True):
+def _window(x, key: _Key):
     """``x``'s windows at traced starts (``x`` itself where the key has none)."""
     if not key.windows:
         return x
     if isinstance(x, np.ndarray):  # a NumPy array sliced at a traced start: the program's constant
         x = current_builder().read(x)
     axes, starts, sizes, checks = zip(*key.windows)
-    return lax.dynamic_slice(x, starts, axes, sizes, check and any(checks))
+    return lax.dynamic_slice(x, starts, axes, sizes, any(checks))
 
 
 def _into_window(x, key: _Key, updates, scatter):

@@ -1,6 +1,7 @@
 """NumPy's indexing as primitives: ``gather`` (``x[key]``), ``scatter`` (``out[key] = v``),
-``scatter_add`` (``np.add.at``), and the ordering functions (``sort``, ``argsort``,
-``argmax``, ``argmin``).
+``scatter_add`` (``np.add.at``), windows of static size at traced starts (``dynamic_slice``,
+``x[s:s + b]``, and ``dynamic_update_slice``, ``out[s:s + b] = v``), and the ordering functions
+(``sort``, ``argsort``, ``argmax``, ``argmin``).
 
 A key is the static param ``index``: a tuple with one entry per position of NumPy's
 index tuple (``Ellipsis`` already expanded), each an ``Int``, a ``Slice``, ``NewAxis``, or

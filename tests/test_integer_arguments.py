@@ -185,3 +185,23 @@ def test_compiling_per_value_of_a_static_argument_is_announced_once(caplog):
     message = caplog.records[0].getMessage()
     assert "objective" in message and "5 values of its static argument it (static_argnums=1)" in message
     assert "leave it out of static_argnums" in message
+
+
+def minibatch_residuals(w, X, y, it):
+    batch = X[it * B:(it + 1) * B]
+    residual = batch @ w - y[it * B:(it + 1) * B]
+    return np.sum(residual ** 2)
+
+
+def test_gradient_source_golden():
+    """How windows print: the slices as written, one range check for the start they share (the
+    cotangent's window is not checked again), the data's cotangent written into zeros."""
+    from tests.conftest import check_golden
+
+    d = pb.differentiate(minibatch_residuals, argnums=(0, 1))
+    y = np.arange(12.0)
+    check_golden("grad_minibatch.py.txt", d.source(np.ones(3), X, y, 1))
+    w_bar, X_bar = d.grad(np.ones(3), X, y, 1)
+    r = X[4:8] @ np.ones(3) - y[4:8]
+    np.testing.assert_allclose(w_bar, 2 * X[4:8].T @ r, rtol=1e-12)
+    np.testing.assert_allclose(X_bar, np.pad(2 * np.outer(r, np.ones(3)), ((4, 4), (0, 0))), rtol=1e-12)

@@ -88,6 +88,7 @@ SCALAR_SAFE = frozenset({
     "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
     "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
     "ge", "integer_pow", "select", "broadcast_in_dim",
+    "dynamic_slice", "dynamic_update_slice",  # scalars only as starts: slice bounds
 })
 
 

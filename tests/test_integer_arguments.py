@@ -114,6 +114,8 @@ def test_fancy_indices_built_from_an_integer_argument():
         for it in (0, 2):
             np.testing.assert_allclose(d.grad(params, it), _fd_grad(f, params, it), rtol=1e-6)
         assert len(d._stages) == 2  # primal and gradient, for every it
+    with pytest.raises(IndexError, match="out of bounds"):  # NumPy's own indexing refuses positions 12 to 15
+        pb.jit(taken)(params, 3)
 
 
 def test_a_length_that_depends_on_an_argument_names_it():

@@ -183,6 +183,9 @@ def at_boundary(a):
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
+RECOMPILES = 5  # values of one static argument, each compiling a program, before the log says so
+
+
 class _Kwargs(dict):
     """Keyword arguments of a call, carried as one last dynamic argument (a dict of leaves);
     those named in ``static_argnames`` ride along in ``static``, outside the traced leaves."""
@@ -286,6 +289,9 @@ class differentiate(_ByFunction):
         self.has_aux = has_aux
         self.reroll = reroll
         self._stages: dict[tuple, Any] = {}
+        # static argument (position or name) -> the values it has compiled programs for; None once the
+        # log has said that they are many (``_count_static``)
+        self._static_values: dict[int | str, set | None] = {}
         # (stage, signature of each argument) -> runner, for calls whose arguments are all
         # arrays or scalars: a steady-state call is one dict hit on a tuple of shapes and types
         self._runners: dict[tuple, Callable] = {}
@@ -299,11 +305,12 @@ class differentiate(_ByFunction):
 
     # --- programs, per stage and signature ---------------------------------------------------
 
-    def _split_static(self, args: tuple) -> tuple[Callable, tuple, list[str] | None]:
-        """The function of the dynamic arguments alone, those arguments, and their names."""
+    def _split_static(self, args: tuple) -> tuple[Callable, tuple, list[str] | None, list[int | None]]:
+        """The function of the dynamic arguments alone, those arguments, their names, and their positions
+        among the function's arguments (None: the keyword arguments)."""
         kw = _has_kwargs(args)
         if not self.static_argnums and not kw:
-            return self.fn, args, None
+            return self.fn, args, None, list(range(len(args)))
         n = len(args) - kw
         static = {i: args[i] for i in self._static_at(args)}
         static_kw = args[n].static if kw else {}
@@ -318,7 +325,7 @@ class differentiate(_ByFunction):
 
         with_static.__name__ = getattr(self.fn, "__name__", "f")
         with_static.__wrapped__ = self.fn  # type: ignore[attr-defined]
-        return with_static, dynamic, names
+        return with_static, dynamic, names, [i for i in range(n) if i not in static] + [None] * kw
 
     def _static_at(self, args: tuple) -> tuple[int, ...]:
         """The static argnums this call passes by position."""
@@ -408,13 +415,40 @@ class differentiate(_ByFunction):
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged
             self._programs.traced(self.fn)
+            if kind == "primal" and (self.static_argnums or (_has_kwargs(args) and args[-1].static)):
+                self._count_static(args)  # a program per value of the static arguments
         return staged
+
+    def _count_static(self, args: tuple) -> None:
+        """Note the values of the static arguments a program was traced for; at the ``RECOMPILES``-th
+        value of one, say once (a warning of the ``pullback`` logger, as JAX warns of recompiles) that each
+        value compiles a program of its own, and that tracing it would compile one for all."""
+        n = len(args) - _has_kwargs(args)
+        static: dict[int | str, Any] = {i: args[i] for i in self._static_at(args)}
+        if _has_kwargs(args):
+            static.update(args[-1].static)
+        names = _arg_names(self.fn, n)
+        for k, value in static.items():
+            seen = self._static_values.setdefault(k, set())
+            if seen is None:
+                continue
+            seen.add(_static_key(value, k))
+            if len(seen) < RECOMPILES:
+                continue
+            self._static_values[k] = None
+            name, mark = (names[k], f"static_argnums={k}") if isinstance(k, int) else (k, f"static_argnames={k!r}")
+            log.logger.warning(
+                "%s has compiled a program for each of %d values of its static argument %s (%s) and compiles one "
+                "more for each new value: if %s only picks positions (a slice of fixed length, x[%s * b:(%s + 1) * b], "
+                "an index), leave it out of %s: traced, it takes one program for every value",
+                getattr(self.fn, "__qualname__", "a function"), len(seen), name, mark, name, name, name,
+                mark.split("=")[0])
 
     def _build(self, kind: str, args: tuple, trees):
         if kind == "primal":
-            f, dyn, names = self._split_static(args)
+            f, dyn, names, positions = self._split_static(args)
             captures: list = []
-            program, treedef = trace(f, dyn, captures=captures, arg_names=names)
+            program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
             if self.reroll:
                 program = reroll(program)
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))

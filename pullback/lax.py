@@ -369,6 +369,20 @@ def scatter(x, updates, idx, index, unique_indices: bool = False):
     return bind(ix.scatter_p, x, updates, *idx, index=tuple(index), unique_indices=unique_indices)
 
 
+def dynamic_slice(x, starts, axes, sizes, check: bool = True):
+    """``x[..., s:s + size, ...]`` along ``axes`` from traced 0-d integer ``starts``."""
+    from pullback.primitives import indexing as ix
+
+    return bind(ix.dynamic_slice_p, x, *starts, axes=tuple(axes), sizes=tuple(sizes), check=check)
+
+
+def dynamic_update_slice(x, update, starts, axes, sizes, check: bool = True):
+    """A copy of ``x`` with ``update`` written in the window of ``dynamic_slice``."""
+    from pullback.primitives import indexing as ix
+
+    return bind(ix.dynamic_update_slice_p, x, update, *starts, axes=tuple(axes), sizes=tuple(sizes), check=check)
+
+
 def scatter_winners(shape, idx, index):
     """Where ``out[key] = updates`` repeats indices, True for the write NumPy keeps: each
     update writes its own position, and reads back whose position stayed."""

@@ -1,7 +1,9 @@
 """Diagnostics: with ``PULLBACK_LOG=1`` in the environment (or ``pullback.log.enable()``), each
 trace and each compile is reported on standard error, with the function, the stage, the argument
 signature, the time taken and the program's size, so that a slow first call, or a function traced
-again and again, can be seen. A program of many equations announces its compile before it starts."""
+again and again, can be seen. With logging off too, a program of many equations announces its compile
+before it starts, and a function compiled for a fifth value of one static argument says so once
+(``api.RECOMPILES``), as warnings of the ``pullback`` logger."""
 
 from __future__ import annotations
 

@@ -193,12 +193,18 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
             val = body_fun(i, val)
         return val
     from pullback import lax
+    from pullback.numpy_api import integers
 
     steps = max(upper - lower, 0)
     index = lax.iota(np.int64, (steps,), 0)
     if lower:
         index = lax.add(index, lower)
-    carry, _ = scan(lambda val, i: (body_fun(i, val), None), init_val, index, length=steps)
+
+    def step(val, i):
+        integers.bound(i, lower, upper - 1)  # x[i * b:(i + 1) * b] in range needs no check
+        return body_fun(i, val), None
+
+    carry, _ = scan(step, init_val, index, length=steps)
     return carry
 
 

@@ -41,7 +41,7 @@ TEMP_HINTS = {
     "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
     "round": "rounded", "clip": "clipped",
     "and": "both", "or": "either", "xor": "differ", "not": "inverted",
-    "gather": "picked", "scatter": "updated",
+    "gather": "picked", "scatter": "updated", "dynamic_slice": "window", "dynamic_update_slice": "updated",
     "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }
 
@@ -92,6 +92,7 @@ SCALAR_SAFE = frozenset({
     "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
     "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
     "ge", "integer_pow", "select", "broadcast_in_dim",
+    "dynamic_slice", "dynamic_update_slice",  # scalars only as starts: slice bounds
 })
 
 
@@ -174,7 +175,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 return emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
         else:
             def emit(ins, outs):
-                return backend.in_place(eqn, ins, k)
+                return backend.in_place(eqn, ins, k, ctx.where)
         template = templates.get(templates.key(eqn, k), eqn, emit)
         if template is None:
             return None
@@ -243,9 +244,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             elif returned_update:
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
-                stmts = [*backend.in_place(eqn, ins, k), named]
+                stmts = [*backend.in_place(eqn, ins, k, ctx.where), named]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
-                stmts = backend.in_place(eqn, ins, k)
+                stmts = backend.in_place(eqn, ins, k, ctx.where)
             else:
                 fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))

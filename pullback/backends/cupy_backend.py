@@ -84,10 +84,10 @@ def configure(ctx: Context, program) -> None:
     ctx.use("cp")
 
 
-def in_place(eqn, ins, k):
+def in_place(eqn, ins, k, where: str = ""):
     if eqn.prim is st.add_diagonal_p:
         return [_diagonal_update(ins[0], ins[1])]
-    return _by_parts(eqn, to_cupy(npb.in_place(eqn, ins, k)))
+    return _by_parts(eqn, to_cupy(npb.in_place(eqn, ins, k, where)))
 
 
 def _by_parts(eqn, stmts: list) -> list:

@@ -22,7 +22,7 @@ MIN_SIZE = 1 << 16
 
 # operations whose outputs are views of their first operand
 VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim_p, st.diagonal_p, ew.real_p,
-                   ew.imag_p})
+                   ew.imag_p, ix.dynamic_slice_p})
 
 
 def makes_view(prim, inputs) -> bool:
@@ -34,7 +34,7 @@ def makes_view(prim, inputs) -> bool:
 # operations that update a copy of their first operand (``out = x.copy(); out[key] = v``, ``K + s I``):
 # writing into a dead ``x`` instead saves the copy at any size, so they reuse it whatever its size (0-d
 # values excepted: generated code may hold those as NumPy scalars, which cannot be written into)
-UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p, st.add_diagonal_p})
+UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p, ix.dynamic_update_slice_p, st.add_diagonal_p})
 
 
 def buffer_roots(program: Program) -> dict[int, int]:

@@ -8,6 +8,7 @@ import libcst as cst
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import IN_PLACE, emits
 from pullback.backends.syntax import Expr
+from pullback.ir.core import Literal
 from pullback.primitives import indexing as ix
 
 
@@ -72,12 +73,75 @@ def _scatter(ctx, eqn, ins, outs):
     return [s.assign(outs, s.method(x, "copy") if eqn.inputs[0].type.ndim else x), _update(eqn, outs[0], ins)]
 
 
-def in_place(eqn, ins: list[Expr]) -> cst.SimpleStatementLine:
-    """The update written into the dead operand ``x`` itself (memory planning)."""
-    return _update(eqn, ins[0], ins)
+def in_place(eqn, ins: list[Expr], where: str = "") -> list[cst.BaseStatement]:
+    """The update written into the dead operand ``x`` itself (memory planning); ``where``: the user's line."""
+    if eqn.prim is ix.dynamic_update_slice_p:
+        return [*_checks(eqn, ins[2:], _at(where)), _store(s.subscript(ins[0], _window(eqn, ins[2:])), ins[1], False)]
+    return [_update(eqn, ins[0], ins)]
 
 
-UPDATES = (ix.scatter_p, ix.scatter_add_p)
+# --- windows at traced starts ---------------------------------------------------------------------
+
+
+def _window(eqn, starts: list[Expr]) -> list:
+    """The key ``[:, s:s + b]`` of a window; a literal start prints its slice (``[:, 3:5]``)."""
+    shape, p = eqn.inputs[0].shape, eqn.params
+    out: list = []
+    for a, n in enumerate(shape):
+        if a not in p["axes"]:
+            out.append(s.slice_(None, None, None))
+            continue
+        k = p["axes"].index(a)
+        start, size, atom = starts[k], p["sizes"][k], eqn.inputs[len(eqn.inputs) - len(starts) + k]
+        if isinstance(atom, Literal):
+            out.append(slice_expr(n, atom.value, atom.value + size, 1))
+        else:
+            out.append(cst.Slice(lower=start, upper=s.binop(start, "+", s.number(size))))
+    while len(out) > 1 and isinstance(out[-1], cst.Slice) and out[-1].lower is None and out[-1].upper is None:
+        out.pop()
+    return out
+
+
+def _checks(eqn, starts: list[Expr], where: str) -> list[cst.If]:
+    """``if not 0 <= s <= n - b: raise IndexError(...)`` for each traced start (``check``): NumPy
+    would return a shorter slice, which the program's shapes cannot follow."""
+    if not eqn.params["check"]:
+        return []
+    out = []
+    shape, p = eqn.inputs[0].shape, eqn.params
+    for k, (a, size) in enumerate(zip(p["axes"], p["sizes"])):
+        if isinstance(eqn.inputs[len(eqn.inputs) - len(starts) + k], Literal):
+            continue
+        last = shape[a] - size
+        inside = cst.Comparison(s.number(0), [cst.ComparisonTarget(cst.LessThanEqual(), starts[k]),
+                                              cst.ComparisonTarget(cst.LessThanEqual(), s.number(last))])
+        message = (f"a slice of {size} at a traced start does not fit axis {a} of length {shape[a]}: the start is "
+                   f"{{}}, not in 0..{last}{where}")
+        text = s.method(cst.SimpleString(repr(message)), "format", starts[k])
+        out.append(cst.If(test=cst.UnaryOperation(cst.Not(), inside), body=cst.IndentedBlock(
+            [s.statement(cst.Raise(exc=s.call("IndexError", text)))])))
+    return out
+
+
+def _at(where: str) -> str:
+    return f" (at {where})" if where else ""
+
+
+@emits(ix.dynamic_slice_p)
+def _dynamic_slice(ctx, eqn, ins, outs):
+    window = s.subscript(ins[0], _window(eqn, ins[1:]))
+    checks = _checks(eqn, ins[1:], _at(ctx.where))
+    return [*checks, s.assign(outs, window)] if checks else window
+
+
+@emits(ix.dynamic_update_slice_p)
+def _dynamic_update_slice(ctx, eqn, ins, outs):
+    checks = _checks(eqn, ins[2:], _at(ctx.where))
+    return [*checks, s.assign(outs, s.method(ins[0], "copy")),
+            _store(s.subscript(outs[0], _window(eqn, ins[2:])), ins[1], False)]
+
+
+UPDATES = (ix.scatter_p, ix.scatter_add_p, ix.dynamic_update_slice_p)
 IN_PLACE.update({p: (None, None) for p in UPDATES})
 
 

@@ -110,6 +110,11 @@ class Builder:
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
         self.examples: dict[int, Any] = {}
+        # the traced function's argument each input comes from: (name, position; None for a keyword)
+        self.arguments: dict[Var, tuple[str, int | None]] = {}
+        # integer scalars' forms, affine in traced integers (numpy_api.integers): what makes
+        # ``x[it * b:(it + 1) * b]`` a slice of static length
+        self.affine: dict[Var, Any] = {}
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
@@ -402,14 +407,10 @@ class Tracer:
 
     # --- refusing concrete values -------------------------------------------
     def _concrete(self, what: str):
-        hint = ""
-        if self.ssa in self.builder.inputs:  # an argument of the traced function
-            name = self.ssa.hint or "this argument"
-            hint = (f"; {name} is an argument: if it is a Python value the function branches or loops on "
-                    f"(a loop bound, a flag), mark it static (static_argnums=...), or use pb.fori_loop/pb.cond")
         raise ConcretizationError(located(
             f"{what} of a traced value {self.ssa.type}: Python control flow and conversions "
-            f"cannot depend on traced values (use np.where for elementwise choices){hint}"
+            f"cannot depend on traced values (use np.where for elementwise choices, pb.fori_loop and pb.cond "
+            f"for loops and branches){argument_hint(self)}"
         ))
 
     def __bool__(self):
@@ -560,6 +561,37 @@ class Tracer:
                                      f"attribute {name!r}, as NumPy's ndarray has none"))
 
 
+def traced_arguments(x: Tracer) -> list[tuple[Var, str, int | None]]:
+    """The inputs of the traced function that ``x`` is computed from, with their arguments' names and
+    positions: the trace is walked back from ``x`` (into enclosing traces through the values a nested
+    trace captured). For error messages: it reads every equation."""
+    builder, wanted = x.builder, {id(x.ssa)}
+    for eqn in reversed(builder.eqns):
+        if not wanted.isdisjoint(map(id, eqn.outputs)):
+            wanted.update(id(a) for a in eqn.inputs if type(a) is Var)
+    found = [(v, *builder.arguments[v]) for v in builder.inputs if id(v) in wanted and v in builder.arguments]
+    for inner, outer in (builder.captures or {}).values():
+        if id(inner) in wanted:
+            found += [f for f in traced_arguments(outer) if all(f[0] is not g[0] for g in found)]
+    return found
+
+
+def argument_hint(x: Tracer) -> str:
+    """``'; ... static_argnums=(1,) ...'``, naming the scalar arguments of the traced function that ``x``
+    is computed from, which could be static (baked into the program, compiled per value); or ``''``."""
+    found = [(name, at) for v, name, at in traced_arguments(x) if v.type.shape == ()]
+    if not found:
+        return ""
+    names = ", ".join(name for name, _ in found)
+    positional = tuple(at for _, at in found if at is not None)
+    keywords = tuple(name for name, at in found if at is None)
+    marks = " and ".join(([f"static_argnums={positional}"] if positional else [])
+                         + ([f"static_argnames={keywords}"] if keywords else []))
+    it = "it" if len(found) == 1 else "them"
+    return (f"; the value is computed from the traced argument{'s' if len(found) > 1 else ''} {names}: to compile "
+            f"one program per value instead, mark {it} static ({marks})")
+
+
 def _arg_names(fn: Callable, n: int) -> list[str]:
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -660,7 +692,7 @@ def _leaf_names(treedef, name: str) -> list[str]:
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
           captures: list | None = None, arg_names: Sequence[str] | None = None,
-          scope: Callable | None = None) -> tuple[Program, Any]:
+          scope: Callable | None = None, positions: Sequence[int | None] | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
@@ -669,17 +701,20 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     receives those outer tracers in the same order (a nested ``grad`` inside a traced function).
     ``arg_names`` names the arguments (default: ``fn``'s parameters); an empty name gives a
     dict's leaves their keys alone (keyword arguments). ``scope`` (default ``fn``) is the user's function
-    whose variables name the arrays it reads (when ``fn`` wraps it)."""
+    whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
+    user's function itself, gives each argument's position in its signature (None for the keyword
+    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
     from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
-    names, leaves, trees = [], [], []
-    for a, n in zip(args, arg_names):
+    names, leaves, trees, arguments = [], [], [], []
+    for a, n, at in zip(args, arg_names, positions or [None] * len(args)):
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
         names += _leaf_names(tree, n)
+        arguments += [(n, at) if n else (name, None) for name in _leaf_names(tree, n)]
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(inspect.unwrap(scope or fn))
@@ -687,6 +722,8 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
         builder.inputs = in_vars
+        if positions is not None:
+            builder.arguments = dict(zip(in_vars, arguments))
         builder.examples = {id(v): x for v, x in zip(in_vars, leaves)
                             if isinstance(x, np.ndarray | np.generic) or is_python_scalar(x) or isinstance(x, Tracer)}
         tracers = iter(Tracer(v, builder, weak) for v, (_, weak) in zip(in_vars, types))

@@ -22,6 +22,7 @@ from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
 from pullback.lax import FOLD
+from pullback.numpy_api import integers
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
@@ -160,7 +161,10 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
             return FOLD[prim](*(np.asarray(x, dtype) for x in xs)).item()
     shape = _shape(*xs)
     args = [broadcast_to(astype(x, dtype), shape) for x in xs]
-    return _weak_result(bind(prim, *args), xs)
+    out = _weak_result(bind(prim, *args), xs)
+    if not shape and dtype.kind in "iu":  # integer scalars keep their affine forms (``it * b``)
+        integers.record(prim, xs, out)
+    return out
 
 
 def _inexact(x) -> np.dtype:

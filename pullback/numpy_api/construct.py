@@ -40,7 +40,8 @@ from pullback.errors import TracingError
 from pullback.ir import tracer as tr
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, located
 from pullback.ir.types import canonical_dtype
-from pullback.numpy_api import control_flow, convert, random
+from pullback.numpy_api import control_flow, convert, integers, random
+from pullback.primitives import structural as st
 
 _SEQUENCES = (list, tuple)
 # NumPy's names for parameters that take a sequence of arrays
@@ -132,6 +133,31 @@ def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     if type(a) is Tracer:
         return api.astype(a, dtype) if dtype is not None else a
     return array(a, dtype)
+
+
+# --- np.arange of traced bounds -------------------------------------------------------------------
+
+
+def _arange(*args, dtype=None, **kwargs):
+    """``np.arange(start, stop[, step])`` of traced integer bounds a constant apart: ``start`` plus a
+    range of static length (``np.arange(it * b, (it + 1) * b)``, the positions of a minibatch); any
+    other call is NumPy's."""
+    if not _tracing() or not any(type(a) is Tracer for a in (*args, *kwargs.values())):
+        return np.arange(*args, dtype=dtype, **kwargs)
+    bounds = dict(zip(("start", "stop", "step"), args if len(args) > 1 else (0, *args)))
+    bounds.update(kwargs)
+    if set(bounds) - {"start", "stop", "step"} or "stop" not in bounds:
+        api.unsupported(f"np.arange({', '.join(bounds)}) with traced bounds")
+    step = bounds.get("step", 1)
+    if type(step) is Tracer or not isinstance(step, int | np.integer) or step == 0:
+        raise TracingError(located(f"np.arange with traced bounds needs a nonzero Python integer step, got {step!r}"))
+    first, length = integers.span(bounds["start"], bounds["stop"])
+    n = len(range(0, length.const, int(step)))
+    dtype = canonical_dtype(dtype) if dtype is not None else api.result_dtype(bounds["start"], bounds["stop"], step)
+    offsets = tr.bind(st.iota_p, dtype=dtype, shape=(n,), dimension=0)
+    if step != 1:
+        offsets = api.multiply(offsets, step)
+    return api.add(api.astype(bounds["start"], dtype), offsets)
 
 
 # --- np.r_ and np.c_ ------------------------------------------------------------------------------
@@ -304,6 +330,7 @@ def _build_table() -> None:
             table[id(value)] = (value, _numpy_handler(value), True)
     for name, impl in _WRAPPED.items():
         table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
+    table[id(np.arange)] = (np.arange, _arange, False)
     for name in _RECORDED:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
     for kind in _SCALAR_TYPES:
@@ -466,12 +493,13 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 def index(obj, key):
     """What converted code reads for ``obj[key]``: ``np.r_[...]`` and ``np.c_[...]`` of tracers, a
     captured array's elements as the program's (``W[[2, 1, 0]]``), an array filled with traced values
-    as their tracer, and a NumPy array at traced positions (``c[k]``) as a gather from a constant."""
+    as their tracer, a NumPy array at traced positions (``c[k]``) as a gather from a constant, and its
+    slice at a traced start as the program's window of it (``X[it * b:(it + 1) * b]``)."""
     if type(obj) is np.ndarray and _tracing():
         traced = tr.traced_buffer(obj)
         if traced is not None:
             return traced[key]
-        if _holds_tracer(key if type(key) is tuple else (key,)):
+        if _holds_tracer(key if type(key) is tuple else (key,)) or _traced_slice(key):
             return api.getitem(obj if not _is_captured(obj) else tr.current_builder().read(obj), key)
     if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
@@ -598,6 +626,12 @@ def _made_by(builder: tr.Builder, a: np.ndarray) -> tuple | None:
     friends, if it did."""
     found = builder.made.get(id(a))
     return found if found is not None and found[0]() is a else None
+
+
+def _traced_slice(key) -> bool:
+    """A slice at a traced start (``X[it * b:(it + 1) * b]``): the program's window of the array."""
+    return any(type(k) is slice and (type(k.start) is Tracer or type(k.stop) is Tracer)
+               for k in (key if type(key) is tuple else (key,)))
 
 
 def _advanced(key) -> bool:

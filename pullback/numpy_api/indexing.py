@@ -5,6 +5,9 @@
 Keys of integers, slices, ``None`` and ``...`` alone are basic indexing (``slice`` and
 ``reshape``); integer arrays and lists anywhere in a key, and boolean masks known when
 tracing (turned into index arrays by ``np.nonzero``), are advanced indexing (``gather``).
+A slice of fixed length at a traced start (``x[it * b:(it + 1) * b]``: its bounds' forms differ
+by a constant, see ``integers``) is a window, read by ``dynamic_slice`` before the rest of the
+key and written back by ``dynamic_update_slice``.
 A boolean mask computed from traced values has a data-dependent number of entries, so it
 cannot be read with; assigning a scalar through it is ``np.where``. Index arrays and masks
 known before tracing are read when tracing: the program keeps copies of them (unlike other
@@ -34,6 +37,7 @@ from pullback.numpy_api import (
     astype,
     broadcast_to,
     implements,
+    integers,
     maximum,
     minimum,
     negative,
@@ -46,19 +50,34 @@ from pullback.primitives import indexing as ix
 
 
 class _Key:
-    """A parsed key: the ``index`` param, its index operands (tracers or constant arrays), and
-    whether the addressed positions are known to be distinct."""
+    """A parsed key: the ``index`` param, its index operands (tracers or constant arrays), whether
+    the addressed positions are known to be distinct, and the windows at traced starts that come
+    first (``(axis, start, size, check)``: ``x[it * b:(it + 1) * b]``), ``index`` then addressing
+    the windowed array."""
 
-    def __init__(self, index: tuple, operands: list, unique: bool):
+    def __init__(self, index: tuple, operands: list, unique: bool, windows: list | None = None):
         self.index, self.operands, self.unique = index, operands, unique
+        self.windows: list[tuple[int, Tracer, int, bool]] = windows or []
+
+    def windowed(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """``shape`` with the windows' sizes."""
+        sizes = {axis: size for axis, _, size, _ in self.windows}
+        return tuple(sizes.get(a, n) for a, n in enumerate(shape))
 
     def shape(self, x) -> tuple[int, ...]:
-        return ix.indexed_shape(x.shape, self.index, [np.shape(o) for o in self.operands])
+        return ix.indexed_shape(self.windowed(x.shape), self.index, [np.shape(o) for o in self.operands])
 
 
 class _TracedMask:
     def __init__(self, mask: Tracer):
         self.mask = mask
+
+
+class _TracedSlice:
+    """A slice with traced bounds, resolved once its axis's length is known (``integers.window``)."""
+
+    def __init__(self, bounds: slice):
+        self.bounds = bounds
 
 
 def _entries(key) -> list:
@@ -71,6 +90,8 @@ def _entries(key) -> list:
             unsupported("indexing with a scalar boolean")
         elif isinstance(k, int | np.integer):
             out.append(int(k))
+        elif isinstance(k, slice) and (isinstance(k.start, Tracer) or isinstance(k.stop, Tracer)):
+            out.append(_TracedSlice(k))
         elif isinstance(k, slice):
             if not all(v is None or (isinstance(v, int | np.integer) and not isinstance(v, bool))
                        for v in (k.start, k.stop, k.step)):
@@ -140,13 +161,21 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
         raise TracingError(located(
             "indexing with a boolean mask computed from traced values gives a data-dependent shape, which "
             "pullback cannot trace: use np.where(mask, x, 0) (or a mask known before tracing)"))
-    index, operands, constant = [], [], True
+    index, operands, constant, windows = [], [], True, []
     axis = 0
     for k in entries:
         if k is None:
             index.append(ix.NewAxis())
             continue
         n = x.shape[axis] if axis < x.ndim else 0
+        if isinstance(k, _TracedSlice):
+            found = integers.window(k.bounds, n, axis)
+            if not isinstance(found, slice):
+                windows.append((axis, *found))
+                index.append(ix.Slice(0, found[1], 1))
+                axis += 1
+                continue
+            k = found
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             index.append(ix.Slice(start, stop, step) if len(range(start, stop, step)) else ix.Slice(0, 0, 1))
@@ -175,12 +204,15 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
             operands.append(_snapshot(k, np.where(k < 0, k + n, k).astype(np.int64)))
         axis += 1
     index = tuple(index)
+    key = _Key(index, operands, True, windows)
+    shape = key.windowed(x.shape)
     try:
-        ix.indexed_shape(x.shape, index, [np.shape(o) for o in operands])
+        ix.indexed_shape(shape, index, [np.shape(o) for o in operands])
     except ShapeError as e:
         raise TracingError(located(f"IndexError: {e}")) from None
     single = math.prod(np.broadcast_shapes(*(np.shape(o) for o in operands))) <= 1 if operands else True
-    return _Key(index, operands, single or (constant and _distinct(x.shape, index, operands)))
+    key.unique = single or (constant and _distinct(shape, index, operands))
+    return key
 
 
 def _snapshot(user, value: np.ndarray) -> np.ndarray:
@@ -211,13 +243,40 @@ def _axis_sizes(shape, index):
 
 
 def _gather(x, key: _Key):
-    return lax.gather(x, key.operands, key.index, key.unique)
+    return lax.gather(_window(x, key), key.operands, key.index, key.unique)
+
+
+def _window(x, key: _Key):
+    """``x``'s windows at traced starts (``x`` itself where the key has none)."""
+    if not key.windows:
+        return x
+    if isinstance(x, np.ndarray):  # a NumPy array sliced at a traced start: the program's constant
+        x = current_builder().read(x)
+    axes, starts, sizes, checks = zip(*key.windows)
+    return lax.dynamic_slice(x, starts, axes, sizes, any(checks))
+
+
+def _into_window(x, key: _Key, updates, scatter):
+    """``x`` with its windows at traced starts replaced by ``scatter(window, updates, ...)`` (by the
+    updates themselves where the key is the windows alone and they are written, not added)."""
+    axes, starts, sizes, checks = zip(*key.windows)
+    shape = key.windowed(x.shape)
+    whole = len(key.index) == len(shape) and all(e == ix.Slice(0, n, 1) for e, n in zip(key.index, shape))
+    if whole and scatter is lax.scatter:
+        return lax.dynamic_update_slice(x, updates, starts, axes, sizes, any(checks))
+    window = _window(x, key)  # checked here, so not again when written back
+    if whole:
+        inner = lax.add(window, updates)
+    else:
+        inner = scatter(window, updates, key.operands, key.index, key.unique)
+    return lax.dynamic_update_slice(x, inner, starts, axes, sizes, False)
 
 
 def getitem(x, key):
-    """``x[key]``, NumPy's basic and advanced indexing."""
+    """``x[key]``, NumPy's basic and advanced indexing; a slice of fixed length at a traced start
+    (``x[it * b:(it + 1) * b]``) is a window (``dynamic_slice``)."""
     parsed = parse(x, key)
-    if isinstance(x, np.ndarray) and not any(isinstance(o, Tracer) for o in parsed.operands):
+    if isinstance(x, np.ndarray) and not parsed.windows and not any(isinstance(o, Tracer) for o in parsed.operands):
         return x[key]
     return _gather(x, parsed)
 
@@ -284,6 +343,8 @@ def _set(x, key, value):
     parsed = parse(x, key, traced_mask_ok=True)
     if isinstance(parsed, _TracedMask):
         return _masked(x, parsed.mask, value, lambda v: v)
+    if parsed.windows:
+        return _into_window(x, parsed, _updates(x, parsed, value), lax.scatter)
     return lax.scatter(x, _updates(x, parsed, value), parsed.operands, parsed.index, parsed.unique)
 
 
@@ -309,6 +370,8 @@ def _add(x, key, value):
     parsed = parse(x, key, traced_mask_ok=True)
     if isinstance(parsed, _TracedMask):
         return _masked(x, parsed.mask, value, lambda v: x + v)
+    if parsed.windows:
+        return _into_window(x, parsed, _updates(x, parsed, value), lax.scatter_add)
     return lax.scatter_add(x, _updates(x, parsed, value), parsed.operands, parsed.index, parsed.unique)
 
 

@@ -1,6 +1,7 @@
 """NumPy's indexing as primitives: ``gather`` (``x[key]``), ``scatter`` (``out[key] = v``),
-``scatter_add`` (``np.add.at``), and the ordering functions (``sort``, ``argsort``,
-``argmax``, ``argmin``).
+``scatter_add`` (``np.add.at``), windows of static size at traced starts (``dynamic_slice``,
+``x[s:s + b]``, and ``dynamic_update_slice``, ``out[s:s + b] = v``), and the ordering functions
+(``sort``, ``argsort``, ``argmax``, ``argmin``).
 
 A key is the static param ``index``: a tuple with one entry per position of NumPy's
 index tuple (``Ellipsis`` already expanded), each an ``Int``, a ``Slice``, ``NewAxis``, or
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pullback.ir.core import Primitive, ShapeError, shape_rules
+from pullback.ir.core import Literal, Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType
 
 
@@ -157,6 +158,54 @@ def _scatter(x, updates, *idx, index: tuple[Entry, ...], unique_indices: bool):
 shape_rules[scatter_p] = shape_rules[scatter_add_p] = _scatter
 
 
+# --- slices at traced starts -----------------------------------------------------------------
+
+dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_update_slice_p = Primitive("dynamic_update_slice")
+
+
+def window_shape(x, starts, axes: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """``x``'s shape with ``sizes`` along ``axes``, after checking the starts (0-d integers; a literal
+    one in range) and the axes (increasing, each once)."""
+    if not len(starts) == len(axes) == len(sizes) or not axes:
+        raise ShapeError(f"a window needs one start and one size per axis: {len(starts)} starts, axes {axes}, "
+                         f"sizes {sizes}")
+    if list(axes) != sorted(set(axes)) or axes[0] < 0 or axes[-1] >= len(x.shape):
+        raise ShapeError(f"window axes {axes} must increase and lie within the {len(x.shape)} axes of {x.type}")
+    shape = list(x.shape)
+    for s, a, size in zip(starts, axes, sizes):
+        if s.shape != () or s.dtype.kind not in "iu":
+            raise ShapeError(f"a window's start must be a 0-d integer, got {s.type}")
+        if not 0 <= size <= shape[a]:
+            raise ShapeError(f"a window of {size} does not fit axis {a} of {x.type}")
+        if isinstance(s, Literal) and not 0 <= s.value <= shape[a] - size:
+            raise ShapeError(f"a window of {size} at {s.value} does not fit axis {a} of {x.type}")
+        shape[a] = size
+    return tuple(shape)
+
+
+def _dynamic_slice(x, *starts, axes: tuple[int, ...], sizes: tuple[int, ...], check: bool):
+    """``x[..., s:s + size, ...]``: ``sizes[k]`` entries along ``axes[k]`` from the 0-d integer
+    ``starts[k]``, known only when the program runs, the other axes whole. A window must fit: NumPy
+    would return a shorter slice, which has no static shape, so with ``check`` the program raises
+    IndexError for a start outside ``0..n - size``; ``check`` is False where the trace proved the
+    start in range (``(it % n) * b``), or an earlier equation of the program checked it."""
+    return ArrayType(window_shape(x, starts, axes, sizes), x.dtype)
+
+
+def _dynamic_update_slice(x, update, *starts, axes: tuple[int, ...], sizes: tuple[int, ...], check: bool):
+    """A copy of ``x`` with ``out[..., s:s + size, ...] = update``, the window of ``dynamic_slice``;
+    ``update`` has the window's shape, or is a scalar written all over it."""
+    shape = window_shape(x, starts, axes, sizes)
+    if update.shape not in (shape, ()) or update.dtype != x.dtype:
+        raise ShapeError(f"update {update.type} does not fit a {x.dtype.name}{list(shape)} window of {x.type}")
+    return x.type
+
+
+shape_rules[dynamic_slice_p] = _dynamic_slice
+shape_rules[dynamic_update_slice_p] = _dynamic_update_slice
+
+
 # --- ordering ---------------------------------------------------------------------------------
 
 sort_p = Primitive("sort")
@@ -201,7 +250,6 @@ shape_rules[argmax_p] = shape_rules[argmin_p] = _argextremum
 # --- differentiation rules --------------------------------------------------------------
 
 from pullback import lax  # noqa: E402
-from pullback.ir.core import Literal  # noqa: E402
 from pullback.ir.tracer import bind  # noqa: E402
 from pullback.transforms.jvp import Zero, defzero, instantiate, jvp_rules  # noqa: E402
 from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
@@ -269,6 +317,47 @@ transpose_rules[gather_p] = _gather_t
 transpose_rules[scatter_add_p] = _scatter_add_t
 transpose_rules[scatter_p] = _scatter_t
 
+
+
+def _dynamic_slice_jvp(primals, tangents, **params):
+    x, *starts = primals
+    ans = bind(dynamic_slice_p, *primals, **params)
+    t = tangents[0]
+    return ans, Zero(ans.ssa.type) if isinstance(t, Zero) else bind(dynamic_slice_p, t, *starts, **params)
+
+
+def _dynamic_update_slice_jvp(primals, tangents, **params):
+    x, update, *starts = primals
+    ans = bind(dynamic_update_slice_p, *primals, **params)
+    tx, tu = tangents[:2]
+    if isinstance(tx, Zero) and isinstance(tu, Zero):
+        return ans, Zero(ans.ssa.type)
+    tu = Literal.of(0, x.dtype) if isinstance(tu, Zero) else tu
+    return ans, bind(dynamic_update_slice_p, instantiate(tx), tu, *starts, **params)
+
+
+def _dynamic_slice_t(ct, x, *starts, axes, sizes, check):
+    """The window's cotangent written into zeros (``x_bar[s:s + b] = ct``)."""
+    return lax.dynamic_update_slice(lax.zeros(x.type), ct, starts, axes, sizes, check), *(None,) * len(starts)
+
+
+def _dynamic_update_slice_t(ct, x, update, *starts, axes, sizes, check):
+    """x's cotangent is ``ct`` with the window zeroed, the update's the window of ``ct`` (summed for a
+    scalar written all over it)."""
+    ct_x = lax.dynamic_update_slice(ct, Literal.of(0, ct.dtype), starts, axes, sizes, check) \
+        if isinstance(x, Linear) else None
+    ct_u = None
+    if isinstance(update, Linear):
+        ct_u = lax.dynamic_slice(ct, starts, axes, sizes, check)
+        if update.shape == ():
+            ct_u = lax.reduce_sum(ct_u, range(ct_u.ndim))
+    return ct_x, ct_u, *(None,) * len(starts)
+
+
+jvp_rules[dynamic_slice_p] = _dynamic_slice_jvp
+jvp_rules[dynamic_update_slice_p] = _dynamic_update_slice_jvp
+transpose_rules[dynamic_slice_p] = _dynamic_slice_t
+transpose_rules[dynamic_update_slice_p] = _dynamic_update_slice_t
 
 def _sort_jvp(primals, tangents, *, axis):
     """Each tangent entry follows its value: both are gathered with the (stable) sorting
@@ -354,3 +443,63 @@ def _scatter_b(prim):
 batch_rules[gather_p] = _gather_b
 batch_rules[scatter_p] = _scatter_b(scatter_p)
 batch_rules[scatter_add_p] = _scatter_b(scatter_add_p)
+
+
+def _windows(x, starts, dstarts, axes, sizes, check: bool, size: int):
+    """Each batch member's window of ``x`` (batch axis first) as an advanced-indexing key, for
+    starts that differ along the batch: ``x[rows, s[:, None] + arange(b)]``. The key's broadcast
+    axes (batch, then the windows' sizes) come first in ``x[key]``; the permutation puts the
+    result's axes in the window's order. With ``check``, a start out of range indexes the axis's
+    end, where NumPy's indexing raises IndexError."""
+    group = (size, *sizes)
+    rows = lax.iota(INDEX_DTYPE, (size,) + (1,) * len(sizes), 0)
+    idx, at = [rows], {}
+    for k, (s, d, a, b) in enumerate(zip(starts, dstarts, axes, sizes)):
+        n = x.shape[a + 1]
+        s = lax.convert(s, INDEX_DTYPE) if not isinstance(s, Literal) else Literal.of(s.value, INDEX_DTYPE)
+        if check and not isinstance(s, Literal):
+            s = lax.select(lax.lt(s, 0), n, lax.select(lax.gt(s, n - b), n, s))
+        first = lax.broadcast_in_dim(s, group, (0,) if d is not None else ())
+        offsets = lax.broadcast_in_dim(lax.iota(INDEX_DTYPE, (b,), 0), group, (k + 1,))
+        at[a] = len(idx)
+        idx.append(lax.add(first, offsets))
+    key = (Operand(0), *(Operand(at[a]) if a in at else Slice(0, n, 1) for a, n in enumerate(x.shape[1:])))
+    rest = iter(range(len(group), x.ndim))
+    perm = (0, *(1 + axes.index(a) if a in at else next(rest) for a in range(x.ndim - 1)))
+    return idx, key, perm
+
+
+def _dynamic_slice_b(args, dims, *, axes, sizes, check):
+    (x, *starts), (dx, *ds) = args, dims
+    size = batch_size(args, dims)
+    x = at_front(x, dx, size)
+    if all(d is None for d in ds):
+        return bind(dynamic_slice_p, x, *starts, axes=tuple(a + 1 for a in axes), sizes=sizes, check=check), 0
+    starts = [s if d is None else moveaxis(s, d, 0) for s, d in zip(starts, ds)]
+    idx, key, perm = _windows(x, starts, ds, axes, sizes, check, size)
+    return lax.transpose(lax.gather(x, idx, key, unique_indices=True), perm), 0
+
+
+def _dynamic_update_slice_b(args, dims, *, axes, sizes, check):
+    (x, u, *starts), (dx, du, *ds) = args, dims
+    size = batch_size(args, dims)
+    x = at_front(x, dx, size)
+    window = tuple(sizes[axes.index(a - 1)] if a - 1 in axes else n for a, n in enumerate(x.shape))
+    if du is not None:
+        u = moveaxis(u, du, 0)
+        if u.ndim == 1:  # a scalar per member
+            u = lax.broadcast_in_dim(u, window, (0,))
+    elif u.shape != ():
+        u = at_front(u, None, size)
+    if all(d is None for d in ds):
+        return bind(dynamic_update_slice_p, x, u, *starts, axes=tuple(a + 1 for a in axes), sizes=sizes,
+                    check=check), 0
+    starts = [s if d is None else moveaxis(s, d, 0) for s, d in zip(starts, ds)]
+    idx, key, perm = _windows(x, starts, ds, axes, sizes, check, size)
+    if u.shape != ():
+        u = lax.transpose(u, tuple(np.argsort(perm)))
+    return lax.scatter(x, u, idx, key, unique_indices=True), 0
+
+
+batch_rules[dynamic_slice_p] = _dynamic_slice_b
+batch_rules[dynamic_update_slice_p] = _dynamic_update_slice_b

@@ -27,6 +27,10 @@
   zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
   the check is a device-to-host synchronisation).
 
+``checked_once``, run last (``ad.optimize``), drops the range check of a window at a traced start
+(``dynamic_slice``, ``dynamic_update_slice``) that an earlier equation of the same program made: the
+tangent's and the cotangent's windows repeat the primal's check.
+
 Each pass after the first rewrites only the equations of which something read (an operand's
 definition or fill, or an equation further upstream looked up through ``defs``) was redefined
 since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
@@ -51,6 +55,7 @@ from pullback.primitives import contractions as con
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import factored as fa
+from pullback.primitives import indexing as ix
 from pullback.primitives import linalg as la
 from pullback.primitives import rank_update as rk
 from pullback.primitives import reductions as red
@@ -114,6 +119,27 @@ class Settled:
         self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
         self.seen: set[int] = set()  # ids of all equations of the step's result
         self.reads: dict[int, tuple[int, ...]] = {}  # id of an equation -> the vars its last rewriting read
+
+
+def checked_once(program: Program) -> Program:
+    """``program`` with each window at a traced start unchecked where an earlier equation checked the
+    same start against the same bound: the program's equations run in order, so the first check
+    raised already (a body's equations are another program, checked on their own)."""
+    seen: set[tuple[int, int]] = set()
+    eqns = list(program.eqns)
+    for i, e in enumerate(eqns):
+        if e.prim not in (ix.dynamic_slice_p, ix.dynamic_update_slice_p) or not e.params["check"]:
+            continue
+        p = e.params
+        starts = e.inputs[len(e.inputs) - len(p["axes"]):]
+        keys = {(id(s), e.inputs[0].shape[a] - n) for s, a, n in zip(starts, p["axes"], p["sizes"])
+                if isinstance(s, Var)}
+        if keys <= seen:
+            eqns[i] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "check": False}), e.source)
+        seen |= keys
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 
 
 def _same(a: Program, b: Program) -> bool:

@@ -55,7 +55,59 @@ def _set_traced_repeats(x, v):
     return y
 
 
+C = np.random.default_rng(3).standard_normal((5, 4))
+
+
+def _starts(x):
+    """Traced starts: one the trace cannot bound (checked when the program runs), one ``% 3`` bounds
+    to 0..2 (unchecked)."""
+    return np.argmax(x[:4, 0]), np.argmax(x[0]) % 3
+
+
+def _windows(x):
+    s, k = _starts(x)
+    return x[s:s + 2], x[:, k:k + 2], x[s:s + 2, k:k + 2], x[s:s + 2, 1], x[None, s + 1:s + 3, ::-1]
+
+
+def _windows_of_constant(x):
+    s, k = _starts(x)
+    return C[s:s + 2] * x[:2], x[s:s + 2] * C[k:k + 2]
+
+
+def _windows_of_other(x, y):
+    """Starts from one operand, windows of the other (unbatched starts when ``x`` is not batched)."""
+    s, k = _starts(x)
+    return y[s:s + 2] * 2.0, y[:, k:k + 2]
+
+
+def _window_set(x):
+    s, k = _starts(x)
+    y = x * 1.0
+    y[s:s + 2] = 2.0 * x[1:3]
+    y[:, k:k + 2] += x[:, :2]
+    y[s:s + 2, 0] = 0.5
+    z = np.zeros_like(x)
+    z[s + 1:s + 3] = x[:2] ** 2
+    w = x * 1.0
+    w[s:s + 2] = C[:2]
+    return y, z, w
+
+
+def _window_set_other(x, y):
+    s, k = _starts(x)
+    z = y * 1.0
+    z[s:s + 2, k:k + 2] = y[:2, :2] * 3.0
+    z[s:s + 2] = 0.0
+    return z
+
+
 CASES = [
+    Case("dynamic_slice", _windows, ((5, 4),)),
+    Case("dynamic_slice-constant", _windows_of_constant, ((5, 4),)),
+    Case("dynamic_slice-other", _windows_of_other, ((5, 4), (5, 4))),
+    Case("dynamic_slice-complex", _windows_of_other, ((5, 4), (5, 4)), "complex128"),
+    Case("dynamic_update_slice", _window_set, ((5, 4),)),
+    Case("dynamic_update_slice-other", _window_set_other, ((5, 4), (5, 4))),
     Case("gather", lambda x: (x[I], x[:, I], x[I, 1:3, None], x[[0, 1], [1, 2]], x[J % 3], x[-1, J], x[I, None, 2:]),
          ((3, 4),)),
     Case("gather-complex", lambda x: (x[I, ::-1], x[..., [3, 0]], x[M]), ((3, 4),), "complex128"),
@@ -85,7 +137,31 @@ CASES = [
 ]
 
 P = np.array([2, 0, 1])
+
+
+def _window_set_linear(x):
+    """Linear in x: the starts (argmax of |x|) are the same at every multiple of x."""
+    s, k = np.argmax(np.abs(x[:4, 0])), np.argmax(np.abs(x[0])) % 3
+    y = x * 1.0
+    y[s:s + 2] = 3.0 * x[1:3]
+    y[:, k:k + 2] = x[0, 0]
+    z = np.zeros_like(x)
+    z[s:s + 2, k:k + 2] = x[:2, :2]
+    w = x * 1.0
+    w[s:s + 2] = 0.0
+    return y, z, w
+
+
+def _windows_linear(x):
+    s, k = np.argmax(np.abs(x[:4, 0])), np.argmax(np.abs(x[0])) % 3
+    return x[s:s + 2], x[:, k:k + 2] * C[:, :2], x[s:s + 2, k:k + 2]
+
+
 LINEAR_CASES = [
+    Case("dynamic_slice", _windows_linear, ((5, 4),)),
+    Case("dynamic_slice-complex", _windows_linear, ((5, 4),), "complex128"),
+    Case("dynamic_update_slice", _window_set_linear, ((5, 4),)),
+    Case("dynamic_update_slice-complex", _window_set_linear, ((5, 4),), "complex128"),
     Case("gather", lambda x: (x[I], x[:, J], x[I, 1:3, None], x[M]), ((3, 4),)),
     Case("gather-complex", lambda x: (x[I, ::-1], x[[1], ..., [2]]), ((3, 4),), "complex128"),
     Case("scatter", _set, ((3, 4),)),

@@ -301,7 +301,7 @@ def _diag_embed(ctx, eqn, ins, outs):
     (m, n), k = eqn.params["shape"], eqn.params["offset"]
     (operand,), (out,) = eqn.inputs, eqn.outputs
     length = operand.shape[-1]
-    if operand.type.ndim == 1 and m == n:
+    if operand.type.ndim == 1 and m == n == length + abs(k):  # np.diag's square: not when the diagonal is cut off
         return s.call("np.diag", ins[0], *([s.number(k)] if k else []))
     idx = s.call("np.arange", s.number(length))
     rows = s.binop(idx, "+", s.number(-k)) if k < 0 else idx

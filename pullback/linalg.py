@@ -673,8 +673,8 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
     if ord is None or ord == 2:
         return _sqrt_sum_squares(x, axis, keepdims)
     a = np.abs(x)
-    if ord == np.inf:
-        return np.max(a, axis=axis, keepdims=keepdims)
+    if ord == np.inf:  # NumPy's initial=0: zero over an empty axis
+        return np.max(a, axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return np.min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
@@ -691,12 +691,12 @@ def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
     row, col = axis
     if ord in (2, -2, "nuc"):
         s = svd(pnp.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
-        out = np.max(s, axis=-1) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
+        out = np.max(s, axis=-1, initial=0) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
     elif ord in (1, -1, np.inf, -np.inf):
         summed, reduced = (row, col) if ord in (1, -1) else (col, row)
         reduced -= reduced > summed
         sums = pnp.sum(np.abs(x), axis=summed)
-        out = np.max(sums, axis=reduced) if ord > 0 else np.min(sums, axis=reduced)
+        out = np.max(sums, axis=reduced, initial=0) if ord > 0 else np.min(sums, axis=reduced)  # as NumPy's
     elif ord in (None, "fro", "f"):
         out = _sqrt_sum_squares(x, axis)
     else:

@@ -512,8 +512,13 @@ def ones_like(a, dtype=None, order="K", subok=True, shape=None):
 # --- reductions -----------------------------------------------------------------------
 
 
+def _keep_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    """The shape of a reduction of ``shape`` over ``axes``."""
+    return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
+
+
 def _keep(out, a, axes, keepdims):
-    return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(a.shape))) if keepdims else out
+    return reshape(out, _keep_shape(a.shape, axes, True)) if keepdims else out
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -542,17 +547,25 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 def _extremum(prim, name):
     def reduce(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        if out is not None or initial is not None or where is not None:
-            unsupported(f"np.{name} with out=, initial= or where=")
+        """``initial`` (a static scalar) joins every reduction: the result over an empty axis
+        (NumPy's norms take ``max(..., initial=0)``), at least ``initial`` elsewhere."""
+        if out is not None or where is not None:
+            unsupported(f"np.{name} with out= or where=")
         a = _lift(a)
         axes = _axes(axis, a.ndim)
+        if initial is not None and (isinstance(initial, Tracer) or np.ndim(initial) or is_complex(a.dtype)):
+            unsupported(f"np.{name} with initial= other than a real scalar")
         if builtins.any(a.shape[i] == 0 for i in axes):
-            raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
+            if initial is None:
+                raise ArgumentError(located(f"zero-size array to reduction operation {name} which has no identity"))
+            return full_like(a, initial, shape=_keep_shape(a.shape, axes, keepdims))
         if axes and is_complex(a.dtype):  # NumPy's lexicographic order
             from pullback.numpy_api.ufuncs import complex_extremum
             return complex_extremum(a, axes, keepdims, largest=name == "max")
-        res = bind(prim, a, axes=axes) if axes else a
-        return _keep(res, a, axes, keepdims)
+        res = _keep(bind(prim, a, axes=axes) if axes else a, a, axes, keepdims)
+        if initial is None or initial == (-np.inf if name == "max" else np.inf):  # changes nothing here
+            return res
+        return (maximum if name == "max" else minimum)(res, a.dtype.type(initial))
 
     return reduce
 

@@ -41,6 +41,7 @@ from pullback.numpy_api import (
     result_dtype,
     unsupported,
     where,
+    zeros_like,
 )
 from pullback.primitives import indexing as ix
 
@@ -366,6 +367,9 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         a, axis = reshape(a, (-1,)), 0
     axis = _axis(axis, np.ndim(a))
     n = a.shape[axis]
+    shape = a.shape[:axis] + np.shape(indices) + a.shape[axis + 1:]
+    if mode == "clip" and not n and not math.prod(shape):  # NumPy reads nothing, so clips into nothing
+        return zeros_like(a, shape=shape)
     if isinstance(indices, Tracer):
         if mode == "clip":
             indices = minimum(maximum(indices, 0), n - 1)

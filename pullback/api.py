@@ -24,7 +24,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, is_cupy, refuse_matrix, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, is_cupy, refuse_subclass, trace
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import is_inexact
 from pullback.transforms import ad
@@ -164,12 +164,11 @@ def _signature_of(a):
 def at_boundary(a):
     """An argument as compiled programs take it: an ndarray subclass (``np.memmap``) as a plain
     ndarray view of it (no copy), non-native byte order (``>f8`` from FITS or HDF5) converted to
-    native (a copy); ``np.matrix`` refused, since its ``*`` is a matrix product."""
+    native (a copy); ``np.matrix`` and masked arrays refused (see ``refuse_subclass``)."""
     if type(a) is not np.ndarray:
         if not isinstance(a, np.ndarray):
             return a
-        if isinstance(a, np.matrix):
-            refuse_matrix()
+        refuse_subclass(a)
         a = np.asarray(a)
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 

@@ -19,7 +19,7 @@ import scipy.special
 
 from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, ConcretizationError, TracingError
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, user_frame
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, refuse_masked, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
 from pullback.lax import FOLD
 from pullback.primitives import contractions as con
@@ -35,12 +35,16 @@ def unsupported(what: str):
 
 
 def refuse_conversion(x: Tracer):
-    """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent."""
+    """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent;
+    ``np.ma`` asking means a masked array met a tracer (``masked * x``, ``np.ma.masked_array(x, mask)``)."""
     frame, scipy_frames = sys._getframe(1), []
     user = user_frame(1)
     while frame is not None and frame is not user:
-        if frame.f_globals.get("__name__", "").startswith("scipy."):
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("scipy."):
             scipy_frames.append(frame)
+        elif module.startswith("numpy.ma."):
+            refuse_masked()
         frame = frame.f_back
     named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
     if named is None:
@@ -258,7 +262,18 @@ UFUNCS: dict[np.ufunc, Callable] = {
 UFUNC_METHODS: dict[tuple[np.ufunc, str], Callable] = {}
 
 
+def refuse_masked_operands(values) -> None:
+    """A masked array meeting a tracer in a NumPy call is refused, as it is as an argument or a
+    constant (``ir.tracer.refuse_subclass``): NumPy's own functions would ignore its mask too."""
+    for v in values:
+        if isinstance(v, np.ma.MaskedArray):
+            refuse_masked()
+        if type(v) in (list, tuple):
+            refuse_masked_operands(v)
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
+    refuse_masked_operands((*inputs, *kwargs.values()))
     name = ufunc_name(ufunc)
     if method != "__call__":
         if (ufunc, method) in UFUNC_METHODS:
@@ -869,6 +884,7 @@ def _strong_operand(x):
 
 
 def array_function(func, args, kwargs):
+    refuse_masked_operands((*args, *kwargs.values()))
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
@@ -880,7 +896,7 @@ def array_function(func, args, kwargs):
     return out if func in _PASS_THROUGH else _strong(out)
 
 
-Tracer._api = sys.modules[__name__]
+Tracer._numpy_api = sys.modules[__name__]
 
 # The families of NumPy functions beyond the core register themselves on import.
 from pullback.numpy_api import _families  # noqa: E402,F401

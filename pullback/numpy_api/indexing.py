@@ -37,6 +37,7 @@ from pullback.numpy_api import (
     maximum,
     minimum,
     negative,
+    refuse_masked_operands,
     reshape,
     result_dtype,
     unsupported,
@@ -131,6 +132,7 @@ def _out_of_bounds(index, axis: int, n: int):
 
 def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
     """``key`` for an array of ``x``'s shape, as NumPy reads it."""
+    refuse_masked_operands(key if type(key) is tuple else (key,))
     entries = _expand(x, _entries(key))
     masks = [k for k in entries if isinstance(k, _TracedMask)]
     if masks:

@@ -305,8 +305,11 @@ def qr(a, mode: str = "reduced"):
     """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
     upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
     _check_matrix(a, "qr", square=False)
+    if mode not in ("reduced", "complete", "r", "raw", "full", "f", "economic", "e"):  # NumPy's, some deprecated
+        raise ValueError(f"Unrecognized mode '{mode}'")
     if mode not in ("reduced", "r"):
-        raise ValueError(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}")
+        raise TracingError(located(f"np.linalg.qr with mode={mode!r} is not supported on traced values by pullback: "
+                                   "only mode='reduced' (and 'r', R alone) is differentiable"))
     q, r = bind(la.geqrf_p, _float(a))
     return r if mode == "r" else (q, r)
 
@@ -681,6 +684,8 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
         return pnp.sum(pnp.astype(x != 0, a.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return pnp.sum(a, axis=axis, keepdims=keepdims)
+    if not isinstance(ord, int | float | np.integer | np.floating):
+        raise TypeError(f"Invalid norm order {ord!r} for vectors")
     p = float(ord)
     return pnp.sum(a ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
 

@@ -492,7 +492,13 @@ class Tracer:
         self, axis, dtype, out, ddof, keepdims)
     def item(self, *args): self._concrete("x.item()")
     conjugate = conj
-    def astype(self, dtype): return self._api.astype(self, dtype).copy()
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        """A new array of ``dtype`` (any layout and ``copy`` hold the same values); ``casting`` as NumPy's."""
+        if order != "K" or casting != "unsafe":
+            self._api.numpy_checks(self._api.standin(self).astype, dtype, order=order, casting=casting)
+        return self._api.astype(self, dtype).copy()
+
     def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
     def squeeze(self, axis=None): return self._api.squeeze(self, axis)
     def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
@@ -502,10 +508,13 @@ class Tracer:
     def repeat(self, repeats, axis=None): return self._api.manipulation.repeat(self, repeats, axis)
     def flatten(self, order="C"): return self.ravel(order).copy()
 
-    def copy(self):
-        """A new array (not a view) with this value: assigning into it changes neither."""
+    def copy(self, order="C"):
+        """A new array (not a view) with this value: assigning into it changes neither (any layout
+        ``order`` holds the same values)."""
         if not _running(self.builder):
             raise escaped(self)
+        if order != "C":
+            self._api.numpy_checks(self._api.standin(self).copy, order=order)
         self.builder.atom(self)  # a stale view raises
         return Tracer(self.ssa, self.builder, self.weak)
 

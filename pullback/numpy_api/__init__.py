@@ -34,6 +34,27 @@ def unsupported(what: str):
     raise TracingError(located(f"{what} is not supported on traced values by pullback"))
 
 
+def numpy_checks(func: Callable, *standins, **options) -> None:
+    """Raise what NumPy raises for ``options`` it does not take (a ``kind``, ``order``, ``casting``
+    or ``mode`` it does not know, a cast its ``casting`` rule forbids), by asking NumPy: ``func`` on
+    ``standins``, empty arrays of the operands' dtypes (see ``standin``), costs nothing. pullback so
+    takes exactly the spellings NumPy's converters take (prefixes, either case, None), and refuses
+    the others with NumPy's exception type and message, at the user's line."""
+    try:
+        func(*standins, **options)
+    except np.exceptions.AxisError as e:
+        raise AxisError(located(str(e))) from None
+    except ValueError as e:
+        raise ArgumentError(located(str(e))) from None
+    except TypeError as e:
+        raise ArgumentTypeError(located(str(e))) from None
+
+
+def standin(x) -> np.ndarray:
+    """An empty array of ``x``'s dtype (a Python scalar's: NumPy's default), for ``numpy_checks``."""
+    return np.empty(0, x.dtype if isinstance(x, Tracer | np.ndarray | np.generic) else np.asarray(x).dtype)
+
+
 def refuse_conversion(x: Tracer):
     """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent;
     ``np.ma`` asking means a masked array met a tracer (``masked * x``, ``np.ma.masked_array(x, mask)``)."""
@@ -272,6 +293,11 @@ def refuse_masked_operands(values) -> None:
             refuse_masked_operands(v)
 
 
+def ufunc_options(kwargs: dict) -> dict:
+    """The ufunc keyword arguments that are options, not arrays (for ``numpy_checks``)."""
+    return {k: v for k, v in kwargs.items() if k in ("casting", "order", "dtype", "subok", "signature")}
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
     refuse_masked_operands((*inputs, *kwargs.values()))
     name = ufunc_name(ufunc)
@@ -280,6 +306,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             return _strong(UFUNC_METHODS[ufunc, method](*inputs, **kwargs))
         unsupported(f"{name}.{method}")
     if kwargs:
+        numpy_checks(ufunc, *map(standin, inputs), **ufunc_options(kwargs))
         unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
     impl = UFUNCS.get(ufunc)
     if impl is None:
@@ -364,7 +391,8 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     a = _lift(a)
     shape = newshape if shape is None else shape
-    if order != "C":
+    if order not in ("C", "c", None):
+        numpy_checks(np.reshape, standin(a), 0, order=order)
         unsupported(f"reshape with order={order!r}")
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
     if shape.count(-1) == 1:
@@ -444,10 +472,8 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
         arrays, axis = [reshape(a, (-1,)) for a in arrays], 0
     if builtins.any(a.ndim == 0 for a in arrays):
         raise ArgumentError(located("zero-dimensional arrays cannot be concatenated"))
+    numpy_checks(np.concatenate, [standin(a) for a in arrays], dtype=dtype, casting=casting)
     dt = canonical_dtype(dtype) if dtype is not None else result_dtype(*arrays)
-    for a in arrays:
-        if dtype is not None and not np.can_cast(a.dtype, dt, casting):
-            raise ArgumentTypeError(located(f"cannot cast array data from {a.dtype} to {dt} by rule {casting!r}"))
     ax = _axis(axis, arrays[0].ndim)
     first = arrays[0]
     for i, a in enumerate(arrays[1:], 1):
@@ -507,6 +533,8 @@ def triu(m, k=0):
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    if order != "K":  # any layout holds the same values
+        numpy_checks(np.empty_like, standin(a), order=order)
     dtype = canonical_dtype(a.dtype if dtype is None else dtype)
     shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     if isinstance(fill_value, Tracer):
@@ -517,11 +545,11 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
-    return full_like(a, 0, dtype, shape=shape)
+    return full_like(a, 0, dtype, order, shape=shape)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None):
-    return full_like(a, 1, dtype, shape=shape)
+    return full_like(a, 1, dtype, order, shape=shape)
 
 
 # --- reductions -----------------------------------------------------------------------
@@ -679,6 +707,8 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_subscripts((subscripts, *operands))
     ops = [_lift(x) for x in operands]
+    numpy_checks(np.einsum, ",".join("i" * len(ops)) + "->", *map(standin, ops), dtype=dtype, order=order,
+                 casting=casting)
     d = result_dtype(*ops) if dtype is None else canonical_dtype(dtype)
     ops = [astype(x, d) for x in ops]
     ins, outs = _parse_einsum(subscripts.replace(" ", ""), [x.ndim for x in ops])

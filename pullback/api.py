@@ -714,9 +714,10 @@ def _has_kwargs(args: tuple) -> bool:
 
 def _tangent_like(t, v):
     """A tangent or cotangent as an array of its primal's type. A complex one for a real value
-    is refused (as JAX does) rather than losing its imaginary part."""
+    is refused (as JAX does) rather than losing its imaginary part, a masked one rather than its mask."""
     if isinstance(t, Tracer):
         return t
+    refuse_subclass(t)
     arr = t if is_cupy(t) else np.asarray(t)
     if arr.shape != v.shape:
         raise ValueError(f"expected a (co)tangent of shape {v.shape}, got {arr.shape}")

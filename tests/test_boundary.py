@@ -213,6 +213,14 @@ def test_masked_array_argument_is_refused(transform):
         transform(lambda x, m: np.sum(x * m))(X4, MASKED)
 
 
+def test_masked_tangent_and_cotangent_are_refused():
+    with pytest.raises(TypeError, match="masked arrays"):
+        pb.jvp(np.sin, (X4,), (MASKED,))
+    _, vjp_fn = pb.vjp(np.sin, X4)
+    with pytest.raises(TypeError, match="masked arrays"):
+        vjp_fn(MASKED)
+
+
 def test_masked_array_spelled_with_where():
     """The spelling the error names gives NumPy's masked result (21.0; 30.0 without the mask)."""
     mask, data = np.ma.getmaskarray(MASKED), MASKED.filled(0.0)

@@ -26,7 +26,7 @@ from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_matrix, trace
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_subclass, trace
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
@@ -173,12 +173,11 @@ def _signature_of(a):
 def at_boundary(a):
     """An argument as compiled programs take it: an ndarray subclass (``np.memmap``) as a plain
     ndarray view of it (no copy), non-native byte order (``>f8`` from FITS or HDF5) converted to
-    native (a copy); ``np.matrix`` refused, since its ``*`` is a matrix product."""
+    native (a copy); ``np.matrix`` and masked arrays refused (see ``refuse_subclass``)."""
     if type(a) is not np.ndarray:
         if not isinstance(a, np.ndarray):
             return a
-        if isinstance(a, np.matrix):
-            refuse_matrix()
+        refuse_subclass(a)
         a = np.asarray(a)
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
@@ -790,9 +789,10 @@ def _has_kwargs(args: tuple) -> bool:
 
 def _tangent_like(t, v):
     """A tangent or cotangent as an array of its primal's type. A complex one for a real value
-    is refused (as JAX does) rather than losing its imaginary part."""
+    is refused (as JAX does) rather than losing its imaginary part, a masked one rather than its mask."""
     if isinstance(t, Tracer):
         return t
+    refuse_subclass(t)
     arr = t if is_cupy(t) else np.asarray(t)
     if arr.shape != v.shape:
         raise ValueError(f"expected a (co)tangent of shape {v.shape}, got {arr.shape}")

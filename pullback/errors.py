@@ -58,6 +58,11 @@ class ArgumentError(TracingError, ValueError):
     code that catches NumPy's error catches pullback's."""
 
 
+class ArgumentIndexError(TracingError, IndexError):
+    """Indices NumPy refuses with IndexError (out of bounds, a boolean index of another shape, too
+    many indices), so code that catches NumPy's error catches pullback's."""
+
+
 class ArgumentTypeError(TracingError):
     """Arguments for which NumPy raises TypeError (a cast its ``casting`` rule forbids); every
     TracingError is a TypeError."""

@@ -305,8 +305,11 @@ def qr(a, mode: str = "reduced"):
     """``(q, r)`` with A = Q R, k = min(m, n): Q (m, k) with orthonormal columns, R (k, n)
     upper triangular (trapezoidal for a wide A), as NumPy's ``mode='reduced'``."""
     _check_matrix(a, "qr", square=False)
+    if mode not in ("reduced", "complete", "r", "raw", "full", "f", "economic", "e"):  # NumPy's, some deprecated
+        raise ValueError(f"Unrecognized mode '{mode}'")
     if mode not in ("reduced", "r"):
-        raise ValueError(located(f"only mode='reduced' (and 'r', R alone) is differentiable; got {mode!r}"))
+        raise TracingError(located(f"np.linalg.qr with mode={mode!r} is not supported on traced values by pullback: "
+                                   "only mode='reduced' (and 'r', R alone) is differentiable"))
     q, r = bind(la.geqrf_p, _float(a))
     return r if mode == "r" else (q, r)
 
@@ -673,14 +676,16 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
     if ord is None or ord == 2:
         return _sqrt_sum_squares(x, axis, keepdims)
     a = np.abs(x)
-    if ord == np.inf:
-        return np.max(a, axis=axis, keepdims=keepdims)
+    if ord == np.inf:  # NumPy's initial=0: zero over an empty axis
+        return np.max(a, axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return np.min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
         return pnp.sum(pnp.astype(x != 0, a.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return pnp.sum(a, axis=axis, keepdims=keepdims)
+    if not isinstance(ord, int | float | np.integer | np.floating):
+        raise TypeError(f"Invalid norm order {ord!r} for vectors")
     p = float(ord)
     return pnp.sum(a ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
 
@@ -691,12 +696,12 @@ def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
     row, col = axis
     if ord in (2, -2, "nuc"):
         s = svd(pnp.moveaxis(x, (row, col), (-2, -1)), compute_uv=False)
-        out = np.max(s, axis=-1) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
+        out = np.max(s, axis=-1, initial=0) if ord == 2 else (np.min(s, axis=-1) if ord == -2 else pnp.sum(s, axis=-1))
     elif ord in (1, -1, np.inf, -np.inf):
         summed, reduced = (row, col) if ord in (1, -1) else (col, row)
         reduced -= reduced > summed
         sums = pnp.sum(np.abs(x), axis=summed)
-        out = np.max(sums, axis=reduced) if ord > 0 else np.min(sums, axis=reduced)
+        out = np.max(sums, axis=reduced, initial=0) if ord > 0 else np.min(sums, axis=reduced)  # as NumPy's
     elif ord in (None, "fro", "f"):
         out = _sqrt_sum_squares(x, axis)
     else:

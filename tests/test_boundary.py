@@ -167,6 +167,69 @@ def test_matrix_is_refused():
         pb.grad(lambda x: np.sum(x * x))(m)
 
 
+def test_matrix_constant_is_refused():
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])  # np.ones((2, 2)) * m is a matrix product in NumPy
+    with pytest.raises(TypeError, match=r"np\.matrix"):
+        pb.jit(lambda x: np.sum(x * m))(np.ones((2, 2)))
+
+
+MASKED = np.ma.masked_array([1.0, 2.0, 3.0, 4.0], mask=[False, False, True, False])
+X4 = np.arange(1.0, 5.0)
+
+
+class _Holder:
+    m = MASKED
+
+
+HOLDER = _Holder()
+
+
+# each reads the masked array MASKED with the traced x: NumPy skips the masked entry, pullback would not
+MASKED_USES = {
+    "closure": lambda x: np.sum(x * MASKED),
+    "closure_first": lambda x: np.sum(MASKED * x),
+    "attribute": lambda x: np.sum(x * HOLDER.m),
+    "ufunc": lambda x: np.sum(np.add(MASKED, x)),
+    "array_function": lambda x: np.sum(np.concatenate([x, MASKED])),
+    "where": lambda x: np.sum(np.where(MASKED > 1.5, x, 0.0)),
+    "ma_function": lambda x: np.sum(np.ma.add(x, MASKED)),
+    "ma_constructor": lambda x: np.sum(np.ma.masked_array(x, mask=[0, 1, 0, 0])),
+    "index": lambda x: np.sum(x[np.ma.masked_array([0, 1], mask=[False, True])]),
+}
+
+
+@pytest.mark.parametrize("use", MASKED_USES.values(), ids=MASKED_USES.keys())
+def test_masked_array_in_a_trace_is_refused(use):
+    with pytest.raises(TypeError, match="masked arrays") as e:
+        pb.grad(use)(X4)
+    assert "np.where(mask, 0, x)" in str(e.value) and __file__ in str(e.value)
+
+
+@pytest.mark.parametrize("transform", [pb.jit, pb.grad, lambda f: pb.differentiate(f).grad])
+def test_masked_array_argument_is_refused(transform):
+    with pytest.raises(TypeError, match="masked arrays"):
+        transform(lambda x: np.sum(x * x))(MASKED)
+    with pytest.raises(TypeError, match="masked arrays"):
+        transform(lambda x, m: np.sum(x * m))(X4, MASKED)
+
+
+def test_masked_tangent_and_cotangent_are_refused():
+    with pytest.raises(TypeError, match="masked arrays"):
+        pb.jvp(np.sin, (X4,), (MASKED,))
+    _, vjp_fn = pb.vjp(np.sin, X4)
+    with pytest.raises(TypeError, match="masked arrays"):
+        vjp_fn(MASKED)
+
+
+def test_masked_array_spelled_with_where():
+    """The spelling the error names gives NumPy's masked result (21.0; 30.0 without the mask)."""
+    mask, data = np.ma.getmaskarray(MASKED), MASKED.filled(0.0)
+    expected = float(np.sum(X4 * MASKED))
+    assert expected == 21.0
+    assert pb.jit(lambda x: np.sum(np.where(mask, 0.0, x * data)))(X4) == expected
+    np.testing.assert_array_equal(pb.grad(lambda x: np.sum(np.where(mask, 0.0, x * data)))(X4), [1.0, 2.0, 0.0, 4.0])
+
+
 @pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16", ">i4", ">i8"])
 def test_big_endian_input(dtype):
     x = (np.arange(1, 7).reshape(2, 3) * (1 + 1j if dtype[1] == "c" else 1)).astype(dtype)

@@ -34,6 +34,58 @@ def test_escaped_tracer_returned_keeps_its_message():
         pb.jit(lambda y: kept[0])(2.0)
 
 
+def _escaped() -> tuple:
+    """A value traced in ``f`` and kept in a list, the argument kept likewise, and the line making the value."""
+    kept = []
+
+    def f(x):
+        y = np.sin(x) * 2.0
+        kept.append(y)
+        kept.append(x)
+        return np.sum(y)
+
+    pb.grad(f)(np.ones(3))
+    return kept[0], kept[1], _line_of(f, "y = np.sin(x)")
+
+
+# each uses an escaped tracer t: outside any trace, or in another one
+ESCAPED_USES = {
+    "arithmetic": lambda t: t + np.ones(3),
+    "reflected_arithmetic": lambda t: np.ones(3) * t,
+    "ufunc": lambda t: np.sin(t),
+    "array_function": lambda t: np.sum(t),
+    "method": lambda t: t.sum(),
+    "property": lambda t: t.T,
+    "index": lambda t: t[0],
+    "asarray": lambda t: np.asarray(t),
+    "float": lambda t: float(t[0]),
+    "bool": lambda t: bool(t[0] > 0),
+    "str": str,
+    "print": print,
+    "copy": lambda t: t.copy(),
+    "in_another_trace": lambda t: pb.jit(lambda y: y * t)(np.ones(3)),
+    "returned_by_another_trace": lambda t: pb.jit(lambda y: t)(np.ones(3)),
+    "argument_of_a_transform": lambda t: pb.jit(lambda y: y * 2.0)(t),
+}
+
+
+@pytest.mark.parametrize("use", ESCAPED_USES.values(), ids=ESCAPED_USES.keys())
+def test_escaped_tracer_names_where_it_was_made(use):
+    t, _, made = _escaped()
+    with pytest.raises(TracingError, match="used after its trace ended") as e:
+        use(t)
+    message = str(e.value)
+    assert f"created at {made}" in message and "return it from the function instead" in message
+    assert message.startswith(__file__)  # and where it was used
+    assert "escaped" in repr(t)  # a repr for debuggers, which does not raise
+
+
+def test_escaped_argument_is_named():
+    _, x, _ = _escaped()
+    with pytest.raises(TracingError, match=r"the traced argument x\) was used after its trace ended"):
+        float(x[0])
+
+
 def test_unsupported_scipy_special_ufunc_is_named_by_its_module():
     def f(x):
         return scipy.special.struve(1.0, x)

@@ -244,7 +244,7 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
         for size, d in zip(operand.shape, dims):
             expanded[d] = size
         x = s.method(x, "reshape", *map(s.number, expanded))
-        if operand.type.size == eqn.outputs[0].type.size:  # only unit axes added: the reshape is it
+        if tuple(expanded) == shape:  # only unit axes added: the reshape is it (equal sizes are not: 0 == 0)
             return x
     return s.call("np.broadcast_to", x, s.ints(shape))
 
@@ -302,7 +302,7 @@ def _diag_embed(ctx, eqn, ins, outs):
     (m, n), k = eqn.params["shape"], eqn.params["offset"]
     (operand,), (out,) = eqn.inputs, eqn.outputs
     length = operand.shape[-1]
-    if operand.type.ndim == 1 and m == n:
+    if operand.type.ndim == 1 and m == n == length + abs(k):  # np.diag's square: not when the diagonal is cut off
         return s.call("np.diag", ins[0], *([s.number(k)] if k else []))
     idx = s.call("np.arange", s.number(length))
     rows = s.binop(idx, "+", s.number(-k)) if k < 0 else idx

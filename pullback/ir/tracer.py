@@ -154,6 +154,7 @@ class Builder:
     def const(self, value) -> Var:
         key = id(value)
         if key not in self.consts:
+            refuse_subclass(value)
             if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
                 value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
             var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
@@ -186,8 +187,11 @@ class Builder:
     def _capture(self, x: Tracer) -> Var:
         """A tracer of an enclosing trace on this thread becomes an input of this one, to be
         passed the outer tracer when the traced program is inlined into the outer trace."""
-        if self.captures is None or x.builder not in getattr(_state, "stack", ()):
-            raise TracingError(located("a traced value escaped the trace it belongs to"))
+        if not _running(x.builder):
+            raise escaped(x)
+        if self.captures is None:
+            raise TracingError(located("a traced value of an enclosing trace is used where it cannot be "
+                                       "captured: pass it as an argument"))
         if id(x.ssa) not in self.captures:
             self.captures[id(x.ssa)] = (Var(x.ssa.type, x.ssa.hint), x)
         return self.captures[id(x.ssa)][0]
@@ -291,8 +295,29 @@ def call_user(fn: Callable, *args, **kwargs) -> Any:
 def current_builder() -> Builder:
     stack = getattr(_state, "stack", None)
     if not stack:
-        raise TracingError("no trace is active")
+        raise TracingError("no trace is active (a traced value used after its trace ended reports where it was "
+                           "made; this call needs a running trace)")
     return stack[-1]
+
+
+def _running(builder: Builder) -> bool:
+    """Whether ``builder``'s trace is running on this thread (the innermost or an enclosing one)."""
+    return any(b is builder for b in getattr(_state, "stack", ()))
+
+
+def escaped(x: Tracer) -> TracingError:
+    """The error for a tracer used outside its trace: it was kept (in a global, a list, an
+    attribute) while the function was traced, and is a placeholder, not a value, once the trace ends.
+    Names the user's line that made it, found from its equation (error path only: a scan)."""
+    builder = x.builder
+    if any(v is x.ssa for v in builder.inputs):
+        made = f"(the traced argument {x.ssa.hint})" if x.ssa.hint else "(a traced argument)"
+    else:
+        source = next((e.source for e in reversed(builder.eqns) if any(o is x.ssa for o in e.outputs)), None)
+        made = f"created at {source}" if source is not None else "created while tracing"
+    return TracingError(located(
+        f"a traced value {x.ssa.type} {made} was used after its trace ended (it escaped, e.g. stored in a "
+        f"global, a list or an attribute while tracing); return it from the function instead"))
 
 
 def tracing() -> bool:
@@ -377,7 +402,7 @@ class Tracer:
 
     __slots__ = ("ssa", "builder", "weak", "view", "version")
     __array_priority__ = 1000
-    _api: ModuleType  # pullback.numpy_api, installed when it is imported
+    _numpy_api: ModuleType  # pullback.numpy_api, installed when it is imported
 
     def __init__(self, var: Var, builder: Builder, weak: bool = False):
         self.ssa = var  # the IR value this array stands for (not ``var``: that is NumPy's x.var())
@@ -400,13 +425,29 @@ class Tracer:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    @property
+    def _api(self) -> ModuleType:
+        """pullback.numpy_api, through which every NumPy operation on a tracer goes: the one place
+        that refuses a tracer whose trace has ended (or runs on another thread)."""
+        if not _running(self.builder):
+            raise escaped(self)
+        return self._numpy_api
+
     def __repr__(self) -> str:
-        return f"Tracer({self.ssa.type})"
+        return f"Tracer({self.ssa.type}{'' if _running(self.builder) else ', escaped its trace'})"
+
+    def __str__(self) -> str:
+        """``print(x)`` of an escaped tracer says where it escaped (its repr, for debuggers, does not raise)."""
+        if not _running(self.builder):
+            raise escaped(self)
+        return repr(self)
 
     __hash__ = object.__hash__
 
     # --- refusing concrete values -------------------------------------------
     def _concrete(self, what: str):
+        if not _running(self.builder):
+            raise escaped(self)
         raise ConcretizationError(located(
             f"{what} of a traced value {self.ssa.type}: Python control flow and conversions "
             f"cannot depend on traced values (use np.where for elementwise choices, pb.fori_loop and pb.cond "
@@ -524,7 +565,13 @@ class Tracer:
         """In place, as NumPy's: rebinds this tracer to ``value`` everywhere."""
         self._api.indexing.setitem(self, ..., value)
     conjugate = conj
-    def astype(self, dtype): return self._api.astype(self, dtype).copy()
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        """A new array of ``dtype`` (any layout and ``copy`` hold the same values); ``casting`` as NumPy's."""
+        if order != "K" or casting != "unsafe":
+            self._api.numpy_checks(self._api.standin(self).astype, dtype, order=order, casting=casting)
+        return self._api.astype(self, dtype).copy()
+
     def swapaxes(self, a, b): return self._api.swapaxes(self, a, b)
     def squeeze(self, axis=None): return self._api.squeeze(self, axis)
     def diagonal(self, offset=0, axis1=0, axis2=1): return self._api.diagonal(self, offset, axis1, axis2)
@@ -534,8 +581,13 @@ class Tracer:
     def repeat(self, repeats, axis=None): return self._api.manipulation.repeat(self, repeats, axis)
     def flatten(self, order="C"): return self.ravel(order).copy()
 
-    def copy(self):
-        """A new array (not a view) with this value: assigning into it changes neither."""
+    def copy(self, order="C"):
+        """A new array (not a view) with this value: assigning into it changes neither (any layout
+        ``order`` holds the same values)."""
+        if not _running(self.builder):
+            raise escaped(self)
+        if order != "C":
+            self._api.numpy_checks(self._api.standin(self).copy, order=order)
         self.builder.atom(self)  # a stale view raises
         return Tracer(self.ssa, self.builder, self.weak)
 
@@ -658,9 +710,23 @@ def is_python_scalar(x) -> bool:
     return type(x) in PYTHON_SCALARS
 
 
-def refuse_matrix():
-    raise TypeError("pullback does not take np.matrix arguments (their * is a matrix product, not NumPy's "
-                    "elementwise product); pass np.asarray(m) and use @ for matrix products")
+def refuse_subclass(x) -> None:
+    """Refuse the ndarray subclasses whose operations mean something else than ndarray's, as an
+    argument or a constant the function reads: pullback would compute the plain arrays' result,
+    silently different from NumPy's. ``np.matrix``'s ``*`` is a matrix product; a masked array's
+    operations skip its masked entries."""
+    if isinstance(x, np.matrix):
+        raise TypeError(located("pullback does not take np.matrix arrays (their * is a matrix product, not NumPy's "
+                                "elementwise product); pass np.asarray(m) and use @ for matrix products"))
+    if isinstance(x, np.ma.MaskedArray):
+        refuse_masked()
+
+
+def refuse_masked():
+    raise TypeError(located(
+        "pullback does not take masked arrays (np.ma.MaskedArray): it would ignore the mask; pass the data and "
+        "the mask as plain arrays (m.filled(0), np.ma.getmaskarray(m)) and write np.where(mask, 0, x) where the "
+        "mask matters"))
 
 
 def input_type(x) -> tuple[ArrayType, bool]:
@@ -668,13 +734,14 @@ def input_type(x) -> tuple[ArrayType, bool]:
     non-native byte order are typed as their native dtype (the caller converts them)."""
     if is_python_scalar(x):
         return ArrayType((), np.asarray(x).dtype), True
-    if isinstance(x, np.matrix):
-        refuse_matrix()
+    refuse_subclass(x)
     if isinstance(x, np.ndarray | np.generic):
         return ArrayType(x.shape, x.dtype.newbyteorder("=")), False
     if isinstance(x, PYTHON_SCALARS):  # a subclass (an IntEnum): strong, as NumPy takes it
         return ArrayType((), np.asarray(x).dtype), False
     if isinstance(x, Tracer):  # a traced function called inside another trace
+        if not _running(x.builder):
+            raise escaped(x)
         return x.ssa.type, x.weak
     if is_cupy(x):  # traced like NumPy's
         return ArrayType(x.shape, np.dtype(x.dtype)), False
@@ -704,7 +771,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
     arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
-    from pullback import numpy_api  # noqa: F401  (installs Tracer._api)
+    from pullback import numpy_api  # noqa: F401  (installs Tracer._numpy_api)
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names

@@ -19,7 +19,7 @@ import scipy.special
 
 from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, ConcretizationError, TracingError
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, user_frame
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, refuse_masked, user_frame
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
 from pullback.lax import FOLD
 from pullback.numpy_api import integers
@@ -35,13 +35,38 @@ def unsupported(what: str):
     raise TracingError(located(f"{what} is not supported on traced values by pullback"))
 
 
+def numpy_checks(func: Callable, *standins, **options) -> None:
+    """Raise what NumPy raises for ``options`` it does not take (a ``kind``, ``order``, ``casting``
+    or ``mode`` it does not know, a cast its ``casting`` rule forbids), by asking NumPy: ``func`` on
+    ``standins``, empty arrays of the operands' dtypes (see ``standin``), costs nothing. pullback so
+    takes exactly the spellings NumPy's converters take (prefixes, either case, None), and refuses
+    the others with NumPy's exception type and message, at the user's line."""
+    try:
+        func(*standins, **options)
+    except np.exceptions.AxisError as e:
+        raise AxisError(located(str(e))) from None
+    except ValueError as e:
+        raise ArgumentError(located(str(e))) from None
+    except TypeError as e:
+        raise ArgumentTypeError(located(str(e))) from None
+
+
+def standin(x) -> np.ndarray:
+    """An empty array of ``x``'s dtype (a Python scalar's: NumPy's default), for ``numpy_checks``."""
+    return np.empty(0, x.dtype if isinstance(x, Tracer | np.ndarray | np.generic) else np.asarray(x).dtype)
+
+
 def refuse_conversion(x: Tracer):
-    """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent."""
+    """``np.asarray`` of a tracer: name the SciPy function that asked, and its pullback.linalg equivalent;
+    ``np.ma`` asking means a masked array met a tracer (``masked * x``, ``np.ma.masked_array(x, mask)``)."""
     frame, scipy_frames = sys._getframe(1), []
     user = user_frame(1)
     while frame is not None and frame is not user:
-        if frame.f_globals.get("__name__", "").startswith("scipy."):
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("scipy."):
             scipy_frames.append(frame)
+        elif module.startswith("numpy.ma."):
+            refuse_masked()
         frame = frame.f_back
     named = next(filter(None, map(_scipy_function, reversed(scipy_frames))), None)
     if user is not None and "__pullback_call__" not in user.f_code.co_freevars:
@@ -268,13 +293,30 @@ UFUNCS: dict[np.ufunc, Callable] = {
 UFUNC_METHODS: dict[tuple[np.ufunc, str], Callable] = {}
 
 
+def refuse_masked_operands(values) -> None:
+    """A masked array meeting a tracer in a NumPy call is refused, as it is as an argument or a
+    constant (``ir.tracer.refuse_subclass``): NumPy's own functions would ignore its mask too."""
+    for v in values:
+        if isinstance(v, np.ma.MaskedArray):
+            refuse_masked()
+        if type(v) in (list, tuple):
+            refuse_masked_operands(v)
+
+
+def ufunc_options(kwargs: dict) -> dict:
+    """The ufunc keyword arguments that are options, not arrays (for ``numpy_checks``)."""
+    return {k: v for k, v in kwargs.items() if k in ("casting", "order", "dtype", "subok", "signature")}
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
+    refuse_masked_operands((*inputs, *kwargs.values()))
     name = ufunc_name(ufunc)
     if method != "__call__":
         if (ufunc, method) in UFUNC_METHODS:
             return _strong(UFUNC_METHODS[ufunc, method](*inputs, **kwargs))
         unsupported(f"{name}.{method}")
     if kwargs:
+        numpy_checks(ufunc, *map(standin, inputs), **ufunc_options(kwargs))
         unsupported(f"{name} with keyword arguments {sorted(kwargs)}")
     impl = UFUNCS.get(ufunc)
     if impl is None:
@@ -359,7 +401,8 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     a = _lift(a)
     shape = newshape if shape is None else shape
-    if order != "C":
+    if order not in ("C", "c", None):
+        numpy_checks(np.reshape, standin(a), 0, order=order)
         unsupported(f"reshape with order={order!r}")
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
     if shape.count(-1) == 1:
@@ -439,10 +482,8 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
         arrays, axis = [reshape(a, (-1,)) for a in arrays], 0
     if builtins.any(a.ndim == 0 for a in arrays):
         raise ArgumentError(located("zero-dimensional arrays cannot be concatenated"))
+    numpy_checks(np.concatenate, [standin(a) for a in arrays], dtype=dtype, casting=casting)
     dt = canonical_dtype(dtype) if dtype is not None else result_dtype(*arrays)
-    for a in arrays:
-        if dtype is not None and not np.can_cast(a.dtype, dt, casting):
-            raise ArgumentTypeError(located(f"cannot cast array data from {a.dtype} to {dt} by rule {casting!r}"))
     ax = _axis(axis, arrays[0].ndim)
     first = arrays[0]
     for i, a in enumerate(arrays[1:], 1):
@@ -502,6 +543,8 @@ def triu(m, k=0):
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    if order != "K":  # any layout holds the same values
+        numpy_checks(np.empty_like, standin(a), order=order)
     dtype = canonical_dtype(a.dtype if dtype is None else dtype)
     shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
     if isinstance(fill_value, Tracer):
@@ -519,18 +562,23 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
-    return full_like(a, 0, dtype, shape=shape)
+    return full_like(a, 0, dtype, order, shape=shape)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None):
-    return full_like(a, 1, dtype, shape=shape)
+    return full_like(a, 1, dtype, order, shape=shape)
 
 
 # --- reductions -----------------------------------------------------------------------
 
 
+def _keep_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    """The shape of a reduction of ``shape`` over ``axes``."""
+    return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
+
+
 def _keep(out, a, axes, keepdims):
-    return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(a.shape))) if keepdims else out
+    return reshape(out, _keep_shape(a.shape, axes, True)) if keepdims else out
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -559,17 +607,25 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 def _extremum(prim, name):
     def reduce(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        if out is not None or initial is not None or where is not None:
-            unsupported(f"np.{name} with out=, initial= or where=")
+        """``initial`` (a static scalar) joins every reduction: the result over an empty axis
+        (NumPy's norms take ``max(..., initial=0)``), at least ``initial`` elsewhere."""
+        if out is not None or where is not None:
+            unsupported(f"np.{name} with out= or where=")
         a = _lift(a)
         axes = _axes(axis, a.ndim)
+        if initial is not None and (isinstance(initial, Tracer) or np.ndim(initial) or is_complex(a.dtype)):
+            unsupported(f"np.{name} with initial= other than a real scalar")
         if builtins.any(a.shape[i] == 0 for i in axes):
-            raise TracingError(located(f"zero-size array to reduction operation {name} which has no identity"))
+            if initial is None:
+                raise ArgumentError(located(f"zero-size array to reduction operation {name} which has no identity"))
+            return full_like(a, initial, shape=_keep_shape(a.shape, axes, keepdims))
         if axes and is_complex(a.dtype):  # NumPy's lexicographic order
             from pullback.numpy_api.ufuncs import complex_extremum
             return complex_extremum(a, axes, keepdims, largest=name == "max")
-        res = bind(prim, a, axes=axes) if axes else a
-        return _keep(res, a, axes, keepdims)
+        res = _keep(bind(prim, a, axes=axes) if axes else a, a, axes, keepdims)
+        if initial is None or initial == (-np.inf if name == "max" else np.inf):  # changes nothing here
+            return res
+        return (maximum if name == "max" else minimum)(res, a.dtype.type(initial))
 
     return reduce
 
@@ -704,6 +760,8 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_subscripts((subscripts, *operands))
     ops = [_lift(x) for x in operands]
+    numpy_checks(np.einsum, ",".join("i" * len(ops)) + "->", *map(standin, ops), dtype=dtype, order=order,
+                 casting=casting)
     d = result_dtype(*ops) if dtype is None else canonical_dtype(dtype)
     ops = [astype(x, d) for x in ops]
     ins, outs = _parse_einsum(subscripts.replace(" ", ""), [x.ndim for x in ops])
@@ -922,6 +980,7 @@ def _strong_operand(x):
 
 
 def array_function(func, args, kwargs):
+    refuse_masked_operands((*args, *kwargs.values()))
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
@@ -933,7 +992,7 @@ def array_function(func, args, kwargs):
     return out if func in _PASS_THROUGH else _strong(out)
 
 
-Tracer._api = sys.modules[__name__]
+Tracer._numpy_api = sys.modules[__name__]
 
 # The families of NumPy functions beyond the core register themselves on import.
 from pullback.numpy_api import _families  # noqa: E402,F401

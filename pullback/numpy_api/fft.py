@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from pullback import numpy_api as core
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError, ArgumentTypeError
 from pullback.ir.tracer import bind, located
 from pullback.ir.types import canonical_dtype
 from pullback.primitives.fft import FftKind, FftNorm, fft_p
@@ -20,8 +20,9 @@ from pullback.primitives.fft import FftKind, FftNorm, fft_p
 _NORMS = {None: FftNorm.BACKWARD, "backward": FftNorm.BACKWARD, "ortho": FftNorm.ORTHO, "forward": FftNorm.FORWARD}
 
 
-def _fail(name: str, message: str):
-    raise TracingError(located(f"np.fft.{name}: {message}"))
+def _fail(name: str, message: str, error: type[Exception] = ArgumentError):
+    """NumPy's ValueError (or ``error``: its TypeError, IndexError) for arguments it refuses."""
+    raise error(located(f"np.fft.{name}: {message}"))
 
 
 def _norm(name: str, norm) -> FftNorm:
@@ -31,10 +32,12 @@ def _norm(name: str, norm) -> FftNorm:
 
 
 def _length(name: str, n) -> int:
+    if isinstance(n, bool):  # an int to Python, not to NumPy's FFT
+        _fail(name, "an integer is required", ArgumentTypeError)
     try:
         n = operator.index(n)
     except TypeError:
-        _fail(name, f"'{type(n).__name__}' object cannot be interpreted as an integer")
+        _fail(name, f"'{type(n).__name__}' object cannot be interpreted as an integer", ArgumentTypeError)
     if n < 1:
         _fail(name, f"Invalid number of FFT data points ({n}) specified.")
     return n
@@ -51,7 +54,8 @@ def _operand(name: str, a, kind: FftKind):
     a = core._lift(a)
     if kind is FftKind.REAL_FORWARD:
         if a.dtype.kind == "c":
-            _fail(name, f"real input expected, got {a.dtype.name} (NumPy's rfft has no complex loop)")
+            _fail(name, f"real input expected, got {a.dtype.name} (NumPy's rfft has no complex loop)",
+                  ArgumentTypeError)
     spectrum = canonical_dtype(np.result_type(a.dtype, 1j))  # float16 and integers as NumPy: complex64, complex128
     return core.astype(a, np.finfo(spectrum).dtype if kind is FftKind.REAL_FORWARD else spectrum)
 

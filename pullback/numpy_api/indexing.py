@@ -24,11 +24,12 @@ an assignment into its base.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from pullback import lax
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError, ArgumentIndexError, TracingError
 from pullback.ir.core import Literal, ShapeError
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located
 from pullback.numpy_api import (
@@ -41,10 +42,14 @@ from pullback.numpy_api import (
     maximum,
     minimum,
     negative,
+    numpy_checks,
+    refuse_masked_operands,
     reshape,
     result_dtype,
+    standin,
     unsupported,
     where,
+    zeros_like,
 )
 from pullback.primitives import indexing as ix
 
@@ -134,10 +139,10 @@ def _consumed(k) -> int:
 def _expand(x, entries: list) -> list:
     """Entries with ``...`` replaced by full slices (one is implied at the end)."""
     if sum(k is Ellipsis for k in entries) > 1:
-        raise TracingError(located("an index can only have a single ellipsis ('...')"))
+        raise ArgumentIndexError(located("an index can only have a single ellipsis ('...')"))
     used = sum(_consumed(k) for k in entries)
     if used > x.ndim:
-        raise TracingError(located(f"too many indices for array: array is {x.ndim}-dimensional, but {used} were "
+        raise ArgumentIndexError(located(f"too many indices for array: array is {x.ndim}-dimensional, but {used} were "
                                    "indexed"))
     if not any(k is Ellipsis for k in entries):
         entries = entries + [Ellipsis]
@@ -146,11 +151,12 @@ def _expand(x, entries: list) -> list:
 
 
 def _out_of_bounds(index, axis: int, n: int):
-    raise TracingError(located(f"IndexError: index {index} is out of bounds for axis {axis} with size {n}"))
+    raise ArgumentIndexError(located(f"index {index} is out of bounds for axis {axis} with size {n}"))
 
 
 def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
     """``key`` for an array of ``x``'s shape, as NumPy reads it."""
+    refuse_masked_operands(key if type(key) is tuple else (key,))
     entries = _expand(x, _entries(key))
     masks = [k for k in entries if isinstance(k, _TracedMask)]
     if masks:
@@ -189,7 +195,7 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
             constant = False
         elif k.dtype == np.bool_:
             if k.shape != x.shape[axis:axis + k.ndim]:
-                raise TracingError(located(f"IndexError: boolean index of shape {k.shape} does not match the "
+                raise ArgumentIndexError(located(f"boolean index of shape {k.shape} does not match the "
                                            f"indexed array's axes {x.shape[axis:axis + k.ndim]}"))
             for nz in np.nonzero(k):
                 index.append(ix.Operand(len(operands)))
@@ -209,7 +215,7 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
     try:
         ix.indexed_shape(shape, index, [np.shape(o) for o in operands])
     except ShapeError as e:
-        raise TracingError(located(f"IndexError: {e}")) from None
+        raise ArgumentIndexError(located(str(e))) from None
     single = math.prod(np.broadcast_shapes(*(np.shape(o) for o in operands))) <= 1 if operands else True
     key.unique = single or (constant and _distinct(shape, index, operands))
     return key
@@ -354,7 +360,7 @@ def _masked(x, mask: Tracer, value, combine):
         raise TracingError(located("assigning through a boolean mask computed from traced values needs a scalar "
                                    "value (the number of entries it selects is data-dependent)"))
     if mask.shape != x.shape[:mask.ndim]:
-        raise TracingError(located(f"IndexError: boolean index of shape {mask.shape} does not match the indexed "
+        raise ArgumentIndexError(located(f"boolean index of shape {mask.shape} does not match the indexed "
                                    f"array's axes {x.shape[:mask.ndim]}"))
     if result_dtype(value).kind == "c" and x.dtype.kind != "c":
         raise TracingError(located(f"cannot assign a complex value into a real array of dtype {x.dtype.name}"))
@@ -429,10 +435,14 @@ UFUNC_METHODS[np.subtract, "at"] = subtract_at
 def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         unsupported("np.take with out=")
+    mode = _clip_mode(a, mode)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
     axis = _axis(axis, np.ndim(a))
     n = a.shape[axis]
+    shape = a.shape[:axis] + np.shape(indices) + a.shape[axis + 1:]
+    if mode == "clip" and not n and not math.prod(shape):  # NumPy reads nothing, so clips into nothing
+        return zeros_like(a, shape=shape)
     if isinstance(indices, Tracer):
         if mode == "clip":
             indices = minimum(maximum(indices, 0), n - 1)
@@ -445,6 +455,15 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         elif mode == "clip":
             indices = np.clip(indices, 0, n - 1)
     return getitem(a, (slice(None),) * axis + (indices,))
+
+
+def _clip_mode(a, mode) -> str:
+    """NumPy's ``mode`` of ``take``: 'clip', 'wrap' or 'raise', also spelled 0, 1 or 2; NumPy's error
+    for anything else."""
+    numpy_checks(np.take, standin(a), [], mode=mode)
+    if mode is None or isinstance(mode, str):
+        return mode or "raise"
+    return ("clip", "wrap", "raise")[operator.index(mode)]
 
 
 @implements(np.take_along_axis)
@@ -481,18 +500,17 @@ def _flat_axis(a, axis):
 
 @implements(np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    if order is not None:
-        unsupported("np.sort with order=")
+    numpy_checks(np.sort, standin(a), kind=kind, order=order, stable=stable)  # any kind sorts to the same values
     a, axis = _flat_axis(a, axis)
     return bind(ix.sort_p, a, axis=axis)
 
 
 @implements(np.argsort)
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    if order is not None:
-        unsupported("np.argsort with order=")
+    numpy_checks(np.argsort, standin(a), kind=kind, order=order, stable=stable)
     a, axis = _flat_axis(a, axis)
-    return bind(ix.argsort_p, a, axis=axis, stable=bool(stable) or kind in ("stable", "mergesort"))
+    stable = bool(stable) or (isinstance(kind, str) and kind[0] in "msMS")  # NumPy reads 'm...', 's...' as stable
+    return bind(ix.argsort_p, a, axis=axis, stable=stable)
 
 
 def _argextremum(prim):
@@ -501,7 +519,7 @@ def _argextremum(prim):
             unsupported(f"np.{prim.name} with out=")
         flat, ax = _flat_axis(a, axis)
         if flat.shape[ax] == 0:
-            raise TracingError(located(f"attempt to get {prim.name} of an empty sequence"))
+            raise ArgumentError(located(f"attempt to get {prim.name} of an empty sequence"))
         res = bind(prim, flat, axis=ax)
         if keepdims:
             res = reshape(res, tuple(1 if axis is None or i == ax else s for i, s in enumerate(a.shape)))
@@ -516,4 +534,5 @@ argmin = implements(np.argmin)(_argextremum(ix.argmin_p))
 
 @implements(np.copy)
 def copy(a, order="K", subok=False):
+    numpy_checks(np.copy, standin(a), order=order)  # any layout holds the same values
     return a.copy()

@@ -32,8 +32,10 @@ from pullback.numpy_api import (
     moveaxis,
     multiply,
     negative,
+    numpy_checks,
     reshape,
     result_dtype,
+    standin,
     subtract,
     sum,
     transpose,
@@ -118,6 +120,9 @@ def atleast_3d(*arys):
 @implements(np.ravel)
 def ravel(a, order="C"):
     a = _lift(a)
+    if order not in ("C", "F"):
+        numpy_checks(np.ravel, standin(a), order=order)
+        order = "C" if order is None else order.upper()
     if order == "F":
         return reshape(transpose(a), (-1,))
     if order != "C":
@@ -396,9 +401,9 @@ _PAD_OPTIONS = {"constant": {"constant_values"}, "empty": set(), "edge": set(), 
 def pad(array, pad_width, mode="constant", **kwargs):
     array = _lift(array)
     if not isinstance(mode, str) or mode not in _PAD_OPTIONS:
-        if isinstance(mode, str) and mode not in ("linear_ramp", "maximum", "mean", "median", "minimum"):
-            raise ArgumentError(located(f"mode {mode!r} is not supported"))
-        unsupported(f"np.pad with mode={mode!r}")
+        if callable(mode) or mode in ("linear_ramp", "maximum", "mean", "median", "minimum"):
+            unsupported(f"np.pad with mode={mode!r}")
+        raise ArgumentError(located(f"mode '{mode}' is not supported"))
     extra = set(kwargs) - _PAD_OPTIONS[mode]
     if extra:
         raise ArgumentError(located(f"unsupported keyword arguments for mode {mode!r}: {extra}"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError, TracingError
 from pullback.ir.tracer import eye, located
 from pullback.numpy_api import unsupported
 from pullback.numpy_api.construct import implements_attribute
@@ -108,13 +108,20 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         d = np.diagonal(a, 0, -2, -1)
         return b / (d if np.ndim(b) == np.ndim(a) - 1 else d[..., None])
     if assume_a not in _GENERAL:
-        raise ValueError(located(f"scipy.linalg.solve: unknown assume_a {assume_a!r}"))
+        raise ArgumentError(located(f"{assume_a} is not a recognized matrix structure"))
     return linalg.solve(a, b)
 
 
 @implements_attribute(scipy.linalg, "inv", "scipy.linalg.inv")
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
-    return _linalg().inv(a)
+    """SciPy's ``inv``: a structured ``assume_a`` reads only the part of ``a`` it names (one triangle,
+    the diagonal), as ``solve`` with that ``assume_a`` does, so the inverse is that solve's of I."""
+    if assume_a in (None, "general", "gen"):
+        return _linalg().inv(a)
+    if assume_a not in ("diagonal", "upper triangular", "lower triangular", "pos", "sym", "her"):
+        raise ArgumentError(located(f"scipy.linalg.inv: unknown assume_a {assume_a!r}"))
+    dtype = a.dtype if a.dtype.kind in "fc" else np.float64
+    return solve(a, np.eye(a.shape[-1], dtype=dtype), lower=lower, assume_a=assume_a)
 
 
 @implements_attribute(scipy.linalg, "det", "scipy.linalg.det")
@@ -143,7 +150,18 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     return (p @ l, u) if permute_l else (p, l, u)
 
 
-def _eigh_args(name: str, b, subset_by_index, subset_by_value):
+_EIGH_DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
+
+
+def _eigh_args(name: str, b, subset_by_index, subset_by_value, driver):
+    """Refuse what SciPy refuses (its messages), then what pullback does not do. The driver changes
+    how, not what, SciPy computes: a valid one is taken and ignored."""
+    if driver not in _EIGH_DRIVERS:
+        names = '", "'.join(map(str, _EIGH_DRIVERS))
+        raise ArgumentError(located(f'"{driver}" is unknown. Possible values are "{names}".'))
+    if b is None and driver in ("gv", "gvd", "gvx"):
+        raise ArgumentError(located(f'{driver} requires input b array to be supplied for generalized eigenvalue '
+                                    'problems.'))
     if b is not None:
         unsupported(f"scipy.linalg.{name} of a generalised problem (b given)")
     if subset_by_index is not None or subset_by_value is not None:
@@ -153,7 +171,7 @@ def _eigh_args(name: str, b, subset_by_index, subset_by_value):
 @implements_attribute(scipy.linalg, "eigh", "scipy.linalg.eigh")
 def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False, type=1,
          check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
-    _eigh_args("eigh", b, subset_by_index, subset_by_value)
+    _eigh_args("eigh", b, subset_by_index, subset_by_value, driver)
     w, v = _linalg().eigh(a, UPLO="L" if lower else "U")
     return w if eigvals_only else (w, v)
 
@@ -161,12 +179,14 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
 @implements_attribute(scipy.linalg, "eigvalsh", "scipy.linalg.eigvalsh")
 def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1, check_finite=True,
              subset_by_index=None, subset_by_value=None, driver=None):
-    _eigh_args("eigvalsh", b, subset_by_index, subset_by_value)
+    _eigh_args("eigvalsh", b, subset_by_index, subset_by_value, driver)
     return _linalg().eigvalsh(a, UPLO="L" if lower else "U")
 
 
 @implements_attribute(scipy.linalg, "svd", "scipy.linalg.svd")
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    if lapack_driver not in ("gesdd", "gesvd"):  # either computes the same factors
+        raise ArgumentError(located(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"'))
     return _linalg().svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
 
 
@@ -179,6 +199,8 @@ def svdvals(a, overwrite_a=False, check_finite=True):
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """SciPy's ``qr``: ``mode='full'`` is the reduced factorisation when A is square or wide (the
     same matrices); a tall A needs ``mode='economic'``, the differentiable one."""
+    if mode not in ("full", "r", "economic", "raw"):
+        raise ArgumentError(located("Mode argument should be one of ['full', 'r', 'economic', 'raw']"))
     if pivoting:
         unsupported("scipy.linalg.qr with pivoting=True")
     m, n = np.shape(a)[-2:]
@@ -202,6 +224,8 @@ def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
 
 @implements_attribute(scipy.linalg, "lstsq", "scipy.linalg.lstsq")
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True, lapack_driver=None):
+    if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
+        raise ArgumentError(located(f'LAPACK driver "{lapack_driver}" is not found'))
     return _linalg().lstsq(a, b, rcond=cond)
 
 

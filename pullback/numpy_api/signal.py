@@ -18,7 +18,7 @@ import scipy.signal
 
 from pullback import lax
 from pullback import numpy_api as core
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError
 from pullback.ir.tracer import bind, located
 from pullback.ir.types import canonical_dtype
 from pullback.numpy_api.construct import implements_attribute
@@ -30,7 +30,7 @@ def _lowered(name: str, in1, in2, mode, method):
     try:
         mode, method = ConvMode(mode), ConvMethod(method)
     except ValueError:
-        raise TracingError(located(f"{public}: mode must be 'full', 'valid' or 'same' and method 'auto', 'direct' "
+        raise ArgumentError(located(f"{public}: mode must be 'full', 'valid' or 'same' and method 'auto', 'direct' "
                                    f"or 'fft', got {mode!r} and {method!r}")) from None
     a, b = core._lift(in1), core._lift(in2)
     dtype = canonical_dtype(np.result_type(a.dtype, b.dtype))
@@ -38,7 +38,7 @@ def _lowered(name: str, in1, in2, mode, method):
     if a.ndim == b.ndim == 0:
         return a * (np.conj(b) if name == "correlate" else b)
     if a.ndim != b.ndim:
-        raise TracingError(located(f"{public}: in1 and in2 should have the same dimensionality, got shapes "
+        raise ArgumentError(located(f"{public}: in1 and in2 should have the same dimensionality, got shapes "
                                    f"{a.shape} and {b.shape}"))
     if a.size == 0 or b.size == 0:
         if mode is ConvMode.SAME:
@@ -66,9 +66,9 @@ def correlate(in1, in2, mode="full", method="auto"):
 def _vectors(name: str, a, v):
     a, v = (core.reshape(core._lift(x), (-1,)) if np.ndim(x) == 0 else core._lift(x) for x in (a, v))
     if a.ndim != 1 or v.ndim != 1:
-        raise TracingError(located(f"np.{name}: object too deep for desired array (1-d operands only)"))
+        raise ArgumentError(located(f"np.{name}: object too deep for desired array (1-d operands only)"))
     if a.shape[0] == 0 or v.shape[0] == 0:
-        raise TracingError(located(f"np.{name}: {'a' if a.shape[0] == 0 else 'v'} cannot be empty"))
+        raise ArgumentError(located(f"np.{name}: {'a' if a.shape[0] == 0 else 'v'} cannot be empty"))
     return a, v
 
 

@@ -131,7 +131,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         a = astype(a, result_dtype(a, b))
-    m = _shift(np.max(a if b is None else np.where(b != 0, a, -np.inf), axis=axis, keepdims=True))
+    m = _shift(np.max(a if b is None else np.where(b != 0, a, -np.inf), axis=axis, keepdims=True, initial=-np.inf))
     e = np.exp(a - m)
     s = np.sum(e if b is None else b * e, axis=axis, keepdims=keepdims)
     m = np.reshape(m, np.shape(s))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
 from pullback import numpy_api as core
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError, TracingError
 from pullback.ir.tracer import Tracer, bind, located
 from pullback.ir.types import canonical_dtype, is_complex, is_inexact
 from pullback.numpy_api import indexing
@@ -79,7 +80,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO, *, where=_NO, 
     _no_out("var", out, where, mean)
     if correction is not _NO:
         if ddof != 0:
-            raise TracingError(located("np.var: ddof and correction can't be provided simultaneously"))
+            raise ArgumentError(located("np.var: ddof and correction can't be provided simultaneously"))
         ddof = correction
     a = core._lift(a)
     a = core.astype(a, _moment_dtype(a, dtype))
@@ -147,8 +148,8 @@ def _along(a, axis: int, index) -> tuple:
 @core.implements(np.diff)
 def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
     """``a[1:] - a[:-1]`` along ``axis``, ``n`` times (``!=`` for booleans, as NumPy)."""
-    if not isinstance(n, int | np.integer) or n < 0:
-        raise TracingError(located(f"np.diff: order must be non-negative but got {n!r}"))
+    if operator.index(n) < 0:  # a TypeError for a non-integer, as NumPy's
+        raise ArgumentError(located(f"np.diff: order must be non-negative but got {n!r}"))
     if n == 0:
         return a
     a = core._lift(a)
@@ -192,8 +193,8 @@ def ediff1d(ary, to_end=None, to_begin=None):
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """``start + arange(num) * step`` with ``stop`` itself as the last sample (``endpoint``);
     array bounds give a new axis of samples at ``axis``, as in NumPy."""
-    if not isinstance(num, int | np.integer) or num < 0:
-        raise TracingError(located(f"np.linspace: number of samples, {num!r}, must be a non-negative integer"))
+    if operator.index(num) < 0:  # a TypeError for a non-integer, as NumPy's
+        raise ArgumentError(located(f"np.linspace: number of samples, {num!r}, must be non-negative"))
     num = int(num)
     dt = core.result_dtype(start, stop, 0.0)
     if dtype is not None and not is_inexact(canonical_dtype(dtype)):
@@ -225,8 +226,9 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         axes = tuple(range(f.ndim))
     else:  # in the order given, as NumPy returns them
         axes = tuple(core._axis(a, f.ndim) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
-    if edge_order not in (1, 2):
-        raise TracingError(located("np.gradient: 'edge_order' greater than 2 not supported"))
+    if edge_order > 2:
+        raise ArgumentError(located("np.gradient: 'edge_order' greater than 2 not supported"))
+    edge_order = 1 if edge_order == 1 else 2  # as NumPy reads it
     if len(varargs) == 0:
         spacings = [1.0] * len(axes)
     elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
@@ -244,7 +246,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 def _gradient_along(f, ax: int, h, edge_order: int):
     n = f.shape[ax]
     if n < edge_order + 1:
-        raise TracingError(located("np.gradient: shape of the array too small to calculate a numerical gradient, "
+        raise ArgumentError(located("np.gradient: shape of the array too small to calculate a numerical gradient, "
                                    "at least (edge_order + 1) elements are required"))
 
     def part(start, stop):

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.special as sc
 import scipy.stats
 
-from pullback.errors import TracingError
+from pullback.errors import ArgumentError, TracingError
 from pullback.ir.tracer import Tracer, located
 from pullback.numpy_api import astype
 from pullback.numpy_api.construct import implements_attribute
@@ -335,10 +335,12 @@ def entropy(pk, qk=None, base=None, axis=0, *, nan_policy="propagate", keepdims=
     is 0); divided by ``log(base)``."""
     from pullback.numpy_api import unsupported
 
+    if nan_policy not in ("propagate", "raise", "omit"):
+        raise ArgumentError(located("scipy.stats.entropy: nan_policy must be one of {'propagate', 'raise', 'omit'}"))
     if nan_policy != "propagate":
         unsupported(f"scipy.stats.entropy with nan_policy={nan_policy!r}")
     if base is not None and base <= 0:
-        raise TracingError(located("scipy.stats.entropy: `base` must be a positive number or `None`."))
+        raise ArgumentError(located("scipy.stats.entropy: `base` must be a positive number or `None`."))
     pk = pk if isinstance(pk, Tracer) else np.asarray(pk)
     if qk is not None:
         qk = qk if isinstance(qk, Tracer) else np.asarray(qk)

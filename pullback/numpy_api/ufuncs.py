@@ -9,6 +9,7 @@ as the same call; those that read the same as a composition (``deg2rad`` is a pr
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -32,9 +33,12 @@ from pullback.numpy_api import (
     less,
     less_equal,
     multiply,
+    numpy_checks,
     ones_like,
     real,
     result_dtype,
+    standin,
+    ufunc_options,
     unsupported,
     where,
     zeros_like,
@@ -92,6 +96,7 @@ implements_ufunc(np.trunc)(_integral_identity(ew.trunc_p))
 def round_(a, decimals=0, out=None):
     if out is not None:
         unsupported("np.round with out=")
+    decimals = operator.index(decimals)  # a TypeError for a non-integer, as NumPy's
     if result_dtype(a).kind in "iu" and decimals >= 0:
         return a
     return bind(ew.round_p, a, decimals=int(decimals))
@@ -155,6 +160,7 @@ def sinc(x):
 
 @implements(np.nan_to_num)
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    numpy_checks(np.nan_to_num, standin(x), nan=nan, posinf=posinf, neginf=neginf)
     if not is_inexact(result_dtype(x)):
         return x
     return bind(ew.nan_to_num_p, x, nan=float(nan), posinf=None if posinf is None else float(posinf),
@@ -236,12 +242,11 @@ def complex_extremum(a, axes: tuple[int, ...], keepdims: bool, largest: bool):
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     """``np.clip`` itself with both bounds; with one, ``maximum`` or ``minimum`` (NumPy's definition
     is ``minimum(maximum(a, a_min), a_max)``), and so in NumPy's order for complex values."""
+    numpy_checks(np.clip, standin(a), None, None, **ufunc_options(kwargs))
     if out is not None or kwargs:
         unsupported("np.clip with out= or ufunc keyword arguments")
     lo = a_min if min is None else min
     hi = a_max if max is None else max
-    if lo is None and hi is None:
-        raise TracingError(located("np.clip needs a_min or a_max (at least one must be given)"))
     if lo is not None and hi is not None and not is_complex(result_dtype(a, lo, hi)):
         return elementwise(ew.clip_p, a, lo, hi)
     out = a

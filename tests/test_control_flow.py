@@ -158,3 +158,25 @@ def test_closures_and_branches_share_variables():
         return np.sum(read())
 
     assert pb.jit(f)(np.ones(2)) == 6.0 and pb.jit(f)(-np.ones(2)) == -2.0
+
+
+def test_constructs_left_as_written_are_named_when_their_test_is_traced():
+    def breaks(x):
+        while True:
+            if np.sum(x) > 0:
+                break
+            x = x * 2
+        return x
+
+    with pytest.raises(pb.ConcretizationError, match="an if statement with a break, continue or return"):
+        pb.jit(breaks)(np.ones(3))
+
+    def loop_else(x):
+        while np.sum(x) < 5:
+            x = x * 2
+        else:
+            x = x + 1
+        return x
+
+    with pytest.raises(pb.ConcretizationError, match="a while loop with a break, continue, return or else"):
+        pb.jit(loop_else)(np.ones(3))

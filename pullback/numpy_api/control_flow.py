@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pullback.errors import TracingError
+from pullback.errors import ConcretizationError, TracingError
 from pullback.ir.tracer import Tracer, located
 
 
@@ -29,6 +29,17 @@ class _Undefined:
 
 
 UNDEFINED = _Undefined()
+
+
+def refuse(test, construct: str):
+    """The test of an ``if`` or ``while`` the converter left as written (``construct`` says why): a
+    traced one is refused, naming it."""
+    if _traced(test):
+        raise ConcretizationError(located(
+            f"bool() of a traced value {test.ssa.type} in {construct}: Python control flow on a traced value is "
+            f"converted to pb.cond and pb.while_loop, but not there; put the break or return at the end of "
+            f"every branch, use np.where for elementwise choices, or pb.while_loop with a flag in its carry"))
+    return test
 
 
 def load(read: Callable):

@@ -269,13 +269,13 @@ class _ControlFlow(ast.NodeTransformer):
                 return self._lower(stmt, "if_return", [stmt.test], [stmt.body, stmt.orelse], blocks)
             if not _jumps(blocks, loops=True):
                 return self._lower(stmt, "if_stmt", [stmt.test], [stmt.body, stmt.orelse or [ast.Pass()]], blocks)
-            return [stmt]
+            return self._refused(stmt, "an if statement with a break, continue or return on some paths only")
         if isinstance(stmt, ast.While):
             stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
             stmt.test = self.visit(stmt.test)
             if not stmt.orelse and not _jumps(stmt.body, loops=True):
                 return self._lower(stmt, "while_stmt", [stmt.test], [stmt.body], stmt.body)
-            return [stmt]
+            return self._refused(stmt, "a while loop with a break, continue, return or else clause")
         if isinstance(stmt, ast.For):
             stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
             stmt.iter = self.visit(stmt.iter)
@@ -295,11 +295,21 @@ class _ControlFlow(ast.NodeTransformer):
             return [stmt]
         return [self.visit(stmt)]
 
+    def _refused(self, stmt: ast.If | ast.While, construct: str) -> list[ast.stmt]:
+        """The statement as written, its test checked: a traced one is refused naming the construct."""
+        call = ast.Call(ast.Attribute(ast.Name(FLOW, ast.Load()), "refuse", ast.Load()),
+                        [stmt.test, ast.Constant(construct)], [])
+        stmt.test = ast.copy_location(call, stmt.test)
+        return [stmt]
+
     def _lower(self, stmt: ast.stmt, kind: str, head: list[ast.expr], blocks: list[list[ast.stmt]],
                assigning: list[ast.stmt]) -> list[ast.stmt]:
         """The statement as nested functions and a call of ``control_flow.<kind>``."""
         names, awkward = _stores(assigning)
         if awkward or set(names) & self.declared[-1]:
+            if isinstance(stmt, ast.If | ast.While):
+                return self._refused(stmt, f"an {'if' if isinstance(stmt, ast.If) else 'while'} statement that "
+                                           f"assigns a global, nonlocal or exception variable")
             return [stmt]
         k = self.count = self.count + 1
         nonlocal_ = f"    nonlocal {', '.join(names)}\n" if names else ""

@@ -80,6 +80,27 @@ def test_exported_constants_sit_in_an_npz_beside_the_module(tmp_path):
     np.testing.assert_allclose(got[1], pb.grad(lambda x: np.sum((x @ W) ** 2))(x))
 
 
+RS = np.random.RandomState(3)
+
+
+def test_an_exported_program_that_draws_takes_its_generator_at_each_call(tmp_path):
+    import importlib.util
+
+    path = pb.export(lambda x: np.sum(x * RS.standard_normal(3) * W[:, 0]), np.ones(3), path=tmp_path / "draws.py")
+    text = path.read_text()
+    assert "Pass RS= (a RandomState) at each call" in text and path.with_suffix(".npz").exists()
+    spec = importlib.util.spec_from_file_location("draws", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = next(v for k, v in vars(module).items() if k.endswith("_grad"))
+    mine, eager = np.random.RandomState(1), np.random.RandomState(1)
+    for _ in range(2):
+        value, grad = fn(np.ones(3), RS=mine)
+        eps = eager.standard_normal(3)
+        assert value == np.sum(eps * W[:, 0])
+        np.testing.assert_array_equal(grad, eps * W[:, 0])
+
+
 def test_command_line_prints_and_writes(tmp_path):
     model = tmp_path / "model.py"
     model.write_text("import numpy as np\n\n\ndef loss(x, y):\n    return np.sum((x - y) ** 2)\n")

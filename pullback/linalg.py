@@ -34,7 +34,7 @@ import numpy as np
 
 from pullback import lax
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
-from pullback.ir.tracer import Tracer, bind, current_builder, eye, located
+from pullback.ir.tracer import Tracer, bind, current_builder, eye, located, tracing
 from pullback.ir.types import ArrayType
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
@@ -52,7 +52,10 @@ __all__ = [
 
 
 def _traced(fn):
-    """Run ``fn`` on tracers directly; on concrete arrays, through a compiled program."""
+    """Trace ``fn`` while a trace runs, whatever its operands: a constant one (an array made in the
+    traced function, an integer one read from its scope) is the program's too, so a composition that
+    mixes it with traced ones sees tracers only (an eager result would be NumPy values of another
+    kind: ``info`` a Python int). Outside a trace, run it through a compiled program."""
     import functools
 
     from pullback.api import jit
@@ -61,7 +64,7 @@ def _traced(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if any(isinstance(a, Tracer) for a in args):
+        if tracing():
             return fn(*args, **kwargs)
         args = tuple(np.asarray(a) if isinstance(a, list) else a for a in args)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))

@@ -1,0 +1,39 @@
+"""Every rule with any operand constant (issue 26): a rule may see, for each operand, a tracer of an
+input, a tracer of a constant (a float array the function reads from its scope, ``Builder.read``), a
+NumPy array made inside the function, or a Python scalar. Each test is named for what it checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import pullback as pb
+from pullback import linalg as pla
+
+A_INT = np.array([[3, 1], [1, 2]])  # an integer array read from the scope stays NumPy's while tracing
+
+
+@pytest.mark.parametrize("solve", [np.linalg.solve, scipy.linalg.solve, pla.solve], ids=["numpy", "scipy", "pullback"])
+@pytest.mark.parametrize("make", ["captured-int", "made"])
+def test_solve_with_a_constant_matrix(solve, make):
+    """pullback.linalg's compositions trace their helpers even where every operand is constant (the LU
+    of a constant matrix was computed eagerly, its ``info`` a Python int that broadcasting refused)."""
+    def loss(b):
+        a = A_INT if make == "captured-int" else np.array([[3.0, 1.0], [1.0, 2.0]])
+        return np.sum(solve(a, b) ** 2)
+
+    b = np.array([1.0, -2.0])
+    x = np.linalg.solve(A_INT, b)
+    np.testing.assert_allclose(pb.jit(loss)(b), np.sum(x ** 2))
+    np.testing.assert_allclose(pb.grad(loss)(b), np.linalg.solve(A_INT.T, 2 * x))  # A^{-T} (2 x)
+
+
+def test_an_integer_matrix_changed_in_place_is_seen():
+    """The constant matrix is the program's, read at every call, not factorised once while tracing."""
+    a = np.array([[3, 1], [1, 2]])
+    solve = pb.jit(lambda b: np.linalg.solve(a, b))
+    b = np.array([1.0, -2.0])
+    solve(b)
+    a[0, 0] = 5
+    np.testing.assert_allclose(solve(b), np.linalg.solve(a, b))

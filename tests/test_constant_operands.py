@@ -10,6 +10,7 @@ import scipy.linalg
 
 import pullback as pb
 from pullback import linalg as pla
+from pullback.testing import check_jvp
 
 A_INT = np.array([[3, 1], [1, 2]])  # an integer array read from the scope stays NumPy's while tracing
 
@@ -37,3 +38,24 @@ def test_an_integer_matrix_changed_in_place_is_seen():
     solve(b)
     a[0, 0] = 5
     np.testing.assert_allclose(solve(b), np.linalg.solve(a, b))
+
+
+def test_a_traced_value_reaches_pullback_wherever_numpy_does_not_look():
+    """``np.full_like(a, v)`` dispatches on ``a`` alone: a constant ``a`` with a traced fill value is still
+    pullback's (NumPy's own full_like copied the tracer into an array)."""
+    def f(v):
+        return np.sum(np.full_like(np.ones(3), v) * np.arange(3.0))
+
+    assert pb.jit(f)(2.0) == 6.0
+    assert pb.grad(f)(2.0) == 3.0
+
+
+def test_constant_arrays_where_numpy_takes_scalars():
+    """A 0-d (or broadcastable) array made in the function fills like a scalar (``full_like``) and is
+    prepended like one (``diff``), as a traced one is."""
+    def f(x):
+        return np.full_like(x, np.array([1.0, 2.0])) * x + np.diff(x, prepend=np.array(0.5))[:, None]
+
+    x = np.array([[1.0, 3.0], [2.0, 0.5]])
+    np.testing.assert_allclose(pb.jit(f)(x), f(x))
+    check_jvp(f, [x])

@@ -216,13 +216,15 @@ def _positional_names(func: Callable) -> tuple[list[str], str | None]:
 def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
     """``func`` called from traced code: lists holding tracers become arrays for pullback's
     implementation (``impl``, else NumPy's dispatch to ``FUNCTIONS``); ``np.array(x)`` of a tracer
-    is a copy of it; any other call is NumPy's."""
+    is a copy of it; any other call is NumPy's. A tracer anywhere among the arguments reaches pullback,
+    not only one NumPy's dispatcher looks at: ``np.full_like(a, v)`` and ``np.pad(a, 1,
+    constant_values=v)`` dispatch on ``a`` alone, which may be a constant."""
     positional, star = _positional_names(func)
 
     def call(*args, **kwargs):
         if impl is not None and args and type(args[0]) is Tracer:
             return impl(*args, **kwargs)
-        if any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values())):
+        if any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values())):
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
             kwargs = {k: _convert(v, k) for k, v in kwargs.items()}

@@ -68,10 +68,12 @@ def _traced(fn):
             return fn(*args, **kwargs)
         args = tuple(np.asarray(a) if isinstance(a, list) else a for a in args)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
-        key = (static, tuple(sorted(kwargs.items())))
+        arrays = {k: v for k, v in kwargs.items() if isinstance(v, np.ndarray | np.generic)}  # alpha=np.float64(2)
+        options = {k: v for k, v in kwargs.items() if k not in arrays}
+        key = (static, tuple(sorted(arrays)), tuple(sorted(options.items())))
         if key not in compiled:
-            compiled[key] = jit(functools.partial(fn, **kwargs), static_argnums=static)
-        return compiled[key](*args)
+            compiled[key] = jit(functools.partial(fn, **options), static_argnums=static)
+        return compiled[key](*args, **arrays)
 
     return wrapper
 
@@ -276,16 +278,19 @@ def syrk(a, trans: bool = False, alpha=1.0):
     """``alpha A A^T`` (or ``alpha A^T A`` with ``trans``) as a full symmetric matrix;
     A A^H for complex A (herk)."""
     _check_matrix(a, "syrk", square=False)
-    out = bind(la.syrk_p, _float(a), trans=bool(trans))
-    return out if alpha == 1.0 else out * alpha
+    return _scaled(bind(la.syrk_p, _float(a), trans=bool(trans)), alpha)
 
 
 @_traced
 def gemm(a, b, alpha=1.0, trans_a: bool = False, trans_b: bool = False):
     """``alpha op(A) op(B)`` with op the transpose where asked (dot_general underneath)."""
     a, b = _common(a, b)
-    out = (_mT(a) if trans_a else a) @ (_mT(b) if trans_b else b)
-    return out if alpha == 1.0 else out * alpha
+    return _scaled((_mT(a) if trans_a else a) @ (_mT(b) if trans_b else b), alpha)
+
+
+def _scaled(out, alpha):
+    """``alpha * out``, skipped for a Python 1 (a traced or array ``alpha`` is never compared)."""
+    return out if isinstance(alpha, int | float) and alpha == 1.0 else out * alpha
 
 
 @_traced

@@ -10,7 +10,7 @@ import scipy.linalg
 
 import pullback as pb
 from pullback import linalg as pla
-from pullback.testing import check_jvp
+from pullback.testing import check_jvp, check_vjp
 
 A_INT = np.array([[3, 1], [1, 2]])  # an integer array read from the scope stays NumPy's while tracing
 
@@ -59,3 +59,13 @@ def test_constant_arrays_where_numpy_takes_scalars():
     x = np.array([[1.0, 3.0], [2.0, 0.5]])
     np.testing.assert_allclose(pb.jit(f)(x), f(x))
     check_jvp(f, [x])
+
+
+def test_blas_scales_traced_or_arrays():
+    """``alpha`` of gemm and syrk may be traced (never compared with 1 in Python) or an array, outside a
+    trace too (arrays passed by keyword are the compiled program's arguments, not its cache key)."""
+    a, b = np.arange(6.0).reshape(2, 3), np.ones((3, 2))
+    np.testing.assert_allclose(pla.gemm(a, b, alpha=np.float64(0.5)), 0.5 * a @ b)
+    np.testing.assert_allclose(pla.syrk(a, alpha=np.array(2.0)), 2 * a @ a.T)
+    check_jvp(lambda s: pla.gemm(a, b, alpha=s) + pla.syrk(a, alpha=s), [np.float64(0.5)])
+    check_vjp(lambda s: pla.gemm(a, b, alpha=s) + pla.syrk(a, alpha=s), [np.float64(0.5)])

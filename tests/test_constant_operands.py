@@ -69,3 +69,29 @@ def test_blas_scales_traced_or_arrays():
     np.testing.assert_allclose(pla.syrk(a, alpha=np.array(2.0)), 2 * a @ a.T)
     check_jvp(lambda s: pla.gemm(a, b, alpha=s) + pla.syrk(a, alpha=s), [np.float64(0.5)])
     check_vjp(lambda s: pla.gemm(a, b, alpha=s) + pla.syrk(a, alpha=s), [np.float64(0.5)])
+
+
+W = np.arange(12.0).reshape(3, 4)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x: np.arange(5.0)[np.argsort(x)],
+    lambda x: np.ones((3, 5))[:, np.argmax(x)],
+    lambda x: W[:, np.argmax(x[:4])],
+    lambda x: W[np.argmax(x[:3]), 1:],
+], ids=["made", "made-sliced", "captured-sliced", "captured-row"])
+def test_constants_at_traced_positions(index):
+    """A constant indexed by traced positions, a slice in the key or not, is pullback's gather of the
+    constant (NumPy asked the tracer for an integer)."""
+    x = np.array([0.3, 2.0, 1.0, 0.5, 0.1])
+    np.testing.assert_array_equal(pb.jit(lambda x: index(x) * x[0])(x), index(x) * x[0])
+    np.testing.assert_allclose(pb.grad(lambda x: np.sum(index(x) * x[0]))(x)[0], np.sum(index(x)))
+
+
+def test_captured_array_advanced_indexed_beside_a_slice_is_read_at_every_call():
+    """``W[:, [1, 2]]`` is advanced indexing, the program's (as ``W[[1, 2]]`` is), not frozen when traced."""
+    w = np.arange(6.0).reshape(2, 3)
+    f = pb.jit(lambda x: w[:, [2, 0]] * x)
+    np.testing.assert_array_equal(f(1.0), w[:, [2, 0]])
+    w[0, 2] = 10.0
+    np.testing.assert_array_equal(f(1.0), w[:, [2, 0]])

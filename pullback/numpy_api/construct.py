@@ -432,10 +432,14 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 
 def index(obj, key):
-    """What converted code reads for ``obj[key]`` (``key`` without slices): ``np.r_[...]`` and
-    ``np.c_[...]`` of tracers, and a captured array's elements as the program's (``W[[2, 1, 0]]``)."""
+    """What converted code reads for ``obj[key]`` (``key`` more than basic slices): ``np.r_[...]`` and
+    ``np.c_[...]`` of tracers, a captured array's elements as the program's (``W[[2, 1, 0]]``,
+    ``W[:, [1, 0]]``), and any array's elements at traced positions (NumPy would ask the tracer for an
+    integer): pullback's gather, the array its constant."""
     if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
+    if type(obj) is np.ndarray and _tracing() and _holds_tracer(key if type(key) is tuple else (key,)):
+        return api.getitem(obj, key)
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
         items = key if isinstance(key, tuple) else (key,)
         columns = obj is np.c_

@@ -1,8 +1,17 @@
-"""Every rule with any operand constant (issue 26): a rule may see, for each operand, a tracer of an
-input, a tracer of a constant (a float array the function reads from its scope, ``Builder.read``), a
-NumPy array made inside the function, or a Python scalar. Each test is named for what it checks."""
+"""Every rule with any operand constant (issue 26).
+
+A rule may see, for each operand, a tracer of an input, a tracer of a constant (a float array the
+function reads from its scope, ``Builder.read``), a NumPy array made inside the function, or a Python
+scalar. The registry-wide test runs every case of ``tests/primitives/*_cases.py`` (the forward, JVP
+and linear cases) with its operands made constant one at a time, each in every way it can be, and
+checks the value against NumPy (or the all-traced program, for cases that bind primitives), forward
+and reverse mode against finite differences in the operands still traced, and ``vmap`` over them
+against a loop. The plain tests below are the crashes this found, each named for what it checks.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -10,7 +19,124 @@ import scipy.linalg
 
 import pullback as pb
 from pullback import linalg as pla
-from pullback.testing import check_jvp, check_vjp
+from pullback.testing import check_jvp, check_vjp, check_vjp_numerically
+from tests import sample
+from tests.primitives.cases import make_arg, primitives
+from tests.transforms.test_rules import FORWARD_ONLY, JVP_CASES, LINEAR_CASES, REVERSE_ONLY
+
+
+def constant_at(fn: Callable, i: int, value, how: str) -> Callable:
+    """``fn`` of the other operands, its ``i``-th being ``value``: read from this closure ('captured':
+    a float array becomes a traced constant), copied into a new array inside the function ('made': a
+    NumPy array while tracing) or given as it is ('scalar': a Python scalar)."""
+    if how == "made":
+        def f(*xs):
+            return fn(*xs[:i], np.array(value), *xs[i:])
+    else:
+        def f(*xs):
+            return fn(*xs[:i], value, *xs[i:])
+    return f
+
+
+def _unique(cases):
+    seen, out = set(), []
+    for c in cases:
+        if (c.name, c.dtype) not in seen:
+            seen.add((c.name, c.dtype))
+            out.append(c)
+    return out
+
+
+CASES = _unique([*JVP_CASES, *LINEAR_CASES])
+# an array made inside the traced function is NumPy's and cannot take traced values (docs/sharp-bits.md,
+# "Views and index assignment"): these cases write traced values into a copy of their first operand
+WRITES_INTO_FIRST = ("scatter",)
+CONSTANT = sample.cases(CASES, ids=lambda c: f"{c.name}-{c.dtype}", salt=3)
+
+
+def _binds(case, args) -> bool:
+    """Whether ``case`` binds pullback's primitives itself (it runs in a trace only)."""
+    try:
+        with np.errstate(all="ignore"):
+            case.fn(*args)
+    except pb.TracingError:
+        return True
+    return False
+
+
+def _ways(case, i: int, x, binds: bool) -> list[str]:
+    ways = ["captured"] if len(case.shapes) == 1 else ["captured", "made"]  # one operand: no input left to trace
+    if i == 0 and case.name.startswith(WRITES_INTO_FIRST):
+        ways = ["captured"]
+    # a primitive's operands are arrays: Python scalars are for NumPy's names, which lift them
+    return ways + (["scalar"] if np.ndim(x) == 0 and not binds else [])
+
+
+def _expected(case, args, binds: bool):
+    """NumPy's value (the case's reference), or for a case that binds primitives without a reference,
+    the all-traced program's (test_forward checks it against NumPy)."""
+    with np.errstate(all="ignore"):
+        if binds and case.reference is None:
+            return pb.jit(case.fn)(*args)
+        return (case.reference or case.fn)(*args)
+
+
+def _leaves(x) -> list:
+    return list(x) if isinstance(x, tuple | list) else [x]
+
+
+def _assert_same(got, want) -> None:
+    got, want = _leaves(got), _leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert np.shape(g) == w.shape and np.asarray(g).dtype == w.dtype, (np.shape(g), np.asarray(g).dtype, w)
+        tol = 1e-5 if w.dtype in (np.float32, np.complex64) else 1e-9
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+
+
+def _batched_equals_loop(f: Callable, rest: list) -> None:
+    stacked = [np.stack([np.asarray(x) * (1.0 + 0.1 * k) for k in range(3)]) for x in rest]
+    with np.errstate(all="ignore"):
+        got = pb.vmap(f)(*stacked)
+        loop = [pb.jit(f)(*[s[k] for s in stacked]) for k in range(3)]
+    for j, g in enumerate(_leaves(got)):
+        want = np.stack([np.asarray(_leaves(out)[j]) for out in loop])
+        tol = 1e-4 if want.dtype in (np.float32, np.complex64) else 1e-9
+        np.testing.assert_allclose(g, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", CONSTANT)
+def test_rules_with_each_operand_constant(case, rng):
+    args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
+    binds = _binds(case, args)
+    for i, x in enumerate(args):
+        for how in _ways(case, i, x, binds):
+            value = x.item() if how == "scalar" else x
+            f = constant_at(case.fn, i, value, how)
+            rest = args[:i] + args[i + 1:]
+            with np.errstate(all="ignore"):
+                _assert_same(pb.jit(f)(*rest), _expected(case, [*args[:i], value, *args[i + 1:]], binds))
+            if not rest or case.dtype == "float32":  # finite differences run in float64; the constant stays float32
+                continue
+            with np.errstate(all="ignore"):
+                if case.name.startswith(REVERSE_ONLY):
+                    check_vjp_numerically(pb.jit(f), rest)
+                else:
+                    check_jvp(pb.jit(f), rest)
+                if not case.name.startswith((*FORWARD_ONLY, *REVERSE_ONLY)):
+                    check_vjp(pb.jit(f), rest)
+            if not case.name.startswith("draw"):  # a draw is made once for a whole batch, not once per member
+                _batched_equals_loop(f, rest)
+
+
+def test_the_sample_meets_every_primitive():
+    """Every primitive of the cases is in a program of the default run's sample (tests/sample.py)."""
+    every = set().union(*map(primitives, CASES))
+    assert every - set().union(*map(primitives, sample.kept(CONSTANT))) == set()
+
+
+# --- what the registry-wide test found -----------------------------------------------------------------
 
 A_INT = np.array([[3, 1], [1, 2]])  # an integer array read from the scope stays NumPy's while tracing
 

@@ -699,3 +699,17 @@ def test_logsumexp_of_0d_keepdims():
 def test_reduction_of_0d_along_axis(fn):
     x = np.asarray(0.5)
     np.testing.assert_array_equal(pb.jit(lambda x: fn(x, axis=-1))(x), fn(x, axis=-1))
+
+
+
+# Found by the long run of the constant-operand programs (issue 26), with every input traced.
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.sum(x, axis=2), np.trapezoid], ids=["sum", "trapezoid"])
+@pytest.mark.parametrize("shape", [(2, 0, 2), (2, 0, 0)])
+def test_gradient_of_an_empty_array_has_its_shape(fn, shape):
+    """Broadcasting an empty cotangent back is more than the reshape that adds its unit axes (the
+    sizes, both 0, agreed when the shapes did not)."""
+    x = np.zeros(shape, complex)
+    w = np.ones(fn(x).shape)
+    assert pb.grad(lambda x: np.sum(np.real(fn(x)) * w))(x).shape == shape

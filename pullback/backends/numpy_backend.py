@@ -244,7 +244,7 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
         for size, d in zip(operand.shape, dims):
             expanded[d] = size
         x = s.method(x, "reshape", *map(s.number, expanded))
-        if operand.type.size == eqn.outputs[0].type.size:  # only unit axes added: the reshape is it
+        if tuple(expanded) == tuple(shape):  # only unit axes added: the reshape is it (sizes alone agree when empty)
             return x
     return s.call("np.broadcast_to", x, s.ints(shape))
 

@@ -120,6 +120,7 @@ class Op:
     same_shape: bool = False  # two arguments of one shape (stack), not merely broadcastable
     fits: Callable | None = None  # a further condition on the argument shapes
     smooth: bool = True  # False: has kinks the generator cannot steer clear of (std at 0): no gradient property
+    kink_at_zero: bool = False  # not differentiable where its argument is all zero (x - x): smooth programs avoid it
 
 
 P, B, A = (positive,), (bounded,), (anything,)
@@ -154,7 +155,7 @@ OPS: list[Op] = [
     Op("trace", lambda x: np.trace(x, axis1=-2, axis2=-1), min_ndim=2),
     Op("reverse", lambda x: x[..., ::-1], min_ndim=1), Op("newaxis", lambda x: x[None, ..., None], array_only=True),
     Op("first", lambda x: x[0], min_ndim=1, nonempty=True),
-    Op("norm", np.linalg.norm, nonempty=True),
+    Op("norm", np.linalg.norm, nonempty=True, kink_at_zero=True),
     Op("expand_dims", lambda x: np.expand_dims(x, 0)), Op("squeeze", np.squeeze),
     Op("gram", lambda x: x @ np.swapaxes(x, -1, -2), min_ndim=2),
     Op("contract_self", lambda x: np.tensordot(x, x, axes=x.ndim), min_ndim=1),
@@ -357,6 +358,8 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False, consta
                     v.shape == vals[first].shape if op.same_shape else _broadcastable(v.shape, vals[first].shape))]
                 args.append(draw(st.sampled_from(partners)))
             if op.fits and not op.fits(*(vals[j].shape for j in args)):
+                continue
+            if smooth and op.kink_at_zero and not np.any(vals[first]):
                 continue
             params = {}
             if op.axis:

@@ -64,9 +64,12 @@ def _traced(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if any(isinstance(a, list) for a in args):  # a nested list is an array (stacked, if it holds tracers)
+            from pullback import numpy_api as pnp
+
+            args = tuple(pnp._lift(a) if isinstance(a, list) else a for a in args)
         if tracing():
             return fn(*args, **kwargs)
-        args = tuple(np.asarray(a) if isinstance(a, list) else a for a in args)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
         arrays = {k: v for k, v in kwargs.items() if isinstance(v, np.ndarray | np.generic)}  # alpha=np.float64(2)
         options = {k: v for k, v in kwargs.items() if k not in arrays}

@@ -142,12 +142,15 @@ A_INT = np.array([[3, 1], [1, 2]])  # an integer array read from the scope stays
 
 
 @pytest.mark.parametrize("solve", [np.linalg.solve, scipy.linalg.solve, pla.solve], ids=["numpy", "scipy", "pullback"])
-@pytest.mark.parametrize("make", ["captured-int", "made"])
+@pytest.mark.parametrize("make", ["captured-int", "made", "list"])
 def test_solve_with_a_constant_matrix(solve, make):
     """pullback.linalg's compositions trace their helpers even where every operand is constant (the LU
     of a constant matrix was computed eagerly, its ``info`` a Python int that broadcasting refused)."""
     def loss(b):
-        a = A_INT if make == "captured-int" else np.array([[3.0, 1.0], [1.0, 2.0]])
+        if make == "captured-int":
+            a = A_INT
+        else:
+            a = np.array([[3.0, 1.0], [1.0, 2.0]]) if make == "made" else [[3.0, 1.0], [1.0, 2.0]]
         return np.sum(solve(a, b) ** 2)
 
     b = np.array([1.0, -2.0])

@@ -6,7 +6,9 @@ scalar. The registry-wide test runs every case of ``tests/primitives/*_cases.py`
 and linear cases) with its operands made constant one at a time, each in every way it can be, and
 checks the value against NumPy (or the all-traced program, for cases that bind primitives), forward
 and reverse mode against finite differences in the operands still traced, and ``vmap`` over them
-against a loop. The plain tests below are the crashes this found, each named for what it checks.
+against a loop. The plain tests below are the crashes this found, each named for what it checks; the
+last test does the same for the front end's functions of several operands (NumPy's, SciPy's and
+pullback.linalg's names), which the cases do not all reach.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.signal
+import scipy.special
+import scipy.stats
 
 import pullback as pb
 from pullback import linalg as pla
@@ -224,3 +229,115 @@ def test_captured_array_advanced_indexed_beside_a_slice_is_read_at_every_call():
     np.testing.assert_array_equal(f(1.0), w[:, [2, 0]])
     w[0, 2] = 10.0
     np.testing.assert_array_equal(f(1.0), w[:, [2, 0]])
+
+
+# --- NumPy's, SciPy's and pullback.linalg's names -------------------------------------------------------
+# The cases above hold every primitive; these hold the front end's functions of several operands, whose
+# own code mixes them (lifting, promotion, broadcasting, SciPy's argument conventions). Each operand in
+# turn is made constant, the way rotating in the default run (all ways with --runslow).
+
+_R = np.random.default_rng(3)
+
+
+def _m(*shape):
+    return _R.standard_normal(shape)
+
+
+def _pos(*shape):
+    return np.abs(_R.standard_normal(shape)) + 0.5
+
+
+def _unit(*shape):
+    return 0.2 + 0.6 * _R.random(shape)
+
+
+def _sym(a):
+    """The symmetric part: the Cholesky-based names read one triangle, finite differences move both."""
+    return (a + np.swapaxes(a, -1, -2)) / 2
+
+
+_SPD = _m(3, 3) @ _m(3, 3).T / 3 + np.eye(3)
+_TRI = np.tril(_m(3, 3)) + 3 * np.eye(3)
+_BANDED = np.array([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]]) + 0.1 * _m(3, 3)
+
+# name, function, operands, the operands it has no derivative in (orders of Bessel functions, ...)
+NAMES = [
+    ("append", np.append, [_m(3), _m(2)], ()),
+    ("clip", np.clip, [_m(4), -_pos(4), _pos(4)], ()),
+    ("concatenate", lambda a, b: np.concatenate([a, b]), [_m(3), _m(2)], ()),
+    ("column_stack", lambda a, b: np.column_stack([a, b]), [_m(3), _m(3)], ()),
+    ("cross", np.cross, [_m(3), _m(3)], ()),
+    ("dot", np.dot, [_m(3, 4), _m(4)], ()),
+    ("einsum", lambda a, b: np.einsum("ij,jk->ik", a, b), [_m(2, 3), _m(3, 4)], ()),
+    ("kron", np.kron, [_m(2, 2), _m(2, 3)], ()),
+    ("linspace", lambda a, b: np.linspace(a, b, 4), [_m(2), 0.5], ()),
+    ("lstsq", lambda a, b: np.linalg.lstsq(a, b)[0], [_m(4, 3), _m(4)], ()),
+    ("outer", np.outer, [_m(3), _m(2)], ()),
+    ("select", lambda a, b: np.select([a > 0, b < 0], [a, b], 0.5), [_m(4), _m(4)], ()),
+    ("tensordot", lambda a, b: np.tensordot(a, b, 1), [_m(2, 3), _m(3, 2)], ()),
+    ("trapezoid", np.trapezoid, [_m(5), np.cumsum(_pos(5))], ()),
+    ("vdot", np.vdot, [_m(3), _m(3)], ()),
+    ("where", lambda a, b: np.where(a > 0, a, b), [_m(4), 0.5], ()),
+    ("average", lambda a, w: np.average(a, axis=0, weights=w), [_m(4, 2), _pos(4)], ()),
+    ("full_like", np.full_like, [_m(3), 0.5], ()),
+    ("gradient", np.gradient, [_m(5), np.cumsum(_pos(5))], ()),
+    ("diff", lambda a, b: np.diff(a, prepend=b), [_m(4), 0.5], ()),
+    ("ediff1d", lambda a, b: np.ediff1d(a, to_end=b), [_m(4), _m(2)], ()),
+    ("meshgrid", lambda a, b: np.meshgrid(a, b)[0] * np.meshgrid(a, b)[1], [_m(3), _m(2)], ()),
+    ("solve", np.linalg.solve, [_SPD, _m(3, 2)], ()),
+    ("arctan2", np.arctan2, [_m(3), _pos(3)], ()),
+    ("hypot", np.hypot, [_m(3), _m(3)], ()),
+    ("logaddexp", np.logaddexp, [_m(3), 0.5], ()),
+    ("fmod", np.fmod, [_m(3), _pos(3)], ()),
+    ("power", np.power, [_pos(3), _m(3)], ()),
+    ("divide", np.divide, [1.5, _pos(3)], ()),
+    ("xlogy", scipy.special.xlogy, [_pos(3), _pos(3)], ()),
+    ("betainc", scipy.special.betainc, [_pos(3), _pos(3), _unit(3)], (0, 1)),
+    ("gammainc", scipy.special.gammainc, [_pos(3), _pos(3)], (0,)),
+    ("jv", scipy.special.jv, [_pos(3), _pos(3)], (0,)),
+    ("kve", scipy.special.kve, [_pos(3), _pos(3)], (0,)),
+    ("logsumexp", lambda a, b: scipy.special.logsumexp(a, b=b), [_m(4), _pos(4)], ()),
+    ("scipy.linalg.solve", lambda a, b: scipy.linalg.solve(_sym(a), b, assume_a="pos"), [_SPD, _m(3)], ()),
+    ("scipy.linalg.solve_triangular", lambda a, b: scipy.linalg.solve_triangular(a, b, lower=True),
+     [_TRI, _m(3)], ()),
+    ("scipy.linalg.cho_solve", lambda a, b: scipy.linalg.cho_solve(scipy.linalg.cho_factor(_sym(a)), b),
+     [_SPD, _m(3)], ()),
+    ("scipy.linalg.lu_solve", lambda a, b: scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b),
+     [_m(3, 3) + 3 * np.eye(3), _m(3)], ()),
+    ("scipy.linalg.lstsq", lambda a, b: scipy.linalg.lstsq(a, b)[0], [_m(4, 3), _m(4)], ()),
+    ("scipy.linalg.solve_sylvester", scipy.linalg.solve_sylvester,
+     [_m(2, 2) + 3 * np.eye(2), _m(3, 3) + 3 * np.eye(3), _m(2, 3)], ()),
+    ("scipy.linalg.solve_banded", lambda ab, b: scipy.linalg.solve_banded((1, 1), ab, b), [_BANDED, _m(3)], ()),
+    ("scipy.signal.convolve", scipy.signal.convolve, [_m(5), _m(3)], ()),
+    ("scipy.signal.correlate", lambda a, b: scipy.signal.correlate(a, b, mode="same"), [_m(5), _m(3)], ()),
+    ("scipy.stats.norm.logpdf", scipy.stats.norm.logpdf, [_m(4), _m(4), _pos(4)], ()),
+    ("scipy.stats.t.cdf", scipy.stats.t.cdf, [_m(4), 3.5, 0.2, 1.3], (1,)),
+    ("scipy.stats.gamma.logpdf", scipy.stats.gamma.logpdf, [_pos(4), 2.5, -0.1, 0.7], ()),
+    ("scipy.stats.multivariate_normal.logpdf",
+     lambda x, mu, c: scipy.stats.multivariate_normal.logpdf(x, mu, _sym(c)), [_m(4, 3), _m(3), _SPD], ()),
+    ("scipy.stats.dirichlet.logpdf", lambda x, a: scipy.stats.dirichlet.logpdf(x / np.sum(x), a),
+     [np.array([0.2, 0.3, 0.5]), _pos(3)], ()),
+    ("scipy.stats.entropy", scipy.stats.entropy, [_unit(4), _unit(4)], ()),
+    ("pullback.linalg.gemm", lambda a, b, s: pla.gemm(a, b, alpha=s), [_m(2, 3), _m(3, 2), 0.5], ()),
+    ("pullback.linalg.ger", lambda a, x, y, s: pla.ger(a, x, y, alpha=s), [_m(3, 2), _m(3), _m(2), 0.5], ()),
+    ("pullback.linalg.syrk", lambda a, s: pla.syrk(a, alpha=s), [_m(3, 2), 0.5], ()),
+    ("pullback.linalg.trmm", lambda a, b, s: pla.trmm(a, b, alpha=s), [_TRI, _m(3, 2), 0.5], ()),
+    ("pullback.linalg.expm_frechet", lambda a, e: pla.expm_frechet(a, e)[1], [0.3 * _m(3, 3), _m(3, 3)], ()),
+    ("operators", lambda a, b: (a @ b, a ** 2 / b[0], b[0] - a, a % b[0], a // b[0]), [_pos(3, 3), _pos(3)], ()),
+]
+
+
+@sample.grid("name")
+@pytest.mark.parametrize("how", ["captured", "made"])
+@pytest.mark.parametrize("name, fn, args, fixed", [pytest.param(*n, id=n[0]) for n in NAMES])
+def test_names_with_each_operand_constant(name, fn, args, fixed, how):
+    """Each operand in turn constant (a Python scalar stays one: both ways give it as it is): values
+    against NumPy's and SciPy's, forward and reverse mode in the others against finite differences."""
+    for i in range(len(args)):
+        f = constant_at(fn, i, args[i], how if isinstance(args[i], np.ndarray) else "scalar")
+        rest = args[:i] + args[i + 1:]
+        _assert_same(pb.jit(f)(*rest), fn(*args))
+        if any(j in fixed for j in range(len(args)) if j != i):
+            continue
+        check_jvp(f, rest)
+        check_vjp(f, rest)

@@ -224,14 +224,13 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
     def call(*args, **kwargs):
         if impl is not None and args and type(args[0]) is Tracer:
             return impl(*args, **kwargs)
-        if any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values())):
+        if any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values())):
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
             kwargs = {k: _convert(v, k) for k, v in kwargs.items()}
-            if impl is not None:
-                return impl(*args, **kwargs)
-            return api.array_function(func, args, kwargs)
-        return func(*args, **kwargs)
+        elif not any(type(a) is Tracer for a in (*args, *kwargs.values())):
+            return func(*args, **kwargs)
+        return impl(*args, **kwargs) if impl is not None else api.array_function(func, args, kwargs)
 
     return call
 

@@ -6,17 +6,17 @@ What does not (``np.array([x, y])``, ``scipy.special.logsumexp``, ``rs.standard_
 sees no tracer at all) is found where the user calls it: a traced function runs as a *converted*
 copy, compiled from its own source with every call ``f(a, b=c)`` rewritten as
 ``__pullback_call__(f, a, b=c)``, arithmetic ``a * b`` as ``__pullback_call__(operator.mul, a, b)``,
-and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` holds more than slices (``a[:, k]`` as
-``__pullback_index__(a, __pullback_key__[:, k])``, the key as a value), as must ``np.r_[...]``. The
-dispatcher, given by ``install``, decides by the identity of ``f``: pullback's implementation of a
-NumPy or SciPy function, a random draw recorded as an equation, the user's own function converted in
-turn, or else ``f`` itself. So a name bound before the trace (``from scipy.special import
-logsumexp``) is still seen, and nothing outside the traced code changes: other threads, pickling,
-``inspect.signature`` and an interrupted trace see NumPy and SciPy as they are.
+and ``a[k]`` as ``__pullback_index__(a, k)`` where ``k`` is more than basic slicing (``a[:, k]`` too,
+``k`` maybe traced), as must ``np.r_[...]``. The dispatcher, given by ``install``, decides by the
+identity of ``f``: pullback's implementation of a NumPy or SciPy function, a random draw recorded as
+an equation, the user's own function converted in turn, or else ``f`` itself. So a name bound before
+the trace (``from scipy.special import logsumexp``) is still seen, and nothing outside the traced code
+changes: other threads, pickling, ``inspect.signature`` and an interrupted trace see NumPy and SciPy
+as they are.
 
 The copy shares everything with the original but its code: globals (writes land in the user's
-module), defaults, and closure cells (``nonlocal`` works), with four more cells: the dispatchers, the
-``operator`` module and the key maker. Line numbers and the file name are the original's, so tracebacks and
+module), defaults, and closure cells (``nonlocal`` works), with three more cells: the dispatchers and
+the ``operator`` module. Line numbers and the file name are the original's, so tracebacks and
 pullback's source map point at the user's lines. ``operator.mul(a, b)`` is ``a * b`` to the letter,
 reflected operators included. A function without source (``exec``, the REPL without a file) runs
 unconverted: NumPy's protocols still reach it, and what they do not reach fails with pullback's
@@ -38,7 +38,6 @@ from collections.abc import Callable
 CALL = "__pullback_call__"
 INDEX = "__pullback_index__"
 OPERATOR = "__pullback_operator__"  # the ``operator`` module: ``a * b`` is called as ``operator.mul(a, b)``
-KEY = "__pullback_key__"  # ``__pullback_key__[:, k]`` is ``(slice(None), k)``: a key with slices, as a value
 
 # arithmetic (not comparisons, nor bitwise operators on masks), by the ``operator`` function that is it
 _BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.MatMult: "matmul",
@@ -81,11 +80,10 @@ class _Calls(ast.NodeTransformer):
             return node
         target, key = node.value, node.slice
         parts = key.elts if isinstance(key, ast.Tuple) else [key]
-        slices = [isinstance(p, ast.Slice) for p in parts]
-        if all(isinstance(p, ast.Slice | ast.Constant) for p in parts) and any(slices):
+        basic = all(isinstance(p, ast.Slice | ast.Constant) for p in parts)
+        if basic and any(isinstance(p, ast.Slice) for p in parts):
             return node  # basic slicing alone (``a[1:, None]``): a view, read as one anyway
-        if any(slices):  # ``a[:, k]``, ``k`` maybe traced: the key made by ``__pullback_key__[:, k]``
-            key = ast.copy_location(ast.Subscript(ast.Name(KEY, ast.Load()), key, ast.Load()), key)
+        # ``a[:, k]`` (k maybe traced) too: the compiler builds slices in a call's arguments as in a subscript
         return ast.copy_location(ast.Call(ast.Name(INDEX, ast.Load()), [target, key], []), node)
 
 
@@ -262,7 +260,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if cls is not None:
         body = [ast.copy_location(ast.ClassDef(cls.name, [], [], body, []), node)]
         result = ast.Attribute(ast.Name(cls.name, ast.Load()), fn_name, ast.Load())
-    params = [CALL, INDEX, OPERATOR, KEY, *code.co_freevars]
+    params = [CALL, INDEX, OPERATOR, *code.co_freevars]
     factory = ast.copy_location(ast.FunctionDef(
         "__pullback_factory__", ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []),
         [*body, ast.copy_location(ast.Return(result), node)], []), node)
@@ -295,16 +293,6 @@ _dispatch: tuple[Callable, Callable] | None = None  # (call, index), set by ``in
 _OPERATOR_CELL = types.CellType(operator)
 
 
-class _Key:
-    """``_Key()[k]`` is ``k``: Python builds a key with slices only inside a subscript."""
-
-    def __getitem__(self, key):
-        return key
-
-
-_KEY_CELL = types.CellType(_Key())
-
-
 def install(call: Callable, index: Callable) -> None:
     """Give the dispatchers converted code calls: ``call(f, *args, **kwargs)``, ``index(obj, key)``."""
     global _dispatch
@@ -319,7 +307,6 @@ def converted(fn: types.FunctionType) -> types.FunctionType:
     call, index = _dispatch  # type: ignore[misc]
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     cells[CALL], cells[INDEX], cells[OPERATOR] = types.CellType(call), types.CellType(index), _OPERATOR_CELL
-    cells[KEY] = _KEY_CELL
     out = types.FunctionType(new, fn.__globals__, fn.__name__, fn.__defaults__,
                              tuple(cells[name] for name in new.co_freevars))
     out.__kwdefaults__ = fn.__kwdefaults__

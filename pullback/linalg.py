@@ -34,7 +34,7 @@ import numpy as np
 
 from pullback import lax
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
-from pullback.ir.tracer import Tracer, bind, current_builder, eye, located
+from pullback.ir.tracer import Tracer, bind, current_builder, eye, located, tracing
 from pullback.ir.types import ArrayType
 from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
@@ -52,7 +52,10 @@ __all__ = [
 
 
 def _traced(fn):
-    """Run ``fn`` on tracers directly; on concrete arrays, through a compiled program."""
+    """Trace ``fn`` while a trace runs, whatever its operands: a constant one (an array made in the
+    traced function, an integer one read from its scope) is the program's too, so a composition that
+    mixes it with traced ones sees tracers only (an eager result would be NumPy values of another
+    kind: ``info`` a Python int). Outside a trace, run it through a compiled program."""
     import functools
 
     from pullback.api import jit
@@ -61,14 +64,19 @@ def _traced(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if any(isinstance(a, Tracer) for a in args):
+        if any(isinstance(a, list) for a in args):  # a nested list is an array (stacked, if it holds tracers)
+            from pullback import numpy_api as pnp
+
+            args = tuple(pnp._lift(a) if isinstance(a, list) else a for a in args)
+        if tracing():
             return fn(*args, **kwargs)
-        args = tuple(np.asarray(a) if isinstance(a, list) else a for a in args)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
-        key = (static, tuple(sorted(kwargs.items())))
+        arrays = {k: v for k, v in kwargs.items() if isinstance(v, np.ndarray | np.generic)}  # alpha=np.float64(2)
+        options = {k: v for k, v in kwargs.items() if k not in arrays}
+        key = (static, tuple(sorted(arrays)), tuple(sorted(options.items())))
         if key not in compiled:
-            compiled[key] = jit(functools.partial(fn, **kwargs), static_argnums=static)
-        return compiled[key](*args)
+            compiled[key] = jit(functools.partial(fn, **options), static_argnums=static)
+        return compiled[key](*args, **arrays)
 
     return wrapper
 
@@ -273,16 +281,19 @@ def syrk(a, trans: bool = False, alpha=1.0):
     """``alpha A A^T`` (or ``alpha A^T A`` with ``trans``) as a full symmetric matrix;
     A A^H for complex A (herk)."""
     _check_matrix(a, "syrk", square=False)
-    out = bind(la.syrk_p, _float(a), trans=bool(trans))
-    return out if alpha == 1.0 else out * alpha
+    return _scaled(bind(la.syrk_p, _float(a), trans=bool(trans)), alpha)
 
 
 @_traced
 def gemm(a, b, alpha=1.0, trans_a: bool = False, trans_b: bool = False):
     """``alpha op(A) op(B)`` with op the transpose where asked (dot_general underneath)."""
     a, b = _common(a, b)
-    out = (_mT(a) if trans_a else a) @ (_mT(b) if trans_b else b)
-    return out if alpha == 1.0 else out * alpha
+    return _scaled((_mT(a) if trans_a else a) @ (_mT(b) if trans_b else b), alpha)
+
+
+def _scaled(out, alpha):
+    """``alpha * out``, skipped for a Python 1 (a traced or array ``alpha`` is never compared)."""
+    return out if isinstance(alpha, int | float) and alpha == 1.0 else out * alpha
 
 
 @_traced

@@ -184,3 +184,32 @@ def test_match_statements_keep_their_patterns():
     assert convert.converted_code(f) is not None
     assert pb.jit(f, static_argnums=1)(x, np.inf) == 4.0
     assert pb.jit(f, static_argnums=1)(x, 3) == pytest.approx(logsumexp(x), rel=1e-14)
+
+
+class _Keys:
+    """Records the keys its subscripts are given."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __getitem__(self, key):
+        self.seen.append(key)
+        return 1.0
+
+
+def test_subscripts_with_slices_get_pythons_keys():
+    """A key holding slices and more (``a[1:, k]``), an argument of the dispatcher, is the key Python
+    builds, its parts evaluated once, in order; basic slicing alone (``a[::2]``) stays a subscript."""
+    keys, order = _Keys(), []
+
+    def k(v):
+        order.append(v)
+        return v
+
+    def f(x):
+        return x * keys[k(1):k(2), k(3)] + keys[::2] + keys[k(4), ..., None:1] + np.sum(np.r_[0:2, x])
+
+    assert pb.jit(f)(1.0) == 5.0
+    assert keys.seen == [(slice(1, 2), 3), slice(None, None, 2), (4, Ellipsis, slice(None, 1))]
+    assert order == [1, 2, 3, 4]
+    assert convert.converted(f) is not f

@@ -11,7 +11,10 @@ few operations drawn from ``OPS``, each applied to earlier values. For each prog
 - outputs of ``jit``, ``grad``, ``jvp`` and ``vjp`` never share memory with inputs, closed-over
   constants, passed-in (co)tangents or each other (issue 13);
 - ndarray subclasses, memmaps and big-endian arrays give NumPy's results, and NumPy scalars in
-  place of Python scalars promote as NumPy's (strong) scalars do (NEP 50).
+  place of Python scalars promote as NumPy's (strong) scalars do (NEP 50);
+- with each input, at random, a traced argument or a constant, made inside the function or captured
+  from its scope by a closure (issue 26: every rule with any operand constant), values match NumPy's
+  and the gradient in the traced inputs finite differences.
 
 ``OPS`` is the table to extend: a new NumPy function is one ``Op`` line (its callable, arity,
 the domain each argument is mapped into, the dtype kinds it takes, a condition on the argument
@@ -40,6 +43,7 @@ import pullback as pb
 from pullback.testing import check_vjp, inner
 from tests import sample
 from tests.test_boundary import assert_fresh
+from tests.test_constant_operands import constant_at
 
 # --- the vocabulary ---------------------------------------------------------------------------
 
@@ -116,6 +120,7 @@ class Op:
     same_shape: bool = False  # two arguments of one shape (stack), not merely broadcastable
     fits: Callable | None = None  # a further condition on the argument shapes
     smooth: bool = True  # False: has kinks the generator cannot steer clear of (std at 0): no gradient property
+    kink_at_zero: bool = False  # not differentiable where its argument is all zero (x - x): smooth programs avoid it
 
 
 P, B, A = (positive,), (bounded,), (anything,)
@@ -150,7 +155,7 @@ OPS: list[Op] = [
     Op("trace", lambda x: np.trace(x, axis1=-2, axis2=-1), min_ndim=2),
     Op("reverse", lambda x: x[..., ::-1], min_ndim=1), Op("newaxis", lambda x: x[None, ..., None], array_only=True),
     Op("first", lambda x: x[0], min_ndim=1, nonempty=True),
-    Op("norm", np.linalg.norm, nonempty=True),
+    Op("norm", np.linalg.norm, nonempty=True, kink_at_zero=True),
     Op("expand_dims", lambda x: np.expand_dims(x, 0)), Op("squeeze", np.squeeze),
     Op("gram", lambda x: x @ np.swapaxes(x, -1, -2), min_ndim=2),
     Op("contract_self", lambda x: np.tensordot(x, x, axes=x.ndim), min_ndim=1),
@@ -258,6 +263,7 @@ class Program:
     dtype: str
     inputs: list  # concrete example inputs
     nodes: list  # (op name, argument indices, params)
+    given: tuple = ()  # per input: "traced" (an argument, the default), "made" or "captured" (see ``traced``)
 
     def __call__(self, *xs):
         vals = list(xs)
@@ -265,8 +271,27 @@ class Program:
             vals.append(_apply(BY_NAME[name], [vals[j] for j in args], params))
         return vals[-1]
 
+    def how(self, i: int) -> str:
+        return self.given[i] if self.given else "traced"
+
+    @property
+    def arguments(self) -> list:
+        """The inputs passed as arguments: the traced ones."""
+        return [x for i, x in enumerate(self.inputs) if self.how(i) == "traced"]
+
+    def traced(self, fn: Callable | None = None) -> Callable:
+        """``fn`` (a function of all inputs, the program by default) as a function of ``arguments``,
+        the other inputs constants: an array made inside the function ("made"), or one read from a
+        closure's scope ("captured", which a float array makes a traced constant)."""
+        fn = self if fn is None else fn
+        for i in reversed(range(len(self.inputs))):
+            if self.how(i) != "traced":
+                fn = constant_at(fn, i, self.inputs[i], self.how(i))
+        return fn
+
     def __repr__(self) -> str:
-        ins = ", ".join(f"x{i}: {_describe(x)}" for i, x in enumerate(self.inputs))
+        ins = ", ".join(f"x{i}: {_describe(x)}{'' if self.how(i) == 'traced' else f' ({self.how(i)})'}"
+                        for i, x in enumerate(self.inputs))
         body = "; ".join(f"v{len(self.inputs) + k} = {n}({', '.join(f'v{j}' for j in a)}"
                          f"{''.join(f', {p}={v!r}' for p, v in params.items())})" for k, (n, a, params) in
                          enumerate(self.nodes))
@@ -291,8 +316,10 @@ def _finite(x) -> bool:
 
 
 @st.composite
-def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False) -> Program:
-    """``smooth``: only operations differentiable wherever the generator's values land."""
+def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False, constants: bool = False) -> Program:
+    """``smooth``: only operations differentiable wherever the generator's values land; ``constants``:
+    each input, at random, traced or a constant (made inside the function, or captured; a Python
+    scalar is captured, as a literal would be), at least one traced."""
     dtype = draw(st.sampled_from(dtypes))
     kind = np.dtype(dtype).kind
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
@@ -332,6 +359,8 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False) -> Pro
                 args.append(draw(st.sampled_from(partners)))
             if op.fits and not op.fits(*(vals[j].shape for j in args)):
                 continue
+            if smooth and op.kink_at_zero and not np.any(vals[first]):
+                continue
             params = {}
             if op.axis:
                 x = vals[first]
@@ -349,7 +378,12 @@ def programs(draw, dtypes=DTYPES, max_ops: int = 5, smooth: bool = False) -> Pro
             nodes.append((op.name, tuple(args), params))
             vals.append(value)
             scalar.append(vals[-1].ndim == 0 and any(scalar[j] for j in args))
-    program = Program(dtype, inputs, nodes)
+    given: tuple = ()
+    if constants:
+        given = tuple(draw(st.sampled_from(["traced", "captured"] if not isinstance(x, np.ndarray) else
+                                           ["traced", "made", "captured"])) for x in inputs)
+        assume("traced" in given)
+    program = Program(dtype, inputs, nodes, given)
     with np.errstate(all="ignore"):
         out = program(*inputs)
     assume(_finite(out) and all(_finite(v) for v in vals))
@@ -429,7 +463,7 @@ def stable(check: Callable) -> Callable:
 def check_forward(p: Program) -> None:
     with np.errstate(all="ignore"):
         expected = p(*p.inputs)
-    out = pb.jit(p)(*p.inputs)
+    out = pb.jit(p.traced())(*p.arguments)
     assert np.shape(out) == np.shape(expected), f"shape {np.shape(out)}, NumPy {np.shape(expected)}"
     assert np.asarray(out).dtype == np.asarray(expected).dtype, (
         f"dtype {np.asarray(out).dtype}, NumPy {np.asarray(expected).dtype}")
@@ -458,17 +492,19 @@ def _direction(rng: np.random.Generator, x):
 
 @stable
 def check_gradient(p: Program, seed: int = 0, eps: float = 1e-6) -> None:
-    """The gradient's inner product with a random direction against central differences."""
-    loss = _loss_of(p, seed)
-    grads = pb.grad(loss, argnums=tuple(range(len(p.inputs))))(*p.inputs)
-    assert len(grads) == len(p.inputs)
+    """The gradient's inner product with a random direction against central differences (in the traced
+    inputs, the constants held)."""
+    loss = p.traced(_loss_of(p, seed))
+    xs = p.arguments
+    grads = pb.grad(loss, argnums=tuple(range(len(xs))))(*xs)
+    assert len(grads) == len(xs)
     rng = np.random.default_rng(seed + 1)
-    ts = [_direction(rng, x) for x in p.inputs]
-    for g, x in zip(grads, p.inputs):
+    ts = [_direction(rng, x) for x in xs]
+    for g, x in zip(grads, xs):
         assert np.shape(g) == np.shape(x), f"gradient shape {np.shape(g)} for an input of shape {np.shape(x)}"
     exact = inner(list(grads), [np.asarray(t) for t in ts])
-    plus = loss(*[x + eps * t for x, t in zip(p.inputs, ts)])
-    minus = loss(*[x - eps * t for x, t in zip(p.inputs, ts)])
+    plus = loss(*[x + eps * t for x, t in zip(xs, ts)])
+    minus = loss(*[x - eps * t for x, t in zip(xs, ts)])
     numeric = float((plus - minus) / (2 * eps))
     scale = 1.0 + sum(float(np.sum(np.abs(g) * np.abs(t))) for g, t in zip(grads, ts))
     assert abs(exact - numeric) <= 1e-5 * scale, f"<grad, t> = {exact!r}, finite differences {numeric!r}"
@@ -476,7 +512,7 @@ def check_gradient(p: Program, seed: int = 0, eps: float = 1e-6) -> None:
 
 @stable
 def check_reverse_vs_forward(p: Program) -> None:
-    check_vjp(p, p.inputs, rtol=1e-7, atol=1e-8)
+    check_vjp(p.traced(), p.arguments, rtol=1e-7, atol=1e-8)
 
 
 CONST = np.linspace(-1.0, 1.0, 3)  # closed over by the programs of check_no_aliasing
@@ -561,6 +597,19 @@ def test_gradient_matches_finite_differences(p, seed):
 @examples(200, sampled=30)
 @given(programs(dtypes=("float64", "complex128"), smooth=True))
 def test_reverse_mode_consistent_with_forward_mode(p):
+    check_reverse_vs_forward(p)
+
+
+@examples(300, sampled=40)
+@given(programs(constants=True))
+def test_jit_with_constant_inputs_matches_numpy(p):
+    check_forward(p)
+
+
+@examples(250, sampled=30)
+@given(programs(dtypes=("float64", "complex128"), smooth=True, constants=True), st.integers(0, 2**16))
+def test_gradient_with_constant_inputs_matches_finite_differences(p, seed):
+    check_gradient(p, seed)
     check_reverse_vs_forward(p)
 
 
@@ -699,3 +748,16 @@ def test_logsumexp_of_0d_keepdims():
 def test_reduction_of_0d_along_axis(fn):
     x = np.asarray(0.5)
     np.testing.assert_array_equal(pb.jit(lambda x: fn(x, axis=-1))(x), fn(x, axis=-1))
+
+
+# Found by the long run of the constant-operand programs (issue 26), with every input traced.
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.sum(x, axis=2), np.trapezoid], ids=["sum", "trapezoid"])
+@pytest.mark.parametrize("shape", [(2, 0, 2), (2, 0, 0)])
+def test_gradient_of_an_empty_array_has_its_shape(fn, shape):
+    """Broadcasting an empty cotangent back is more than the reshape that adds its unit axes (the
+    sizes, both 0, agreed when the shapes did not)."""
+    x = np.zeros(shape, complex)
+    w = np.ones(fn(x).shape)
+    assert pb.grad(lambda x: np.sum(np.real(fn(x)) * w))(x).shape == shape

@@ -244,7 +244,7 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
         for size, d in zip(operand.shape, dims):
             expanded[d] = size
         x = s.method(x, "reshape", *map(s.number, expanded))
-        if tuple(expanded) == shape:  # only unit axes added: the reshape is it (equal sizes are not: 0 == 0)
+        if tuple(expanded) == tuple(shape):  # only unit axes added: the reshape is it (sizes alone agree when empty)
             return x
     return s.call("np.broadcast_to", x, s.ints(shape))
 

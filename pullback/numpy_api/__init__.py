@@ -547,10 +547,10 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
         numpy_checks(np.empty_like, standin(a), order=order)
     dtype = canonical_dtype(a.dtype if dtype is None else dtype)
     shape = a.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
-    if isinstance(fill_value, Tracer):
+    if isinstance(fill_value, Tracer | np.ndarray):  # an array broadcasts, a constant one too
         return broadcast_to_(astype(fill_value, dtype), shape)
     if not isinstance(fill_value, PYTHON_SCALARS + (np.generic,)):
-        unsupported("np.full_like with an array fill value")
+        unsupported(f"np.full_like with a fill value of type {type(fill_value).__name__}")
     return bind(st.broadcast_in_dim_p, Literal.of(fill_value, dtype), shape=shape, broadcast_dimensions=())
 
 

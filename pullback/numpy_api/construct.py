@@ -245,7 +245,9 @@ def _positional_names(func: Callable) -> tuple[list[str], str | None]:
 def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
     """``func`` called from traced code: lists holding tracers become arrays for pullback's
     implementation (``impl``, else NumPy's dispatch to ``FUNCTIONS``); ``np.array(x)`` of a tracer
-    is a copy of it; any other call is NumPy's."""
+    is a copy of it; any other call is NumPy's. A tracer anywhere among the arguments reaches pullback,
+    not only one NumPy's dispatcher looks at: ``np.full_like(a, v)`` and ``np.pad(a, 1,
+    constant_values=v)`` dispatch on ``a`` alone, which may be a constant."""
     positional, star = _positional_names(func)
 
     def call(*args, **kwargs):
@@ -255,13 +257,9 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
             kwargs = {k: _convert(v, k) for k, v in kwargs.items()}
-            if impl is not None:
-                return impl(*args, **kwargs)
-            return api.array_function(func, args, kwargs)
-        if impl is None and (any(type(a) is Tracer for a in args) or any(type(v) is Tracer for v in kwargs.values())):
-            # a tracer where NumPy's dispatch does not look (np.full's fill_value): pullback's all the same
-            return api.array_function(func, args, kwargs)
-        return func(*args, **kwargs)
+        elif not any(type(a) is Tracer for a in (*args, *kwargs.values())):
+            return func(*args, **kwargs)
+        return impl(*args, **kwargs) if impl is not None else api.array_function(func, args, kwargs)
 
     return call
 
@@ -492,9 +490,10 @@ def _read_captured(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 
 def index(obj, key):
     """What converted code reads for ``obj[key]``: ``np.r_[...]`` and ``np.c_[...]`` of tracers, a
-    captured array's elements as the program's (``W[[2, 1, 0]]``), an array filled with traced values
-    as their tracer, a NumPy array at traced positions (``c[k]``) as a gather from a constant, and its
-    slice at a traced start as the program's window of it (``X[it * b:(it + 1) * b]``)."""
+    captured array's elements as the program's (``W[[2, 1, 0]]``, ``W[:, [1, 0]]``), an array filled
+    with traced values as their tracer, any NumPy array at traced positions (``c[k]``, ``C[:, k]``: NumPy
+    would ask the tracer for an integer) as a gather from a constant, and its slice at a traced start as
+    the program's window of it (``X[it * b:(it + 1) * b]``)."""
     if type(obj) is np.ndarray and _tracing():
         traced = tr.traced_buffer(obj)
         if traced is not None:
@@ -503,6 +502,8 @@ def index(obj, key):
             return api.getitem(obj if not _is_captured(obj) else tr.current_builder().read(obj), key)
     if type(obj) is np.ndarray and obj.dtype.kind in "fc" and _tracing() and _is_captured(obj) and _advanced(key):
         return tr.current_builder().read(obj)[key]
+    if type(obj) is np.ndarray and _tracing() and _holds_tracer(key if type(key) is tuple else (key,)):
+        return api.getitem(obj, key)
     if (obj is np.r_ or obj is np.c_) and _tracing() and _holds_tracer(key if isinstance(key, tuple) else (key,)):
         items = key if isinstance(key, tuple) else (key,)
         columns = obj is np.c_

@@ -162,7 +162,7 @@ def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
             ends.append(None)
             continue
         shape = tuple(1 if i == ax else s for i, s in enumerate(a.shape))
-        if isinstance(end, Tracer | np.generic | int | float | complex) and np.ndim(end) == 0:
+        if np.ndim(end) == 0:  # a scalar of any kind, a constant 0-d array included
             dtype = end.dtype if isinstance(end, Tracer) else np.asarray(end).dtype  # strong, as NumPy's asanyarray
             end = core.full_like(a, end, dtype=dtype, shape=shape)
         ends.append(end)

@@ -66,3 +66,28 @@ def _elbo(params, rng):
     mu, log_sigma = params
     z = rng.normal(mu, np.exp(log_sigma), size=8)
     return -np.mean(-0.5 * ((z - 1.0) / 0.5) ** 2 - np.log(0.5)) - log_sigma
+
+
+def test_against_jax_where_jax_runs_them():
+    """JAX (when installed) runs the minibatch objective with a dynamic slice in reverse mode, and the
+    fixed point and the series in forward mode only (its while_loop refuses reverse mode)."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp, lax = jax.numpy, jax.lax
+
+    def jax_minibatch(w, it):
+        start = (it % (len(nat.X) // nat.BATCH)) * nat.BATCH
+        Xb = lax.dynamic_slice_in_dim(jnp.asarray(nat.X), start, nat.BATCH)
+        yb = lax.dynamic_slice_in_dim(jnp.asarray(nat.Y), start, nat.BATCH)
+        z = Xb @ w
+        return jnp.mean(jnp.logaddexp(0.0, z) - yb * z)
+
+    w = np.array([0.1, 0.2, 0.3])
+    for it in (0, 5, 17):
+        np.testing.assert_allclose(pb.grad(nat.minibatch_loss)(w, it), jax.grad(jax_minibatch)(w, it), rtol=1e-12)
+
+    def jax_fixed_point(a):
+        return lax.while_loop(lambda x: jnp.abs(jnp.cos(a * x) - x) > 1e-12, lambda x: jnp.cos(a * x), 1.0)
+
+    _, want = jax.jvp(jax_fixed_point, (0.5,), (1.0,))
+    assert pb.grad(nat.fixed_point)(0.5) == pytest.approx(float(want), rel=1e-9)

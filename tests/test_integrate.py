@@ -122,21 +122,24 @@ def test_odeint_agrees_with_scipys_lsoda_to_the_tolerance():
 # --- gradients ---------------------------------------------------------------------------------
 
 
-def _decay_loss(y0, k, t0, t_eval, adjoint=False):
-    sol = pb.integrate.solve_ivp(decay, (t0, 2.0), y0, t_eval=t_eval, args=(k,), rtol=1e-10, atol=1e-12,
+def _decay_loss(y0, k, t0, t_eval, t1, adjoint=False):
+    sol = pb.integrate.solve_ivp(decay, (t0, t1), y0, t_eval=t_eval, args=(k,), rtol=1e-10, atol=1e-12,
                                  adjoint=adjoint)
     return np.sum(np.array([1.0, -2.0])[:, None] * np.sin(sol.y))
 
 
 @pytest.mark.parametrize("adjoint", [False, True])
-def test_decay_gradients_are_the_closed_forms(adjoint):
-    y0, k, t0, t_eval = np.array([1.0, 3.0]), 0.7, 0.2, np.array([0.5, 1.0, 2.0])
+@pytest.mark.parametrize("backwards", [False, True])
+def test_decay_gradients_are_the_closed_forms(adjoint, backwards):
+    y0, k, t0, t_eval, t1 = np.array([1.0, 3.0]), 0.7, 0.2, np.array([0.5, 1.0, 2.0]), 2.0
+    if backwards:
+        t0, t_eval, t1 = 2.2, np.array([1.5, 1.0, 0.2]), 0.2
     tau = t_eval - t0
     y = y0[:, None] * np.exp(-k * tau)
     w = np.array([1.0, -2.0])[:, None] * np.cos(y)  # dL/dy
     expected = (np.sum(w * np.exp(-k * tau), axis=1), np.sum(w * -tau * y), np.sum(w * k * y),
                 np.sum(w * -k * y, axis=0))
-    got = pb.grad(_decay_loss, argnums=(0, 1, 2, 3), static_argnums=4)(y0, k, t0, t_eval, adjoint)
+    got = pb.grad(_decay_loss, argnums=(0, 1, 2, 3), static_argnums=5)(y0, k, t0, t_eval, t1, adjoint)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-7, atol=1e-9)
 
@@ -216,6 +219,17 @@ def test_forward_mode_and_jacobians_through_the_loop():
     np.testing.assert_allclose(out_dot, [np.exp(-1.0), 0.0], rtol=1e-8)
     np.testing.assert_allclose(pb.jacfwd(final)(y0, 0.5), np.exp(-1.0) * np.eye(2), rtol=1e-8)
     np.testing.assert_allclose(pb.jacrev(final, argnums=1)(y0, 0.5), -2.0 * y0 * np.exp(-1.0), rtol=1e-7)
+
+
+def test_vmap_and_second_derivatives_through_the_loop():
+    def final(y0, k):
+        return solve_ivp(lambda t, y: -k * y * y, (0.0, 1.0), y0, t_eval=[1.0], rtol=1e-10, atol=1e-12).y[:, 0]
+
+    Y = np.array([[1.0, 2.0], [0.5, 0.1], [3.0, 1.0]])  # each row takes its own steps
+    np.testing.assert_allclose(pb.vmap(final, in_axes=(0, None))(Y, 0.5), Y / (1 + 0.5 * Y), rtol=1e-9)
+    y0 = np.array([1.0, 2.0])
+    hessian = pb.hessian(lambda k: np.sum(final(y0, k)))(0.5)
+    np.testing.assert_allclose(hessian, np.sum(2 * y0 ** 3 / (1 + 0.5 * y0) ** 3), rtol=1e-7)
 
 
 def test_adjoint_keeps_no_record_per_step_and_agrees_with_the_direct_gradient():

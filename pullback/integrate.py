@@ -176,13 +176,22 @@ def _initial_step(rhs, t0, y0, t_bound, max_step, f0, direction, order: int, rto
 
 def _rk_step(rhs, m: Method, t, y, f, h):
     """SciPy's ``rk_step``: the stages ``K`` (f at the new point last), the new point and its f."""
-    K = f[None]
+    K = [f]
     for s in range(1, m.n_stages):
-        dy = (m.A[s, :s] @ K) * h
-        K = np.concatenate([K, rhs(t + m.C[s] * h, y + dy)[None]])
-    y_new = y + h * (m.B @ K)
+        K.append(rhs(t + m.C[s] * h, y + _combination(m.A[s, :s], K) * h))
+    y_new = y + h * _combination(m.B, K)
     f_new = rhs(t + h, y_new)
-    return np.concatenate([K, f_new[None]]), y_new, f_new
+    return np.stack(K + [f_new]), y_new, f_new
+
+
+def _combination(coefficients: np.ndarray, K: list):
+    """``sum_j c_j K_j`` over the nonzero coefficients, each a literal of the program: no stack of the
+    stages is made (and copied again) for each stage, which costs a state of many components."""
+    terms = [float(c) * k for c, k in zip(coefficients, K) if c != 0]
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
 
 
 def _error_norm(m: Method, K, h, scale):
@@ -371,9 +380,9 @@ def _adjoint_solve(rhs: Callable, t0, t_bound, y0, t_eval, m: Method, rtol, atol
             from pullback.api import vjp
 
             fy, vjp_fn = vjp(at, z[:n], *(caps[i] for i in diff))
-            bars = vjp_fn(z[n:2 * n])
+            bars = vjp_fn(-z[n:2 * n])  # linear in a: the minus signs on the way in, once
             bars = bars if isinstance(bars, tuple) else (bars,)
-            return np.concatenate([fy, -bars[0], *(-np.ravel(b).astype(np.float64) for b in bars[1:])])
+            return np.concatenate([fy, bars[0], *(np.ravel(b).astype(np.float64) for b in bars[1:])])
 
         atol_aug = atol if np.ndim(atol) == 0 else np.concatenate([atol, atol, np.full(p, np.min(atol))])
 

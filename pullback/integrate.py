@@ -38,7 +38,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.integrate
-from scipy.integrate._ivp import dop853_coefficients
 from scipy.optimize import OptimizeResult
 
 from pullback import tree
@@ -157,8 +156,8 @@ def _rms(x):
 
 
 def _initial_step(rhs, t0, y0, t_bound, max_step, f0, direction, order: int, rtol, atol):
-    """SciPy's ``select_initial_step`` (Hairer, Norsett and Wanner, II.4), on values whose derivative is
-    stopped: the step is the controller's choice."""
+    """SciPy's ``select_initial_step`` (Hairer, Norsett and Wanner, II.4), with its derivative stopped: the
+    step is the controller's choice."""
     interval = np.abs(t_bound - t0)
     scale = atol + np.abs(y0) * rtol
     d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
@@ -197,8 +196,8 @@ def _combination(coefficients: np.ndarray, K: list):
 def _error_norm(m: Method, K, h, scale):
     if not m.dop853:
         return _rms((m.E @ K) * h / scale)
-    err5 = (dop853_coefficients.E5 @ K) / scale
-    err3 = (dop853_coefficients.E3 @ K) / scale
+    err5 = (scipy.integrate.DOP853.E5 @ K) / scale
+    err3 = (scipy.integrate.DOP853.E3 @ K) / scale
     e5, e3 = np.sum(err5 * err5), np.sum(err3 * err3)
     denom = e5 + 0.01 * e3
     zero = denom == 0
@@ -246,7 +245,7 @@ def _attempt(rhs, m: Method, s: State, t_bound, direction, rtol, atol, max_step)
                  K=pick(K, s.K), F=s.F, F_at=s.F_at)
 
 
-def _dop853_coefficients(rhs, m: Method, s: State):
+def _dop853_coefficients(rhs, s: State):
     """DOP853's interpolant over the last step: three more stages, then SciPy's ``F`` (7, n)."""
     h = s.t - s.t_old
     K = s.K
@@ -296,13 +295,11 @@ def integrate(rhs: Callable, t0, t_bound, y0, t_eval, m: Method, rtol, atol, max
         h_abs, nfev = np.float64(first_step), 1
     t0 = t0 if isinstance(t0, Tracer) else np.float64(t0)
     zeros = np.zeros((m.n_stages + 1, n))
-    F = np.zeros((dop853_coefficients.INTERPOLATOR_POWER, n)) if m.dop853 else np.float64(0.0)
-    state = State(t=t0, y=y0, f=f0,
-                  h_abs=np.float64(h_abs) if not isinstance(h_abs, Tracer) else h_abs, rejected=np.bool_(False),
-                  failed=np.bool_(False), nfev=nfev if isinstance(nfev, Tracer) else np.asarray(nfev, np.int64),
-                  accepted=np.int64(0),
-                  t_old=t0, y_old=y0, K=zeros, F=F,
-                  F_at=np.int64(0))
+    F = np.zeros((scipy.integrate.DOP853.D.shape[0] + 3, n)) if m.dop853 else np.float64(0.0)
+    state = State(t=t0, y=y0, f=f0, h_abs=h_abs if isinstance(h_abs, Tracer) else np.float64(h_abs),
+                  rejected=np.bool_(False), failed=np.bool_(False),
+                  nfev=nfev if isinstance(nfev, Tracer) else np.asarray(nfev, np.int64), accepted=np.int64(0),
+                  t_old=t0, y_old=y0, K=zeros, F=F, F_at=np.int64(0))
 
     def attempt(s):
         return _attempt(rhs, m, s, t_bound, direction, rtol, atol, max_step)
@@ -315,11 +312,12 @@ def integrate(rhs: Callable, t0, t_bound, y0, t_eval, m: Method, rtol, atol, max
         s = while_loop(more, attempt, s)
         if m.dop853:  # the interpolant of a step is made once, for its first output (3 evaluations)
             def fresh(s):
-                return s._replace(F=_dop853_coefficients(rhs, m, s), F_at=s.accepted, nfev=s.nfev + 3)
+                return s._replace(F=_dop853_coefficients(rhs, s), F_at=s.accepted, nfev=s.nfev + 3)
 
             s = cond((s.F_at != s.accepted) & (s.accepted > 0), fresh, lambda s: s, s)
         y = _interpolate(m, s, te)
-        return s, np.where(s.failed & (_toward(direction, s.t - te) < 0), np.nan, y)  # not reached: a step too small
+        unreached = s.failed & (_toward(direction, s.t - te) < 0)  # a step became too small before te
+        return s, np.where(unreached, np.nan, y)
 
     state, ys = scan(output, state, t_eval)
     state = while_loop(lambda s: ~s.failed & (s.t != t_bound), attempt, state)  # on to t_span[1], as SciPy

@@ -1,6 +1,7 @@
 """pullback: source-to-source automatic differentiation for numerical Python."""
 
 from pullback import (
+    integrate,  # noqa: F401  (pb.integrate.solve_ivp)
     linalg,  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
     tree,  # noqa: F401  (pb.tree.register_dataclass)
 )
@@ -33,7 +34,7 @@ __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "ShapeDtypeStruct", "TracingError",
     "VerificationError",
     "checkpoint", "cond", "custom_jvp", "custom_vjp", "differentiate", "export", "fori_loop", "grad", "hessian",
-    "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
+    "integrate", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
     "stop_gradient", "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
 ]
 try:  # the installed distribution's version, so the two cannot disagree

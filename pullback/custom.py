@@ -30,6 +30,11 @@ def _dtype(x):
     return x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype
 
 
+def _shape(x) -> tuple[int, ...]:
+    """A primal's shape, read off the tracer itself: the bwd rule runs when the primal's trace has ended."""
+    return x.shape if isinstance(x, Tracer) else np.shape(x)
+
+
 class _Call:
     """One call's arguments split into static (``nondiff_argnums``) and traced leaves."""
 
@@ -169,7 +174,7 @@ class custom_vjp:
                 for g, a in zip(grads, call.dynamic):
                     a_leaves, a_tree = flatten(a)
                     if g is None:
-                        flat += [np.zeros(np.shape(x), _dtype(x)) for x in a_leaves]
+                        flat += [np.zeros(_shape(x), _dtype(x)) for x in a_leaves]
                         continue
                     g_leaves, g_tree = flatten(g)
                     if g_tree != a_tree:

@@ -6,6 +6,7 @@ import importlib
 import linecache
 import re
 import runpy
+import types
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ ROOT = Path(__file__).parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # the modules defining the names in pullback.__all__ (checked below, so a new public module is not missed)
 PUBLIC_MODULES = ["pullback.api", "pullback.loops", "pullback.custom", "pullback.export", "pullback.errors",
-                  "pullback.ir.verify", "pullback.ir.core", "pullback.ir.types", "pullback.linalg"]
+                  "pullback.ir.verify", "pullback.ir.core", "pullback.ir.types", "pullback.linalg",
+                  "pullback.integrate"]
 
 
 @pytest.mark.parametrize("page", [p.name for p in DOCS])
@@ -64,7 +66,8 @@ def test_api_reference_is_up_to_date():
 
 
 def test_every_public_callable_has_a_doctest_example():
-    modules = {getattr(pb, n).__name__ if n == "linalg" else getattr(pb, n).__module__ for n in pb.__all__}
+    modules = {getattr(pb, n).__name__ if isinstance(getattr(pb, n), types.ModuleType) else getattr(pb, n).__module__
+               for n in pb.__all__}
     assert modules <= set(PUBLIC_MODULES), modules - set(PUBLIC_MODULES)
     missing = [n for n in pb.__all__ if ">>>" not in (getattr(pb, n).__doc__ or "")]
     assert not missing, f"public names without an example in their docstring: {missing}"

@@ -88,6 +88,7 @@ FLOORS = {
     "pullback.linalg": 6,
     "pullback.loops": 6,
     "pullback.custom": 6,
+    "pullback.integrate": 6,
     "pullback.demo": 6,
     "pullback.__main__": 6,
 }

@@ -4,6 +4,7 @@ functions; a family is added by importing it here."""
 import pullback.numpy_api.construct  # noqa: F401
 import pullback.numpy_api.fft  # noqa: F401
 import pullback.numpy_api.indexing  # noqa: F401
+import pullback.numpy_api.integrate  # noqa: F401
 import pullback.numpy_api.manipulation  # noqa: F401
 import pullback.numpy_api.polynomial  # noqa: F401
 import pullback.numpy_api.scipy_linalg  # noqa: F401

@@ -293,8 +293,12 @@ def _scalar_handler(kind: type) -> Callable:
 
 
 def _attribute_handler(original: Callable, public: str, impl: Callable) -> Callable:
+    """``impl`` where an argument holds a tracer, or whenever a trace runs if it says ``whenever_tracing``
+    (a solver whose callable may read traced values through its closure alone)."""
+    always = getattr(impl, "whenever_tracing", False)
+
     def call(*args, **kwargs):
-        if _traced_call(args, kwargs):
+        if (always and _tracing()) or _traced_call(args, kwargs):
             return _lowered(public, impl, args, kwargs)
         return original(*args, **kwargs)
 

@@ -146,6 +146,16 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
     reading consts and literals alone) into the enclosing trace, and dropping constants the body
     does not read. Returns the outputs: final carry, then stacked ys. ``length=None``: ``count``
     steps, a value known at run time (the steps a while loop ran), over stacks."""
+    body, consts = hoist_invariant(body, consts)
+    outs = bind(scan_p, *([count] if length is None else []), *consts, *carry, *xs,
+                body=body, length=length, reverse=reverse, num_consts=len(consts), num_carry=len(carry))
+    return list(outs)
+
+
+def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
+    """``body`` (its leading inputs ``consts``) with its loop-invariant equations (those reading consts and
+    literals alone) bound in the enclosing trace instead, and the constants it does not read dropped:
+    the new body and the values for its leading inputs."""
     body, values = close(body)
     consts = list(values) + list(consts)
     n = len(consts)
@@ -160,9 +170,7 @@ def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *,
     const_vars = [v for v in body.inputs[:n] if id(v) in used] + hoisted
     # a body output that is invariant (or a const) is still returned by the body, read from a const input
     body = Program(tuple(const_vars) + body.inputs[n:], tuple(kept), body.outputs, name=body.name)
-    outs = bind(scan_p, *([count] if length is None else []), *(invariant[id(v)] for v in const_vars), *carry, *xs,
-                body=body, length=length, reverse=reverse, num_consts=len(const_vars), num_carry=len(carry))
-    return list(outs)
+    return body, [invariant[id(v)] for v in const_vars]
 
 
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
@@ -681,10 +689,9 @@ def make_while(cond: Program, body: Program, cond_consts: Sequence, body_consts:
     records (after the carry among its outputs); the loop returns the final carry, then the stacks
     of the recorded values."""
     cond, cv = close(cond)
-    body, bv = close(body)
-    return list(bind(while_p, *cv, *cond_consts, *bv, *body_consts, *init, cond=cond, body=body,
-                     num_cond_consts=len(cv) + len(cond_consts), num_body_consts=len(bv) + len(body_consts),
-                     num_ys=num_ys))
+    body, body_consts = hoist_invariant(body, body_consts)  # computed once, before the loop
+    return list(bind(while_p, *cv, *cond_consts, *body_consts, *init, cond=cond, body=body,
+                     num_cond_consts=len(cv) + len(cond_consts), num_body_consts=len(body_consts), num_ys=num_ys))
 
 
 def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_consts: int, num_body_consts: int,

@@ -161,15 +161,14 @@ def test_closures_and_branches_share_variables():
 
 
 def test_constructs_left_as_written_are_named_when_their_test_is_traced():
-    def breaks(x):
+    def returns_from_a_loop(x):
         while True:
             if np.sum(x) > 0:
-                break
+                return x
             x = x * 2
-        return x
 
     with pytest.raises(pb.ConcretizationError, match="an if statement with a break, continue or return"):
-        pb.jit(breaks)(np.ones(3))
+        pb.jit(returns_from_a_loop)(np.ones(3))
 
     def loop_else(x):
         while np.sum(x) < 5:
@@ -178,5 +177,51 @@ def test_constructs_left_as_written_are_named_when_their_test_is_traced():
             x = x + 1
         return x
 
-    with pytest.raises(pb.ConcretizationError, match="a while loop with a break, continue, return or else"):
+    with pytest.raises(pb.ConcretizationError, match="a while loop with a return or else clause"):
         pb.jit(loop_else)(np.ones(3))
+
+
+def _newton_sqrt(a):
+    x = a
+    while True:
+        x_new = 0.5 * (x + a / x)
+        if np.abs(x_new - x) < 1e-12:
+            break
+        x = x_new
+    return x_new
+
+
+def _sum_of_squares_of_positives(x):
+    total = 0.0 * x[0]
+    i = 0
+    while i < x.shape[0]:
+        i = i + 1
+        if x[i - 1] < 0:
+            continue
+        total = total + x[i - 1] ** 2
+    return total
+
+
+def test_break_and_continue_on_traced_conditions():
+    """``break`` and ``continue`` in a ``while`` become flags, as AutoGraph's: Newton's method stopped by
+    a tolerance, and a step skipped where a traced value is negative."""
+    for a in (2.0, 9.0, 0.3):
+        assert pb.jit(_newton_sqrt)(a) == pytest.approx(np.sqrt(a), rel=1e-15)
+        assert pb.grad(_newton_sqrt)(a) == pytest.approx(0.5 / np.sqrt(a), rel=1e-10)
+    x = np.array([1.0, -2.0, 3.0, -1.0, 0.5])
+    assert pb.jit(_sum_of_squares_of_positives)(x) == _sum_of_squares_of_positives(x) == 10.25
+    np.testing.assert_allclose(pb.grad(_sum_of_squares_of_positives)(x), np.where(x > 0, 2 * x, 0.0))
+
+
+def test_not_of_a_branchs_literal_boolean():
+    """A branch's literal ``True`` is a Python bool at run time, whose ``~`` is -2: the printed
+    negation of a 0-d boolean is ``np.logical_not`` (regression)."""
+    def f(x):
+        flag = False
+        if x[1] < 0:
+            flag = True
+        if np.logical_not(np.logical_or(False, flag)):
+            return x[1] ** 2
+        return 0.0 * x[1]
+
+    assert pb.jit(f)(np.array([1.0, -2.0])) == 0.0 and pb.jit(f)(np.array([1.0, 2.0])) == 4.0

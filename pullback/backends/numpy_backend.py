@@ -191,6 +191,10 @@ def _tile(start: cst.Name) -> cst.Slice:
 
 @emits(ew.not_p)
 def _not(ctx, eqn, ins, outs):
+    """``~x``; a 0-d boolean may be a Python ``bool`` at run time (a branch's literal result, a scalar
+    argument), whose ``~`` is integer inversion (``~True == -2``): ``np.logical_not`` there."""
+    if eqn.inputs[0].type.ndim == 0 and eqn.inputs[0].dtype == np.bool_:
+        return s.call("np.logical_not", ins[0])
     return cst.UnaryOperation(cst.BitInvert(), s.atomic(ins[0]))
 
 

@@ -42,6 +42,20 @@ def refuse(test, construct: str):
     return test
 
 
+def until_break(broken, test: Callable):
+    """A loop's test once a ``break`` is a flag (``convert``): ``not broken and test()``, traced or not."""
+    if not _traced(broken):
+        return False if broken else test()
+    return np.logical_and(np.logical_not(broken), test())  # a tracer's: NumPy's ufuncs reach pullback
+
+
+def neither(broken, continued):
+    """``not broken and not continued``: whether the rest of a loop's step runs (``convert``)."""
+    if not _traced(broken) and not _traced(continued):
+        return not broken and not continued
+    return np.logical_not(np.logical_or(broken, continued))
+
+
 def load(read: Callable):
     """``read()``, a variable's value, or ``UNDEFINED`` where it has none yet."""
     try:

@@ -201,7 +201,7 @@ def _stores(stmts: list[ast.stmt]) -> tuple[list[str], bool]:
             awkward = True
         if not isinstance(n, _SCOPES):
             todo.extend(reversed(list(ast.iter_child_nodes(n))))
-    return [n for n in names if not n.startswith("__pullback_")], awkward
+    return [n for n in names if not n.startswith("__pullback_") or n.startswith(_FLAGS)], awkward
 
 
 def _jumps(stmts: list[ast.stmt], loops: bool) -> bool:
@@ -271,11 +271,12 @@ class _ControlFlow(ast.NodeTransformer):
                 return self._lower(stmt, "if_stmt", [stmt.test], [stmt.body, stmt.orelse or [ast.Pass()]], blocks)
             return self._refused(stmt, "an if statement with a break, continue or return on some paths only")
         if isinstance(stmt, ast.While):
+            before = self._flags(stmt) if not stmt.orelse else []
             stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
             stmt.test = self.visit(stmt.test)
             if not stmt.orelse and not _jumps(stmt.body, loops=True):
-                return self._lower(stmt, "while_stmt", [stmt.test], [stmt.body], stmt.body)
-            return self._refused(stmt, "a while loop with a break, continue, return or else clause")
+                return before + self._lower(stmt, "while_stmt", [stmt.test], [stmt.body], stmt.body)
+            return before + self._refused(stmt, "a while loop with a return or else clause")
         if isinstance(stmt, ast.For):
             stmt.body, stmt.orelse = self._block(stmt.body), self._block(stmt.orelse)
             stmt.iter = self.visit(stmt.iter)
@@ -294,6 +295,26 @@ class _ControlFlow(ast.NodeTransformer):
                 handler.body = self._block(handler.body)
             return [stmt]
         return [self.visit(stmt)]
+
+    def _flags(self, loop: ast.While) -> list[ast.stmt]:
+        """A ``while`` whose body breaks or continues (no return): the jumps become flags, as AutoGraph
+        does. ``break`` sets ``__pullback_break_k``, which the loop's test reads (``until_break``);
+        ``continue`` sets ``__pullback_continue_k``, reset at each step; the statements after a block
+        that may jump run only where neither is set (``neither``, a converted ``if``). Returns the
+        statements to put before the loop (the flags made false)."""
+        if not _jumps(loop.body, loops=True) or _jumps(loop.body, loops=False):
+            return []
+        k = self.count = self.count + 1
+        brk, cont = f"{_FLAGS[0]}_{k}", f"{_FLAGS[1]}_{k}"
+        body = _unjump(loop.body, brk, cont)
+        if body is None:  # a jump inside ``with``/``try``: left as written
+            return []
+        flow = ast.Name(FLOW, ast.Load())
+        loop.body = [_assign(cont, False, loop), *body]
+        loop.test = ast.copy_location(ast.Call(ast.Attribute(flow, "until_break", ast.Load()), [
+            ast.Name(brk, ast.Load()), ast.Lambda(ast.arguments([], [], None, [], [], None, []), loop.test)], []),
+            loop.test)
+        return [_assign(brk, False, loop), _assign(cont, False, loop)]
 
     def _refused(self, stmt: ast.If | ast.While, construct: str) -> list[ast.stmt]:
         """The statement as written, its test checked: a traced one is refused naming the construct."""
@@ -340,6 +361,43 @@ class _ControlFlow(ast.NodeTransformer):
         call_node.args[0] = ast.Lambda(ast.arguments([], [], None, [], [], None, []), head[0]) \
             if kind == "while_stmt" else head[0]
         return made
+
+
+_FLAGS = ("__pullback_break", "__pullback_continue")
+
+
+def _assign(name: str, value: bool, where: ast.AST) -> ast.stmt:
+    return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], ast.Constant(value)), where)
+
+
+def _unjump(stmts: list[ast.stmt], brk: str, cont: str) -> list[ast.stmt] | None:
+    """The loop body's ``break``/``continue`` (at this loop's level) as assignments of the flags, and
+    what follows a block that may have set one guarded by ``if neither(brk, cont):``. None where a
+    jump stands inside ``with`` or ``try``."""
+    out: list[ast.stmt] = []
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Break | ast.Continue):
+            out.append(_assign(brk if isinstance(stmt, ast.Break) else cont, True, stmt))
+            return out
+        if not _jumps([stmt], loops=True):
+            out.append(stmt)
+            continue
+        if not isinstance(stmt, ast.If):
+            return None
+        body, orelse = _unjump(stmt.body, brk, cont), _unjump(stmt.orelse, brk, cont)
+        if body is None or orelse is None:
+            return None
+        stmt.body, stmt.orelse = body or [ast.copy_location(ast.Pass(), stmt)], orelse
+        out.append(stmt)
+        rest = _unjump(stmts[i + 1:], brk, cont)
+        if rest is None:
+            return None
+        if rest:
+            test = ast.Call(ast.Attribute(ast.Name(FLOW, ast.Load()), "neither", ast.Load()),
+                            [ast.Name(brk, ast.Load()), ast.Name(cont, ast.Load())], [])
+            out.append(ast.copy_location(ast.If(ast.copy_location(test, stmt), rest, []), stmt))
+        return out
+    return out
 
 
 def _range_bounds(node: ast.expr) -> list[ast.expr] | None:

@@ -19,14 +19,13 @@ def _line_of(fn, text: str) -> str:
 
 
 def test_control_flow_on_traced_value_names_user_line():
-    """A ``break`` on a traced value is not converted (tests/test_control_flow.py converts the rest):
-    the refusal names the line."""
+    """A ``return`` from inside a loop on a traced value is not converted (tests/test_control_flow.py
+    converts the rest): the refusal names the line."""
     def f(x):
         while True:
             if x.sum() > 0:
-                break
+                return x
             x = x * 2
-        return x
 
     with pytest.raises(pb.TracingError, match="bool") as e:
         pb.make_ir(f)(np.ones(3))

@@ -30,6 +30,7 @@ from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
+from pullback.transforms.canonical import canonical
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
 from pullback.transforms.contraction_order import program_flops
@@ -450,6 +451,7 @@ class differentiate(_ByFunction):
             program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
             if self.reroll:
                 program = reroll(program)
+            program = canonical(program)  # one spelling per factorisation, before any derivative
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program

@@ -15,6 +15,7 @@ import numpy as np
 
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var, effectful
 from pullback.primitives import structural as st
+from pullback.transforms.canonical import canonical
 from pullback.transforms.contraction_order import reorder_contractions
 from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
@@ -65,7 +66,7 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
     The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
-    program = dce(cse(program))  # one factorisation (one tangent map) per repeated computation, none for dead ones
+    program = dce(cse(canonical(program)))  # one factorisation (one tangent map) per repeated computation, none for dead ones
     j = jvp(program, wrt)
     if n_aux:
         j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)

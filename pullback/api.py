@@ -30,9 +30,9 @@ from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
-from pullback.transforms.canonical import canonical
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
+from pullback.transforms.canonical import canonical
 from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type

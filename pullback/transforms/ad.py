@@ -66,7 +66,8 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
     The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
-    program = dce(cse(canonical(program)))  # one factorisation (one tangent map) per repeated computation, none for dead ones
+    # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones
+    program = dce(cse(canonical(program)))
     j = jvp(program, wrt)
     if n_aux:
         j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)

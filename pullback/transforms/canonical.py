@@ -100,7 +100,8 @@ class _Canon:
         if not conjugated or x.dtype.kind != "c":
             return [Eqn(st.diagonal_p, (x,), (out,), eqn.params, eqn.source)]
         d = Var(out.type, "diagonal")
-        return [Eqn(st.diagonal_p, (x,), (d,), eqn.params, eqn.source), Eqn(ew.conj_p, (d,), (out,), Params(), eqn.source)]
+        return [Eqn(st.diagonal_p, (x,), (d,), eqn.params, eqn.source),
+                Eqn(ew.conj_p, (d,), (out,), Params(), eqn.source)]
 
     # --- one factorisation -----------------------------------------------------------------------
     def cholesky_of(self) -> dict[int, Eqn]:

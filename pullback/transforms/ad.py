@@ -22,6 +22,7 @@ from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
 from pullback.transforms.readers import single_readers
+from pullback.transforms.schedule import readers_first
 from pullback.transforms.simplify import Settled, checked_once, simplify
 from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
@@ -41,7 +42,7 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     late = single_readers(reorder_contractions(cse(structure(simplified))))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
-    return checked_once(dce(late))
+    return readers_first(checked_once(dce(late)))
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:

@@ -8,9 +8,12 @@ passes meet one pattern whatever the user wrote.
   triangle and the other ``trans`` (``op(L^H) = L^H`` when op is N, ``L`` when op is C), and
   ``diag(L^H) = conj(diag(L))``: so the upper spellings become the lower one, and the transpose dies.
   The rule holds for any matrix, not only Cholesky factors.
-- **One factorisation per matrix.** A matrix that the program factorises with a checked ``potrf``
-  is Hermitian positive definite wherever the program runs past it (the user asserts the symmetry:
-  LAPACK reads one triangle), so its LU needs no pivoting and ``getrf`` is not needed for its
+- **One factorisation per matrix.** ``potrf`` of A and of A^H (its two triangles, e.g.
+  ``cholesky(A)`` beside ``solve(A, b, assume_a='pos')``, which reads the upper one) are one
+  factorisation of a Hermitian A; their tangents agree already (both see dA's Hermitian part).
+  A matrix that the program factorises with a checked ``potrf`` is Hermitian positive definite
+  wherever the program runs past it (the user asserts the symmetry: LAPACK reads one triangle),
+  so its LU needs no pivoting and ``getrf`` is not needed for its
   determinant: ``log|det A| = 2 sum log L_ii`` (``po_logdet``, differentiated as A^{-1} by potri, as
   ``lu_logabsdet`` is by getri), the sign is +1 (U_ii = L_ii^2 > 0, no swaps). A ``getrf`` whose
   every use is its determinant (``lu_logabsdet``, ``det``, the diagonal and pivots that slogdet's sign
@@ -136,6 +139,7 @@ class _Canon:
         chol = None
         eqns: list[Eqn] = []
         replace: dict[int, object] = {}
+        factored: dict[tuple, Eqn] = {}  # (matrix, params) -> its first potrf, of either triangle
         changed = False
         for eqn in self.program.eqns:
             if id(eqn) in self.dropped:
@@ -150,6 +154,14 @@ class _Canon:
                 new_list = self.diagonal(eqn)
                 if new_list is not None:
                     eqns.extend(new_list)
+                    changed = True
+                    continue
+            elif eqn.prim is la.potrf_p:
+                base = self.adjoint_of(eqn.inputs[0])
+                key = id(base[0]) if base is not None and base[1] else id(eqn.inputs[0])
+                first = factored.setdefault((key, eqn.params), eqn)
+                if first is not eqn:  # A's other triangle, factorised again
+                    replace.update(zip(map(id, eqn.outputs), first.outputs))
                     changed = True
                     continue
             elif eqn.prim is la.getrf_p:

@@ -375,10 +375,11 @@ class _Pass:
                           t.b if t.b is None else self.conj(t.b)) for t in form)
 
     def sandwich(self, lfac: Var, form: Form, check: bool) -> Form | None:
-        """L^{-H} X L^{-1} of a form: potri for the identity, a rank-1 term per outer product."""
+        """L^{-H} X L^{-1} of a form: potri for the identity, a rank-1 term per outer product. The
+        vectors' solves come first: then potri is L's last reader and may overwrite it (the expert's order)."""
         out = []
         dtype = lfac.dtype
-        for t in form:
+        for t in sorted(form, key=lambda t: t.kind == "eye"):
             if t.kind == "eye":
                 out.append(Term(t.coef, "dense", self.emit(la.potri_p, lfac, hint="inverse")))
             elif t.kind == "outer":
@@ -502,7 +503,7 @@ class _Pass:
                 if np.imag(c) == 0:
                     herm = _scale(self.form(self.herm, x), c)
         elif prim is st.add_transpose_p and out.dtype.kind != "c":
-            exact = self.form(self.herm, ins[0])
+            exact = self.form(self.herm, ins[0]) or self.symmetrised(self.form(self.exact, ins[0]))
         elif prim in (la.trmm_p, la.trsm_p) and isinstance(ins[1], Var):
             alpha = p.get("alpha", 1.0)  # BLAS's, a scale folded into the call (readers.py)
 
@@ -550,6 +551,14 @@ class _Pass:
             x = d.inputs[0]
         h = self.form(self.herm, x) if x is not None else None
         return None if h is None else _plus(h, (Term(-1, "dense", x),))
+
+    @staticmethod
+    def symmetrised(form: Form | None) -> Form | None:
+        """X + X^T of a real X's form without dense terms: u v^T + v u^T (one term 2 u u^T when v = u), so
+        that a solve's symmetrised rank-1 cotangent (``posv``'s, which sees dA's symmetric part) stays rank-1."""
+        if not form or any(t.kind == "dense" for t in form):
+            return None
+        return _merge([*form, *(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in form)])
 
     def adjoint_source(self, y) -> Var | None:
         steps = {st.transpose_p, ew.conj_p} if y.dtype.kind == "c" else {st.transpose_p}

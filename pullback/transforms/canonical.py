@@ -92,7 +92,7 @@ class _Canon:
         return Eqn(eqn.prim, (x, *eqn.inputs[1:]), eqn.outputs, params, eqn.source)
 
     def diagonal(self, eqn: Eqn) -> list[Eqn] | None:
-        """``diag(X^T) = diag(X)``, ``diag(X^H) = conj(diag(X))``."""
+        """``diag(X^T) = diag(X)``, ``diag(X^H) = conj(diag(X))`` (``diag(X)`` for a Cholesky factor: real)."""
         if eqn.params["offset"] != 0:
             return None
         found = self.adjoint_of(eqn.inputs[0])
@@ -100,7 +100,9 @@ class _Canon:
             return None
         x, conjugated = found
         (out,) = eqn.outputs
-        if not conjugated or x.dtype.kind != "c":
+        factor = self.defs.get(id(x))
+        real_diagonal = factor is not None and factor.prim is la.potrf_p and factor.outputs[0] is x  # LAPACK's
+        if not conjugated or x.dtype.kind != "c" or real_diagonal:
             return [Eqn(st.diagonal_p, (x,), (out,), eqn.params, eqn.source)]
         d = Var(out.type, "diagonal")
         return [Eqn(st.diagonal_p, (x,), (d,), eqn.params, eqn.source),

@@ -553,12 +553,20 @@ class _Pass:
         return None if h is None else _plus(h, (Term(-1, "dense", x),))
 
     @staticmethod
-    def symmetrised(form: Form | None) -> Form | None:
-        """X + X^T of a real X's form without dense terms: u v^T + v u^T (one term 2 u u^T when v = u), so
-        that a solve's symmetrised rank-1 cotangent (``posv``'s, which sees dA's symmetric part) stays rank-1."""
+    def symmetrised(form: Form | None, conj=None) -> Form | None:
+        """X + X^T (X + X^H with ``conj``) of X's form without dense terms: u v^T + v u^T (one term
+        2 u u^T when v = u), so that a solve's symmetrised rank-1 cotangent (``posv``'s, which sees dA's
+        Hermitian part) stays rank-1."""
         if not form or any(t.kind == "dense" for t in form):
             return None
-        return _merge([*form, *(Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in form)])
+        if conj is None:
+            mates = [Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in form]
+        elif any(t.kind == "diag" for t in form):
+            return None
+        else:
+            mates = [Term(np.conj(t.coef), t.kind, conj(t.b), conj(t.a)) if t.kind == "outer"
+                     else Term(np.conj(t.coef), t.kind) for t in form]
+        return _merge([*form, *mates])
 
     def adjoint_source(self, y) -> Var | None:
         steps = {st.transpose_p, ew.conj_p} if y.dtype.kind == "c" else {st.transpose_p}
@@ -574,7 +582,7 @@ class _Pass:
         a, b = ins
         for x, y in ((a, b), (b, a)):
             if self.adjoint_source(y) is x:
-                return self.form(self.herm, x)
+                return self.form(self.herm, x) or self.symmetrised(self.form(self.exact, x), self.conj)
         return None
 
     def phi(self, x, d) -> Form | None:

@@ -151,3 +151,36 @@ def test_as_lean_as_the_expert(factor, lower, quadratic, logdet):
     assert [c for c in copies(g, k, y) if c.hidden] == []
     ours, theirs = _peak(g, k, y), _peak(expert, k, y)
     assert ours <= theirs + 0.25 * n * n * 8, (ours / (n * n * 8), theirs / (n * n * 8))
+
+
+def lu_solve_beside_cholesky(A, b):
+    return np.sum(np.linalg.solve(A, b)) + np.linalg.slogdet(A)[1] + np.sum(np.log(np.diag(np.linalg.cholesky(A))))
+
+
+def test_an_lu_solve_keeps_its_factorisation():
+    """The LU solve's derivative sees all of dA (its gradient -(A^{-T} 1) x^T is not symmetric), so its
+    getrf is not replaced by the Cholesky factor; the value and gradient are the NumPy oracle's."""
+    k, b = _problem(6, seed=4)
+    g = pb.differentiate(lu_solve_beside_cholesky)
+    source = g.source(k, b)
+    assert calls(source).get("getrf") == 1 and calls(source).get("potrf") == 1, source
+    value, grad = g.value_and_grad(k, b)
+    inv = np.linalg.inv(k)
+    x = inv @ b
+    np.testing.assert_allclose(value, x.sum() + 1.5 * np.linalg.slogdet(k)[1], rtol=1e-12)
+    want = -np.outer(inv.T @ np.ones(6), x) + inv.T + 0.5 * inv
+    np.testing.assert_allclose(grad, want, rtol=1e-10, atol=1e-12)
+
+
+def test_the_sign_of_a_merged_slogdet():
+    """slogdet's sign from the Cholesky factor is +1 (no getrf), as NumPy's for a positive definite A."""
+    def f(A):
+        L = np.linalg.cholesky(A)
+        sign, logdet = np.linalg.slogdet(A)
+        return sign * logdet + np.sum(L)
+
+    k, _ = _problem(5, seed=5)
+    source = pb.differentiate(f).source(k)
+    assert "getrf" not in source and calls(source).get("potrf") == 1, source
+    value, _ = pb.value_and_grad(f)(k)
+    np.testing.assert_allclose(value, np.prod(np.linalg.slogdet(k)) + np.linalg.cholesky(k).sum(), rtol=1e-12)

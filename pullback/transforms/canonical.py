@@ -247,4 +247,6 @@ def canonical(program: Program) -> Program:
     ``program`` itself when there is nothing to bring."""
     if not any(e.prim in (la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p) for e in program.eqns):
         return program
-    return _Canon(cse(program)).run()
+    merged = cse(program)
+    out = _Canon(merged).run()
+    return program if out is merged else out

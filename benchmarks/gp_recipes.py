@@ -5,7 +5,9 @@ the kernel matrix K given (no kernel construction), written three ways, against 
 
 - ``cholesky``: ``L = cholesky(K)``, ``z = solve_triangular(L, y)``, ``0.5 z.z + sum log diag L``;
 - ``cho_solve``: ``c = cho_factor(K)``, ``0.5 y . cho_solve(c, y) + sum log diag c``;
-- ``solve(pos)``: ``0.5 y . solve(K, y, assume_a='pos') + 0.5 logdet(K)``.
+- ``solve(pos)``: ``0.5 y . solve(K, y, assume_a='pos') + 0.5 logdet(K)``;
+- SciPy's ``cho_factor(K)`` (its default upper factor) + ``cho_solve``, and SciPy's
+  ``solve(K, y, assume_a='pos')`` + NumPy's ``slogdet(K)`` (issue 28).
 
 The expert (``expert``): potrf, potrs, potri, syr through scipy.linalg.lapack/blas on K's Fortran-
 order view (no hidden copy), the triangle mirrored in place: K_bar = (K^{-1} - a a^T) / 2, a =
@@ -23,6 +25,7 @@ import time
 import tracemalloc
 
 import numpy as np
+import scipy.linalg
 from scipy.linalg import blas, lapack
 
 import pullback as pb
@@ -39,6 +42,15 @@ def nll_cholesky(K, y):
 def nll_cho_solve(K, y):
     c = pl.cho_factor(K, lower=True)
     return 0.5 * y @ pl.cho_solve(c, y) + np.sum(np.log(np.diag(c[0])))
+
+
+def nll_cho_factor_upper(K, y):  # SciPy's default, lower=False: the spelling most users write (issue 28)
+    c = scipy.linalg.cho_factor(K)
+    return 0.5 * y @ scipy.linalg.cho_solve(c, y) + np.sum(np.log(np.diag(c[0])))
+
+
+def nll_solve_slogdet(K, y):  # SciPy's solve and NumPy's slogdet: one factorisation (issue 28)
+    return 0.5 * y @ scipy.linalg.solve(K, y, assume_a="pos") + 0.5 * np.linalg.slogdet(K)[1]
 
 
 def nll_solve(K, y):
@@ -91,7 +103,9 @@ def implementations() -> dict:
     impls = {"expert (potrf, potrs, potri, syr)": expert}
     for label, fn in [("pullback, cholesky + solve_triangular", nll_cholesky),
                       ("pullback, cho_factor + cho_solve", nll_cho_solve),
-                      ("pullback, solve(pos) + logdet", nll_solve)]:
+                      ("pullback, solve(pos) + logdet", nll_solve),
+                      ("pullback, scipy cho_factor (upper, default) + cho_solve", nll_cho_factor_upper),
+                      ("pullback, scipy solve(pos) + np.linalg.slogdet", nll_solve_slogdet)]:
         impls[label] = pb.differentiate(fn).value_and_grad
     jax_fn = _jax_grad()
     if jax_fn is not None:
@@ -128,8 +142,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 256 and 512")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--n", type=int, nargs="*", help="sizes (default 1024 2048)")
     args = parser.parse_args(argv)
-    sizes = [256, 512] if args.quick else [1024, 2048]
+    sizes = args.n or ([256, 512] if args.quick else [1024, 2048])
     impls = implementations()
     print("| n | implementation | best ms | ratio | CPU ms | ratio | peak n x n buffers | ratio |")
     print("|---|---|---|---|---|---|---|---|")

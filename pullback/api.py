@@ -32,6 +32,7 @@ from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.transforms import ad
 from pullback.transforms import jacobian as jacobian_transforms
 from pullback.transforms.batch import batch
+from pullback.transforms.canonical import canonical
 from pullback.transforms.contraction_order import program_flops
 from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
@@ -450,6 +451,7 @@ class differentiate(_ByFunction):
             program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
             if self.reroll:
                 program = reroll(program)
+            program = canonical(program)  # one spelling per factorisation, before any derivative
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program

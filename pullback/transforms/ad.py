@@ -15,12 +15,14 @@ import numpy as np
 
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var, effectful
 from pullback.primitives import structural as st
+from pullback.transforms.canonical import canonical
 from pullback.transforms.contraction_order import reorder_contractions
 from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
 from pullback.transforms.readers import single_readers
+from pullback.transforms.schedule import readers_first
 from pullback.transforms.simplify import Settled, checked_once, simplify
 from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
@@ -40,7 +42,7 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     late = single_readers(reorder_contractions(cse(structure(simplified))))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
-    return checked_once(dce(late))
+    return readers_first(checked_once(dce(late)))
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
@@ -65,7 +67,8 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
     The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
-    program = dce(cse(program))  # one factorisation (one tangent map) per repeated computation, none for dead ones
+    # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones
+    program = dce(cse(canonical(program)))
     j = jvp(program, wrt)
     if n_aux:
         j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)

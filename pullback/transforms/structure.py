@@ -375,10 +375,11 @@ class _Pass:
                           t.b if t.b is None else self.conj(t.b)) for t in form)
 
     def sandwich(self, lfac: Var, form: Form, check: bool) -> Form | None:
-        """L^{-H} X L^{-1} of a form: potri for the identity, a rank-1 term per outer product."""
+        """L^{-H} X L^{-1} of a form: potri for the identity, a rank-1 term per outer product. The
+        vectors' solves come first: then potri is L's last reader and may overwrite it (the expert's order)."""
         out = []
         dtype = lfac.dtype
-        for t in form:
+        for t in sorted(form, key=lambda t: t.kind == "eye"):
             if t.kind == "eye":
                 out.append(Term(t.coef, "dense", self.emit(la.potri_p, lfac, hint="inverse")))
             elif t.kind == "outer":
@@ -502,7 +503,7 @@ class _Pass:
                 if np.imag(c) == 0:
                     herm = _scale(self.form(self.herm, x), c)
         elif prim is st.add_transpose_p and out.dtype.kind != "c":
-            exact = self.form(self.herm, ins[0])
+            exact = self.form(self.herm, ins[0]) or self.symmetrised(self.form(self.exact, ins[0]))
         elif prim in (la.trmm_p, la.trsm_p) and isinstance(ins[1], Var):
             alpha = p.get("alpha", 1.0)  # BLAS's, a scale folded into the call (readers.py)
 
@@ -551,6 +552,22 @@ class _Pass:
         h = self.form(self.herm, x) if x is not None else None
         return None if h is None else _plus(h, (Term(-1, "dense", x),))
 
+    @staticmethod
+    def symmetrised(form: Form | None, conj=None) -> Form | None:
+        """X + X^T (X + X^H with ``conj``) of X's form without dense terms: u v^T + v u^T (one term
+        2 u u^T when v = u), so that a solve's symmetrised rank-1 cotangent (``posv``'s, which sees dA's
+        Hermitian part) stays rank-1."""
+        if not form or any(t.kind == "dense" for t in form):
+            return None
+        if conj is None:
+            mates = [Term(t.coef, t.kind, t.b, t.a) if t.kind == "outer" else t for t in form]
+        elif any(t.kind == "diag" for t in form):
+            return None
+        else:
+            mates = [Term(np.conj(t.coef), t.kind, conj(t.b), conj(t.a)) if t.kind == "outer"
+                     else Term(np.conj(t.coef), t.kind) for t in form]
+        return _merge([*form, *mates])
+
     def adjoint_source(self, y) -> Var | None:
         steps = {st.transpose_p, ew.conj_p} if y.dtype.kind == "c" else {st.transpose_p}
         d = self.defs.get(id(y)) if isinstance(y, Var) else None
@@ -565,7 +582,7 @@ class _Pass:
         a, b = ins
         for x, y in ((a, b), (b, a)):
             if self.adjoint_source(y) is x:
-                return self.form(self.herm, x)
+                return self.form(self.herm, x) or self.symmetrised(self.form(self.exact, x), self.conj)
         return None
 
     def phi(self, x, d) -> Form | None:

@@ -13,8 +13,8 @@ The floors of today's modules (the target folder of DESIGN.md in brackets):
   2  transforms: jvp, transpose, partial_eval, batch,
      dce, cse, substitute (the interpreters)               [ad/]
   3  primitives.*, lax                                     [primitives/]
-  4  transforms: simplify, structure, reroll, outer,
-     contraction_order, scalings, readers                  [opt/]
+  4  transforms: simplify, structure, reroll, outer, canonical,
+     schedule, contraction_order, scalings, readers        [opt/]
      backends.*                                            [backends/]
   5  api, cache, export, testing; transforms.ad and
      transforms.jacobian (differentiate: they compose the
@@ -67,6 +67,8 @@ FLOORS = {
     "pullback.primitives.": 3,
     "pullback.lax": 3,
     "pullback.transforms.simplify": 4,
+    "pullback.transforms.canonical": 4,
+    "pullback.transforms.schedule": 4,
     "pullback.transforms.structure": 4,
     "pullback.transforms.reroll": 4,
     "pullback.transforms.outer": 4,

@@ -308,6 +308,7 @@ def test_result_fields():
     (lambda y0: odeint(decay, y0, [0.0, 1.0], args=(1.0,), full_output=True, tfirst=True), "solve_ivp"),
     (lambda y0: solve_ivp(decay, (0, 1), y0, t_eval=[2.0], args=(1.0,)), "within `t_span`"),
     (lambda y0: solve_ivp(decay, (0, 1), y0, t_eval=[0.5, 0.2], args=(1.0,)), "sorted"),
+    (lambda y0: solve_ivp(decay, (0, 1), y0 * 1j, t_eval=[1.0], args=(1.0,)), "complex states"),
     (lambda y0: solve_ivp(lambda t, y: y[:1], (0, 1), y0, t_eval=[1.0]), None),
 ])
 def test_refusals_name_what_works(call, message):

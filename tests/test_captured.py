@@ -96,3 +96,18 @@ def test_python_numbers_taken_from_captured_arrays_still_drive_python():
         return np.sum(x[:n]) if n > 1 else np.sum(x)
 
     assert pb.jit(f)(np.arange(4.0)) == 1.0
+
+
+def test_closures_of_one_code_each_read_their_own_arrays():
+    """Two closures made by one ``def`` capture different arrays: each one's are read at every call
+    (the scope is noted per function, not per code object)."""
+    def make(a):
+        return lambda x: np.sum(np.exp(a) * x)
+
+    A, B = np.array([0.0, 1.0]), np.array([2.0, 3.0])
+    f, g = make(A), make(B)
+    h = pb.jit(lambda x: f(x) + g(x))
+    x = np.ones(2)
+    assert h(x) == pytest.approx(np.sum(np.exp(A)) + np.sum(np.exp(B)), rel=1e-14)
+    B[0] = -1.0
+    assert h(x) == pytest.approx(np.sum(np.exp(A)) + np.sum(np.exp(B)), rel=1e-14)

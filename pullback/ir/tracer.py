@@ -100,7 +100,7 @@ class Builder:
         # arrays the traced code reads from its scope (``scope_arrays`` of each function it runs): id ->
         # array. NumPy's and SciPy's functions called on them trace them as constants, re-read at every call
         self.captured: dict[int, np.ndarray] = {}
-        self.scopes: set[int] = set()  # the code objects whose scopes were read for ``captured``
+        self.scopes: dict[tuple, tuple] = {}  # ids -> the functions (and instances) whose scopes were read
         # NumPy arrays the traced code made (``np.zeros``, ...: id -> (weak reference, line)), and those of
         # them, or other arrays it made, that index assignment gave traced values: id -> (array, its tracer),
         # which every later read of the array stands for (numpy_api.construct)

@@ -396,10 +396,7 @@ def _method(f: types.MethodType):
     if type(func) is types.FunctionType:
         new = _converted(func)
         if new is not func:  # ``self.W``: arrays of the instance the method reads
-            captured, names = tr.current_builder().captured, tr.current_builder().const_names
-            for key, (name, value) in tr.scope_arrays(f).items():
-                captured.setdefault(key, value)
-                names.setdefault(key, name)
+            _note_scope(f, (func, self))
         return types.MethodType(new, self)
     return f
 
@@ -455,16 +452,25 @@ def call(f, /, *args, **kwargs):
 
 
 def _converted(fn: types.FunctionType) -> types.FunctionType:
-    """``fn`` converted; the arrays it captures noted (once per trace)."""
+    """``fn`` converted; the arrays it captures noted."""
     new = convert.converted(fn)
     if new is not fn:
-        builder = tr.current_builder()
-        if id(fn.__code__) not in builder.scopes:
-            builder.scopes.add(id(fn.__code__))
-            for key, (name, value) in tr.scope_arrays(fn).items():
-                builder.captured.setdefault(key, value)
-                builder.const_names.setdefault(key, name)
+        _note_scope(fn, (fn,))
     return new
+
+
+def _note_scope(scope, owners: tuple) -> None:
+    """Note the arrays ``scope`` (a function, or a bound method for its ``self.W``) reads from its scope,
+    once per trace for the objects ``owners`` (a closure's cells differ from another's of the same code,
+    so the function itself, not its code, is the key; the table keeps them alive, keeping ids valid)."""
+    builder = tr.current_builder()
+    key = tuple(map(id, owners))
+    if key in builder.scopes:
+        return
+    builder.scopes[key] = owners
+    for found, (name, value) in tr.scope_arrays(scope).items():
+        builder.captured.setdefault(found, value)
+        builder.const_names.setdefault(found, name)
 
 
 def _is_captured(x, captured: dict | None = None) -> bool:

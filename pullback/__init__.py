@@ -1,12 +1,10 @@
 """pullback: source-to-source automatic differentiation for numerical Python."""
 
-from pullback import (
-    integrate,  # noqa: F401  (pb.integrate.solve_ivp)
-    linalg,  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
-    tree,  # noqa: F401  (pb.tree.register_dataclass)
-)
-from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback.api import (
+import sys as _sys
+
+from pullback import tree  # noqa: F401  (pb.tree.register_dataclass)
+from pullback.api.export import export
+from pullback.api.transforms import (
     differentiate,
     grad,
     hessian,
@@ -22,13 +20,13 @@ from pullback.api import (
     vjp,
     vmap,
 )
-from pullback.custom import custom_jvp, custom_vjp, stop_gradient
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
-from pullback.export import export
+from pullback.frontend import numpy as _numpy_api  # noqa: F401  (teaches tracers NumPy)
+from pullback.frontend.custom import custom_jvp, custom_vjp, stop_gradient
+from pullback.frontend.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 from pullback.ir.core import Program
 from pullback.ir.types import ShapeDtypeStruct
 from pullback.ir.verify import VerificationError, verify
-from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "ShapeDtypeStruct", "TracingError",
@@ -37,6 +35,14 @@ __all__ = [
     "integrate", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "linalg", "linearize", "make_ir", "scan", "source",
     "stop_gradient", "switch", "value_and_grad", "verify", "vjp", "vmap", "while_loop",
 ]
+# The public paths of modules that live on their floor (DESIGN.md, Layout): ``import pullback.linalg``
+# and ``pb.linalg`` are the front end's module itself, not a copy of its names.
+from pullback.api import testing
+from pullback.frontend import integrate, linalg
+
+for _name, _module in {"linalg": linalg, "integrate": integrate, "testing": testing}.items():
+    _sys.modules[f"{__name__}.{_name}"] = _module
+
 try:  # the installed distribution's version, so the two cannot disagree
     from importlib.metadata import PackageNotFoundError as _NotFound
     from importlib.metadata import version as _version

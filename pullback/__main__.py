@@ -6,7 +6,7 @@
 The stages: ``ir`` (the traced program), ``primal``, ``jvp``, ``vjp``, ``grad``, ``hessian``
 (and ``jacfwd``, ``jacrev``). An ``--arg`` is a type: the program is traced from shapes and dtypes
 alone, never from arrays of that size. ``--argnums`` picks the differentiated arguments. With ``-o`` the
-program is written as a standalone module (``pullback.export``: its constants in an ``.npz``
+program is written as a standalone module (``pullback.api.export``: its constants in an ``.npz``
 beside it); otherwise it is printed.
 """
 
@@ -125,7 +125,7 @@ def check_writable(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pullback", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["demo", "ir", *pb.api.STAGES])
+    parser.add_argument("command", choices=["demo", "ir", *pb.api.transforms.STAGES])
     parser.add_argument("function", nargs="?", help="path/to/file.py:func")
     parser.add_argument("--arg", action="append", default=[], help="an argument's dtype and shape, as f64[100,3]")
     parser.add_argument("--argnums", help="differentiated arguments, as 0 or 0,1 (default 0)")

@@ -349,7 +349,7 @@ def test_keyword_arguments_and_a_positional_dict_compile_apart():
 
 def test_keyword_leaves_named_by_their_keys():
     d = pb.differentiate(lambda x, *, weight: np.sum(x * weight))
-    prog = d._stage("primal", (np.ones(2), pb.api._Kwargs(weight=np.ones(2))))
+    prog = d._stage("primal", (np.ones(2), pb.api.transforms._Kwargs(weight=np.ones(2))))
     assert [v.hint for v in prog.program.inputs] == ["x", "weight"]
 
 

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
-from pullback import api, cache
+from pullback.api import cache
+from pullback.api import transforms as api
 from tests.sample import full
 
 X = np.array([0.5, -1.0, 2.0])

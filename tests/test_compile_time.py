@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends import codegen, numpy_backend, render
+from pullback.api import stages as ad
+from pullback.backends import codegen, render
 from pullback.backends import syntax as s
+from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.names import Namer
 from pullback.ir.tracer import trace
-from pullback.transforms import ad
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 import kalman_filter as kf  # noqa: E402
@@ -140,7 +141,7 @@ def test_render_statement_kinds(statement):
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device):
     """Each kind of equation is emitted once and its text reused: the same text as emitting every equation."""
-    from pullback.backends import cupy_backend
+    from pullback.backends.cupy import backend as cupy_backend
     from pullback.backends.templates import Templates
 
     backend = cupy_backend if device == "cuda" else numpy_backend
@@ -182,7 +183,7 @@ def test_template_names_come_in_the_order_fresh_names_are_drawn():
 def test_simplify_rereads_only_what_changed_and_finds_the_same_program(monkeypatch, name, fn, args, argnums):
     """Steps after the first rewrite only the equations whose reads changed (``Settled``): the same
     gradient program as rewriting every equation on every step, for a fraction of the rewrites."""
-    from pullback.transforms import simplify as simp
+    from pullback.opt import simplify as simp
 
     visits = [0]
     real_visit, real_step = simp._visit, simp._step

@@ -9,7 +9,7 @@ import pytest
 from scipy.sparse.linalg import LinearOperator
 
 import pullback as pb
-from pullback.kronecker import KroneckerOperator
+from pullback.api.kronecker import KroneckerOperator
 
 
 def factorisation(U, V, T):

@@ -192,7 +192,7 @@ def test_operations_on_literals_alone_fold_when_traced():
     """No traced equation computes from literals alone (a fill's broadcast aside): ``0.0 != 0.0``
     printed would be a Python bool, which CuPy's broadcast_to refuses (found on the GPU)."""
     from pullback.ir.core import Literal
-    from pullback.lax import FOLD
+    from pullback.primitives.lax import FOLD
     from tests.primitives.cases import program
     from tests.primitives.test_forward import CASES
 

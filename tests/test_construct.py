@@ -86,7 +86,7 @@ def test_python_int_and_bool_inputs():
 def _namespace():
     """Every attribute of NumPy's and SciPy's namespaces pullback knows, the code of each function
     among them, and the attributes of the classes whose methods it implements."""
-    from pullback.numpy_api.construct import ATTRIBUTES
+    from pullback.frontend.construct import ATTRIBUTES
 
     spaces = {m.__name__: dict(vars(m)) for m in (np, np.linalg, np.random, scipy.special, scipy.linalg, scipy.stats)}
     spaces.update({f"class {owner.__name__}": dict(vars(owner)) for owner, _ in ATTRIBUTES if isinstance(owner, type)})

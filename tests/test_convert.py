@@ -11,7 +11,7 @@ import pytest
 from scipy.special import logsumexp
 
 import pullback as pb
-from pullback.numpy_api import convert
+from pullback.frontend import convert
 
 COUNTER = 0
 

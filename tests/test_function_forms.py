@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback import api
+from pullback.api import transforms as api
 
 W = np.array([1.0, 2.0])
 

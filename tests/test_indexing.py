@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
-from pullback.numpy_api import indexing
+from pullback.frontend.numpy import indexing
 from pullback.testing import check_grads
 
 RNG = np.random.default_rng(0)

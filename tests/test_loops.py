@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pullback.testing import check_grads
 
 import pullback as pb
 from pullback.demo import rnn_loss as rnn  # h = tanh(W h + U x) by pb.scan: sum(h) + sum of sum(h**2)
-from pullback.testing import check_grads
 from tests.test_random_programs import examples, programs
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))

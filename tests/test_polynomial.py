@@ -1,4 +1,4 @@
-"""Polynomials and interpolation (pullback/numpy_api/polynomial.py): ``np.polyval``, ``np.polyfit``,
+"""Polynomials and interpolation (pullback/frontend/numpy/polynomial.py): ``np.polyval``, ``np.polyfit``,
 ``np.vander``, ``np.polynomial.polynomial.polyval``, ``np.polynomial.Polynomial`` and ``np.interp``:
 NumPy's values and dtypes, derivatives against finite differences (away from ``interp``'s knots)."""
 

@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pullback as pb
-import pullback.api
+import pullback.api.transforms
 from pullback.ir.verify import verify
+from pullback.opt import reroll as rr
 from pullback.primitives.control import scan_p
 from pullback.testing import check_grads
-from pullback.transforms import reroll as rr
 from tests.test_random_programs import examples, programs
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
@@ -28,7 +28,7 @@ RNG = np.random.default_rng(0)
 @pytest.fixture
 def short_loops(monkeypatch):
     """Reroll loops of 3 steps or more, however small their body: the mechanism on small programs."""
-    monkeypatch.setattr(pullback.api, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
+    monkeypatch.setattr(pullback.api.transforms, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
 
 
 def scans(program) -> int:
@@ -164,7 +164,7 @@ def test_random_loops_rerolled_match_the_unrolled_program(p, T, steps_in_xs):
     if not np.all(np.isfinite(expected)):
         return
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pullback.api, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
+        mp.setattr(pullback.api.transforms, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
         rolled = pb.differentiate(unrolled, argnums=tuple(range(len(args))))
         primal = verify(rolled.ir(*args, stage="primal"))
         verify(rolled.ir(*args, stage="grad"))

@@ -1,5 +1,5 @@
 """``scipy.signal.convolve``/``correlate`` by their SciPy names on traced arrays
-(pullback/numpy_api/signal.py): SciPy's values for ranks, dtypes and modes, gradients against
+(pullback/frontend/scipy/signal.py): SciPy's values for ranks, dtypes and modes, gradients against
 finite differences, the printed SciPy (and CuPy) calls, and the refusals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``scipy.spatial.distance.cdist`` and ``pdist`` by their SciPy names (pullback/numpy_api/spatial.py):
+"""``scipy.spatial.distance.cdist`` and ``pdist`` by their SciPy names (pullback/frontend/scipy/spatial.py):
 SciPy's values for every metric pullback has, derivatives against finite differences, a zero derivative
 at zero Euclidean distance, and the refusals."""
 

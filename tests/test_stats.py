@@ -1,4 +1,4 @@
-"""scipy.stats distributions on traced arrays (pullback/numpy_api/stats.py), by SciPy's names:
+"""scipy.stats distributions on traced arrays (pullback/frontend/scipy/stats.py), by SciPy's names:
 values against SciPy (inside and outside the support, positional and keyword arguments),
 gradients in every argument against finite differences (second order for the densities), the
 clear error for shape derivatives without closed form, and that the distribution objects hold

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends import numpy_backend
+from pullback.ad.batch import batch, batch_rules
 from pullback.backends.compiler import compile_program
+from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import new_trace
 from pullback.ir.verify import verify
-from pullback.transforms.batch import batch, batch_rules
 from tests import sample
 from tests.primitives.cases import make_arg
 from tests.primitives.test_forward import CASES
@@ -123,9 +123,9 @@ def test_every_batching_rule_is_exercised(rng):
 
 
 def test_no_rule_names_the_primitive():
+    from pullback.ad.jvp import defzero
     from pullback.ir.core import Primitive, Program, Var, shape_rules
     from pullback.ir.types import ArrayType
-    from pullback.transforms.jvp import defzero
 
     prim = Primitive("batch_test_unruled")
     shape_rules[prim] = lambda x: x.type
@@ -141,6 +141,6 @@ def test_no_rule_names_the_primitive():
     finally:
         del PRIMITIVES["batch_test_unruled"]
         del shape_rules[prim]
-        from pullback.transforms.jvp import jvp_rules
+        from pullback.ad.jvp import jvp_rules
 
         del jvp_rules[prim]

@@ -1,4 +1,4 @@
-"""Cross-country mode (pullback/transforms/contraction_order.py): each chain of contractions in
+"""Cross-country mode (pullback/opt/contraction_order.py): each chain of contractions in
 Jacobian programs is evaluated in its cheapest order; values against NumPy, flops against the
 matrix-chain optimum (a formula)."""
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pullback as pb
-from pullback.api import Staged
-from pullback.transforms.contraction_order import program_flops, reorder_contractions
-from pullback.transforms.dce import dce
+from pullback.ad.dce import dce
+from pullback.api.transforms import Staged
+from pullback.opt.contraction_order import program_flops, reorder_contractions
 
 
 def chain_flops(dims: list[int]) -> int:

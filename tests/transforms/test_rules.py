@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback import lax
 from pullback import linalg as pla
+from pullback.ad.jvp import jvp_rules
+from pullback.ad.transpose import transpose_rules
+from pullback.api.stages import linearize
 from pullback.ir.core import PRIMITIVES
 from pullback.ir.tracer import bind
-from pullback.primitives import linalg as la
+from pullback.primitives import lax
 from pullback.primitives import structural as st
+from pullback.primitives.linalg import factorizations as la
 from pullback.testing import check_jvp, check_transpose, check_vjp
-from pullback.transforms.ad import linearize
-from pullback.transforms.jvp import jvp_rules
-from pullback.transforms.transpose import transpose_rules
 from tests import sample
 from tests.primitives.cases import collect, primitives
 from tests.primitives.test_forward import CASES, Case, _arg

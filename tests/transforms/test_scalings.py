@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends import numpy_backend
 from pullback.backends.compiler import compile_program
+from pullback.backends.numpy import backend as numpy_backend
+from pullback.opt.scalings import collect_scalings
 from pullback.primitives import elementwise as ew
-from pullback.transforms.scalings import collect_scalings
 
 FUNCTIONS = [
     (lambda x, u, v: (x - x * u[:, None]) * u[:, None], 1),

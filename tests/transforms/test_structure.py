@@ -1,4 +1,4 @@
-"""The structure-aware rewrites (pullback/transforms/structure.py), one at a time: each program
+"""The structure-aware rewrites (pullback/opt/structure.py), one at a time: each program
 is traced, rewritten, compiled and compared with NumPy on random inputs, and the cubic work the
 rule removes is counted."""
 
@@ -9,15 +9,15 @@ import pytest
 
 import pullback as pb
 import pullback.linalg as pl
-from pullback import lax
-from pullback.backends import numpy_backend
+from pullback.ad.cse import cse
 from pullback.backends.compiler import compile_program
+from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.verify import verify
-from pullback.primitives import linalg as la
+from pullback.opt.simplify import simplify
+from pullback.opt.structure import structure
+from pullback.primitives import lax
 from pullback.primitives import structural as st
-from pullback.transforms.cse import cse
-from pullback.transforms.simplify import simplify
-from pullback.transforms.structure import structure
+from pullback.primitives.linalg import factorizations as la
 
 DTYPES = [np.float64, np.complex128]
 

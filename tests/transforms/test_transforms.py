@@ -2,18 +2,18 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback.ad.cse import cse
+from pullback.ad.dce import dce
+from pullback.ad.jvp import jvp
+from pullback.ad.partial_eval import partial_eval
+from pullback.ad.transpose import transpose
+from pullback.api import stages as ad
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.tracer import bind
 from pullback.ir.types import ArrayType
+from pullback.opt.simplify import simplify
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
-from pullback.transforms import ad
-from pullback.transforms.cse import cse
-from pullback.transforms.dce import dce
-from pullback.transforms.jvp import jvp
-from pullback.transforms.partial_eval import partial_eval
-from pullback.transforms.simplify import simplify
-from pullback.transforms.transpose import transpose
 
 F3 = ArrayType((3,), np.float64)
 
@@ -69,7 +69,7 @@ def test_zero_output_tangent_is_materialised():
     p = pb.make_ir(lambda x, y: (x * 2, y + 1))(np.ones(3), np.ones(3))
     j = pb.verify(jvp(p, [True, False]))
     assert j.outputs[3].type == F3
-    *_, tx, ty = pb.api.Staged(j)(np.ones(3), np.ones(3), np.ones(3))
+    *_, tx, ty = pb.api.transforms.Staged(j)(np.ones(3), np.ones(3), np.ones(3))
     np.testing.assert_array_equal(tx, 2)
     np.testing.assert_array_equal(ty, 0)
 
@@ -99,7 +99,7 @@ def test_transpose_refuses_nonlinear_equations():
 def test_transpose_accumulates_fan_out():
     p = pb.make_ir(lambda x: x * 2.0 + x * 3.0 - x)(np.ones(3))
     t = pb.verify(transpose(p, [True]))
-    fn = pb.api.Staged(t)
+    fn = pb.api.transforms.Staged(t)
     np.testing.assert_allclose(fn(np.ones(3)), 4.0)
 
 

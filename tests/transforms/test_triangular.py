@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback import lax
-from pullback.transforms.simplify import simplify
+from pullback.opt.simplify import simplify
+from pullback.primitives import lax
 
 RNG = np.random.default_rng(7)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
+from pullback.frontend import numpy as pnp
 from pullback.ir.tracer import Tracer, bind, current_builder, eye, located, tracing
 from pullback.ir.types import ArrayType
 from pullback.primitives import lax
@@ -65,7 +66,6 @@ def _traced(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if any(isinstance(a, list) for a in args):  # a nested list is an array (stacked, if it holds tracers)
-            from pullback.frontend import numpy as pnp
 
             args = tuple(pnp._lift(a) if isinstance(a, list) else a for a in args)
         if tracing():
@@ -136,7 +136,6 @@ def _check_half(x, name: str) -> None:
 def _float(a):
     """``a`` as a float/complex array value (integer matrices are promoted like NumPy does;
     half precision is refused, as NumPy does: LAPACK has no float16)."""
-    from pullback.frontend import numpy as pnp
 
     _no_half(a.dtype)
     if a.dtype.kind not in "fc":
@@ -167,13 +166,11 @@ def _side(side: str) -> bool:
 
 
 def _mT(x):
-    from pullback.frontend import numpy as pnp
 
     return pnp.matrix_transpose(x)
 
 
 def _H(x):
-    from pullback.frontend import numpy as pnp
 
     return pnp.conj(_mT(x))
 
@@ -206,7 +203,6 @@ def cholesky_ex(a, lower: bool = True):
 
 def _matrix_rhs(b, side_left: bool):
     """A vector right-hand side as a one-column (one-row) matrix, and how to undo it."""
-    from pullback.frontend import numpy as pnp
 
     if b.ndim == 1:  # NumPy 2: b is a vector only when b.ndim == 1; batch axes come from A
         shape = (b.shape[0], 1) if side_left else (1, b.shape[0])
@@ -217,7 +213,6 @@ def _matrix_rhs(b, side_left: bool):
 
 
 def _common(a, b):
-    from pullback.frontend import numpy as pnp
 
     dt = pnp.result_dtype(a, b)
     _no_half(dt)
@@ -227,7 +222,6 @@ def _common(a, b):
 
 def _batch(a, b, side_left: bool):
     """Broadcast the batch axes of a triangular matrix and a right-hand side."""
-    from pullback.frontend import numpy as pnp
 
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return pnp.broadcast_to(a, batch + a.shape[-2:]), pnp.broadcast_to(b, batch + b.shape[-2:])
@@ -408,7 +402,6 @@ def solve(a, b, assume_a: str = "gen", lower: bool = False):
     _check_rhs(a, b, "solve")
     if assume_a not in ("gen", "general", "pos", "positive definite"):
         raise ValueError(located(f"assume_a must be 'gen' or 'pos'; got {assume_a!r}"))
-    from pullback.frontend import numpy as pnp
 
     a, b = _common(a, b)
     left_b, undo = _matrix_rhs(b, True)
@@ -437,7 +430,6 @@ def _getrf(a, check: bool = False):
 
 def _lu_solve(lu, perm, b, trans: int = 0):
     """A X = B from P A = L U: X = U^{-1} L^{-1} (P B); with ``trans`` the transposed system."""
-    from pullback.frontend import numpy as pnp
 
     a_like, b = _common(lu, b)
     left_b, undo = _matrix_rhs(b, True)
@@ -603,7 +595,6 @@ def matrix_power(a, n: int):
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise LinAlgError(located(f"matrix_power: last 2 dimensions of the array must be square, got {a.shape}"))
     if n == 0:  # pullback's broadcast: the identity stays an ``eye`` equation, not a constant
-        from pullback.frontend import numpy as pnp
 
         return pnp.broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape) + np.zeros_like(a)
     if n < 0:
@@ -622,7 +613,6 @@ def matrix_power(a, n: int):
 def matrix_rank(a, tol=None, hermitian: bool = False, *, rtol=None):
     """The number of singular values above ``tol`` (default ``max(m, n) eps max(s)``, or
     ``rtol max(s)``), as NumPy; an integer, with no derivative."""
-    from pullback.frontend import numpy as pnp
 
     if rtol is not None and tol is not None:
         raise ValueError(located("`tol` and `rtol` can't be both set."))
@@ -645,7 +635,6 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     """NumPy's ``linalg.norm``: vector norms (any p, 0 counts nonzeros, +-inf) along one
     axis, matrix norms ('fro', 'nuc', +-1, +-2, +-inf) over two; the 2 and nuclear norms
     through the singular values."""
-    from pullback.frontend import numpy as pnp
 
     if x.dtype.kind not in "fc":
         x = pnp.astype(x, np.float64)
@@ -673,14 +662,12 @@ def _bad_axis(a, nd):
 
 
 def _sqrt_sum_squares(x, axis, keepdims=False):
-    from pullback.frontend import numpy as pnp
 
     sq = np.real(x * np.conj(x)) if x.dtype.kind == "c" else x * x
     return np.sqrt(pnp.sum(sq, axis=axis, keepdims=keepdims))
 
 
 def _vector_norm(x, ord, axis: int, keepdims: bool):
-    from pullback.frontend import numpy as pnp
 
     if isinstance(ord, str):
         raise ValueError(located(f"Invalid norm order '{ord}' for vectors"))
@@ -702,7 +689,6 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
 
 
 def _matrix_norm(x, ord, axis: tuple[int, int], keepdims: bool):
-    from pullback.frontend import numpy as pnp
 
     row, col = axis
     if ord in (2, -2, "nuc"):
@@ -756,7 +742,6 @@ def lstsq(a, b, rcond=None):
     b; else empty), rank and s as NumPy computes them (``rcond`` default ``eps max(M, N)``).
     Unlike NumPy, whose residuals are empty when rank < N, the residuals keep their shape:
     use ``pinv(a) @ b`` for rank-deficient A."""
-    from pullback.frontend import numpy as pnp
 
     a, b = _common(_float(a), b)
     if a.ndim != 2 or b.ndim not in (1, 2):
@@ -828,7 +813,6 @@ def sqrtm(a):
     the dtype depends on the values. A traced program has one dtype, so it follows the arguments it
     is first called with (``example_value``): complex if SciPy's root is complex there. A later call
     whose real matrix needs the other case raises a LinAlgError that says to pass a complex matrix."""
-    from pullback.frontend import numpy as pnp
     from pullback.ir.tracer import example_value
 
     a = _float(_square(a, "sqrtm"))
@@ -857,7 +841,6 @@ def _complex_root(value: np.ndarray) -> bool:
 def solve_sylvester(a, b, q):
     """X with A X + X B = Q (SciPy's solve_sylvester: Bartels-Stewart through Schur forms and
     LAPACK trsyl). Differentiable in A, B and Q."""
-    from pullback.frontend import numpy as pnp
 
     dt = pnp.result_dtype(a, b, q)
     dt = dt if dt.kind in "fc" else np.dtype(np.float64)
@@ -871,7 +854,6 @@ def solve_sylvester(a, b, q):
 def expm_frechet(a, e, compute_expm: bool = True):
     """SciPy's ``expm_frechet``: ``(expm(A), L(A, E))``, or L(A, E) alone with
     ``compute_expm=False``; L is linear in E (its transpose is L(A^H, .))."""
-    from pullback.frontend import numpy as pnp
 
     a, e = _common(_float(_square(a, "expm_frechet")), e)
     e = pnp.broadcast_to(e, a.shape)
@@ -886,7 +868,6 @@ def solve_banded(l_and_u, ab, b, overwrite_ab: bool = False, overwrite_b: bool =
     ``ab`` and ``b``: dx = A^{-1} (db - dA x), with ``dA x`` the banded product of the tangent's
     storage; the gradient of ``ab`` is the band of ``-(A^{-H} g) x^H`` in the same storage (its
     corners outside the band get zero). The overwrite and check flags are SciPy's business."""
-    from pullback.frontend import numpy as pnp
 
     lower, upper = (int(v) for v in l_and_u)
     ab, b = _common(pnp._lift(ab), pnp._lift(b))

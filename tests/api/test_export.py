@@ -9,7 +9,7 @@ import numpy as np
 
 import pullback as pb
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
 RUN = """
 import importlib.util, sys

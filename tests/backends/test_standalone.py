@@ -20,7 +20,7 @@ from tests.primitives.cases import make_arg
 from tests.primitives.linalg2_cases import CASES as LINALG2_CASES
 from tests.primitives.linalg_cases import LINALG_CASES
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
 import bayesian_linear_regression as blr  # noqa: E402
 import gp_regression as gpr  # noqa: E402

@@ -13,7 +13,7 @@ import pullback as pb
 RNG = np.random.default_rng(0)
 
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 from autodiff_cookbook import log1pexp  # noqa: E402  (JAX's example, as the cookbook port defines it)
 
 

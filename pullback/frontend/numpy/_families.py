@@ -4,6 +4,7 @@ functions; a family is added by importing it here."""
 import pullback.frontend.construct  # noqa: F401
 import pullback.frontend.numpy.fft  # noqa: F401
 import pullback.frontend.numpy.indexing  # noqa: F401
+import pullback.frontend.numpy.linalg  # noqa: F401
 import pullback.frontend.numpy.manipulation  # noqa: F401
 import pullback.frontend.numpy.polynomial  # noqa: F401
 import pullback.frontend.numpy.statistics  # noqa: F401

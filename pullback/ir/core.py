@@ -153,6 +153,22 @@ class Params(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._items)
 
+    # the dict's own (read-only views), not Mapping's generic ones: every pass asks each equation's params
+    def __contains__(self, key) -> bool:
+        return key in self._dict
+
+    def get(self, key: str, default=None) -> Any:
+        return self._dict.get(key, default)
+
+    def keys(self):
+        return self._dict.keys()
+
+    def values(self):
+        return self._dict.values()
+
+    def items(self):
+        return self._dict.items()
+
     def __hash__(self) -> int:
         return self._hash
 

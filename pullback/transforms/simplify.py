@@ -45,6 +45,7 @@ Before::
 from __future__ import annotations
 
 import math
+from operator import is_
 
 import numpy as np
 
@@ -137,13 +138,13 @@ def checked_once(program: Program) -> Program:
         if keys <= seen:
             eqns[i] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "check": False}), e.source)
         seen |= keys
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+    if all(map(is_, eqns, program.eqns)):
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 
 
 def _same(a: Program, b: Program) -> bool:
-    return len(a.eqns) == len(b.eqns) and all(x is y for x, y in zip(a.eqns, b.eqns))
+    return len(a.eqns) == len(b.eqns) and all(map(is_, a.eqns, b.eqns))
 
 
 class _Reads(dict):

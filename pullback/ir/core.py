@@ -61,7 +61,7 @@ def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str,
     A shape rule is a function of the operands' types, the literals' values and the params, so its
     answers are remembered (a bounded table): an unrolled loop asks the same questions thousands of
     times, and a contraction's rule costs as much as the rest of recording its equation."""
-    key = (prim, tuple(a.type if type(a) is Var else (type(a.value), a) for a in inputs),
+    key = (prim, tuple([a.type if type(a) is Var else (type(a.value), a) for a in inputs]),
            params if type(params) is Params else tuple(params.items()))
     try:
         hit = _KNOWN_TYPES.get(key)

@@ -233,7 +233,7 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
     out = eqn.outputs[0]
     if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
         lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        if lits.count(None) != len(lits) and any(
+        if any([lit is not None for lit in lits]) and any(
             isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
         ):  # keep one array operand: it carries the shape
             ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))

@@ -77,9 +77,10 @@ STAGES = [("api", "trace", "trace"), ("ad", "jvp", "jvp"), ("ad", "partial_eval"
 @contextlib.contextmanager
 def stages_wrapped(wrap):
     """Each stage's function replaced by ``wrap(stage, fn)`` where its callers look it up; undone on exit."""
-    from pullback import api
+    from pullback.api import stages as ad
+    from pullback.api import transforms as api
     from pullback.backends import codegen, compiler, memory, render
-    from pullback.transforms import ad, simplify
+    from pullback.opt import simplify
 
     modules = {"api": api, "ad": ad, "simplify": simplify, "codegen": codegen, "compiler": compiler,
                "memory": memory, "render": render}

@@ -4,7 +4,8 @@ signature, ``jvp`` checks what the function reads once and runs the program, wit
 import numpy as np
 
 import pullback as pb
-from pullback import api, cache
+from pullback.api import cache
+from pullback.api import transforms as api
 
 SCALE = 2.0
 

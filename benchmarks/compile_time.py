@@ -35,6 +35,7 @@ HEADING = "## compile time against program length (first call of the gradient)"
 CHAIN_EQNS = [1_000, 10_000, 100_000]
 KALMAN_STEPS = [30, 100, 300, 1_000]
 REROLLED_STEPS = [30, 300, 1_000, 10_000]
+HUGE = 1_000_000  # the chain's size behind --huge
 QUICK = {"chain": [1_000, 10_000], "kalman": [30, 100], "rerolled": [30, 300]}
 
 
@@ -64,6 +65,41 @@ PROBLEMS = {"chain": chain_problem, "kalman": kalman_problem, "rerolled": kalman
 REROLL = {"chain": False, "kalman": False, "rerolled": True}
 
 
+# (module, attribute, stage): the functions each stage's callers look up, wrapped where they look them up
+STAGES = [("api", "trace", "trace"), ("ad", "jvp", "jvp"), ("ad", "partial_eval", "partial_eval"),
+          ("ad", "transpose", "transpose"), ("ad", "simplify", "simplify"), ("api", "reroll", "reroll"),
+          ("ad", "cse", "cse"), ("ad", "dce", "dce"), ("ad", "structure", "structure"),
+          ("ad", "reorder_contractions", "contraction order"), ("simplify", "dce", "dce"), ("ad", "sink", "sink"),
+          ("codegen", "generate", "naming and emitters"), ("memory", "plan", "memory planning"),
+          ("render", "body", "printing (render)"), ("compiler", "compile", "compile()")]
+
+
+@contextlib.contextmanager
+def stages_wrapped(wrap):
+    """Each stage's function replaced by ``wrap(stage, fn)`` where its callers look it up; undone on exit."""
+    from pullback.api import stages as ad
+    from pullback.api import transforms as api
+    from pullback.backends import codegen, compiler, memory, render
+    from pullback.opt import simplify
+
+    modules = {"api": api, "ad": ad, "simplify": simplify, "codegen": codegen, "compiler": compiler,
+               "memory": memory, "render": render}
+    saved = []
+    for name, attr, stage in STAGES:
+        module = modules[name]
+        had = attr in vars(module)
+        saved.append((module, attr, had, vars(module).get(attr)))
+        setattr(module, attr, wrap(stage, getattr(module, attr) if had else compile))
+    try:
+        yield
+    finally:
+        for module, attr, had, old in reversed(saved):
+            if had:
+                setattr(module, attr, old)
+            else:
+                delattr(module, attr)
+
+
 class StageClock:
     """Each stage's own CPU time: a stage called inside another is subtracted from the outer one."""
 
@@ -88,55 +124,65 @@ class StageClock:
 
         return timed
 
+    def installed(self):
+        return stages_wrapped(self.wrap)
+
+
+class WorkCount:
+    """Each stage's own work, counted rather than timed: the Python functions it calls (``sys.setprofile``'s
+    call events, builtins' too), a stage inside another counted as its own. Machine speed and load
+    cannot change it, so per equation it shows a stage that grows faster than the program exactly."""
+
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+        self._stack: list[str] = ["other"]
+
+    def wrap(self, stage: str, fn):
+        def counted(*args, **kwargs):
+            self._stack.append(stage)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._stack.pop()
+
+        return counted
+
+    def _event(self, frame, event, arg) -> None:
+        if event == "call" or event == "c_call":
+            stage = self._stack[-1]
+            self.calls[stage] = self.calls.get(stage, 0) + 1
+
     @contextlib.contextmanager
     def installed(self):
-        """Wrap the stages where their callers look them up; undo on exit."""
-        from pullback.api import stages as ad
-        from pullback.api import transforms as api
-        from pullback.backends import codegen, compiler, memory, render
-        from pullback.opt import simplify
-
-        patches = [(api, "trace", "trace"), (ad, "jvp", "jvp"),
-                   (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"), (ad, "simplify", "simplify"),
-                   (api, "reroll", "reroll"), (ad, "cse", "cse"), (ad, "dce", "dce"), (ad, "structure", "structure"),
-                   (ad, "reorder_contractions", "contraction order"), (simplify, "dce", "dce"), (ad, "sink", "sink"),
-                   (codegen, "generate", "naming and emitters"), (memory, "plan", "memory planning"),
-                   (render, "body", "printing (render)"), (compiler, "compile", "compile()")]
-        saved = []
-        for module, attr, stage in patches:
-            had = attr in vars(module)
-            saved.append((module, attr, had, vars(module).get(attr)))
-            setattr(module, attr, self.wrap(stage, getattr(module, attr) if had else compile))
-        try:
-            yield self
-        finally:
-            for module, attr, had, old in reversed(saved):
-                if had:
-                    setattr(module, attr, old)
-                else:
-                    delattr(module, attr)
+        with stages_wrapped(self.wrap):
+            sys.setprofile(self._event)
+            try:
+                yield self
+            finally:
+                sys.setprofile(None)
 
 
-def measure(kind: str, size: int, stages: bool) -> dict:
-    """In this (fresh) process: the first call's time, and the equation counts."""
+def measure(kind: str, size: int, stages: str | None) -> dict:
+    """In this (fresh) process: the first call's time, and the equation counts; ``stages``: "time" (each
+    stage's own CPU time) or "work" (each stage's own function calls, ``WorkCount``)."""
     import pullback as pb
 
     pb.grad(lambda x: np.sum(np.sin(x) * x))(np.ones(2))  # warm-up: imports and caches of a tiny program
     fn, args, argnums = PROBLEMS[kind](size)
     g = pb.differentiate(fn, argnums=argnums, reroll=REROLL[kind])
-    clock = StageClock()
-    with clock.installed() if stages else contextlib.nullcontext():
+    probe = {"time": StageClock, "work": WorkCount}[stages]() if stages else None
+    with probe.installed() if probe is not None else contextlib.nullcontext():
         wall, cpu = time.perf_counter(), time.process_time()
         g.value_and_grad(*args)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"wall": wall, "cpu": cpu, "primal_eqns": len(g.ir(*args, stage="primal").eqns),
             "grad_eqns": len(g.ir(*args, stage="grad").eqns), "lines": len(g.source(*args).splitlines()),
-            "stages": clock.spent}
+            "stages": (probe.spent if stages == "time" else probe.calls) if probe is not None else {}}
 
 
-def child_run(kind: str, size: int, stages: bool) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", kind, str(size)] + (["--stages"] if stages
-                                                                                             else [])
+def child_run(kind: str, size: int, stages: str | None = None) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", kind, str(size)] + (
+        ["--stages", stages] if stages else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -147,7 +193,7 @@ def table(kind: str, sizes: list[int]) -> tuple[list[str], dict]:
             "| CPU per primal eqn, us | CPU per gradient eqn, us |", "|---|---|---|---|---|---|---|---|"]
     last = {}
     for size in sizes:
-        r = child_run(kind, size, stages=False)
+        r = child_run(kind, size)
         rows.append(f"| {size:,} | {r['primal_eqns']:,} | {r['grad_eqns']:,} | {r['lines']:,} | {r['wall']:.2f} "
                     f"| {r['cpu']:.2f} | {r['cpu'] / r['primal_eqns'] * 1e6:.0f} "
                     f"| {r['cpu'] / r['grad_eqns'] * 1e6:.0f} |")
@@ -156,14 +202,46 @@ def table(kind: str, sizes: list[int]) -> tuple[list[str], dict]:
     return rows, last
 
 
+OTHER = "other (api glue, value_and_grad's seeding, running the result)"
+
+
+def per_equation_rows(kind: str, sizes: list[int], stages: str) -> list[str]:
+    """Each stage's own cost per primal equation at every size, and the largest over the smallest: 1.0 is
+    flat (linear in the program). ``stages="time"``: CPU us (the clocks in place); "work": function calls."""
+    runs = {size: child_run(kind, size, stages) for size in sizes}
+    per: dict[str, list[float]] = {}
+    for k, size in enumerate(sizes):
+        r = runs[size]
+        spent = dict(r["stages"])
+        if stages == "time":
+            spent[OTHER] = max(0.0, r["cpu"] - sum(spent.values()))
+        else:
+            spent[OTHER] = spent.pop("other", 0)
+        spent["total"] = (r["cpu"] if stages == "time" else sum(spent.values()))
+        for stage, v in spent.items():
+            per.setdefault(stage, [0.0] * len(sizes))[k] = v / r["primal_eqns"] * (1e6 if stages == "time" else 1)
+    unit = "CPU us" if stages == "time" else "function calls"
+    label = "equations" if kind == "chain" else "steps"
+    rows = [f"| stage: {unit} per primal equation, at {label} | " + " | ".join(f"{n:,}" for n in sizes)
+            + " | largest / smallest |", "|---|" + "---|" * (len(sizes) + 1)]
+    order = sorted(per, key=lambda st: (st == "total", -per[st][-1]))
+    for stage in order:
+        v = per[stage]
+        ratio = f"{v[-1] / v[0]:.2f}" if v[0] > (0.5 if stages == "time" else 5) else "(small)"
+        rows.append(f"| {stage} | " + " | ".join(f"{x:.1f}" if stages == "time" else f"{x:.0f}" for x in v)
+                    + f" | {ratio} |")
+    for row in rows:
+        print(row, flush=True)
+    return rows
+
+
 def stage_rows(kind: str, size: int) -> list[str]:
-    r = child_run(kind, size, stages=True)
+    r = child_run(kind, size, "time")
     total = r["cpu"]
     rows = [f"Stages at {size:,} ({'equations' if kind == 'chain' else 'steps'}), each stage's own CPU time "
             f"(total {total:.2f} s with the clocks in place):", "", "| stage | CPU, s | share |", "|---|---|---|"]
     spent = dict(sorted(r["stages"].items(), key=lambda kv: -kv[1]))
-    spent["other (api glue, value_and_grad's seeding, running the result)"] = max(
-        0.0, total - sum(spent.values()))
+    spent[OTHER] = max(0.0, total - sum(spent.values()))
     rows += [f"| {stage} | {s:.2f} | {s / total:.0%} |" for stage, s in spent.items()]
     for row in rows:
         print(row, flush=True)
@@ -186,27 +264,40 @@ def write(section: list[str]) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compile_time")
     parser.add_argument("--quick", action="store_true", help="the two smaller sizes of each program")
+    parser.add_argument("--huge", action="store_true", help=f"the chain at {HUGE:,} equations too (minutes, GBs)")
     parser.add_argument("--write", action="store_true", help=f"write the tables into {RESULTS.name}")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--stages", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stages", choices=["time", "work"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         print(json.dumps(measure(args.child[0], int(args.child[1]), args.stages)))
         return
     sizes = QUICK if args.quick else {"chain": CHAIN_EQNS, "kalman": KALMAN_STEPS, "rerolled": REROLLED_STEPS}
-    section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}` on "
+    if args.huge:
+        sizes = {**sizes, "chain": [*sizes["chain"], HUGE]}
+    section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}"
+               f"{' --huge' if args.huge else ''}` on "
                f"{platform.machine()}, Python {platform.python_version()}: a fresh process per size; wall time and "
                "the process's CPU time of the first `value_and_grad` call (trace, transforms, printing, compiling "
                f"and one run). Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when the run "
-               "started: on a shared machine the CPU time is the steadier measure. Targets: CPU per equation flat "
+               "started: on a shared machine the CPU time is the steadier measure, and the function calls each "
+               "stage makes (`WorkCount`) the exact one. Targets: cost per equation flat "
                "within 1.5x from 1k to 100k equations; the Kalman filter at 300 steps under 3 s.", ""]
     for kind, title in (("chain", "elementwise chain `x = np.sin(x) * .9 + .1 * x`, `reroll=False`"),
                         ("kalman", "Kalman filter (examples/kalman_filter.py), unrolled, `reroll=False`"),
                         ("rerolled", "the same Python loop as a user gets it: rerolled into a scan (the default)")):
         print(f"\n{title}", flush=True)
         rows, _ = table(kind, sizes[kind])
-        section += [f"{title}:", "", *rows, "", *stage_rows(kind, sizes[kind][-1]), ""]
+        section += [f"{title}:", "", *rows, ""]
+        if kind == "rerolled":  # the rerolled program's length does not grow: its stages at the largest size
+            section += [*stage_rows(kind, sizes[kind][-1]), ""]
+            continue
+        work_sizes = [n for n in sizes[kind] if n < HUGE]  # counting calls costs a third more: not at 10^6
+        section += ["Each stage's own CPU time per primal equation, with the clocks in place:", "",
+                    *per_equation_rows(kind, sizes[kind], "time"), "",
+                    "Each stage's own function calls per primal equation (Python's and builtins'; exact):", "",
+                    *per_equation_rows(kind, work_sizes, "work"), ""]
     if args.write:
         write(section)
         print(f"\nwrote {RESULTS}")

@@ -4,7 +4,7 @@ are two draws."""
 
 from __future__ import annotations
 
-from pullback.ir.core import Eqn, Literal, Program, Var, effectful
+from pullback.ir.core import EFFECTS, WITH_BODIES, Eqn, Literal, Program, Var, effectful
 
 
 def _key(a):
@@ -21,7 +21,8 @@ def cse(program: Program) -> Program:
         if replace:  # (a literal's id is never a key: no var has it)
             inputs = tuple([replace.get(id(a), a) for a in inputs])
         key = (eqn.prim, tuple([id(a) if type(a) is Var else _key(a) for a in inputs]), eqn.params)
-        first = None if effectful(eqn) else seen.get(key)
+        prim = eqn.prim
+        first = None if (prim in EFFECTS or prim in WITH_BODIES and effectful(eqn)) else seen.get(key)
         if first is not None:
             for v, w in zip(eqn.outputs, first.outputs):
                 replace[id(v)] = w

@@ -18,12 +18,17 @@ def dce(program: Program) -> Program:
     live = {id(a) for a in program.outputs if isinstance(a, Var)}
     kept = []
     changed = False
+    keep, read = kept.append, live.update
     for eqn in reversed(program.eqns):
         outs = eqn.outputs
-        if len(outs) == 1:  # most equations: one lookup
-            used = [id(outs[0]) in live]
-        else:
-            used = [id(v) in live for v in outs]
+        if len(outs) == 1 and eqn.prim not in dce_rules:  # most equations: one lookup, no rule
+            if id(outs[0]) in live or effectful(eqn):
+                keep(eqn)
+                read(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them
+            else:
+                changed = True
+            continue
+        used = [id(v) in live for v in outs]
         if not any(used) and not effectful(eqn):
             changed = True
             continue

@@ -153,13 +153,15 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
             found = env.get(id(a))
             return Zero(a.type) if found is None and zero else found
 
+        primal_of, tangent_of = primal.get, tangent.get
         for eqn in program.eqns:
             builder.source = eqn.source
-            ps = [read(a, primal, False) for a in eqn.inputs]
-            ts = [read(a, tangent, True) for a in eqn.inputs]
-            if all(isinstance(t, Zero) for t in ts):
+            ps = [a if isinstance(a, Literal) else primal_of(id(a)) for a in eqn.inputs]
+            found = [None if isinstance(a, Literal) else tangent_of(id(a)) for a in eqn.inputs]
+            if not any([t is not None for t in found]):  # no tangent reaches it (``tangent`` holds no Zero)
                 outs, touts = bind(eqn.prim, *ps, **eqn.params), None
             else:
+                ts = [Zero(a.type) if t is None else t for a, t in zip(eqn.inputs, found)]
                 rule = jvp_rules.get(eqn.prim)
                 if rule is None:
                     raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")

@@ -81,12 +81,12 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
             env[id(v)] = Tracer(v, builder)
         linear_eqns = []
         for eqn in program.eqns:  # forward: evaluate what does not depend on linear inputs
-            if any(isinstance(a, Var) and id(a) in linear for a in eqn.inputs):
+            if not linear.isdisjoint(map(id, eqn.inputs)):  # (a literal's id is no live var's)
                 linear_eqns.append(eqn)
                 linear.update(id(v) for v in eqn.outputs)
             else:
                 builder.source = eqn.source
-                outs = bind(eqn.prim, *(env[id(a)] if isinstance(a, Var) else a for a in eqn.inputs), **eqn.params)
+                outs = bind(eqn.prim, *[env[id(a)] if isinstance(a, Var) else a for a in eqn.inputs], **eqn.params)
                 for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
                     env[id(v)] = o
         builder.source = None

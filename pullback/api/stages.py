@@ -39,7 +39,8 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    late = single_readers(reorder_contractions(cse(structure(simplified))))
+    structured = structure(simplified)  # (CSE again only if it changed something: ``simplified`` is CSE's)
+    late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
     return readers_first(checked_once(dce(late)))
@@ -82,10 +83,15 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
 def transpose_linear(split: Split, settled: Settled | None = None, final: bool = True) -> Program:
     """(residuals..., out cotangents...) -> tangent-input cotangents (``settled``, ``final``: see
     ``simplify``, ``optimize``)."""
+    return optimize(_transposed(split), settled, final)
+
+
+def _transposed(split: Split) -> Program:
+    """The linear program transposed, not yet optimised."""
     n_linear = len(split.unknown.inputs) - split.n_residuals
     t = transpose(split.unknown, [False] * split.n_residuals + [True] * n_linear)
-    return optimize(Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
-        "_linear_transpose", "_transpose")), settled, final)
+    return Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
+        "_linear_transpose", "_transpose"))
 
 
 def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
@@ -102,8 +108,10 @@ def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled 
     last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``, ``final``: see ``simplify``,
     ``optimize``)."""
     split = linearize(program, wrt, n_aux)
-    settled = settled if settled is not None else Settled()  # the backward pass, simplified, is then reread
-    t = transpose_linear(split, settled, final=False)  # only where the forward pass defines what it reads
+    settled = settled if settled is not None else Settled()
+    # the backward pass is simplified once, below, with the forward pass's definitions in view: simplified on
+    # its own first, most of it was read again there (its residuals gain definitions), for the same result
+    t = _transposed(split)
     m = len(program.outputs)
     cts = t.inputs[split.n_residuals:]
     constvars, constvals = _merge_consts(split.known, t)

@@ -622,6 +622,10 @@ class differentiate(_ByFunction):
         """``(f(*primals), J(primals) @ tangents)``; tangents have the primals' structure
         (those of non-float inputs are ignored)."""
         primals, tangents = tuple(primals), tuple(tangents)
+        self._programs.check(self.fn)  # what fn reads is what it read when its programs were traced
+        run = self._runners.get(("jvp-call", *map(_signature_of, primals), *map(_signature_of, tangents)))
+        if run is not None:
+            return run(primals, tangents)
         if len(primals) != len(tangents):
             raise ValueError(f"jvp got {len(primals)} primals and {len(tangents)} tangents")
         flat = self._flat(primals)
@@ -631,13 +635,44 @@ class differentiate(_ByFunction):
             raise ValueError("tangents must have the structure of the primals")
         primal: Staged = self._stage("primal", primals, flat)
         ts = [_tangent_like(t, v) for t, v in zip(flat_t[0], primal.program.inputs) if is_inexact(v.dtype)]
-        outs = _as_list(self._stage("jvp", primals, flat)(*flat[0], *ts))
+        staged = self._stage("jvp", primals, flat)
+        outs = _as_list(staged(*flat[0], *ts))
         m = len(primal.program.outputs)
+        if not self.has_aux:
+            self._jvp_runner(primals, tangents, flat[1], primal, staged)
         if self.has_aux:  # ``(out, out_dot, aux)`` as JAX's; aux's tangents are dropped
             k = m - self._n_aux(primal)
             out_tree, aux_tree = primal.treedef[1]
             return unflatten(out_tree, outs[:k]), unflatten(out_tree, outs[m:m + k]), unflatten(aux_tree, outs[k:m])
         return unflatten(primal.treedef, outs[:m]), unflatten(primal.treedef, outs[m:])
+
+    def _jvp_runner(self, primals: tuple, tangents: tuple, trees, primal: Staged, staged: Staged) -> None:
+        """For calls on arrays whose tangents have their primals' types exactly, a runner that skips
+        what this call has checked once (structure, types, which inputs take tangents): a held
+        object's steady-state ``jvp`` is then one check of what ``fn`` reads, one lookup and the program."""
+        inputs = primal.program.inputs
+        if (trees is not None or self.static_argnums or primal.captures or staged.captures
+                or len(inputs) != len(primals)):
+            return
+        for a, t, v in zip(primals, tangents, inputs):
+            if not (type(a) is np.ndarray and a.dtype.isnative) and type(a) not in _SCALARS:
+                return
+            if is_inexact(v.dtype) and not (type(t) is np.ndarray and t.shape == v.shape and t.dtype == v.dtype):
+                return
+        takes = tuple(i for i, v in enumerate(inputs) if is_inexact(v.dtype))
+        fn, treedef, m = staged.runner(), primal.treedef, len(primal.program.outputs)
+
+        if treedef is LEAF:  # one output and its tangent
+            def run(primals: tuple, tangents: tuple):
+                out, out_dot = fn(*primals, *[tangents[i] for i in takes])
+                return out, out_dot
+        else:
+            def run(primals: tuple, tangents: tuple):
+                outs = fn(*primals, *[tangents[i] for i in takes])
+                outs = list(outs) if isinstance(outs, tuple | list) else [outs]
+                return unflatten(treedef, outs[:m]), unflatten(treedef, outs[m:])
+
+        self._runners[("jvp-call", *map(_signature_of, primals), *map(_signature_of, tangents))] = run
 
     def _forward(self, args: tuple):
         """Run the known program: (primal Staged, outputs, residuals)."""

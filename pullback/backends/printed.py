@@ -12,6 +12,7 @@ explicit ones (the IR keeps its forms, which differentiate and simplify better):
 from __future__ import annotations
 
 from collections import Counter
+from operator import is_
 
 from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Params, Program, Var
@@ -43,7 +44,7 @@ def unit_indices(program: Program) -> Program:
                         eqn.source))
         if readers[id(d.outputs[0])] == 1:
             dropped.add(id(d))
-    if len(eqns) == len(program.eqns) and all(a is b for a, b in zip(eqns, program.eqns)):
+    if len(eqns) == len(program.eqns) and all(map(is_, eqns, program.eqns)):
         return program
     return Program(program.inputs, tuple(e for e in eqns if id(e) not in dropped), program.outputs,
                    program.constvars, program.constvals, program.name)

@@ -20,6 +20,7 @@ and without templates gives the same text.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 
@@ -61,15 +62,24 @@ class Templates:
         self.ctx = ctx
         self._cache: dict[tuple, Template | None] = {}
         self.built = 0  # kinds emitted through libcst, for tests
+        self._attributes: frozenset[str] | None = None  # the context's attributes when ``_state`` was made
+        self._state: Callable = tuple
 
     def key(self, eqn: Eqn, mode) -> tuple:
         """Everything an emitter may read except the names: operands as (first position, type) for
         values (so that ``x * x`` differs from ``x * y``) and as typed values for literals."""
         first: dict[int, int] = {}
-        ins = tuple((first.setdefault(id(a), k), a.type) if isinstance(a, Var) else
-                    (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs))
-        state = tuple(v for k, v in vars(self.ctx).items() if k not in _NOT_STATE)  # where, reusable, ... all of it
-        return (eqn.prim, eqn.params, ins, tuple(v.type for v in eqn.outputs), state, mode)
+        ins = tuple([(first.setdefault(id(a), k), a.type) if type(a) is Var else
+                     (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs)])
+        attributes = vars(self.ctx)
+        if attributes.keys() != self._attributes:  # the context's attributes, all of its state but its services
+            self._attributes = frozenset(attributes)
+            names = [k for k in attributes if k not in _NOT_STATE]
+            self._state = (lambda c: ()) if not names else (
+                (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1
+                else operator.attrgetter(*names))
+        state = self._state(self.ctx)  # where, reusable, ... all of it
+        return (eqn.prim, eqn.params, ins, tuple([v.type for v in eqn.outputs]), state, mode)
 
     def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the

@@ -61,7 +61,7 @@ def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str,
     A shape rule is a function of the operands' types, the literals' values and the params, so its
     answers are remembered (a bounded table): an unrolled loop asks the same questions thousands of
     times, and a contraction's rule costs as much as the rest of recording its equation."""
-    key = (prim, tuple(a.type if type(a) is Var else (type(a.value), a) for a in inputs),
+    key = (prim, tuple([a.type if type(a) is Var else (type(a.value), a) for a in inputs]),
            params if type(params) is Params else tuple(params.items()))
     try:
         hit = _KNOWN_TYPES.get(key)
@@ -152,6 +152,22 @@ class Params(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    # the dict's own (read-only views), not Mapping's generic ones: every pass asks each equation's params
+    def __contains__(self, key) -> bool:
+        return key in self._dict
+
+    def get(self, key: str, default=None) -> Any:
+        return self._dict.get(key, default)
+
+    def keys(self):
+        return self._dict.keys()
+
+    def values(self):
+        return self._dict.values()
+
+    def items(self):
+        return self._dict.items()
 
     def __hash__(self) -> int:
         return self._hash

@@ -22,7 +22,19 @@ RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset
 
 
 def sanitize(hint: str, fallback: str = "v") -> str:
-    """A valid Python identifier resembling ``hint``."""
+    """A valid Python identifier resembling ``hint`` (remembered: a long program repeats a few hints)."""
+    found = _SANITIZED.get((hint, fallback))
+    if found is None:
+        if len(_SANITIZED) >= 4096:
+            _SANITIZED.clear()
+        found = _SANITIZED[hint, fallback] = _sanitize(hint, fallback)
+    return found
+
+
+_SANITIZED: dict[tuple[str, str], str] = {}
+
+
+def _sanitize(hint: str, fallback: str) -> str:
     ascii_hint = unicodedata.normalize("NFKD", hint).encode("ascii", "ignore").decode()
     s = _NOT_IDENT.sub("_", ascii_hint).strip("_")[:MAX_LEN].rstrip("_")
     if not s:

@@ -302,7 +302,7 @@ def current_builder() -> Builder:
 
 def _running(builder: Builder) -> bool:
     """Whether ``builder``'s trace is running on this thread (the innermost or an enclosing one)."""
-    return any(b is builder for b in getattr(_state, "stack", ()))
+    return builder in getattr(_state, "stack", ())  # builders compare by identity
 
 
 def escaped(x: Tracer) -> TracingError:

@@ -95,7 +95,8 @@ def _factors(a, defs, depth: int) -> tuple[complex, list[Factor]] | None:
             lit, other = (x, y) if isinstance(x, Literal) else (y, x)
             inner = _factors(other, defs, depth + 1) if lit.type.ndim == 0 else None
             return None if inner is None else (lit.value * inner[0], inner[1])
-        fx, fy = _factors(x, defs, depth + 1), _factors(y, defs, depth + 1)
+        fx = _factors(x, defs, depth + 1)
+        fy = _factors(y, defs, depth + 1) if fx is not None else None  # (y's factors matter only with x's)
         if fx is None or fy is None or len(fx[1]) + len(fy[1]) > _MAX_FACTORS:
             return None
         return fx[0] * fy[0], fx[1] + fy[1]
@@ -188,7 +189,8 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
 def _sum(prim, ins, out: Var, defs):
     """``P1 +- P2`` of outer products that share every factor but one, on the same axes, is one outer
     product: the sum is taken on the small differing factors (``I (x) A + I (x) B = I (x) (A + B)``)."""
-    ox, oy = (outer_factors(a, defs) for a in ins)
+    ox = outer_factors(ins[0], defs)
+    oy = outer_factors(ins[1], defs) if ox is not None else None  # (the second matters only with the first)
     if ox is None or oy is None or not (ox.all_broadcasts() and oy.all_broadcasts()) \
             or ox.type != out.type or oy.type != out.type:
         return None

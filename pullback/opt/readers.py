@@ -22,6 +22,7 @@ Before::
 from __future__ import annotations
 
 from collections import Counter
+from operator import is_
 
 from pullback.ad.dce import dce
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
@@ -49,7 +50,7 @@ def _swapped(program: Program) -> Program:
     readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in transposed)
     readers.update(id(a) for a in program.outputs if id(a) in transposed)
     eqns = [_swapped_product(e, products, readers) if e.prim is st.transpose_p else e for e in program.eqns]
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+    if all(map(is_, eqns, program.eqns)):
         return program
     return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                        program.name))
@@ -120,7 +121,7 @@ def _alpha(program: Program) -> Program:
         eqns.append(new)
         if len(new.outputs) == 1:
             defs[id(new.outputs[0])] = new
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+    if all(map(is_, eqns, program.eqns)):
         return program
     return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                        program.name))

@@ -27,6 +27,8 @@ After::
 
 from __future__ import annotations
 
+from operator import is_
+
 from pullback.ad.dce import dce
 from pullback.ir.core import Eqn, Literal, Program, Var
 from pullback.primitives import elementwise as ew
@@ -38,7 +40,7 @@ _ARITHMETIC = (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p)
 def collect_scalings(program: Program) -> Program:
     for _ in range(8):
         new = dce(_step(program))
-        if len(new.eqns) == len(program.eqns) and all(a is b for a, b in zip(new.eqns, program.eqns)):
+        if len(new.eqns) == len(program.eqns) and all(map(is_, new.eqns, program.eqns)):
             return new
         program = new
     return program

@@ -45,6 +45,7 @@ Before::
 from __future__ import annotations
 
 import math
+from operator import is_
 
 import numpy as np
 
@@ -137,13 +138,13 @@ def checked_once(program: Program) -> Program:
         if keys <= seen:
             eqns[i] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "check": False}), e.source)
         seen |= keys
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+    if all(map(is_, eqns, program.eqns)):
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 
 
 def _same(a: Program, b: Program) -> bool:
-    return len(a.eqns) == len(b.eqns) and all(x is y for x, y in zip(a.eqns, b.eqns))
+    return len(a.eqns) == len(b.eqns) and all(map(is_, a.eqns, b.eqns))
 
 
 class _Reads(dict):
@@ -229,10 +230,10 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
     """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
     ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
-    (out, *_) = eqn.outputs
+    out = eqn.outputs[0]
     if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
         lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        if any(lit is not None for lit in lits) and any(
+        if any([lit is not None for lit in lits]) and any(
             isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
         ):  # keep one array operand: it carries the shape
             ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
@@ -647,6 +648,9 @@ def _diag_embedded(d: Eqn | None, out: Var) -> bool:
             and out.type.ndim == 2 and out.shape[0] == out.shape[1] and d.outputs[0].type == out.type)
 
 
+_DIAGONAL_MAKERS = frozenset({st.eye_p, st.diag_embed_p, st.transpose_p})
+
+
 def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
     """The rules that keep diagonal matrices as vectors (see the module docstring)."""
 
@@ -654,6 +658,8 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
         return _same_type(a, out)
 
     ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    if (prim is ew.mul_p or prim is ew.add_p) and not any([d is not None and d.prim in _DIAGONAL_MAKERS for d in ds]):
+        return None  # every rewrite of a product or a sum below reads an identity, a diag_embed or a transpose
     if prim is ew.mul_p:
         for k in (0, 1):
             x = ins[1 - k]
@@ -726,20 +732,23 @@ def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     ``-x``, or a product or quotient of it with an array as large, is the negated one of ``x`` (no
     larger: the sign moves on at no cost, to a sum that absorbs it). Transposing a subtraction makes
     such negations of cotangents."""
-    if prim in (ew.add_p, ew.sub_p) and all(isinstance(a, Var) and a.type == out.type for a in ins):
+    if prim in (ew.add_p, ew.sub_p) and all([isinstance(a, Var) and a.type == out.type for a in ins]):
         a, b = ins
-        if any(_diagonal_matrix(defs.get(id(v)), out) for v in ins):
+        da, db = defs.get(id(a)), defs.get(id(b))  # each looked up once (``_negated`` of each, below)
+        if _diagonal_matrix(da, out) or _diagonal_matrix(db, out):
             return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
-        if (x := _negated(a, defs)) is not None and (y := _negated(b, defs)) is not None:
+        neg_a = da.inputs[0] if da is not None and da.prim is ew.neg_p else None
+        neg_b = db.inputs[0] if db is not None and db.prim is ew.neg_p else None
+        if (x := neg_a) is not None and (y := neg_b) is not None:
             if prim is ew.sub_p:  # (-x) - (-y) = y - x
                 return Eqn(ew.sub_p, (y, x), (out,))
             inner = Var(out.type, out.hint)  # (-x) + (-y) = -(x + y)
             return [Eqn(ew.add_p, (x, y), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
-        if (x := _negated(b, defs)) is not None:
+        if (x := neg_b) is not None:
             return Eqn(ew.sub_p if prim is ew.add_p else ew.add_p, (a, x), (out,))
-        if prim is ew.add_p and (x := _negated(a, defs)) is not None:
+        if prim is ew.add_p and (x := neg_a) is not None:
             return Eqn(ew.sub_p, (b, x), (out,))
-        if (x := _negated(a, defs)) is not None:  # (-a) - b = -(a + b): the sign moves on
+        if (x := neg_a) is not None:  # (-a) - b = -(a + b): the sign moves on
             inner = Var(out.type, out.hint)
             return [Eqn(ew.add_p, (x, b), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
     if prim is ew.mul_p and out.dtype.kind in "fc":

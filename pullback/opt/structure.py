@@ -146,7 +146,8 @@ class _Pass:
         for v in eqn.outputs:
             self.defs[id(v)] = eqn
         if len(eqn.outputs) == 1:
-            self.seen.setdefault((eqn.prim, tuple(map(_key, eqn.inputs)), eqn.params), eqn.outputs[0])
+            key = tuple([id(a) if type(a) is Var else _key(a) for a in eqn.inputs])
+            self.seen.setdefault((eqn.prim, key, eqn.params), eqn.outputs[0])
 
     def find(self, prim, ins, **params) -> Var | None:
         return self.seen.get((prim, tuple(map(_key, ins)), Params(params)))
@@ -414,8 +415,8 @@ class _Pass:
     def run(self) -> Program:
         returned = {id(a) for a in self.program.outputs}
         for eqn in self.program.eqns:
-            ins = tuple(self.replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs)
-            if ins != eqn.inputs:
+            if self.replace and not self.replace.keys().isdisjoint(map(id, eqn.inputs)):  # (literals' ids: no key)
+                ins = tuple([self.replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs])
                 eqn = Eqn(eqn.prim, ins, eqn.outputs, eqn.params, eqn.source)
             out = eqn.outputs[0]
             square = len(eqn.outputs) == 1 and out.type.ndim == 2 and out.shape[0] == out.shape[1] > 0

@@ -150,9 +150,16 @@ def astype(x, dtype):
     return bind(st.convert_element_type_p, x, new_dtype=dtype)
 
 
+def _shape_of(x) -> tuple[int, ...]:
+    """``np.shape(x)``, read directly from a tracer or an array: ``np.shape`` of a tracer dispatches through
+    ``__array_function__`` (the whole lowering machinery, for an attribute), at every operation traced."""
+    t = type(x)
+    return x.shape if t is Tracer or t is np.ndarray or t is Literal else np.shape(x)
+
+
 def broadcast_to(x, shape):
     shape = tuple(shape)
-    if isinstance(x, Literal) or np.shape(x) == shape:
+    if isinstance(x, Literal) or _shape_of(x) == shape:
         return x
     nd = len(shape) - x.ndim
     if nd < 0:
@@ -162,14 +169,20 @@ def broadcast_to(x, shape):
 
 def _shape(*xs) -> tuple[int, ...]:
     try:
-        return np.broadcast_shapes(*(np.shape(x) for x in xs if not isinstance(x, PYTHON_SCALARS)))
+        shapes = [_shape_of(x) for x in xs if not isinstance(x, PYTHON_SCALARS)]
+        if shapes and shapes.count(shapes[0]) == len(shapes):  # the common case: no broadcasting
+            return shapes[0]
+        return np.broadcast_shapes(*shapes)
     except ValueError:
         shapes = " ".join(str(np.shape(x)) for x in xs if not isinstance(x, PYTHON_SCALARS))
         raise ArgumentError(located(f"operands could not be broadcast together with shapes {shapes}")) from None
 
 
 def _weak_result(out, xs):
-    if isinstance(out, Tracer) and builtins.all(_is_weak(x) for x in xs):
+    if isinstance(out, Tracer):
+        for x in xs:  # a loop, not all() of a generator: this runs at every operation traced
+            if not _is_weak(x):
+                return out
         out.weak = True
     return out
 
@@ -179,7 +192,7 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
     for x in xs:
         _check_operand(x)
     dtype = result_dtype(*xs) if dtype is None else dtype
-    if prim in FOLD and builtins.all(type(x) in PYTHON_SCALARS for x in xs):
+    if prim in FOLD and builtins.all([type(x) in PYTHON_SCALARS for x in xs]):
         # Python scalars alone (a spacing ``2.0 * h`` inside a composition): computed now, and a
         # Python scalar again, weak as Python's own arithmetic would leave it
         with np.errstate(all="ignore"):

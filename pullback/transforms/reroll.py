@@ -25,7 +25,6 @@ loop unrolled.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,7 +37,6 @@ from pullback.primitives import structural as st
 
 MIN_STEPS = 4  # copies of the body, at least
 MIN_EQNS = 1_000  # equations in the run, at least
-_PERIODS_TRIED = 4  # the most frequent distances between repeats of an equation
 _LOOPS = 16  # runs rolled per program, at most
 # a literal operand that changes from step to step becomes a value read from a table: elementwise
 # operations take it broadcast (elsewhere, a literal may be a static operand)
@@ -91,16 +89,9 @@ def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
     if len(eqns) < min_eqns:
         return None
     table: dict[tuple, int] = {}
-    ids = [table.setdefault(_signature(e), len(table)) for e in eqns]
-    last: dict[int, int] = {}
-    gaps: Counter[int] = Counter()
-    for i, s in enumerate(ids):
-        j = last.get(s)
-        if j is not None:
-            gaps[i - j] += 1
-        last[s] = i
+    ids = np.fromiter((table.setdefault(_signature(e), len(table)) for e in eqns), np.int64, len(eqns))
     candidates = []
-    for k, _ in gaps.most_common(_PERIODS_TRIED):
+    for k in _periods(ids, min_steps):
         for a, b in _runs(ids, k):
             if (b - a + k) // k >= min_steps and (b - a + k) // k * k >= min_eqns:
                 candidates.append((a, b, k))
@@ -108,28 +99,47 @@ def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
         return None
     last_use = _last_uses(eqns, outputs)
     constants = dict(zip(map(id, program.constvars), program.constvals))
-    for a, b, k in sorted(candidates, key=lambda c: -((c[1] - c[0] + c[2]) // c[2] * c[2])):
+    # the run covering the most equations first; of runs covering as many, the shortest period (the
+    # loop itself rather than two of its steps taken as one)
+    for a, b, k in sorted(candidates, key=lambda c: (-((c[1] - c[0] + c[2]) // c[2] * c[2]), c[2], c[0])):
         if all(e.prim in _MOVES for e in eqns[a:a + k]):
             continue
-        p = _cut(eqns, last_use, a, b, k, min_steps)
-        loop = _check(eqns, p, k, (b + k - p) // k, constants)
-        if loop.steps >= min_steps and loop.steps * k >= min_eqns:
-            return loop
+        while (b + k - a) // k >= min_steps:
+            p = _cut(eqns, last_use, a, b, k, min_steps)
+            loop = _check(eqns, p, k, (b + k - p) // k, constants)
+            if loop.steps >= min_steps and loop.steps * k >= min_eqns:
+                return loop
+            a = p + max(loop.steps, 1) * k  # the copies from the first that reads otherwise may still be a loop
     return None
 
 
-def _runs(ids: list[int], k: int):
+_LAGS = 4  # a step's equations may each occur up to this many times in a step (a helper called in it)
+_PERIODS = 64  # distances between repeats tried, the most frequent first
+
+
+def _periods(ids: np.ndarray, min_steps: int) -> list[int]:
+    """Periods worth trying: the most frequent distances from an equation to the 1st .. ``_LAGS``-th
+    later one like it. A loop whose body holds an inner loop, or calls a helper several times, has
+    every equation's nearest repeat inside one step; its own period is the distance to the c-th repeat
+    of an equation that occurs c times a step (once, for most)."""
+    order = np.argsort(ids, kind="stable")
+    same_id = ids[order]
+    gaps = []
+    for c in range(1, _LAGS + 1):
+        same = same_id[c:] == same_id[:-c]
+        gaps.append(order[c:][same] - order[:-c][same])
+    values, counts = np.unique(np.concatenate(gaps), return_counts=True)
+    keep = counts >= min_steps - 1
+    values, counts = values[keep], counts[keep]
+    return [int(k) for k in values[np.argsort(-counts, kind="stable")[:_PERIODS]]]
+
+
+def _runs(ids: np.ndarray, k: int) -> list[tuple[int, int]]:
     """Maximal ``[a, b)`` with ``ids[i] == ids[i + k]`` for every i in it: equations a .. b + k - 1 repeat."""
-    start = None
-    for i in range(len(ids) - k):
-        if ids[i] == ids[i + k]:
-            if start is None:
-                start = i
-        elif start is not None:
-            yield start, i
-            start = None
-    if start is not None:
-        yield start, len(ids) - k
+    if k >= len(ids):
+        return []
+    edges = np.diff(np.concatenate(([0], (ids[:-k] == ids[k:]).view(np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
 
 
 def _last_uses(eqns: tuple[Eqn, ...], outputs) -> dict[int, int]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
+from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var, effectful
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
@@ -98,21 +98,24 @@ def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
     if not candidates:
         return None
     last_use = _last_uses(eqns, outputs)
-    constants = dict(zip(map(id, program.constvars), program.constvals))
+    before = _Before(eqns, dict(zip(map(id, program.constvars), program.constvals)))
     # the run covering the most equations first; of runs covering as many, the shortest period (the
     # loop itself rather than two of its steps taken as one)
     for a, b, k in sorted(candidates, key=lambda c: (-((c[1] - c[0] + c[2]) // c[2] * c[2]), c[2], c[0])):
         if all(e.prim in _MOVES for e in eqns[a:a + k]):
             continue
         while (b + k - a) // k >= min_steps:
-            p = _cut(eqns, last_use, a, b, k, min_steps)
-            loop = _check(eqns, p, k, (b + k - p) // k, constants)
-            if loop.steps >= min_steps and loop.steps * k >= min_eqns:
-                return loop
-            a = p + max(loop.steps, 1) * k  # the copies from the first that reads otherwise may still be a loop
+            steps = 1
+            for p in _cuts(eqns, last_use, a, b, k, min_steps)[:_CUTS_TRIED]:
+                loop = _check(eqns, p, k, (b + k - p) // k, before)
+                if loop.steps >= min_steps and loop.steps * k >= min_eqns:
+                    return loop
+                steps = max(steps, loop.steps)
+            a += steps * k  # the copies from the first that reads otherwise may still be a loop
     return None
 
 
+_CUTS_TRIED = 4  # where a step may start, the likeliest first: code before a loop may end as its steps do
 _LAGS = 4  # a step's equations may each occur up to this many times in a step (a helper called in it)
 _PERIODS = 64  # distances between repeats tried, the most frequent first
 
@@ -153,13 +156,14 @@ def _last_uses(eqns: tuple[Eqn, ...], outputs) -> dict[int, int]:
     return last
 
 
-def _cut(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int) -> int:
-    """Where the first copy starts. A run found by its repeats can start anywhere in a step; the loop
-    is clearest cut where the fewest values pass from one step to the next (the carry), so: the cut
-    the fewest values cross, then the one keeping the most copies in the run, then the earliest."""
+def _cuts(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int) -> list[int]:
+    """Where the first copy may start, best first. A run found by its repeats can start anywhere in a
+    step; the loop is clearest cut where the fewest values pass from one step to the next (the carry),
+    so: the cut the fewest values cross, then the one keeping the most copies in the run, then the
+    earliest."""
     cuts = [p for p in range(a, a + k) if (b + k - p) // k >= min_steps]
     if len(cuts) < 2:
-        return a
+        return [a]
     lo_cut, hi = a + k, cuts[-1] + k  # counted a step later: the first step can read the run's inputs
     crossing = [0] * (hi - lo_cut + 2)
     for d in range(a, min(hi, len(eqns))):
@@ -172,14 +176,55 @@ def _cut(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int)
     for p in range(a, cuts[-1] + 1):
         running += crossing[p - a]
         scored.append((running, -((b + k - p) // k), p))
-    return min(scored)[2]
+    return [p for _, _, p in sorted(scored)]
 
 
 def _key(a) -> object:
     return ("literal", a.value, a.dtype) if type(a) is Literal else id(a)
 
 
-def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, constants: dict) -> _Loop:
+class _Before:
+    """Values from before a run, and which of them are the same value: two copies of a step may each
+    compute an invariant afresh (a helper called each step recomputes ``1 - mask``), and read each its own."""
+
+    DEPTH = 64  # equations followed back, at most, to show two values the same
+
+    def __init__(self, eqns: tuple[Eqn, ...], constants: dict):
+        self.constants = constants
+        self._eqns = eqns
+        self._made: dict[int, tuple[Eqn, int]] | None = None
+        self._same: dict[tuple[int, int], bool] = {}
+
+    def same(self, a, b, depth: int = 0) -> bool:
+        """Whether ``a`` and ``b`` are the same value: one var, equal literals or constants, or outputs of
+        equal equations of the same values (none with an effect)."""
+        if a is b:
+            return True
+        if type(a) is not type(b) or a.type != b.type:
+            return False
+        if type(a) is Literal:
+            return a.value == b.value and type(a.value) is type(b.value)
+        key = (id(a), id(b))
+        known = self._same.get(key)
+        if known is not None:
+            return known
+        if self._made is None:
+            self._made = {id(v): (e, o) for e in self._eqns for o, v in enumerate(e.outputs)}
+        ea, eb = self._made.get(id(a)), self._made.get(id(b))
+        if ea is None or eb is None:
+            ca, cb = self.constants.get(id(a)), self.constants.get(id(b))
+            result = (ea is None and eb is None and ca is not None and cb is not None
+                      and np.asarray(ca).dtype == np.asarray(cb).dtype and np.array_equal(ca, cb))
+        else:
+            (e, o), (f, r) = ea, eb
+            result = (o == r and e.prim is f.prim and depth < self.DEPTH and len(e.inputs) == len(f.inputs)
+                      and (e.params is f.params or e.params == f.params) and not effectful(e)
+                      and all(self.same(x, y, depth + 1) for x, y in zip(e.inputs, f.inputs)))
+        self._same[key] = result
+        return result
+
+
+def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, before: _Before) -> _Loop:
     """The copies from ``p`` that read only what a loop can, as a ``_Loop`` (``steps``: how many, from the first)."""
     pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the run -> (copy, equation, output)
     for j in range(m):
@@ -188,7 +233,7 @@ def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, constants: dict) -> _L
                 pos[id(v)] = (j, i, o)
     loop = _Loop(p, k, m, pos=pos)
     for j in range(1, m):
-        if not _copy_reads(eqns, loop, pos, j, constants):
+        if not _copy_reads(eqns, loop, pos, j, before):
             loop.steps = j
             break
     for values in (*loop.literals.values(), *loop.tables.values()):
@@ -196,7 +241,7 @@ def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, constants: dict) -> _L
     return loop
 
 
-def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, constants: dict) -> bool:
+def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> bool:
     """Whether copy ``j`` reads as the first does (recording carries, moving windows, changing literals
     and constants: tracing makes a new constant of an array each step reads from the user's scope)."""
     p, k = loop.start, loop.period
@@ -231,8 +276,9 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, constants: dict) -> bool:
                 return False
             if where is None:  # from before the run: the same value in every copy, or a constant per copy
                 values = loop.tables.get((i, q))
-                if values is None and aj is a0:
+                if values is None and (aj is a0 or before.same(a0, aj)):
                     continue
+                constants = before.constants
                 if id(aj) not in constants or (values is None and id(a0) not in constants):
                     return False
                 if values is None:
@@ -441,15 +487,24 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
     kept, moved = control.split_invariant(body_eqns, [consts[id(a)] for a in const_outer])
     if not moved:
         return body_eqns, body_outputs, [], []
-    hoisted = [Eqn(e.prim, tuple(outer_of.get(id(a), a) for a in e.inputs), e.outputs, e.params, e.source)
-               for e in moved]
+    # a step calling a helper several times computes its invariants as often: hoisted, once each
+    hoisted, seen, first = [], {}, {}
+    for e in moved:
+        ins = tuple(first.get(id(a), outer_of.get(id(a), a)) for a in e.inputs)
+        key = (e.prim, tuple(id(a) if type(a) is Var else (a.value, a.dtype) for a in ins), e.params)
+        twin = None if effectful(e) else seen.get(key)
+        if twin is not None:
+            first.update((id(v), w) for v, w in zip(e.outputs, twin.outputs))
+            continue
+        seen[key] = e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
+        hoisted.append(e)
     made = {id(v) for e in hoisted for v in e.outputs}
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []
     for e in kept:
-        ins = tuple(_const_input(a, made, const_in) for a in e.inputs)
+        ins = tuple(_const_input(first.get(id(a), a), made, const_in) for a in e.inputs)
         body.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
-    outputs = [_const_input(a, made, const_in) for a in body_outputs]
+    outputs = [_const_input(first.get(id(a), a), made, const_in) for a in body_outputs]
     return body, outputs, hoisted, list(const_in.values())
 
 

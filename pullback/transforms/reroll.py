@@ -49,8 +49,9 @@ _MOVES = frozenset({st.slice_p, st.reshape_p, st.broadcast_in_dim_p, st.transpos
 def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQNS) -> Program:
     """``program`` with each long periodic run of equations made a ``scan`` (see the module's
     docstring); ``program`` itself when there is none."""
+    signatures = _Signatures()
     for _ in range(_LOOPS):
-        loop = _find(program, min_steps, min_eqns)
+        loop = _find(program, min_steps, min_eqns, signatures)
         if loop is None:
             break
         program = _rolled(program, loop, min_steps, min_eqns)
@@ -65,8 +66,23 @@ def _signature(eqn: Eqn) -> tuple:
     params = eqn.params
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
-    return (eqn.prim, params, eqn.source, tuple(a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs),
-            tuple(v.type for v in eqn.outputs))
+    return (eqn.prim, params, eqn.source, tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
+            tuple([v.type for v in eqn.outputs]))
+
+
+class _Signatures:
+    """Each equation's signature as a number, equal numbers for equal signatures, kept across the
+    searches of one ``reroll``: rolling a loop keeps the equations around it."""
+
+    def __init__(self):
+        self._numbers: dict[tuple, int] = {}
+        self._of: dict[int, tuple[Eqn, int]] = {}  # id of an equation -> (it, kept alive; its number)
+
+    def __call__(self, eqn: Eqn) -> int:
+        known = self._of.get(id(eqn))
+        if known is None:
+            known = self._of[id(eqn)] = (eqn, self._numbers.setdefault(_signature(eqn), len(self._numbers)))
+        return known[1]
 
 
 @dataclass
@@ -83,16 +99,15 @@ class _Loop:
     pos: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id of a var of the run -> (copy, eqn, out)
 
 
-def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
+def _find(program: Program, min_steps: int, min_eqns: int, signatures: _Signatures) -> _Loop | None:
     """The longest periodic run that reads only what a loop can (``_check``), if one is long enough."""
     eqns, outputs = program.eqns, program.outputs
     if len(eqns) < min_eqns:
         return None
-    table: dict[tuple, int] = {}
-    ids = np.fromiter((table.setdefault(_signature(e), len(table)) for e in eqns), np.int64, len(eqns))
+    ids = np.fromiter(map(signatures, eqns), np.int64, len(eqns))
     candidates = []
     for k in _periods(ids, min_steps):
-        for a, b in _runs(ids, k):
+        for a, b in _runs(ids, k, max((min_steps - 1) * k, -(-min_eqns // k) * k - k)):
             if (b - a + k) // k >= min_steps and (b - a + k) // k * k >= min_eqns:
                 candidates.append((a, b, k))
     if not candidates:
@@ -137,12 +152,15 @@ def _periods(ids: np.ndarray, min_steps: int) -> list[int]:
     return [int(k) for k in values[np.argsort(-counts, kind="stable")[:_PERIODS]]]
 
 
-def _runs(ids: np.ndarray, k: int) -> list[tuple[int, int]]:
-    """Maximal ``[a, b)`` with ``ids[i] == ids[i + k]`` for every i in it: equations a .. b + k - 1 repeat."""
+def _runs(ids: np.ndarray, k: int, shortest: int = 1) -> list[tuple[int, int]]:
+    """Maximal ``[a, b)``, ``shortest`` long at least, with ``ids[i] == ids[i + k]`` for every i in it:
+    equations a .. b + k - 1 repeat."""
     if k >= len(ids):
         return []
-    edges = np.diff(np.concatenate(([0], (ids[:-k] == ids[k:]).view(np.int8), [0])))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+    edges = np.diff((ids[:-k] == ids[k:]).view(np.int8), prepend=0, append=0)
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    long = ends - starts >= shortest
+    return list(zip(starts[long].tolist(), ends[long].tolist()))
 
 
 def _last_uses(eqns: tuple[Eqn, ...], outputs) -> dict[int, int]:
@@ -226,14 +244,13 @@ class _Before:
 
 def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, before: _Before) -> _Loop:
     """The copies from ``p`` that read only what a loop can, as a ``_Loop`` (``steps``: how many, from the first)."""
-    pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the run -> (copy, equation, output)
+    pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the copies so far -> (copy, equation, output)
+    loop = _Loop(p, k, m, pos=pos)
     for j in range(m):
         for i in range(k):
             for o, v in enumerate(eqns[p + j * k + i].outputs):
                 pos[id(v)] = (j, i, o)
-    loop = _Loop(p, k, m, pos=pos)
-    for j in range(1, m):
-        if not _copy_reads(eqns, loop, pos, j, before):
+        if j and not _copy_reads(eqns, loop, pos, j, before):
             loop.steps = j
             break
     for values in (*loop.literals.values(), *loop.tables.values()):
@@ -325,7 +342,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     p, k, m = loop.start, loop.period, loop.steps
     end = p + m * k
     first = eqns[p:p + k]
-    pos = loop.pos  # (copies past ``steps`` too: only membership is asked, of what the first copy reads)
+    pos = loop.pos  # (the copies checked: only membership is asked, of what the first copy reads)
 
     # the body's inputs: consts (values from before the run), carries, xs
     consts: dict[int, Var] = {}  # id of an outer var -> the body's input for it

@@ -25,14 +25,17 @@ loop unrolled.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pullback import log
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var, effectful
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_STEPS = 4  # copies of the body, at least
@@ -44,6 +47,7 @@ _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive
 # a run of these alone only moves data (the rows of a loop's stacked results read one by one, say):
 # no loop to make of it
 _MOVES = frozenset({st.slice_p, st.reshape_p, st.broadcast_in_dim_p, st.transpose_p})
+_AT_INDEX = frozenset({ix.scatter_p, ix.scatter_add_p, ix.gather_p})  # ``ys[t] = h``, ``x[t, idx]``
 
 
 def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQNS) -> Program:
@@ -66,6 +70,8 @@ def _signature(eqn: Eqn) -> tuple:
     params = eqn.params
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
+    elif eqn.prim in _AT_INDEX:  # (an index that moves keeps the run, to be reported if not rolled)
+        params = tuple(type(e) if type(e) is ix.Int else e for e in params["index"])
     return (eqn.prim, params, eqn.source, tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
             tuple([v.type for v in eqn.outputs]))
 
@@ -97,6 +103,8 @@ class _Loop:
     tables: dict[tuple[int, int], list] = field(default_factory=dict)  # the same, of constant arrays
     sliced: dict[int, int] = field(default_factory=dict)  # eqn -> the axis its window moves along
     pos: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id of a var of the run -> (copy, eqn, out)
+    why: str = ""  # why copy ``steps`` reads otherwise than the first (for the log)
+    where: int = 0  # the equation of the step it was found at
 
 
 def _find(program: Program, min_steps: int, min_eqns: int, signatures: _Signatures) -> _Loop | None:
@@ -116,18 +124,35 @@ def _find(program: Program, min_steps: int, min_eqns: int, signatures: _Signatur
     before = _Before(eqns, dict(zip(map(id, program.constvars), program.constvals)))
     # the run covering the most equations first; of runs covering as many, the shortest period (the
     # loop itself rather than two of its steps taken as one)
+    unrolled = None  # the longest run not rolled, and why: for the log
     for a, b, k in sorted(candidates, key=lambda c: (-((c[1] - c[0] + c[2]) // c[2] * c[2]), c[2], c[0])):
         if all(e.prim in _MOVES for e in eqns[a:a + k]):
             continue
         while (b + k - a) // k >= min_steps:
-            steps = 1
+            steps, failed = 1, None
             for p in _cuts(eqns, last_use, a, b, k, min_steps)[:_CUTS_TRIED]:
                 loop = _check(eqns, p, k, (b + k - p) // k, before)
                 if loop.steps >= min_steps and loop.steps * k >= min_eqns:
                     return loop
+                if failed is None:
+                    failed = loop
                 steps = max(steps, loop.steps)
+            if unrolled is None and failed is not None:
+                unrolled = (b + k - a) // k, failed
             a += steps * k  # the copies from the first that reads otherwise may still be a loop
+    if unrolled is not None and log.logger.isEnabledFor(logging.INFO):
+        _log_unrolled(eqns, *unrolled)
     return None
+
+
+def _log_unrolled(eqns: tuple[Eqn, ...], steps: int, loop: _Loop) -> None:
+    """Say that a long run of repeating steps stays unrolled, and why: the first equation found
+    reading otherwise than in the first step."""
+    first, odd = eqns[loop.start], eqns[loop.start + loop.steps * loop.period + loop.where]
+    log.logger.info("a loop of %d steps of %d equations (from %s) was seen but not rolled into a scan: in step %d, "
+                    "%s (%s): %s; its steps stay unrolled, so compiling costs each of them",
+                    steps, loop.period, first.source or "the program", loop.steps, odd.prim.name,
+                    odd.source or "no source line", loop.why)
 
 
 _CUTS_TRIED = 4  # where a step may start, the likeliest first: code before a loop may end as its steps do
@@ -250,54 +275,59 @@ def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, before: _Before) -> _L
         for i in range(k):
             for o, v in enumerate(eqns[p + j * k + i].outputs):
                 pos[id(v)] = (j, i, o)
-        if j and not _copy_reads(eqns, loop, pos, j, before):
-            loop.steps = j
+        why = _copy_reads(eqns, loop, pos, j, before) if j else None
+        if why is not None:
+            loop.steps, loop.why = j, why
             break
     for values in (*loop.literals.values(), *loop.tables.values()):
         del values[loop.steps:]
     return loop
 
 
-def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> bool:
-    """Whether copy ``j`` reads as the first does (recording carries, moving windows, changing literals
-    and constants: tracing makes a new constant of an array each step reads from the user's scope)."""
+def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | None:
+    """None if copy ``j`` reads as the first does (recording carries, moving windows, changing literals
+    and constants: tracing makes a new constant of an array each step reads from the user's scope),
+    else why not, for the log (``loop.where``: the equation's place in the step)."""
     p, k = loop.start, loop.period
     base = p + j * k
     for i in range(k):
         e0, ej = eqns[p + i], eqns[base + i]
+        loop.where = i
         moving = i in loop.sliced
         if e0.params is not ej.params and e0.params != ej.params:
             if not _window(e0, ej, j, loop, i, pos):
-                return False
+                return _differs(e0)
         elif moving:
-            return False
+            return "a window that moved in earlier steps stays in this one"
         for q, (a0, aj) in enumerate(zip(e0.inputs, ej.inputs)):
             carry = loop.carry_of.get((i, q))
             where = pos.get(id(aj)) if type(aj) is Var else None
             if carry is not None:  # the carry's slot reads, in each copy, the copy before's value
                 if where != (j - 1, carry[0], carry[1]):
-                    return False
+                    return "where the first steps read the step before's value, it reads another"
                 continue
             if type(aj) is Literal:
                 if type(a0) is not Literal:
-                    return False
+                    return "it reads a number where the first step reads a value"
                 values = loop.literals.get((i, q))
                 if values is not None:
                     values.append(aj.value)
                 elif aj.value != a0.value or type(aj.value) is not type(a0.value):
                     if e0.prim not in _ELEMENTWISE:
-                        return False
+                        return (f"a number it reads changes from step to step ({a0.value} in the first step), "
+                                "not in an elementwise operation")
                     loop.literals[(i, q)] = [a0.value] * j + [aj.value]
                 continue
             if (i, q) in loop.literals:
-                return False
+                return "it reads a value where earlier steps read numbers"
             if where is None:  # from before the run: the same value in every copy, or a constant per copy
                 values = loop.tables.get((i, q))
                 if values is None and (aj is a0 or before.same(a0, aj)):
                     continue
                 constants = before.constants
                 if id(aj) not in constants or (values is None and id(a0) not in constants):
-                    return False
+                    return ("it reads a value from before the loop other than the first step's (not the same "
+                            "value, nor a constant)")
                 if values is None:
                     loop.tables[(i, q)] = [constants[id(a0)]] * j + [constants[id(aj)]]
                 else:
@@ -306,12 +336,22 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> bool:
             jj, l, o = where
             if jj == j:  # the copy's own value
                 if pos.get(id(a0)) != (0, l, o):
-                    return False
+                    return "it reads a value of its own step where the first step reads another"
             elif jj == j - 1 and j == 1 and (type(a0) is Literal or id(a0) not in pos):
                 loop.carry_of[(i, q)] = (l, o, _key(a0))  # a carry: a0, from before the run, is its initial value
             else:
-                return False
-    return True
+                return ("it reads a value from two or more steps back, or from the step before where the "
+                        "first step reads its own")
+    return None
+
+
+def _differs(e0: Eqn) -> str:
+    if e0.prim in (ix.scatter_p, ix.scatter_add_p):
+        return ("it writes into an array at an index that changes each step (ys[t] = ...); collect the rows in a "
+                "list and np.stack them, or use pb.scan")
+    if e0.prim is ix.gather_p:
+        return "it reads an array at a fixed index that changes each step alongside index arrays"
+    return "its parameters differ from the first step's (not a window moving one place a step)"
 
 
 def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:

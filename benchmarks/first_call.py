@@ -122,20 +122,22 @@ def child(name: str, run: str) -> dict:
 
 
 def table(repeats: int) -> list[str]:
-    rows = ["| program | implementation | wall, s | CPU, s | CPU ratio to autograd | primal equations (scans) |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| program | implementation | wall, s | CPU, s | wall ratio to autograd | CPU ratio to autograd "
+            "| primal equations (scans) |", "|---|---|---|---|---|---|---|"]
     for name in PROGRAMS:
         got = {run: [child(name, run) for _ in range(repeats)] for run in RUNS}
         base = got["autograd"][0]["value"]
         for run, results in got.items():
             if not np.isclose(results[0]["value"], base, rtol=1e-9, atol=1e-12):
                 raise AssertionError(f"{name}: {run} gives {results[0]['value']}, autograd {base}")
+        ref_wall = statistics.median(r["wall"] for r in got["autograd"])
         ref = statistics.median(r["cpu"] for r in got["autograd"])
         for run, results in got.items():
             wall = statistics.median(r["wall"] for r in results)
             cpu = statistics.median(r["cpu"] for r in results)
             size = "" if run == "autograd" else f"{results[0]['eqns']} ({results[0]['loops']})"
-            rows.append(f"| {name} | {run} | {wall:.2f} | {cpu:.2f} | {cpu / ref:.2f} | {size} |")
+            rows.append(f"| {name} | {run} | {wall:.2f} | {cpu:.2f} | {wall / ref_wall:.2f} | {cpu / ref:.2f} "
+                        f"| {size} |")
             print(rows[-1], flush=True)
     return rows
 
@@ -163,16 +165,16 @@ def main(argv=None) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         print(json.dumps(measure(*args.child)))
         return
-    import autograd
+    from importlib.metadata import version
 
     rows = table(args.repeats)
     section = [HEADING, "", f"`python -m benchmarks.first_call --repeats {args.repeats}` on {platform.machine()}, "
                f"Python {platform.python_version()}, NumPy {np.__version__}, autograd "
-               f"{getattr(autograd, '__version__', '?')}; load average {os.getloadavg()[0]:.1f} on "
+               f"{version('autograd')}; load average {os.getloadavg()[0]:.1f} on "
                f"{os.cpu_count()} cores when written. Medians over fresh processes; pullback's time is its "
                "first call (trace, reroll, differentiate, print, compile, run), autograd's one eager "
                "value-and-gradient call. CPU seconds are the process's own, steadier than wall-clock "
-               "on a shared machine; the ratio is of CPU seconds.", "", *rows]
+               "on a shared machine.", "", *rows]
     print("\n".join(section))
     if args.write:
         write(section)

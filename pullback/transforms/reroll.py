@@ -48,6 +48,7 @@ _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive
 # no loop to make of it
 _MOVES = frozenset({st.slice_p, st.reshape_p, st.broadcast_in_dim_p, st.transpose_p})
 _AT_INDEX = frozenset({ix.scatter_p, ix.scatter_add_p, ix.gather_p})  # ``ys[t] = h``, ``x[t, idx]``
+_PLACED = _AT_INDEX | {st.slice_p}  # the primitives whose signature leaves out where they read or write
 
 
 def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQNS) -> Program:
@@ -84,11 +85,14 @@ class _Signatures:
         self._numbers: dict[tuple, int] = {}
         self._of: dict[int, tuple[Eqn, int]] = {}  # id of an equation -> (it, kept alive; its number)
 
-    def __call__(self, eqn: Eqn) -> int:
-        known = self._of.get(id(eqn))
-        if known is None:
-            known = self._of[id(eqn)] = (eqn, self._numbers.setdefault(_signature(eqn), len(self._numbers)))
-        return known[1]
+    def __call__(self, eqns: tuple[Eqn, ...]) -> np.ndarray:
+        numbers, of, out = self._numbers, self._of, np.empty(len(eqns), np.int64)
+        for n, eqn in enumerate(eqns):
+            known = of.get(id(eqn))
+            if known is None:
+                known = of[id(eqn)] = (eqn, numbers.setdefault(_signature(eqn), len(numbers)))
+            out[n] = known[1]
+        return out
 
 
 @dataclass
@@ -112,7 +116,7 @@ def _find(program: Program, min_steps: int, min_eqns: int, signatures: _Signatur
     eqns, outputs = program.eqns, program.outputs
     if len(eqns) < min_eqns:
         return None
-    ids = np.fromiter(map(signatures, eqns), np.int64, len(eqns))
+    ids = signatures(eqns)
     candidates = []
     for k in _periods(ids, min_steps):
         for a, b in _runs(ids, k, max((min_steps - 1) * k, -(-min_eqns // k) * k - k)):
@@ -235,7 +239,9 @@ class _Before:
     def __init__(self, eqns: tuple[Eqn, ...], constants: dict):
         self.constants = constants
         self._eqns = eqns
-        self._made: dict[int, tuple[Eqn, int]] | None = None
+        self._made: dict[int, tuple[Eqn, int]] = {}  # id of a var -> (the equation making it, which output)
+        self._upto = 0  # ``_made`` holds the equations before this one
+        self.start = 0  # the first equation of the run checked (``_check`` sets it)
         self._same: dict[tuple[int, int], bool] = {}
 
     def same(self, a, b, depth: int = 0) -> bool:
@@ -251,8 +257,10 @@ class _Before:
         known = self._same.get(key)
         if known is not None:
             return known
-        if self._made is None:
-            self._made = {id(v): (e, o) for e in self._eqns for o, v in enumerate(e.outputs)}
+        if self._upto < self.start:  # what the copies read from before the run is made before the run
+            made = self._eqns[self._upto:self.start]
+            self._made.update((id(v), (e, o)) for e in made for o, v in enumerate(e.outputs))
+            self._upto = self.start
         ea, eb = self._made.get(id(a)), self._made.get(id(b))
         if ea is None or eb is None:
             ca, cb = self.constants.get(id(a)), self.constants.get(id(b))
@@ -270,6 +278,7 @@ class _Before:
 def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, before: _Before) -> _Loop:
     """The copies from ``p`` that read only what a loop can, as a ``_Loop`` (``steps``: how many, from the first)."""
     pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the copies so far -> (copy, equation, output)
+    before.start = p
     loop = _Loop(p, k, m, pos=pos)
     for j in range(m):
         for i in range(k):
@@ -294,7 +303,7 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
         e0, ej = eqns[p + i], eqns[base + i]
         loop.where = i
         moving = i in loop.sliced
-        if e0.params is not ej.params and e0.params != ej.params:
+        if e0.prim in _PLACED and e0.params is not ej.params and e0.params != ej.params:  # (else equal: same signature)
             if not _window(e0, ej, j, loop, i, pos):
                 return _differs(e0)
         elif moving:

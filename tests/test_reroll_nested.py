@@ -127,12 +127,31 @@ def test_invariants_each_step_recomputes_are_hoisted_once(short_loops):
     assert_same(rolled, pb.differentiate(f, argnums=(0, 1), reroll=False), args)
 
 
+def test_rows_written_by_index_each_step_roll_into_the_loop(short_loops):
+    def f(x, w):
+        ys = np.zeros((7, 3))
+        for t in range(7):
+            x = np.tanh(w * x + 0.1)
+            ys[t] = x  # row t of the result: written at the step's index
+        return np.sum(ys * np.arange(1.0, 8.0)[:, None])
+
+    args = (RNG.standard_normal(3), 0.9)
+    rolled = pb.differentiate(f, argnums=(0, 1))
+    primal = verify(rolled.ir(*args, stage="primal"))
+    (loop,) = scans(primal)
+    assert loop.params["length"] >= 6
+    assert "dynamic_update_slice" in [e.prim.name for e in loop.params["body"].eqns]
+    np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+    assert_same(rolled, pb.differentiate(f, argnums=(0, 1), reroll=False), args)
+    check_grads(rolled.fn, args)
+
+
 def test_a_loop_that_cannot_roll_is_reported_in_the_log_with_the_reason(caplog):
     def f(x):
         ys = np.zeros((300, 3))
         for t in range(300):
             x = np.tanh(0.9 * x + 0.1)
-            ys[t] = x  # a row written by index: no loop made of it
+            ys[t, :2] = x[:2]  # part of a row written by index: no loop made of it
         return np.sum(ys)
 
     x = RNG.standard_normal(3)

@@ -11,8 +11,19 @@ reads nothing but
 - one slice per step of an array from before the run, ``v[t]`` (the scan's ``xs``), or a literal
   that changes from step to step (a constant ``xs``),
 
-then the run is one ``scan`` whose body is the first copy (``control.scan_p``): everything after
-tracing costs the body, not T, and the gradient prints as the two loops a person would write.
+and writes, if it writes by index, one whole row per step of an array it carries (``ys[t] = h``,
+made a write at ``t`` in the body), then the run is one ``scan`` whose body is the first copy
+(``control.scan_p``): everything after tracing costs the body, not T, and the gradient prints as
+the two loops a person would write.
+
+Runs are found by their period: the most frequent distances from an equation to its next few
+repeats (a step that calls a helper three times, or holds an inner loop, repeats most equations
+within the step; its own period is the distance to the repeat a step later), each tried by the run
+it covers, the longest first. The step may start anywhere in the period (code before the loop may
+end as a step does), so a few cuts are tried, the one fewest values cross first. Invariants a
+step recomputes (a helper's ``1 - mask``) are one value to the check, and hoisted once. Inner
+loops are rolled in the body in turn. A long run that is not rolled is reported in the log
+(``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
 Values of a copy read after the run are the scan's final carry (the last copy's) or its stacked
 outputs (an earlier copy's). Loop-invariant equations of the body, such as ``B.T`` written in
 the loop, are hoisted out, as ``pb.scan`` does. The rerolled program computes exactly what the
@@ -106,6 +117,7 @@ class _Loop:
     literals: dict[tuple[int, int], list] = field(default_factory=dict)  # (eqn, operand) -> value per step
     tables: dict[tuple[int, int], list] = field(default_factory=dict)  # the same, of constant arrays
     sliced: dict[int, int] = field(default_factory=dict)  # eqn -> the axis its window moves along
+    placed: dict[int, int] = field(default_factory=dict)  # eqn (a scatter, ``ys[t] = h``) -> the axis it writes along
     pos: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id of a var of the run -> (copy, eqn, out)
     why: str = ""  # why copy ``steps`` reads otherwise than the first (for the log)
     where: int = 0  # the equation of the step it was found at
@@ -302,9 +314,9 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
     for i in range(k):
         e0, ej = eqns[p + i], eqns[base + i]
         loop.where = i
-        moving = i in loop.sliced
+        moving = i in loop.sliced or i in loop.placed
         if e0.prim in _PLACED and e0.params is not ej.params and e0.params != ej.params:  # (else equal: same signature)
-            if not _window(e0, ej, j, loop, i, pos):
+            if not (_window(e0, ej, j, loop, i, pos) or _row_written(e0, ej, j, loop, i)):
                 return _differs(e0)
         elif moving:
             return "a window that moved in earlier steps stays in this one"
@@ -356,11 +368,35 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
 
 def _differs(e0: Eqn) -> str:
     if e0.prim in (ix.scatter_p, ix.scatter_add_p):
-        return ("it writes into an array at an index that changes each step (ys[t] = ...); collect the rows in a "
-                "list and np.stack them, or use pb.scan")
+        return ("it writes into an array at an index that changes each step, other than a whole row at t "
+                "(ys[t] = h); collect the rows in a list and np.stack them, or use pb.scan")
     if e0.prim is ix.gather_p:
         return "it reads an array at a fixed index that changes each step alongside index arrays"
     return "its parameters differ from the first step's (not a window moving one place a step)"
+
+
+def _row_written(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int) -> bool:
+    """Whether ``ej`` is ``e0``'s write of a whole row (``ys[t] = h``) moved ``j`` places along one axis."""
+    if e0.prim is not ix.scatter_p or len(e0.inputs) != 2 or type(e0.inputs[1]) is not Var:
+        return False
+    x, i0, ij = e0.inputs[0], e0.params["index"], ej.params["index"]
+    if len(i0) != len(ij) or len(i0) != len(x.shape):
+        return False
+    moved = [d for d in range(len(i0)) if i0[d] != ij[d]]
+    if len(moved) != 1:
+        return False
+    d = moved[0]
+    if type(i0[d]) is not ix.Int or type(ij[d]) is not ix.Int or ij[d].value != i0[d].value + j:
+        return False
+    if any(e != ix.Slice(0, n, 1) for a, (e, n) in enumerate(zip(i0, x.shape)) if a != d):
+        return False  # (the rest of the row written whole: a window of one along the axis)
+    if e0.inputs[1].shape != x.shape[:d] + x.shape[d + 1:]:
+        return False
+    if i not in loop.placed:
+        if j != 1:
+            return False
+        loop.placed[i] = d
+    return loop.placed[i] == d
 
 
 def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
@@ -431,6 +467,15 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
         xs_outer.append(table)
         step_in[(i, q)] = Var(a0.type, a0.hint)
         xs_in.append(step_in[(i, q)])
+    row_at: dict[int, Var] = {}  # a row written per step: the index it is written at
+    for i in loop.placed:
+        t0 = first[i].params["index"][loop.placed[i]].value
+        table = Var(ArrayType((m,), ix.INDEX_DTYPE), "rows")
+        constvars.append(table)
+        constvals.append(np.arange(t0, t0 + m, dtype=ix.INDEX_DTYPE))
+        xs_outer.append(table)
+        row_at[i] = Var(ArrayType((), ix.INDEX_DTYPE), "t")
+        xs_in.append(row_at[i])
     window_in: dict[int, Var] = {}
     for i, d in loop.sliced.items():
         e0 = first[i]
@@ -482,6 +527,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 ins.append(v)
             else:
                 ins.append(own.get(id(a), a))
+        if i in row_at:  # ys[t] = h: h, a window of one row, written at t
+            d, x = loop.placed[i], ins[0]
+            row = Var(ArrayType(x.shape[:d] + (1,) + x.shape[d + 1:], x.dtype), ins[1].hint)
+            body_eqns.append(Eqn(st.reshape_p, (ins[1],), (row,), Params({"new_sizes": row.shape}), e.source))
+            body_eqns.append(Eqn(ix.dynamic_update_slice_p, (x, row, row_at[i]), outs,
+                                 Params({"axes": (d,), "sizes": (1,), "check": False}), e.source))
+            continue
         body_eqns.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
 
     # what is read after the run: the last copy's values are the final carry (those it does not pass to

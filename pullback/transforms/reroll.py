@@ -83,7 +83,7 @@ def _signature(eqn: Eqn) -> tuple:
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
     elif eqn.prim in _AT_INDEX:  # (an index that moves keeps the run, to be reported if not rolled)
-        params = tuple(type(e) if type(e) is ix.Int else e for e in params["index"])
+        params = (tuple(type(e) if type(e) is ix.Int else e for e in params["index"]), params.get("unique_indices"))
     return (eqn.prim, params, eqn.source, tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
             tuple([v.type for v in eqn.outputs]))
 

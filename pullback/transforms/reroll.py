@@ -84,7 +84,9 @@ def _signature(eqn: Eqn) -> tuple:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
     elif eqn.prim in _AT_INDEX:  # (an index that moves keeps the run, to be reported if not rolled)
         params = (tuple(type(e) if type(e) is ix.Int else e for e in params["index"]), params.get("unique_indices"))
-    return (eqn.prim, params, eqn.source, tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
+    source = eqn.source  # (its fields: compared in C, not by the dataclass's methods)
+    return (eqn.prim, params, source and source.filename, source and source.lineno,
+            tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
             tuple([v.type for v in eqn.outputs]))
 
 

@@ -16,6 +16,12 @@ made a write at ``t`` in the body), then the run is one ``scan`` whose body is t
 (``control.scan_p``): everything after tracing costs the body, not T, and the gradient prints as
 the two loops a person would write.
 
+Values of a copy read after the run are the scan's final carry (the last copy's) or its stacked
+outputs (an earlier copy's). Loop-invariant equations of the body, such as ``B.T`` written in
+the loop, are hoisted out, as ``pb.scan`` does. The rerolled program computes exactly what the
+unrolled one did, operation for operation, in the same order, but for an invariant that each step
+recomputes: that is computed once.
+
 Runs are found by their period: the most frequent distances from an equation to its next few
 repeats (a step that calls a helper three times, or holds an inner loop, repeats most equations
 within the step; its own period is the distance to the repeat a step later), each tried by the run
@@ -24,10 +30,6 @@ end as a step does), so a few cuts are tried, the one fewest values cross first.
 step recomputes (a helper's ``1 - mask``) are one value to the check, and hoisted once. Inner
 loops are rolled in the body in turn. A long run that is not rolled is reported in the log
 (``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
-Values of a copy read after the run are the scan's final carry (the last copy's) or its stacked
-outputs (an earlier copy's). Loop-invariant equations of the body, such as ``B.T`` written in
-the loop, are hoisted out, as ``pb.scan`` does. The rerolled program computes exactly what the
-unrolled one did, operation for operation, in the same order.
 
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
 compile and lets the optimiser work across steps. ``differentiate(f, reroll=False)`` keeps every

@@ -13,7 +13,8 @@ rolled back up (the default) and with ``reroll=False`` (every step unrolled).
 Every measurement is a fresh process (so no import, trace or cache is shared) after imports and
 inputs are made: wall-clock seconds and the process's CPU seconds (steadier on a shared machine),
 the median over ``--repeats`` processes. autograd's number is the median over three calls in its
-process, its first call included. The value of both is checked to agree before any time is kept.
+process, its first call included. The values and gradients (against fixed weights) are checked to
+agree with autograd's before any time is kept.
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ def problem(name: str, peer: bool):
     return (kalman_autograd if peer else kf.kalman_nll_unrolled), args, (0, 1, 2, 3)
 
 
+def _checksum(grads) -> float:
+    """The gradient against fixed weights: one number to compare between implementations."""
+    flat = np.concatenate([np.ravel(g) for g in (grads if isinstance(grads, tuple) else (grads,))])
+    return float(flat @ np.cos(np.arange(flat.size)))
+
+
 def measure(name: str, run: str) -> dict:
     """One fresh process's numbers for one program and one implementation."""
     fn, args, argnums = problem(name, run == "autograd")
@@ -96,22 +103,23 @@ def measure(name: str, run: str) -> dict:
         walls, cpus = [], []
         for _ in range(3):
             w, c = time.perf_counter(), time.process_time()
-            value, _ = vg(*args)
+            value, grads = vg(*args)
             walls.append(time.perf_counter() - w)
             cpus.append(time.process_time() - c)
-        return {"wall": statistics.median(walls), "cpu": statistics.median(cpus), "value": float(value)}
+        return {"wall": statistics.median(walls), "cpu": statistics.median(cpus), "value": float(value),
+                "grad": _checksum(grads)}
     import pullback as pb
 
     d = pb.differentiate(fn, argnums=argnums, reroll=run == "pullback")
     w, c = time.perf_counter(), time.process_time()
-    value, _ = d.value_and_grad(*args)
+    value, grads = d.value_and_grad(*args)
     wall, cpu = time.perf_counter() - w, time.process_time() - c
     w = time.perf_counter()
     d.value_and_grad(*args)
     primal = d.ir(*args, stage="primal")
     loops = sum(e.prim.name == "scan" for e in primal.eqns)
-    return {"wall": wall, "cpu": cpu, "value": float(value), "second": time.perf_counter() - w,
-            "eqns": len(primal.eqns), "loops": loops}
+    return {"wall": wall, "cpu": cpu, "value": float(value), "grad": _checksum(grads),
+            "second": time.perf_counter() - w, "eqns": len(primal.eqns), "loops": loops}
 
 
 def child(name: str, run: str) -> dict:
@@ -126,10 +134,11 @@ def table(repeats: int) -> list[str]:
             "| primal equations (scans) |", "|---|---|---|---|---|---|---|"]
     for name in PROGRAMS:
         got = {run: [child(name, run) for _ in range(repeats)] for run in RUNS}
-        base = got["autograd"][0]["value"]
+        base = got["autograd"][0]
         for run, results in got.items():
-            if not np.isclose(results[0]["value"], base, rtol=1e-9, atol=1e-12):
-                raise AssertionError(f"{name}: {run} gives {results[0]['value']}, autograd {base}")
+            for what, rtol in (("value", 1e-9), ("grad", 1e-7)):
+                if not np.isclose(results[0][what], base[what], rtol=rtol, atol=1e-12):
+                    raise AssertionError(f"{name}: {run}'s {what} {results[0][what]}, autograd's {base[what]}")
         ref_wall = statistics.median(r["wall"] for r in got["autograd"])
         ref = statistics.median(r["cpu"] for r in got["autograd"])
         for run, results in got.items():

@@ -9,14 +9,14 @@ import logging
 
 import numpy as np
 import pytest
+from pullback.testing import check_grads
 
 import pullback as pb
-import pullback.api
+import pullback.api.transforms
 from benchmarks import fluid_examples as fe
 from pullback.ir.verify import verify
+from pullback.opt import reroll as rr
 from pullback.primitives.control import scan_p
-from pullback.testing import check_grads
-from pullback.transforms import reroll as rr
 
 RNG = np.random.default_rng(1)
 
@@ -24,7 +24,7 @@ RNG = np.random.default_rng(1)
 @pytest.fixture
 def short_loops(monkeypatch):
     """Reroll loops of 3 steps or more, however small their body."""
-    monkeypatch.setattr(pullback.api, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
+    monkeypatch.setattr(pullback.api.transforms, "reroll", functools.partial(rr.reroll, min_steps=3, min_eqns=1))
 
 
 def scans(program) -> list:

@@ -11,12 +11,25 @@ reads nothing but
 - one slice per step of an array from before the run, ``v[t]`` (the scan's ``xs``), or a literal
   that changes from step to step (a constant ``xs``),
 
-then the run is one ``scan`` whose body is the first copy (``control.scan_p``): everything after
-tracing costs the body, not T, and the gradient prints as the two loops a person would write.
+and writes, if it writes by index, one whole row per step of an array it carries (``ys[t] = h``,
+made a write at ``t`` in the body), then the run is one ``scan`` whose body is the first copy
+(``control.scan_p``): everything after tracing costs the body, not T, and the gradient prints as
+the two loops a person would write.
+
 Values of a copy read after the run are the scan's final carry (the last copy's) or its stacked
 outputs (an earlier copy's). Loop-invariant equations of the body, such as ``B.T`` written in
 the loop, are hoisted out, as ``pb.scan`` does. The rerolled program computes exactly what the
-unrolled one did, operation for operation, in the same order.
+unrolled one did, operation for operation, in the same order, but for an invariant that each step
+recomputes: that is computed once.
+
+Runs are found by their period: the most frequent distances from an equation to its next few
+repeats (a step that calls a helper three times, or holds an inner loop, repeats most equations
+within the step; its own period is the distance to the repeat a step later), each tried by the run
+it covers, the longest first. The step may start anywhere in the period (code before the loop may
+end as a step does), so a few cuts are tried, the one fewest values cross first. Invariants a
+step recomputes (a helper's ``1 - mask``) are one value to the check, and hoisted once. Inner
+loops are rolled in the body in turn. A long run that is not rolled is reported in the log
+(``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
 
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
 compile and lets the optimiser work across steps. ``differentiate(f, reroll=False)`` keeps every
@@ -25,20 +38,21 @@ loop unrolled.
 
 from __future__ import annotations
 
-from collections import Counter
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
+from pullback import log
+from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var, effectful
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_STEPS = 4  # copies of the body, at least
 MIN_EQNS = 1_000  # equations in the run, at least
-_PERIODS_TRIED = 4  # the most frequent distances between repeats of an equation
 _LOOPS = 16  # runs rolled per program, at most
 # a literal operand that changes from step to step becomes a value read from a table: elementwise
 # operations take it broadcast (elsewhere, a literal may be a static operand)
@@ -46,13 +60,16 @@ _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive
 # a run of these alone only moves data (the rows of a loop's stacked results read one by one, say):
 # no loop to make of it
 _MOVES = frozenset({st.slice_p, st.reshape_p, st.broadcast_in_dim_p, st.transpose_p})
+_AT_INDEX = frozenset({ix.scatter_p, ix.scatter_add_p, ix.gather_p})  # ``ys[t] = h``, ``x[t, idx]``
+_PLACED = _AT_INDEX | {st.slice_p}  # the primitives whose signature leaves out where they read or write
 
 
 def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQNS) -> Program:
     """``program`` with each long periodic run of equations made a ``scan`` (see the module's
     docstring); ``program`` itself when there is none."""
+    signatures = _Signatures()
     for _ in range(_LOOPS):
-        loop = _find(program, min_steps, min_eqns)
+        loop = _find(program, min_steps, min_eqns, signatures)
         if loop is None:
             break
         program = _rolled(program, loop, min_steps, min_eqns)
@@ -67,8 +84,30 @@ def _signature(eqn: Eqn) -> tuple:
     params = eqn.params
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
-    return (eqn.prim, params, eqn.source, tuple(a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs),
-            tuple(v.type for v in eqn.outputs))
+    elif eqn.prim in _AT_INDEX:  # (an index that moves keeps the run, to be reported if not rolled)
+        params = (tuple(type(e) if type(e) is ix.Int else e for e in params["index"]), params.get("unique_indices"))
+    source = eqn.source  # (its fields: compared in C, not by the dataclass's methods)
+    return (eqn.prim, params, source and source.filename, source and source.lineno,
+            tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
+            tuple([v.type for v in eqn.outputs]))
+
+
+class _Signatures:
+    """Each equation's signature as a number, equal numbers for equal signatures, kept across the
+    searches of one ``reroll``: rolling a loop keeps the equations around it."""
+
+    def __init__(self):
+        self._numbers: dict[tuple, int] = {}
+        self._of: dict[int, tuple[Eqn, int]] = {}  # id of an equation -> (it, kept alive; its number)
+
+    def __call__(self, eqns: tuple[Eqn, ...]) -> np.ndarray:
+        numbers, of, out = self._numbers, self._of, np.empty(len(eqns), np.int64)
+        for n, eqn in enumerate(eqns):
+            known = of.get(id(eqn))
+            if known is None:
+                known = of[id(eqn)] = (eqn, numbers.setdefault(_signature(eqn), len(numbers)))
+            out[n] = known[1]
+        return out
 
 
 @dataclass
@@ -82,54 +121,91 @@ class _Loop:
     literals: dict[tuple[int, int], list] = field(default_factory=dict)  # (eqn, operand) -> value per step
     tables: dict[tuple[int, int], list] = field(default_factory=dict)  # the same, of constant arrays
     sliced: dict[int, int] = field(default_factory=dict)  # eqn -> the axis its window moves along
+    placed: dict[int, int] = field(default_factory=dict)  # eqn (a scatter, ``ys[t] = h``) -> the axis it writes along
     pos: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # id of a var of the run -> (copy, eqn, out)
+    why: str = ""  # why copy ``steps`` reads otherwise than the first (for the log)
+    where: int = 0  # the equation of the step it was found at
 
 
-def _find(program: Program, min_steps: int, min_eqns: int) -> _Loop | None:
+def _find(program: Program, min_steps: int, min_eqns: int, signatures: _Signatures) -> _Loop | None:
     """The longest periodic run that reads only what a loop can (``_check``), if one is long enough."""
     eqns, outputs = program.eqns, program.outputs
     if len(eqns) < min_eqns:
         return None
-    table: dict[tuple, int] = {}
-    ids = [table.setdefault(_signature(e), len(table)) for e in eqns]
-    last: dict[int, int] = {}
-    gaps: Counter[int] = Counter()
-    for i, s in enumerate(ids):
-        j = last.get(s)
-        if j is not None:
-            gaps[i - j] += 1
-        last[s] = i
+    ids = signatures(eqns)
     candidates = []
-    for k, _ in gaps.most_common(_PERIODS_TRIED):
-        for a, b in _runs(ids, k):
+    for k in _periods(ids, min_steps):
+        for a, b in _runs(ids, k, max((min_steps - 1) * k, -(-min_eqns // k) * k - k)):
             if (b - a + k) // k >= min_steps and (b - a + k) // k * k >= min_eqns:
                 candidates.append((a, b, k))
     if not candidates:
         return None
     last_use = _last_uses(eqns, outputs)
-    constants = dict(zip(map(id, program.constvars), program.constvals))
-    for a, b, k in sorted(candidates, key=lambda c: -((c[1] - c[0] + c[2]) // c[2] * c[2])):
+    before = _Before(eqns, dict(zip(map(id, program.constvars), program.constvals)))
+    # the run covering the most equations first; of runs covering as many, the shortest period (the
+    # loop itself rather than two of its steps taken as one)
+    unrolled = None  # the longest run not rolled, and why: for the log
+    for a, b, k in sorted(candidates, key=lambda c: (-((c[1] - c[0] + c[2]) // c[2] * c[2]), c[2], c[0])):
         if all(e.prim in _MOVES for e in eqns[a:a + k]):
             continue
-        p = _cut(eqns, last_use, a, b, k, min_steps)
-        loop = _check(eqns, p, k, (b + k - p) // k, constants)
-        if loop.steps >= min_steps and loop.steps * k >= min_eqns:
-            return loop
+        while (b + k - a) // k >= min_steps:
+            steps, failed = 1, None
+            for p in _cuts(eqns, last_use, a, b, k, min_steps)[:_CUTS_TRIED]:
+                loop = _check(eqns, p, k, (b + k - p) // k, before)
+                if loop.steps >= min_steps and loop.steps * k >= min_eqns:
+                    return loop
+                if failed is None:
+                    failed = loop
+                steps = max(steps, loop.steps)
+            if unrolled is None and failed is not None:
+                unrolled = (b + k - a) // k, failed
+            a += steps * k  # the copies from the first that reads otherwise may still be a loop
+    if unrolled is not None and log.logger.isEnabledFor(logging.INFO):
+        _log_unrolled(eqns, *unrolled)
     return None
 
 
-def _runs(ids: list[int], k: int):
-    """Maximal ``[a, b)`` with ``ids[i] == ids[i + k]`` for every i in it: equations a .. b + k - 1 repeat."""
-    start = None
-    for i in range(len(ids) - k):
-        if ids[i] == ids[i + k]:
-            if start is None:
-                start = i
-        elif start is not None:
-            yield start, i
-            start = None
-    if start is not None:
-        yield start, len(ids) - k
+def _log_unrolled(eqns: tuple[Eqn, ...], steps: int, loop: _Loop) -> None:
+    """Say that a long run of repeating steps stays unrolled, and why: the first equation found
+    reading otherwise than in the first step."""
+    first, odd = eqns[loop.start], eqns[loop.start + loop.steps * loop.period + loop.where]
+    log.logger.info("a loop of %d steps of %d equations (from %s) was seen but not rolled into a scan: in step %d, "
+                    "%s (%s): %s; its steps stay unrolled, so compiling costs each of them",
+                    steps, loop.period, first.source or "the program", loop.steps, odd.prim.name,
+                    odd.source or "no source line", loop.why)
+
+
+_CUTS_TRIED = 4  # where a step may start, the likeliest first: code before a loop may end as its steps do
+_LAGS = 4  # a step's equations may each occur up to this many times in a step (a helper called in it)
+_PERIODS = 64  # distances between repeats tried, the most frequent first
+
+
+def _periods(ids: np.ndarray, min_steps: int) -> list[int]:
+    """Periods worth trying: the most frequent distances from an equation to the 1st .. ``_LAGS``-th
+    later one like it. A loop whose body holds an inner loop, or calls a helper several times, has
+    every equation's nearest repeat inside one step; its own period is the distance to the c-th repeat
+    of an equation that occurs c times a step (once, for most)."""
+    order = np.argsort(ids, kind="stable")
+    same_id = ids[order]
+    gaps = []
+    for c in range(1, _LAGS + 1):
+        same = same_id[c:] == same_id[:-c]
+        gaps.append(order[c:][same] - order[:-c][same])
+    values, counts = np.unique(np.concatenate(gaps), return_counts=True)
+    keep = counts >= min_steps - 1
+    values, counts = values[keep], counts[keep]
+    return [int(k) for k in values[np.argsort(-counts, kind="stable")[:_PERIODS]]]
+
+
+def _runs(ids: np.ndarray, k: int, shortest: int = 1) -> list[tuple[int, int]]:
+    """Maximal ``[a, b)``, ``shortest`` long at least, with ``ids[i] == ids[i + k]`` for every i in it:
+    equations a .. b + k - 1 repeat."""
+    if k >= len(ids):
+        return []
+    edges = np.diff((ids[:-k] == ids[k:]).view(np.int8), prepend=0, append=0)
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    long = ends - starts >= shortest
+    return list(zip(starts[long].tolist(), ends[long].tolist()))
 
 
 def _last_uses(eqns: tuple[Eqn, ...], outputs) -> dict[int, int]:
@@ -143,13 +219,14 @@ def _last_uses(eqns: tuple[Eqn, ...], outputs) -> dict[int, int]:
     return last
 
 
-def _cut(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int) -> int:
-    """Where the first copy starts. A run found by its repeats can start anywhere in a step; the loop
-    is clearest cut where the fewest values pass from one step to the next (the carry), so: the cut
-    the fewest values cross, then the one keeping the most copies in the run, then the earliest."""
+def _cuts(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int) -> list[int]:
+    """Where the first copy may start, best first. A run found by its repeats can start anywhere in a
+    step; the loop is clearest cut where the fewest values pass from one step to the next (the carry),
+    so: the cut the fewest values cross, then the one keeping the most copies in the run, then the
+    earliest."""
     cuts = [p for p in range(a, a + k) if (b + k - p) // k >= min_steps]
     if len(cuts) < 2:
-        return a
+        return [a]
     lo_cut, hi = a + k, cuts[-1] + k  # counted a step later: the first step can read the run's inputs
     crossing = [0] * (hi - lo_cut + 2)
     for d in range(a, min(hi, len(eqns))):
@@ -162,69 +239,120 @@ def _cut(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int)
     for p in range(a, cuts[-1] + 1):
         running += crossing[p - a]
         scored.append((running, -((b + k - p) // k), p))
-    return min(scored)[2]
+    return [p for _, _, p in sorted(scored)]
 
 
 def _key(a) -> object:
     return ("literal", a.value, a.dtype) if type(a) is Literal else id(a)
 
 
-def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, constants: dict) -> _Loop:
+class _Before:
+    """Values from before a run, and which of them are the same value: two copies of a step may each
+    compute an invariant afresh (a helper called each step recomputes ``1 - mask``), and read each its own."""
+
+    DEPTH = 64  # equations followed back, at most, to show two values the same
+
+    def __init__(self, eqns: tuple[Eqn, ...], constants: dict):
+        self.constants = constants
+        self._eqns = eqns
+        self._made: dict[int, tuple[Eqn, int]] = {}  # id of a var -> (the equation making it, which output)
+        self._upto = 0  # ``_made`` holds the equations before this one
+        self.start = 0  # the first equation of the run checked (``_check`` sets it)
+        self._same: dict[tuple[int, int], bool] = {}
+
+    def same(self, a, b, depth: int = 0) -> bool:
+        """Whether ``a`` and ``b`` are the same value: one var, equal literals or constants, or outputs of
+        equal equations of the same values (none with an effect)."""
+        if a is b:
+            return True
+        if type(a) is not type(b) or a.type != b.type:
+            return False
+        if type(a) is Literal:
+            return a.value == b.value and type(a.value) is type(b.value)
+        key = (id(a), id(b))
+        known = self._same.get(key)
+        if known is not None:
+            return known
+        if self._upto < self.start:  # what the copies read from before the run is made before the run
+            made = self._eqns[self._upto:self.start]
+            self._made.update((id(v), (e, o)) for e in made for o, v in enumerate(e.outputs))
+            self._upto = self.start
+        ea, eb = self._made.get(id(a)), self._made.get(id(b))
+        if ea is None or eb is None:
+            ca, cb = self.constants.get(id(a)), self.constants.get(id(b))
+            result = (ea is None and eb is None and ca is not None and cb is not None
+                      and np.asarray(ca).dtype == np.asarray(cb).dtype and np.array_equal(ca, cb))
+        else:
+            (e, o), (f, r) = ea, eb
+            result = (o == r and e.prim is f.prim and depth < self.DEPTH and len(e.inputs) == len(f.inputs)
+                      and (e.params is f.params or e.params == f.params) and not effectful(e)
+                      and all(self.same(x, y, depth + 1) for x, y in zip(e.inputs, f.inputs)))
+        self._same[key] = result
+        return result
+
+
+def _check(eqns: tuple[Eqn, ...], p: int, k: int, m: int, before: _Before) -> _Loop:
     """The copies from ``p`` that read only what a loop can, as a ``_Loop`` (``steps``: how many, from the first)."""
-    pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the run -> (copy, equation, output)
+    pos: dict[int, tuple[int, int, int]] = {}  # id of a var of the copies so far -> (copy, equation, output)
+    before.start = p
+    loop = _Loop(p, k, m, pos=pos)
     for j in range(m):
         for i in range(k):
             for o, v in enumerate(eqns[p + j * k + i].outputs):
                 pos[id(v)] = (j, i, o)
-    loop = _Loop(p, k, m, pos=pos)
-    for j in range(1, m):
-        if not _copy_reads(eqns, loop, pos, j, constants):
-            loop.steps = j
+        why = _copy_reads(eqns, loop, pos, j, before) if j else None
+        if why is not None:
+            loop.steps, loop.why = j, why
             break
     for values in (*loop.literals.values(), *loop.tables.values()):
         del values[loop.steps:]
     return loop
 
 
-def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, constants: dict) -> bool:
-    """Whether copy ``j`` reads as the first does (recording carries, moving windows, changing literals
-    and constants: tracing makes a new constant of an array each step reads from the user's scope)."""
+def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | None:
+    """None if copy ``j`` reads as the first does (recording carries, moving windows, changing literals
+    and constants: tracing makes a new constant of an array each step reads from the user's scope),
+    else why not, for the log (``loop.where``: the equation's place in the step)."""
     p, k = loop.start, loop.period
     base = p + j * k
     for i in range(k):
         e0, ej = eqns[p + i], eqns[base + i]
-        moving = i in loop.sliced
-        if e0.params is not ej.params and e0.params != ej.params:
-            if not _window(e0, ej, j, loop, i, pos):
-                return False
+        loop.where = i
+        moving = i in loop.sliced or i in loop.placed
+        if e0.prim in _PLACED and e0.params is not ej.params and e0.params != ej.params:  # (else equal: same signature)
+            if not (_window(e0, ej, j, loop, i, pos) or _row_written(e0, ej, j, loop, i)):
+                return _differs(e0)
         elif moving:
-            return False
+            return "a window that moved in earlier steps stays in this one"
         for q, (a0, aj) in enumerate(zip(e0.inputs, ej.inputs)):
             carry = loop.carry_of.get((i, q))
             where = pos.get(id(aj)) if type(aj) is Var else None
             if carry is not None:  # the carry's slot reads, in each copy, the copy before's value
                 if where != (j - 1, carry[0], carry[1]):
-                    return False
+                    return "where the first steps read the step before's value, it reads another"
                 continue
             if type(aj) is Literal:
                 if type(a0) is not Literal:
-                    return False
+                    return "it reads a number where the first step reads a value"
                 values = loop.literals.get((i, q))
                 if values is not None:
                     values.append(aj.value)
                 elif aj.value != a0.value or type(aj.value) is not type(a0.value):
                     if e0.prim not in _ELEMENTWISE:
-                        return False
+                        return (f"a number it reads changes from step to step ({a0.value} in the first step), "
+                                "not in an elementwise operation")
                     loop.literals[(i, q)] = [a0.value] * j + [aj.value]
                 continue
             if (i, q) in loop.literals:
-                return False
+                return "it reads a value where earlier steps read numbers"
             if where is None:  # from before the run: the same value in every copy, or a constant per copy
                 values = loop.tables.get((i, q))
-                if values is None and aj is a0:
+                if values is None and (aj is a0 or before.same(a0, aj)):
                     continue
+                constants = before.constants
                 if id(aj) not in constants or (values is None and id(a0) not in constants):
-                    return False
+                    return ("it reads a value from before the loop other than the first step's (not the same "
+                            "value, nor a constant)")
                 if values is None:
                     loop.tables[(i, q)] = [constants[id(a0)]] * j + [constants[id(aj)]]
                 else:
@@ -233,12 +361,46 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, constants: dict) -> bool:
             jj, l, o = where
             if jj == j:  # the copy's own value
                 if pos.get(id(a0)) != (0, l, o):
-                    return False
+                    return "it reads a value of its own step where the first step reads another"
             elif jj == j - 1 and j == 1 and (type(a0) is Literal or id(a0) not in pos):
                 loop.carry_of[(i, q)] = (l, o, _key(a0))  # a carry: a0, from before the run, is its initial value
             else:
-                return False
-    return True
+                return ("it reads a value from two or more steps back, or from the step before where the "
+                        "first step reads its own")
+    return None
+
+
+def _differs(e0: Eqn) -> str:
+    if e0.prim in (ix.scatter_p, ix.scatter_add_p):
+        return ("it writes into an array at an index that changes each step, other than a whole row at t "
+                "(ys[t] = h); collect the rows in a list and np.stack them, or use pb.scan")
+    if e0.prim is ix.gather_p:
+        return "it reads an array at a fixed index that changes each step alongside index arrays"
+    return "its parameters differ from the first step's (not a window moving one place a step)"
+
+
+def _row_written(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int) -> bool:
+    """Whether ``ej`` is ``e0``'s write of a whole row (``ys[t] = h``) moved ``j`` places along one axis."""
+    if e0.prim is not ix.scatter_p or len(e0.inputs) != 2 or type(e0.inputs[1]) is not Var:
+        return False
+    x, i0, ij = e0.inputs[0], e0.params["index"], ej.params["index"]
+    if len(i0) != len(ij) or len(i0) != len(x.shape):
+        return False
+    moved = [d for d in range(len(i0)) if i0[d] != ij[d]]
+    if len(moved) != 1:
+        return False
+    d = moved[0]
+    if type(i0[d]) is not ix.Int or type(ij[d]) is not ix.Int or ij[d].value != i0[d].value + j:
+        return False
+    if any(e != ix.Slice(0, n, 1) for a, (e, n) in enumerate(zip(i0, x.shape)) if a != d):
+        return False  # (the rest of the row written whole: a window of one along the axis)
+    if e0.inputs[1].shape != x.shape[:d] + x.shape[d + 1:]:
+        return False
+    if i not in loop.placed:
+        if j != 1:
+            return False
+        loop.placed[i] = d
+    return loop.placed[i] == d
 
 
 def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
@@ -269,7 +431,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     p, k, m = loop.start, loop.period, loop.steps
     end = p + m * k
     first = eqns[p:p + k]
-    pos = loop.pos  # (copies past ``steps`` too: only membership is asked, of what the first copy reads)
+    pos = loop.pos  # (the copies checked: only membership is asked, of what the first copy reads)
 
     # the body's inputs: consts (values from before the run), carries, xs
     consts: dict[int, Var] = {}  # id of an outer var -> the body's input for it
@@ -309,6 +471,15 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
         xs_outer.append(table)
         step_in[(i, q)] = Var(a0.type, a0.hint)
         xs_in.append(step_in[(i, q)])
+    row_at: dict[int, Var] = {}  # a row written per step: the index it is written at
+    for i in loop.placed:
+        t0 = first[i].params["index"][loop.placed[i]].value
+        table = Var(ArrayType((m,), ix.INDEX_DTYPE), "rows")
+        constvars.append(table)
+        constvals.append(np.arange(t0, t0 + m, dtype=ix.INDEX_DTYPE))
+        xs_outer.append(table)
+        row_at[i] = Var(ArrayType((), ix.INDEX_DTYPE), "t")
+        xs_in.append(row_at[i])
     window_in: dict[int, Var] = {}
     for i, d in loop.sliced.items():
         e0 = first[i]
@@ -360,6 +531,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 ins.append(v)
             else:
                 ins.append(own.get(id(a), a))
+        if i in row_at:  # ys[t] = h: h, a window of one row, written at t
+            d, x = loop.placed[i], ins[0]
+            row = Var(ArrayType(x.shape[:d] + (1,) + x.shape[d + 1:], x.dtype), ins[1].hint)
+            body_eqns.append(Eqn(st.reshape_p, (ins[1],), (row,), Params({"new_sizes": row.shape}), e.source))
+            body_eqns.append(Eqn(ix.dynamic_update_slice_p, (x, row, row_at[i]), outs,
+                                 Params({"axes": (d,), "sizes": (1,), "check": False}), e.source))
+            continue
         body_eqns.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
 
     # what is read after the run: the last copy's values are the final carry (those it does not pass to
@@ -431,15 +609,24 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
     kept, moved = control.split_invariant(body_eqns, [consts[id(a)] for a in const_outer])
     if not moved:
         return body_eqns, body_outputs, [], []
-    hoisted = [Eqn(e.prim, tuple(outer_of.get(id(a), a) for a in e.inputs), e.outputs, e.params, e.source)
-               for e in moved]
+    # a step calling a helper several times computes its invariants as often: hoisted, once each
+    hoisted, seen, first = [], {}, {}
+    for e in moved:
+        ins = tuple(first.get(id(a), outer_of.get(id(a), a)) for a in e.inputs)
+        key = (e.prim, tuple(id(a) if type(a) is Var else (a.value, a.dtype) for a in ins), e.params)
+        twin = None if effectful(e) else seen.get(key)
+        if twin is not None:
+            first.update((id(v), w) for v, w in zip(e.outputs, twin.outputs))
+            continue
+        seen[key] = e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
+        hoisted.append(e)
     made = {id(v) for e in hoisted for v in e.outputs}
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []
     for e in kept:
-        ins = tuple(_const_input(a, made, const_in) for a in e.inputs)
+        ins = tuple(_const_input(first.get(id(a), a), made, const_in) for a in e.inputs)
         body.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
-    outputs = [_const_input(a, made, const_in) for a in body_outputs]
+    outputs = [_const_input(first.get(id(a), a), made, const_in) for a in body_outputs]
     return body, outputs, hoisted, list(const_in.values())
 
 

@@ -47,7 +47,10 @@ from pullback.primitives import lax
 
 
 def _take(a, axis: int, start: int, stop: int, step: int = 1):
-    """``a[..., start:stop:step, ...]`` along ``axis`` (Python slice semantics)."""
+    """``a[..., start:stop:step, ...]`` along ``axis`` (Python slice semantics). A traced array's
+    window in bounds is the slice itself (``np.roll`` takes two per axis: no index to parse)."""
+    if isinstance(a, Tracer) and step == 1 and 0 <= start <= stop <= a.shape[axis]:
+        return a if (start, stop) == (0, a.shape[axis]) else lax.slice_axis(a, axis, start, stop)
     return getitem(a, (slice(None),) * axis + (slice(start, stop, step),))
 
 

@@ -146,14 +146,17 @@ def test_vector_input_dense_factor(rng):
 
 def test_printed_factorisation_hessian_is_factored(rng):
     """No (n k x n k) identity and no contraction of an n k-sized seed: the identity seed stays per axis,
-    and the result is one broadcast product of eye(n) and V^T V."""
+    and the result is V^T V written on the block diagonal of zeros (``deltas.materialise``)."""
     n, k = 7, 3
     U, V, T = mf_data(rng, n, k)
     f = pb.differentiate(factorisation)
     code = lambda src: "\n".join(line for line in src.splitlines() if not line.strip().startswith("#"))  # noqa: E731
     src = code(f.source(U, V, T, program="hessian"))
     assert f"np.eye({n * k}" not in src and "tensordot" not in src and f"reshape({n * k}" not in src
-    assert f"np.eye({n}" in src and src.count("@") == 1 and src.count(" * ") == 2  # V^T V, its scaling, the product
+    # V^T V and its scaling; the result is zeros with the blocks written on the diagonal (no eye, no
+    # product over the n k x n k entries)
+    assert "np.eye" not in src and src.count("@") == 1 and src.count(" * ") == 1
+    assert src.count("np.zeros") == 1 and src.count("np.arange") == 2
     compressed = code(f.source(U, V, T, program="hessian", compressed=True))
     assert "def factorisation_hessian_factors(U, V, T):" in compressed
     assert f"({n}, {k}, {n}, {k})" not in compressed and "np.eye" not in compressed and compressed.count("@") == 1

@@ -19,6 +19,7 @@ from pullback.transforms.canonical import canonical
 from pullback.transforms.contraction_order import reorder_contractions
 from pullback.transforms.cse import cse
 from pullback.transforms.dce import dce
+from pullback.transforms.deltas import materialise
 from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
 from pullback.transforms.readers import single_readers
@@ -39,7 +40,7 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    late = single_readers(reorder_contractions(cse(structure(simplified))))
+    late = single_readers(reorder_contractions(cse(structure(materialise(simplified)))))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
     return readers_first(checked_once(dce(late)))

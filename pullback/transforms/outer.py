@@ -40,6 +40,7 @@ from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.dce import dce
+from pullback.transforms.grouped import contract_group, sorted_onto
 
 _MAX_FACTORS = 8
 
@@ -160,6 +161,10 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
         contracted = dims.lhs_contract if k == 0 else dims.rhs_contract
         others = dims.rhs_contract if k == 0 else dims.lhs_contract
         owners = [f for f in o.factors if set(f.dims) & set(contracted)]
+        if len(owners) > 1 and len(owners) < len(o.factors):
+            grouped = _grouped_contraction(o, owners, k, ins[1 - k], contracted, others, out)
+            if grouped is not None:
+                return grouped
         if len(owners) != 1 or not set(contracted) <= set(owners[0].dims):
             continue
         f = owners[0]
@@ -183,6 +188,27 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
         rest = [Factor(g.operand, tuple(pos[d] for d in g.dims)) for g in o.factors if g is not f]
         return [contraction, *build(Outer(o.coef, (Factor(c, c_dims), *rest), out.type), out)]
     return None
+
+
+def _grouped_contraction(o: Outer, owners: list[Factor], k: int, y: Var, contracted, others, out: Var):
+    """A contraction whose axes several factors own: those factors and ``y`` contracted alone
+    (``grouped.contract_group``), the other factors broadcast on the result."""
+    sizes: dict = {axis: n for axis, n in enumerate(o.type.shape)}
+    sizes.update({("y", j): n for j, n in enumerate(y.type.shape)})
+    found = contract_group([(f.operand, f.dims) for f in owners], y, tuple(contracted), tuple(others), sizes,
+                           out.dtype)
+    if found is None:
+        return None
+    eqns, c, labels = found
+    p_free = [i for i in range(o.type.ndim) if i not in contracted]
+    y_free = [j for j in range(y.type.ndim) if j not in others]
+    shift = 0 if k == 0 else len(y_free)
+    pos: dict = {axis: shift + j for j, axis in enumerate(p_free)}
+    y_shift = len(p_free) if k == 0 else 0
+    pos.update({("y", j): y_shift + i for i, j in enumerate(y_free)})
+    moved, c, c_dims = sorted_onto(c, [pos[lab] for lab in labels])
+    rest = [Factor(g.operand, tuple(pos[d] for d in g.dims)) for g in o.factors if g not in owners]
+    return [*eqns, *moved, *build(Outer(o.coef, (*rest, Factor(c, c_dims)), out.type), out)]
 
 
 def _sum(prim, ins, out: Var, defs):
@@ -280,8 +306,9 @@ def build(o: Outer, out: Var) -> list[Eqn]:
 @dataclass(frozen=True)
 class FactorSpec:
     """One factor of a Kronecker term over input ``axes``: ``kind`` is ``"identity"``, ``"diagonal"``,
-    ``"dense"`` or ``"scalar"`` (a multiplier, no axes); ``output``: which output of the factor
-    program holds its value (None for an identity)."""
+    ``"dense"``, ``"blocks"`` (block-diagonal over ``axes[0]``, dense blocks over the rest) or
+    ``"scalar"`` (a multiplier, no axes); ``output``: which output of the factor program holds its
+    value (None for an identity)."""
 
     axes: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -293,6 +320,8 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
     """The factors of a Hessian program (one output of shape ``s + s``) as a sum of Kronecker terms:
     a program returning the factors' values, and per term its coefficient and factors. A term
     without that structure is one dense factor over all axes (the term itself)."""
+    from pullback.transforms.deltas import block_diagonal  # deltas builds on this module
+
     (h,) = program.outputs
     defs = {id(o): e for e in program.eqns for o in e.outputs}
     r = h.type.ndim // 2
@@ -310,10 +339,21 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
             and top.params["permutation"] == (*range(r, 2 * r), *range(r)):
         h = top.inputs[0]  # a Hessian is symmetric: its halves swapped, it is itself
     terms = []
+    extra: list[Eqn] = []  # blocks put in order for the operator
     for sign, a in _summands(h, defs, 1, 0):
         o = outer_factors(a, defs)
         specs = _term_specs(o, r, defs) if o is not None else None
-        if specs is not None:
+        blocks = block_diagonal(a, defs, r) if specs is None and isinstance(a, Var) else None
+        if blocks is not None:
+            extra += blocks[0]
+            coef, specs = sign, []
+            for axes, kind, value in blocks[1]:
+                if kind == "dense":  # its scalings join the coefficient; it may be an identity
+                    c, value = _peel(value, defs)
+                    coef *= c
+                    axes, kind, value = _classified(axes, value, defs)
+                specs.append((axes, kind, value))
+        elif specs is not None:
             coef = sign * o.coef
         elif isinstance(a, Var):  # no structure: the term is one factor over all axes
             coef, specs = sign, [_classified(tuple(range(r)), a, defs)]
@@ -321,8 +361,8 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
             coef, specs = sign * a.value, [(tuple(range(r)), "ones", None)]
         factors = tuple(FactorSpec(axes, tuple(h.shape[d] for d in axes), kind,
                                    None if value is None else output(value)) for axes, kind, value in specs)
-        terms.append((coef, tuple(sorted(factors, key=lambda f: f.axes))))
-    factor_program = dce(Program(program.inputs, program.eqns, tuple(outputs), program.constvars,
+        terms.append((coef, tuple(sorted(factors, key=lambda f: min(f.axes, default=-1)))))
+    factor_program = dce(Program(program.inputs, program.eqns + tuple(extra), tuple(outputs), program.constvars,
                                  program.constvals, f"{program.name}_factors"))
     return factor_program, terms
 

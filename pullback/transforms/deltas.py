@@ -1,0 +1,198 @@
+"""Materialise an outer product with a delta factor as zeros and one diagonal write.
+
+A Hessian kept factored (``outer``, ``grouped``) often ends as ``P = c * delta_pq * bcast(E)``: an
+identity ``eye`` broadcast on a pair of axes (p, q) of equal size, times factors that do not read
+axis q (the block-diagonal masked-factorisation Hessian ``2 delta_ij C[j, a, b]``, or
+``2 delta_ij (V^T V)_ab``). Computed as written, that product is a pass over every entry of the
+result, reading two broadcasts. Its nonzeros are the diagonal ``p == q`` only, so a program output
+of that form is printed as the hand-written Hessian is::
+
+    E = c * prod(other factors)                # out.size / n entries (axis q dropped)
+    D = np.zeros(...); D[..., i, i] = E        # diag_embed onto axes (p, q), moved last
+    H = D.transpose(perm)                      # a view: no pass over the result
+
+NumPy's ``zeros`` takes its pages from the operating system already zeroed, so the result costs
+the allocation and the E-sized write. A factor that reads axis q but not p reads p instead (the
+same entries, under the delta); one that reads both is left alone (and so is the product).
+"""
+
+from __future__ import annotations
+
+from pullback.ir.core import Eqn, Params, Program, Var
+from pullback.ir.types import ArrayType, is_inexact
+from pullback.primitives import contractions as con
+from pullback.primitives import structural as st
+from pullback.transforms.grouped import sorted_onto
+from pullback.transforms.outer import Factor, Outer, build, outer_factors
+
+
+def materialise(program: Program) -> Program:
+    """``program`` with each output that is an outer product with a delta factor computed as zeros
+    and a diagonal write (itself when there is none)."""
+    defs = {id(o): e for e in program.eqns for o in e.outputs}
+    replaced: dict[int, list[Eqn]] = {}
+    for out in program.outputs:
+        if not isinstance(out, Var) or id(out) in replaced or not is_inexact(out.dtype) or out.type.ndim < 3:
+            continue
+        moved, o = _delta_product(out, defs)
+        eqns = _embedded(o, out, defs) if o is not None else None
+        if eqns is not None:
+            eqns = moved + eqns
+        if eqns is not None:
+            replaced[id(out)] = eqns
+    if not replaced:
+        return program
+    new: list[Eqn] = []
+    for e in program.eqns:
+        if len(e.outputs) == 1 and id(e.outputs[0]) in replaced:
+            new.extend(replaced[id(e.outputs[0])])
+        else:
+            new.append(e)
+    return Program(program.inputs, tuple(new), program.outputs, program.constvars, program.constvals,
+                   program.name)
+
+
+def _delta_product(out: Var, defs) -> tuple[list[Eqn], Outer | None]:
+    """``out`` as an outer product (through transposes), when it is one of broadcasts, or a
+    contraction-free ``dot_general`` with an identity (what the contraction order makes of
+    ``bcast(eye) * bcast(C)``), with the transposes its factors need to keep their axes in order."""
+    perm = tuple(range(out.type.ndim))
+    base = out
+    d = defs.get(id(base))
+    while d is not None and d.prim is st.transpose_p and isinstance(d.inputs[0], Var):
+        perm = tuple(d.params["permutation"][t] for t in perm)
+        base = d.inputs[0]
+        d = defs.get(id(base))
+    o = outer_factors(base, defs)
+    if o is not None and not o.all_broadcasts():
+        o = None
+    if o is None and d is not None and d.prim is con.dot_general_p:
+        o = _batched_product(d, base, defs)
+    if o is None:
+        return [], None
+    at = {b: t for t, b in enumerate(perm)}  # base axis -> out axis
+    eqns, factors = [], []
+    for f in o.factors:
+        positions = [at[x] for x in f.dims]
+        if _is_delta(f, defs):  # an identity is its own transpose
+            factors.append(Factor(f.operand, tuple(sorted(positions))))
+            continue
+        moved, operand, dims = sorted_onto(f.operand, positions)
+        eqns += moved
+        factors.append(Factor(operand, dims))
+    return eqns, Outer(o.coef, tuple(factors), out.type)
+
+
+def _batched_product(d: Eqn, base: Var, defs) -> Outer | None:
+    """A ``dot_general`` without contracted axes, one operand an identity: the product of its
+    operands broadcast onto its result's axes (batch axes first, then each side's free axes)."""
+    dims: con.DotDims = d.params["dims"]
+    if dims.lhs_contract or not all(isinstance(x, Var) for x in d.inputs):
+        return None
+    nb = len(dims.lhs_batch)
+    factors, start = [], nb
+    for x, batch in zip(d.inputs, (dims.lhs_batch, dims.rhs_batch)):
+        free = [a for a in range(x.type.ndim) if a not in batch]
+        where = {a: i for i, a in enumerate(batch)} | {a: start + i for i, a in enumerate(free)}
+        start += len(free)
+        factors.append(Factor(x, tuple(where[a] for a in range(x.type.ndim))))
+    if not any(_is_delta(f, defs) for f in factors) or any(len(f.dims) >= base.type.ndim for f in factors):
+        return None
+    return Outer(1, tuple(factors), base.type)
+
+
+def _is_delta(f: Factor, defs) -> bool:
+    d = defs.get(id(f.operand))
+    return (d is not None and d.prim is st.eye_p and d.params["k"] == 0 and len(f.dims) == 2
+            and f.operand.shape[0] == f.operand.shape[1])
+
+
+def _embedded(o: Outer, out: Var, defs) -> list[Eqn] | None:
+    deltas = [f for f in o.factors if _is_delta(f, defs)]
+    if not deltas:
+        return None
+    delta = max(deltas, key=lambda f: f.operand.shape[0])
+    p, q = delta.dims
+    eqns: list[Eqn] = []
+    rest: list[Factor] = []
+    for f in o.factors:
+        if f is delta:
+            continue
+        if q in f.dims and p in f.dims:
+            return None
+        if q in f.dims:  # under the delta, axis q is axis p
+            moved, operand, dims = sorted_onto(f.operand, [p if d == q else d for d in f.dims])
+            eqns += moved
+            f = Factor(operand, dims)
+        rest.append(f)
+    kept = [a for a in range(out.type.ndim) if a != q]  # E's axes
+    at = {a: i for i, a in enumerate(kept)}
+    e_type = ArrayType(tuple(out.shape[a] for a in kept), out.dtype)
+    e = Var(e_type, "blocks")
+    if rest:
+        eqns += build(Outer(o.coef, tuple(Factor(f.operand, tuple(at[d] for d in f.dims)) for f in rest), e_type), e)
+    else:
+        return None
+    # E with axis p last, embedded on the last two axes, then moved to (p, q)
+    others = [a for a in kept if a != p]
+    last = Var(ArrayType(tuple(out.shape[a] for a in others) + (out.shape[p],), out.dtype), "blocks")
+    order = tuple(at[a] for a in others) + (at[p],)
+    if order != tuple(range(len(order))):
+        eqns.append(Eqn(st.transpose_p, (e,), (last,), Params({"permutation": order})))
+    else:
+        last = e
+    n = out.shape[p]
+    embedded = Var(ArrayType((*last.shape[:-1], n, n), out.dtype), "embedded")
+    eqns.append(Eqn(st.diag_embed_p, (last,), (embedded,), Params({"shape": (n, n), "offset": 0})))
+    axes = [*others, p, q]
+    perm = tuple(axes.index(t) for t in range(out.type.ndim))
+    if perm == tuple(range(out.type.ndim)):
+        eqns.append(Eqn(st.reshape_p, (embedded,), (out,), Params({"new_sizes": out.shape})))
+    else:
+        eqns.append(Eqn(st.transpose_p, (embedded,), (out,), Params({"permutation": perm})))
+    return eqns
+
+
+def block_diagonal(h: Var, defs, r: int) -> tuple[list[Eqn], list[tuple]] | None:
+    """A Hessian block (of shape ``s + s``, ``r`` axes each) that ``materialise`` printed as a
+    diagonal write, as Kronecker factor specs ``(axes, kind, value)`` (see ``outer.FactorSpec``) and
+    the equations making their values: a ``"blocks"`` factor over ``(p, *G)``, the delta's axis p and
+    the other axes G of ``s`` (each paired with itself in the second copy), its value ``B`` of shape
+    ``(s[p], *s[G], *s[G])`` (``H[i, a, i, b] = B[i, a, b]``); or, when every block is the same
+    matrix A, an identity over ``(p,)`` and A over G. None otherwise."""
+    d = defs.get(id(h))
+    perm = tuple(range(h.type.ndim))
+    if d is not None and d.prim is st.transpose_p and isinstance(d.inputs[0], Var):
+        perm, d = d.params["permutation"], defs.get(id(d.inputs[0]))
+    elif d is not None and d.prim is st.reshape_p and isinstance(d.inputs[0], Var) and d.inputs[0].shape == h.shape:
+        d = defs.get(id(d.inputs[0]))
+    if d is None or d.prim is not st.diag_embed_p or d.params["offset"] or not isinstance(d.inputs[0], Var):
+        return None
+    nd = h.type.ndim
+    e = d.inputs[0]
+    p, q = sorted((perm.index(nd - 2), perm.index(nd - 1)))
+    if p >= r or q != p + r:
+        return None
+    where = [perm.index(k) for k in range(nd - 2)] + [p]  # e's axis k -> h's axis
+    first = sorted(a for a in where[:-1] if a < r)
+    second = sorted(a for a in where[:-1] if a >= r)
+    if [a + r for a in first] != second:
+        return None
+    if not first:  # a vector on the diagonal
+        return [], [((p,), "diagonal", e)]
+    b = defs.get(id(e))
+    if b is not None and b is not None and b.prim is st.broadcast_in_dim_p and isinstance(b.inputs[0], Var) \
+            and len(b.params["broadcast_dimensions"]) == e.type.ndim - 1 \
+            and e.type.ndim - 1 not in b.params["broadcast_dimensions"]:  # every block the same: I (x) A
+        a = b.inputs[0]
+        at = [where[k] for k in b.params["broadcast_dimensions"]]  # a's axis -> h's axis
+        moved, a, _ = sorted_onto(a, at)
+        return moved, [((p,), "identity", None), (tuple(first), "dense", a)]
+    order = tuple(where.index(a) for a in (p, *first, *second))
+    t = defs.get(id(e))
+    if t is not None and t.prim is st.transpose_p and isinstance(t.inputs[0], Var):  # one transpose, not two
+        order, e = tuple(t.params["permutation"][k] for k in order), t.inputs[0]
+    if order == tuple(range(len(order))):
+        return [], [((p, *first), "blocks", e)]
+    out = Var(ArrayType(tuple(e.shape[k] for k in order), e.dtype), "blocks")
+    return [Eqn(st.transpose_p, (e,), (out,), Params({"permutation": order}))], [((p, *first), "blocks", out)]

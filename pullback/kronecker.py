@@ -174,6 +174,8 @@ def _as_tensor(f: KronFactor, dtype) -> np.ndarray:
 
 
 def _expand(a: np.ndarray, dims: tuple[int, ...], full: tuple[int, ...]) -> np.ndarray:
+    order = sorted(range(len(dims)), key=dims.__getitem__)  # a's axes as they lie in the result
+    a, dims = a.transpose(order), tuple(dims[i] for i in order)
     shape = [1] * len(full)
     for d, n in zip(dims, a.shape):
         shape[d] = n

@@ -116,14 +116,32 @@ def _tanh_layer(W, X):
     return np.sum(np.tanh(X @ W) ** 2)
 
 
-def test_no_kronecker_structure_is_dense(rng):
-    """A Hessian that is not a Kronecker product: one dense factor over all axes, still correct."""
+def _tanh_quadratic(W, X):
+    return np.sum(np.tanh(X @ W @ W.T))
+
+
+def test_tanh_layer_is_block_diagonal(rng):
+    """``sum(tanh(X W)**2)``: column b of ``X W`` reads column b of W only, so the Hessian is
+    block-diagonal over W's second axis (``H[a, b, c, d] = delta_bd B[b, a, c]``), found, not dense."""
     W, X = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
     H = pb.hessian(_tanh_layer, compressed=True)(W, X)
-    assert not H.structured and len(H.terms) == 1 and H.terms[0].factors[0].axes == (0, 1)
+    assert H.structured and [(f.kind, f.axes) for f in H.terms[0].factors] == [("blocks", (1, 0))]
     want = numerical_hessian(_tanh_layer, (W, X))
     np.testing.assert_allclose(H.todense(), want, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(pb.hessian(_tanh_layer)(W, X).reshape(6, 6), want, rtol=1e-6, atol=1e-7)
+    g = rng.standard_normal(6)
+    np.testing.assert_allclose(H @ g, want @ g, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(H.solve(g), np.linalg.solve(want, g), rtol=1e-5)
+
+
+def test_no_kronecker_structure_is_dense(rng):
+    """A Hessian that is not a Kronecker product: a dense factor over all axes, still correct."""
+    W, X = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    H = pb.hessian(_tanh_quadratic, compressed=True)(W, X)
+    assert not H.structured and any(f.axes == (0, 1) and f.kind == "dense" for t in H.terms for f in t.factors)
+    want = numerical_hessian(_tanh_quadratic, (W, X))
+    np.testing.assert_allclose(H.todense(), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(pb.hessian(_tanh_quadratic)(W, X).reshape(6, 6), want, rtol=1e-6, atol=1e-7)
     g = rng.standard_normal(6)
     np.testing.assert_allclose(H @ g, want @ g, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.todense(), g), rtol=1e-9)

@@ -161,7 +161,8 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
         contracted = dims.lhs_contract if k == 0 else dims.rhs_contract
         others = dims.rhs_contract if k == 0 else dims.lhs_contract
         owners = [f for f in o.factors if set(f.dims) & set(contracted)]
-        if len(owners) > 1 and len(owners) < len(o.factors):
+        owned = {d for f in owners for d in f.dims}
+        if len(owners) > 1 and any(d not in owned for f in o.factors for d in f.dims):  # P larger than the group
             grouped = _grouped_contraction(o, owners, k, ins[1 - k], contracted, others, out)
             if grouped is not None:
                 return grouped

@@ -347,6 +347,21 @@ def _negated_operand(prim, ins, p, out, defs, fill_of):
     return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
 
 
+def _scaled_operand(prim, ins, p, out, defs, fill_of):
+    """``a . (x c)`` is ``(a c) . x`` when a is the smaller operand: the scaling of the weighted
+    least-squares Hessian ``A^T diag(w) (2 A)`` moves from the n x d matrix onto the weights."""
+    for k in (0, 1):
+        inner = _scaled(ins[k], defs)
+        other = ins[1 - k]
+        if inner is None or not isinstance(other, Var) or not isinstance(inner[0], Var) \
+                or inner[0].type != ins[k].type or other.type.size >= ins[k].type.size or other.dtype != out.dtype:
+            continue
+        scaled = Var(other.type, other.hint)
+        operands = (scaled, inner[0]) if k == 1 else (inner[0], scaled)
+        return [Eqn(ew.mul_p, (other, inner[1]), (scaled,)), Eqn(prim, operands, (out,), p)]
+    return None
+
+
 def _outer(prim, ins, p, out, defs, fill_of):  # Kronecker-structured values
     return outer_rewrite(prim, ins, p, out, defs)
 
@@ -729,6 +744,8 @@ def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     if prim in (ew.add_p, ew.sub_p) and all(isinstance(a, Var) and a.type == out.type for a in ins):
         a, b = ins
         if any(_diagonal_matrix(defs.get(id(v)), out) for v in ins):
+            if prim is ew.sub_p and (x := _negated(b, defs)) is not None:  # diag(v) - (-x) = x + diag(v)
+                return Eqn(ew.add_p, (x, a), (out,))
             return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
         if (x := _negated(a, defs)) is not None and (y := _negated(b, defs)) is not None:
             if prim is ew.sub_p:  # (-x) - (-y) = y - x
@@ -842,6 +859,7 @@ _CHAIN = [
     (_unchecked_solve, {la.trsm_p}),
     (_outer_by_fill, {con.dot_general_p}),
     (_negated_operand, {con.dot_general_p}),
+    (_scaled_operand, {con.dot_general_p}),
     (_transposed_operand, {con.dot_general_p}),
     (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
     (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p}),

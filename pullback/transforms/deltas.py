@@ -18,26 +18,24 @@ same entries, under the delta); one that reads both is left alone (and so is the
 
 from __future__ import annotations
 
-from pullback.ir.core import Eqn, Params, Program, Var
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.primitives import contractions as con
+from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.grouped import sorted_onto
-from pullback.transforms.outer import Factor, Outer, build, outer_factors
+from pullback.transforms.outer import Factor, Outer, _summands, build, outer_factors
 
 
 def materialise(program: Program) -> Program:
-    """``program`` with each output that is an outer product with a delta factor computed as zeros
-    and a diagonal write (itself when there is none)."""
+    """``program`` with each output that is a sum of outer products sharing a delta factor computed
+    as zeros and one diagonal write (itself when there is none)."""
     defs = {id(o): e for e in program.eqns for o in e.outputs}
     replaced: dict[int, list[Eqn]] = {}
     for out in program.outputs:
         if not isinstance(out, Var) or id(out) in replaced or not is_inexact(out.dtype) or out.type.ndim < 3:
             continue
-        moved, o = _delta_product(out, defs)
-        eqns = _embedded(o, out, defs) if o is not None else None
-        if eqns is not None:
-            eqns = moved + eqns
+        eqns = _materialised(out, defs)
         if eqns is not None:
             replaced[id(out)] = eqns
     if not replaced:
@@ -52,35 +50,69 @@ def materialise(program: Program) -> Program:
                    program.name)
 
 
-def _delta_product(out: Var, defs) -> tuple[list[Eqn], Outer | None]:
-    """``out`` as an outer product (through transposes), when it is one of broadcasts, or a
-    contraction-free ``dot_general`` with an identity (what the contraction order makes of
-    ``bcast(eye) * bcast(C)``), with the transposes its factors need to keep their axes in order."""
-    perm = tuple(range(out.type.ndim))
-    base = out
+def _materialised(out: Var, defs) -> list[Eqn] | None:
+    """Equations computing ``out`` (a transpose of a sum of delta products) as a diagonal write."""
+    perm, base = tuple(range(out.type.ndim)), out
     d = defs.get(id(base))
     while d is not None and d.prim is st.transpose_p and isinstance(d.inputs[0], Var):
         perm = tuple(d.params["permutation"][t] for t in perm)
         base = d.inputs[0]
         d = defs.get(id(base))
-    o = outer_factors(base, defs)
-    if o is not None and not o.all_broadcasts():
-        o = None
-    if o is None and d is not None and d.prim is con.dot_general_p:
-        o = _batched_product(d, base, defs)
-    if o is None:
-        return [], None
-    at = {b: t for t, b in enumerate(perm)}  # base axis -> out axis
-    eqns, factors = [], []
-    for f in o.factors:
-        positions = [at[x] for x in f.dims]
-        if _is_delta(f, defs):  # an identity is its own transpose
-            factors.append(Factor(f.operand, tuple(sorted(positions))))
-            continue
-        moved, operand, dims = sorted_onto(f.operand, positions)
-        eqns += moved
-        factors.append(Factor(operand, dims))
-    return eqns, Outer(o.coef, tuple(factors), out.type)
+    products = []
+    for sign, a in _summands(base, defs, 1, 0):
+        o = _delta_product(a, defs)
+        if o is None or o.type != base.type:
+            return None
+        products.append(Outer(sign * o.coef, o.factors, o.type))
+    shared = set.intersection(*({f.dims for f in o.factors if _is_delta(f, defs)} for o in products))
+    if not shared:
+        return None
+    p, q = max(sorted(shared), key=lambda dims: base.shape[dims[0]])
+    kept = [a for a in range(base.type.ndim) if a != q]  # the blocks' axes
+    e_type = ArrayType(tuple(base.shape[a] for a in kept), base.dtype)
+    eqns: list[Eqn] = []
+    total = None
+    for o in products:
+        part = _blocks(o, p, q, kept, e_type, defs)
+        if part is None:
+            return None
+        eqns += part[0]
+        if total is not None:
+            summed = Var(e_type, "blocks")
+            eqns.append(Eqn(ew.add_p, (total, part[1]), (summed,)))
+            part = (part[0], summed)
+        total = part[1]
+    # the blocks with axis p last, embedded on the last two axes, then moved to (p, q)
+    at = {a: i for i, a in enumerate(kept)}
+    others = [a for a in kept if a != p]
+    order = tuple(at[a] for a in others) + (at[p],)
+    if order != tuple(range(len(order))):
+        last = Var(ArrayType(tuple(e_type.shape[k] for k in order), out.dtype), "blocks")
+        eqns.append(Eqn(st.transpose_p, (total,), (last,), Params({"permutation": order})))
+    else:
+        last = total
+    n = base.shape[p]
+    embedded = Var(ArrayType((*last.shape[:-1], n, n), out.dtype), "embedded")
+    eqns.append(Eqn(st.diag_embed_p, (last,), (embedded,), Params({"shape": (n, n), "offset": 0})))
+    axes = [*others, p, q]  # embedded's axes, as base's
+    total_perm = tuple(axes.index(perm[t]) for t in range(out.type.ndim))
+    if total_perm == tuple(range(out.type.ndim)):
+        eqns.append(Eqn(st.reshape_p, (embedded,), (out,), Params({"new_sizes": out.shape})))
+    else:
+        eqns.append(Eqn(st.transpose_p, (embedded,), (out,), Params({"permutation": total_perm})))
+    return eqns
+
+
+def _delta_product(a, defs) -> Outer | None:
+    """``a`` as an outer product of broadcasts, or as a contraction-free ``dot_general`` with an
+    identity (what the contraction order makes of ``bcast(eye) * bcast(C)``)."""
+    if not isinstance(a, Var):
+        return None
+    o = outer_factors(a, defs)
+    if o is not None and o.all_broadcasts():
+        return o
+    d = defs.get(id(a))
+    return _batched_product(d, a, defs) if d is not None and d.prim is con.dot_general_p else None
 
 
 def _batched_product(d: Eqn, base: Var, defs) -> Outer | None:
@@ -102,55 +134,41 @@ def _batched_product(d: Eqn, base: Var, defs) -> Outer | None:
 
 
 def _is_delta(f: Factor, defs) -> bool:
+    """An identity broadcast on two axes (in either order: it is its own transpose)."""
     d = defs.get(id(f.operand))
     return (d is not None and d.prim is st.eye_p and d.params["k"] == 0 and len(f.dims) == 2
             and f.operand.shape[0] == f.operand.shape[1])
 
 
-def _embedded(o: Outer, out: Var, defs) -> list[Eqn] | None:
-    deltas = [f for f in o.factors if _is_delta(f, defs)]
-    if not deltas:
-        return None
-    delta = max(deltas, key=lambda f: f.operand.shape[0])
-    p, q = delta.dims
+def _blocks(o: Outer, p: int, q: int, kept: list[int], e_type: ArrayType, defs) -> tuple[list[Eqn], Var] | None:
+    """The product of ``o``'s factors but its delta on (p, q), over the axes ``kept`` (all but q):
+    a factor reading q (and not p) reads p instead, the same entries under the delta."""
     eqns: list[Eqn] = []
     rest: list[Factor] = []
+    dropped = False
     for f in o.factors:
-        if f is delta:
+        if not dropped and _is_delta(f, defs) and set(f.dims) == {p, q}:
+            dropped = True
             continue
-        if q in f.dims and p in f.dims:
+        positions = list(f.dims)
+        if q in positions and p in positions:
             return None
-        if q in f.dims:  # under the delta, axis q is axis p
-            moved, operand, dims = sorted_onto(f.operand, [p if d == q else d for d in f.dims])
+        if q in positions:
+            positions = [p if d == q else d for d in positions]
+        at = {a: i for i, a in enumerate(kept)}
+        if _is_delta(f, defs):
+            factor = Factor(f.operand, tuple(sorted(at[d] for d in positions)))
+        else:
+            moved, operand, dims = sorted_onto(f.operand, [at[d] for d in positions])
             eqns += moved
-            f = Factor(operand, dims)
-        rest.append(f)
-    kept = [a for a in range(out.type.ndim) if a != q]  # E's axes
-    at = {a: i for i, a in enumerate(kept)}
-    e_type = ArrayType(tuple(out.shape[a] for a in kept), out.dtype)
+            factor = Factor(operand, dims)
+        rest.append(factor)
     e = Var(e_type, "blocks")
-    if rest:
-        eqns += build(Outer(o.coef, tuple(Factor(f.operand, tuple(at[d] for d in f.dims)) for f in rest), e_type), e)
-    else:
-        return None
-    # E with axis p last, embedded on the last two axes, then moved to (p, q)
-    others = [a for a in kept if a != p]
-    last = Var(ArrayType(tuple(out.shape[a] for a in others) + (out.shape[p],), out.dtype), "blocks")
-    order = tuple(at[a] for a in others) + (at[p],)
-    if order != tuple(range(len(order))):
-        eqns.append(Eqn(st.transpose_p, (e,), (last,), Params({"permutation": order})))
-    else:
-        last = e
-    n = out.shape[p]
-    embedded = Var(ArrayType((*last.shape[:-1], n, n), out.dtype), "embedded")
-    eqns.append(Eqn(st.diag_embed_p, (last,), (embedded,), Params({"shape": (n, n), "offset": 0})))
-    axes = [*others, p, q]
-    perm = tuple(axes.index(t) for t in range(out.type.ndim))
-    if perm == tuple(range(out.type.ndim)):
-        eqns.append(Eqn(st.reshape_p, (embedded,), (out,), Params({"new_sizes": out.shape})))
-    else:
-        eqns.append(Eqn(st.transpose_p, (embedded,), (out,), Params({"permutation": perm})))
-    return eqns
+    if not rest:  # the delta alone: ones, scaled
+        eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(o.coef, e_type.dtype),), (e,),
+                        Params({"shape": e_type.shape, "broadcast_dimensions": ()})))
+        return eqns, e
+    return eqns + build(Outer(o.coef, tuple(rest), e_type), e), e
 
 
 def block_diagonal(h: Var, defs, r: int) -> tuple[list[Eqn], list[tuple]] | None:

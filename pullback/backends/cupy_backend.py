@@ -27,8 +27,8 @@ import libcst as cst
 import numpy as np
 
 from pullback.backends import numpy_backend as npb
+from pullback.backends import numpy_indexing, numpy_random, numpy_signal, numpy_special
 from pullback.backends import numpy_linalg as npl
-from pullback.backends import numpy_random, numpy_signal, numpy_special
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import Context
 from pullback.backends.syntax import Expr
@@ -84,7 +84,7 @@ def configure(ctx: Context, program) -> None:
     ctx.use("cp")
 
 
-def in_place(eqn, ins, k, where: str = ""):
+def in_place(eqn, ins, k, where: str = "", ctx=None):  # CuPy's add.at is atomic adds: kept (no ctx below)
     if eqn.prim is st.add_diagonal_p:
         return [_diagonal_update(ins[0], ins[1])]
     return _by_parts(eqn, to_cupy(npb.in_place(eqn, ins, k, where)))
@@ -122,8 +122,8 @@ def asarray(value):
 
 
 EMITTERS = {p: _renamed(e) for p, e in npb.EMITTERS.items()}
-EMITTERS[ix.scatter_add_p] = lambda ctx, eqn, ins, outs: _by_parts(eqn, to_cupy(npb.EMITTERS[ix.scatter_add_p](
-    ctx, eqn, ins, outs)))
+EMITTERS[ix.scatter_add_p] = lambda ctx, eqn, ins, outs: _by_parts(eqn, to_cupy(numpy_indexing.scatter(
+    ctx, eqn, ins, outs, sums=False)))
 
 
 def emits(prim):

@@ -7,7 +7,9 @@ matrix-factorisation Hessian ``2 delta_ij (V^T V)_ab``. The rewrites keep such v
 
 - a contraction of ``P`` whose contracted axes all belong to one factor ``f`` contracts ``f`` only:
   the result is the outer product of the other factors with ``f . Y`` (Laue's unit tensor moved to
-  the end of the product, where ``X @ I = X`` removes it);
+  the end of the product, where ``X @ I = X`` removes it); when they belong to several factors and
+  ``P`` has axes none of those reads, those factors and ``Y`` are contracted alone, as a small
+  einsum (``grouped.contract_group``: the masked factorisation Hessian);
 - ``-P``, ``P * s`` (``s`` a scalar literal) scale the smallest factor;
 - ``P1 + P2`` of products that differ in one factor on the same axes is one product;
 - a transpose of ``P`` permutes the broadcasts, and a broadcast of a broadcast is one broadcast

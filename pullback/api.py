@@ -8,6 +8,7 @@ makes the transforms compose.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -38,6 +39,7 @@ from pullback.transforms.jvp import jvp as jvp_transform
 from pullback.transforms.jvp import tangent_type
 from pullback.transforms.outer import kronecker_factors
 from pullback.transforms.reroll import reroll
+from pullback.transforms.simplify import keeping_stop_gradients
 from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
@@ -403,7 +405,8 @@ class differentiate(_ByFunction):
         if staged is None:
             backend = _backend_for(leaves)
             start = time.perf_counter()
-            with gc_paused():
+            nested = any(type(leaf) is Tracer for leaf in leaves)  # inlined in a trace: differentiated again
+            with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
                 staged = self._build(kind, args, trees)
             if log.logger.isEnabledFor(logging.INFO):
                 signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])

@@ -136,3 +136,39 @@ def test_weighted_least_squares_hessian(rng):
     np.testing.assert_allclose(pb.hessian(weighted_least_squares)(x, A, b, wt), want, rtol=1e-12)
     program = hessian_program(weighted_least_squares, (x, A, b, wt))
     assert _matrix_passes(program, n, d) == ["mul"]  # the 2 joins the weights, not A
+
+
+def test_stop_gradient_holds_at_second_order(rng):
+    """``stop_gradient`` stays in the gradient a Hessian differentiates again (and in a ``grad``
+    traced inside another): the Hessian of ``sum(x**2 * c)``, c = x held constant, is ``diag(2 c)``."""
+    from pullback import lax
+
+    def f(x):
+        return np.sum(x ** 2 * lax.stop_gradient(x))
+
+    x = rng.standard_normal(4)
+    np.testing.assert_allclose(pb.hessian(f)(x), np.diag(2 * x), rtol=1e-12)
+    np.testing.assert_allclose(pb.jacfwd(pb.grad(f))(x), np.diag(2 * x), rtol=1e-12)
+    np.testing.assert_allclose(pb.grad(lambda x: pb.grad(f)(x)[1])(x), 2 * x[1] * np.eye(4)[1], rtol=1e-12)
+
+
+def softmax_regression(W, X, Y):
+    import scipy.special
+
+    Z = X @ W
+    return -np.sum(Y * (Z - scipy.special.logsumexp(Z, axis=1, keepdims=True)))
+
+
+def test_softmax_regression_hessian(rng):
+    """``H[a, b, c, e] = sum_i X_ia X_ic (delta_be p_ib - p_ib p_ie)``; logsumexp's shift is held
+    constant at second order too, so no comparison with the row maxima is differentiated."""
+    import scipy.special
+
+    n, d, c = 7, 4, 3
+    X, W = rng.standard_normal((n, d)), rng.standard_normal((d, c))
+    Y = np.eye(c)[rng.integers(0, c, n)]
+    P = scipy.special.softmax(X @ W, axis=1)
+    want = np.einsum("ia,ic,ib,be->abce", X, X, P, np.eye(c)) - np.einsum("ia,ic,ib,ie->abce", X, X, P, P)
+    np.testing.assert_allclose(pb.hessian(softmax_regression)(W, X, Y), want, rtol=1e-10, atol=1e-12)
+    program = hessian_program(softmax_regression, (W, X, Y))
+    assert not [e for e in program.eqns if e.prim.name in ("eq", "convert_element_type")]

@@ -45,6 +45,8 @@ Before::
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -290,8 +292,24 @@ def _same_type(a, out: Var) -> bool:
     return isinstance(a, Var) and a.type == out.type
 
 
-def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once derivatives are taken
-    return ins[0]
+_stops = threading.local()
+
+
+@contextmanager
+def keeping_stop_gradients():
+    """Within it, ``stop_gradient`` stays: the programs built will be differentiated again (the
+    gradient inside a Hessian, a ``grad`` traced inside another), so their derivatives must still
+    see it (removed, the Hessian of ``x**2 * stop_gradient(x)`` was ``4 x``, not ``2 x``)."""
+    depth = getattr(_stops, "depth", 0)
+    _stops.depth = depth + 1
+    try:
+        yield
+    finally:
+        _stops.depth = depth
+
+
+def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once all derivatives are taken
+    return None if getattr(_stops, "depth", 0) else ins[0]
 
 
 def _neutral(prim, ins, p, out, defs, fill_of):  # x * 1, 1 * x, x + 0, 0 + x

@@ -13,7 +13,11 @@ of that form is printed as the hand-written Hessian is::
 
 NumPy's ``zeros`` takes its pages from the operating system already zeroed, so the result costs
 the allocation and the E-sized write. A factor that reads axis q but not p reads p instead (the
-same entries, under the delta); one that reads both is left alone (and so is the product).
+same entries, under the delta); one that reads both is left alone (and so is the product). A sum
+of such products sharing one delta (a ridge ``c * sum(U**2)`` adds ``2 c delta_ij delta_ab``) is
+one write of the summed E. The outputs are found through transposes, and through the
+contraction-free ``dot_general`` the contraction order makes of a product of two broadcasts.
+``block_diagonal`` reads the result back as Kronecker factors for ``compressed=True``.
 """
 
 from __future__ import annotations

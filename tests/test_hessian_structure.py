@@ -172,3 +172,20 @@ def test_softmax_regression_hessian(rng):
     np.testing.assert_allclose(pb.hessian(softmax_regression)(W, X, Y), want, rtol=1e-10, atol=1e-12)
     program = hessian_program(softmax_regression, (W, X, Y))
     assert not [e for e in program.eqns if e.prim.name in ("eq", "convert_element_type")]
+
+
+def log_sum_exp(z):
+    import scipy.special
+
+    return scipy.special.logsumexp(z)
+
+
+def test_logsumexp_hessian(rng):
+    """``diag(p) - p p^T``: the row sums of ``diag(e)`` are e itself, not a pass over n x n."""
+    import scipy.special
+
+    z = rng.standard_normal(6)
+    p = scipy.special.softmax(z)
+    np.testing.assert_allclose(pb.hessian(log_sum_exp)(z), np.diag(p) - np.outer(p, p), rtol=1e-12, atol=1e-14)
+    program = hessian_program(log_sum_exp, (z,))
+    assert not [e for e in program.eqns if e.prim.name == "reduce_sum" and e.inputs[0].type.ndim == 2]

@@ -713,6 +713,9 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
             and len(p["axes"]) == ins[0].type.ndim:
         v = ds[0].inputs[0]
         return Eqn(red.reduce_sum_p, (v,), (out,), Params({"axes": tuple(range(v.type.ndim))}))
+    if prim is red.reduce_sum_p and ds[0] is not None and _diag_embedded(ds[0], ins[0]) and len(p["axes"]) == 1 \
+            and ds[0].inputs[0].type == out.type:  # the row (or column) sums of diag(v) are v
+        return ds[0].inputs[0]
     if prim is ew.add_p:
         for k in (0, 1):
             x = ins[1 - k]

@@ -28,7 +28,7 @@ from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.transforms.grouped import sorted_onto
-from pullback.transforms.outer import Factor, Outer, _summands, build, outer_factors
+from pullback.transforms.outer import Factor, Outer, build, outer_factors, summands
 
 
 def materialise(program: Program) -> Program:
@@ -63,7 +63,7 @@ def _materialised(out: Var, defs) -> list[Eqn] | None:
         base = d.inputs[0]
         d = defs.get(id(base))
     products = []
-    for sign, a in _summands(base, defs, 1, 0):
+    for sign, a in summands(base, defs, 1, 0):
         o = _delta_product(a, defs)
         if o is None or o.type != base.type:
             return None

@@ -343,7 +343,7 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
         h = top.inputs[0]  # a Hessian is symmetric: its halves swapped, it is itself
     terms = []
     extra: list[Eqn] = []  # blocks put in order for the operator
-    for sign, a in _summands(h, defs, 1, 0):
+    for sign, a in summands(h, defs, 1, 0):
         o = outer_factors(a, defs)
         specs = _term_specs(o, r, defs) if o is not None else None
         blocks = block_diagonal(a, defs, r) if specs is None and isinstance(a, Var) else None
@@ -370,19 +370,21 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
     return factor_program, terms
 
 
-def _summands(a, defs, sign, depth):
+def summands(a, defs, sign, depth) -> list[tuple[complex, object]]:
+    """``a`` as ``sum(sign_t * term_t)``, through additions, subtractions, negations and scalings by
+    literals (at most ``_MAX_FACTORS`` deep): the terms a Hessian's structure is read from."""
     d = defs.get(id(a)) if isinstance(a, Var) else None
     if d is not None and depth < _MAX_FACTORS and d.prim in (ew.add_p, ew.sub_p) \
             and all(x.type == a.type for x in d.inputs if isinstance(x, Var)):
         x, y = d.inputs
-        return [*_summands(x, defs, sign, depth + 1),
-                *_summands(y, defs, -sign if d.prim is ew.sub_p else sign, depth + 1)]
+        return [*summands(x, defs, sign, depth + 1),
+                *summands(y, defs, -sign if d.prim is ew.sub_p else sign, depth + 1)]
     if d is not None and depth < _MAX_FACTORS and d.prim is ew.neg_p:
-        return _summands(d.inputs[0], defs, -sign, depth + 1)
+        return summands(d.inputs[0], defs, -sign, depth + 1)
     if d is not None and depth < _MAX_FACTORS and d.prim is ew.mul_p:
         coef, b = _peel(a, defs)
         if b is not a:
-            return _summands(b, defs, sign * coef, depth + 1)
+            return summands(b, defs, sign * coef, depth + 1)
     return [(sign, a)]
 
 

@@ -72,6 +72,8 @@ FLOORS = {
     "pullback.transforms.structure": 4,
     "pullback.transforms.reroll": 4,
     "pullback.transforms.outer": 4,
+    "pullback.transforms.grouped": 4,
+    "pullback.transforms.deltas": 4,
     "pullback.transforms.contraction_order": 4,
     "pullback.transforms.scalings": 4,
     "pullback.transforms.readers": 4,

@@ -373,9 +373,9 @@ def _scaled_operand(prim, ins, p, out, defs, fill_of):
     for k in (0, 1):
         inner = _scaled(ins[k], defs)
         other = ins[1 - k]
-        if inner is None or not isinstance(other, Var) or not isinstance(inner[0], Var) \
+        if inner is None or not isinstance(other, Var) or not isinstance(inner[0], Var) or inner[0].type.ndim < 2 \
                 or inner[0].type != ins[k].type or other.dtype != out.dtype or out.dtype.kind not in "fc":
-            continue
+            continue  # (a vector's scaling costs little, and is often shared by several products)
         if other.type.size < ins[k].type.size:
             scaled = Var(other.type, other.hint)
             operands = (scaled, inner[0]) if k == 1 else (inner[0], scaled)

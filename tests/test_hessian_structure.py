@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.kronecker import KroneckerOperator
+from pullback.api.kronecker import KroneckerOperator
 
 
 def masked(U, V, Y, M):
@@ -141,7 +141,7 @@ def test_weighted_least_squares_hessian(rng):
 def test_stop_gradient_holds_at_second_order(rng):
     """``stop_gradient`` stays in the gradient a Hessian differentiates again (and in a ``grad``
     traced inside another): the Hessian of ``sum(x**2 * c)``, c = x held constant, is ``diag(2 c)``."""
-    from pullback import lax
+    from pullback.primitives import lax
 
     def f(x):
         return np.sum(x ** 2 * lax.stop_gradient(x))

@@ -5,6 +5,10 @@
   ``pb.hessian``, JAX's and PyTorch's, with peak memory; the compressed Hessian
   (``pb.hessian(f, compressed=True)``) and a Newton step with it against a dense solve, also at
   n = 1000, k = 10 (the paper's 10 us against 1 s), where the dense solve is skipped.
+- ``masked_table``: Laue's masked factorisation ``sum(M * (U V^T - Y)**2)``, Hessian in U with k = 10
+  at n = m = 60, 200, 1000: block-diagonal (``B[i] = 2 V^T diag(M[i]) V``); by hand (one gemm and a
+  diagonal write), pullback dense and compressed, JAX and PyTorch (skipped where their (n, k, n, m)
+  intermediate passes 4 GiB). ``python -m benchmarks.hessians masked`` runs that table alone.
 - ``laue_tables``: the logistic Hessian at n = 100, 300, 1000, the first-layer Hessian of a
   ten-layer ReLU net with a softmax cross-entropy, and per-example gradients of the logistic loss
   (10,000 examples: ``pb.vmap(pb.grad)``, a Python loop of ``pb.grad``, by hand), against
@@ -52,9 +56,62 @@ def factorisation_hand(U, V, T):
     return np.kron(np.eye(U.shape[0]), 2.0 * V.T @ V)
 
 
-def main() -> None:
-    laue_tables()
-    factorisation_table()
+def main(tables: list[str] | None = None) -> None:
+    """All tables, or those named (``laue``, ``factorisation``, ``masked``)."""
+    chosen = {"laue": laue_tables, "factorisation": factorisation_table, "masked": masked_table}
+    for name, table in chosen.items():
+        if not tables or name in tables:
+            table()
+
+
+def masked(U, V, Y, M):
+    """Laue's masked matrix factorisation: only the observed entries (M = 1) count."""
+    return np.sum(M * (U @ V.T - Y) ** 2)
+
+
+def masked_hand(U, V, Y, M):
+    """The block-diagonal Hessian in U by hand: ``B[i] = 2 V^T diag(M[i]) V`` as one gemm
+    ``M @ (V (x) V)`` (n x m times m x k^2), written on the diagonal of zeros."""
+    n, k = U.shape
+    B = (M @ (V[:, :, None] * V[:, None, :]).reshape(V.shape[0], k * k)).reshape(n, k, k)
+    B *= 2.0
+    H = np.zeros((n, k, n, k))
+    H[np.arange(n), :, np.arange(n), :] = B
+    return H
+
+
+PEER_BYTES = 4 * 2**30  # JAX's and PyTorch's Hessians go through an (n, k, n, m) tensor: skipped above 4 GiB
+
+
+def masked_table() -> None:
+    """The masked factorisation Hessian in U (k = 10, m = n, a third of the entries observed) at
+    n = 60, 200, 1000: by hand, pullback dense and compressed (its blocks), JAX and PyTorch."""
+    rng = np.random.default_rng(2)
+    jx, tc = _peers()
+    dense_pb, compressed = pb.hessian(masked), pb.hessian(masked, compressed=True)
+    jax_h = jx and jx[0].jit(jx[0].hessian(lambda U, V, Y, M: jx[1].sum(M * (U @ V.T - Y) ** 2)))
+    torch_h = tc and tc[1].hessian(lambda U, V, Y, M: tc[0].sum(M * (U @ V.T - Y) ** 2))
+    print("\n| masked factorisation Hessian in U, k = 10 | by hand, ms | pullback, ms | ratio | JAX jit, ms | ratio "
+          "| PyTorch, ms | ratio | peak MB, hand | peak MB, pullback | result MB | pullback compressed, ms |")
+    print("|---" * 12 + "|")
+    k = 10
+    for n in (60, 200, 1000):
+        m = n
+        U, V, Y = rng.standard_normal((n, k)), rng.standard_normal((m, k)), rng.standard_normal((n, m))
+        M = (rng.random((n, m)) < 1 / 3).astype(float)
+        args = (U, V, Y, M)
+        assert np.allclose(dense_pb(*args), masked_hand(*args), rtol=1e-10, atol=1e-10)
+        peers = [None, None]
+        if n * k * n * m * 8 <= PEER_BYTES:
+            if jx:
+                peers[0] = (jax_h, args)
+            if tc:
+                peers[1] = (torch_h, tuple(map(tc[0].from_numpy, args)))
+        row = _row(f"n = {n}", masked_hand, dense_pb, args, peers)
+        if peers[0] is None:
+            row = row.replace("| nan | nan | nan | nan |", "| skipped | | skipped | |")
+        t_c = best_ms(compressed, args, REPEATS)
+        print(f"{row} {n * k * n * k * 8 / 2**20:.1f} | {t_c:.3f} |")
 
 
 def peak_mb(fn, args) -> float:
@@ -294,4 +351,4 @@ def factorisation_table() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

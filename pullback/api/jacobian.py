@@ -22,6 +22,7 @@ from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import Tracer, bind, new_trace
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.opt.scalings import collect_scalings
+from pullback.opt.simplify import keeping_stop_gradients
 
 
 def call(program: Program, args: Sequence) -> list:
@@ -179,7 +180,9 @@ def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
 def hessian(program: Program, wrt: Sequence[bool]) -> Program:
     """``jacfwd(jacrev(program))``: for each output j, input i and input k (in ``wrt``),
     ``d^2 out_j / d in_i d in_k`` of shape ``out_j.shape + in_i.shape + in_k.shape``."""
-    return _renamed(jacfwd(jacrev(program, wrt), wrt), f"{program.name}_hessian")
+    with keeping_stop_gradients():  # the gradient is differentiated again
+        gradient = jacrev(program, wrt)
+    return _renamed(jacfwd(gradient, wrt), f"{program.name}_hessian")
 
 
 def joined(program: Program, other: Program) -> Program:

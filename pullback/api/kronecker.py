@@ -28,12 +28,14 @@ from pullback.errors import LinAlgError
 @dataclass(frozen=True)
 class KronFactor:
     """One group's factor: over ``axes`` (of the input, of sizes ``sizes``), an ``"identity"``,
-    a ``"diagonal"`` (``value`` has shape ``sizes``) or a ``"dense"`` matrix (``value`` has shape
-    ``sizes + sizes``)."""
+    a ``"diagonal"`` (``value`` has shape ``sizes``), a ``"dense"`` matrix (``value`` has shape
+    ``sizes + sizes``) or ``"blocks"``: block-diagonal over ``axes[0]`` with dense blocks over the
+    other axes (``value`` has shape ``sizes + sizes[1:]``, block i is ``value[i]``; the masked
+    matrix-factorisation Hessian ``H[i, a, i, b] = B[i, a, b]``)."""
 
     axes: tuple[int, ...]
     sizes: tuple[int, ...]
-    kind: Kind["identity", "diagonal", "dense"]
+    kind: Kind["identity", "diagonal", "dense", "blocks"]
     value: np.ndarray | None = None
 
     @property
@@ -84,7 +86,8 @@ class KroneckerOperator(LinearOperator):
     ``H @ v`` and ``H.matvec(v)`` use the factors (``v`` may also have the input's shape: the
     result then has it too); ``H.todense()`` is the ``(N, N)`` array ``hessian(f)(x).reshape(N, N)``;
     ``H.solve(g)`` solves ``H s = g`` factor by factor when there is one term (an LU solve per
-    dense factor): ``O(sum k_g^3 + N sum k_g)`` instead of ``O(N^3)``.
+    dense factor, a batched one per block-diagonal factor): ``O(sum k_g^3 + N sum k_g)`` instead of
+    ``O(N^3)``.
     """
 
     def __init__(self, shape: tuple[int, ...], dtype, terms: list[KronTerm]):
@@ -158,6 +161,11 @@ class KroneckerOperator(LinearOperator):
 
 
 def _as_tensor(f: KronFactor, dtype) -> np.ndarray:
+    if f.kind == "blocks":  # zeros and one write of the blocks on the diagonal of the first axis
+        n, g = f.sizes[0], f.size // f.sizes[0]
+        dense = np.zeros((n, g, n, g), dtype)
+        dense[np.arange(n), :, np.arange(n), :] = f.value.reshape(n, g, g)
+        return dense.reshape(f.sizes * 2)
     if f.kind == "identity":
         return np.eye(f.size, dtype=dtype).reshape(f.sizes * 2)
     if f.kind == "diagonal":
@@ -166,6 +174,8 @@ def _as_tensor(f: KronFactor, dtype) -> np.ndarray:
 
 
 def _expand(a: np.ndarray, dims: tuple[int, ...], full: tuple[int, ...]) -> np.ndarray:
+    order = sorted(range(len(dims)), key=dims.__getitem__)  # a's axes as they lie in the result
+    a, dims = a.transpose(order), tuple(dims[i] for i in order)
     shape = [1] * len(full)
     for d, n in zip(dims, a.shape):
         shape[d] = n
@@ -187,7 +197,16 @@ def _apply(factors: tuple[KronFactor, ...], x: np.ndarray) -> np.ndarray:
             x = _on_axes(x, f.axes, f.value.reshape(-1, 1).__mul__)
         elif f.kind == "dense":
             x = _on_axes(x, f.axes, f.value.reshape(f.size, f.size).__matmul__)
+        elif f.kind == "blocks":
+            x = _on_axes(x, f.axes, _per_block(f, np.matmul))
     return x
+
+
+def _per_block(f: KronFactor, fn):
+    """``fn(blocks, m)`` on the rows of ``m`` grouped by block (``m`` has ``f.size`` rows)."""
+    n, g = f.sizes[0], f.size // f.sizes[0]
+    blocks = f.value.reshape(n, g, g)
+    return lambda m: fn(blocks, m.reshape(n, g, -1)).reshape(m.shape)
 
 
 def _solver(f: KronFactor):
@@ -201,6 +220,15 @@ def _solver(f: KronFactor):
         if not np.all(v):
             raise LinAlgError(f"the Hessian is singular: its diagonal factor over axes {list(f.axes)} has a zero")
         return lambda m: m / v
+    if f.kind == "blocks":
+        def solve_blocks(blocks, m):
+            try:
+                return np.linalg.solve(blocks, m)
+            except np.linalg.LinAlgError:
+                raise LinAlgError(f"the Hessian is singular: a block of its factor over axes {list(f.axes)} "
+                                  "is") from None
+
+        return _per_block(f, solve_blocks)
     a = f.value.reshape(f.size, f.size)
 
     def solve(m):
@@ -246,7 +274,7 @@ def _join(s: KronTerm, t: KronTerm) -> KronTerm | None:
         return None
     i = differ[0]
     f, g = s.factors[i], t.factors[i]
-    if f.kind != "dense" and g.kind != "dense":
+    if f.kind in ("identity", "diagonal") and g.kind in ("identity", "diagonal"):
         new = KronFactor(f.axes, f.sizes, "diagonal", s.coef * _diagonal(f) + t.coef * _diagonal(g))
     else:
         dtype = np.result_type(*(h.value for h in (f, g) if h.value is not None))

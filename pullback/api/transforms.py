@@ -8,6 +8,7 @@ makes the transforms compose.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -40,6 +41,7 @@ from pullback.opt.canonical import canonical
 from pullback.opt.contraction_order import program_flops
 from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
+from pullback.opt.simplify import keeping_stop_gradients
 from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
@@ -405,7 +407,8 @@ class differentiate(_ByFunction):
         if staged is None:
             backend = _backend_for(leaves)
             start = time.perf_counter()
-            with gc_paused():
+            nested = any(type(leaf) is Tracer for leaf in leaves)  # inlined in a trace: differentiated again
+            with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
                 staged = self._build(kind, args, trees)
             if log.logger.isEnabledFor(logging.INFO):
                 signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])

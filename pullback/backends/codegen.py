@@ -175,7 +175,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 return emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
         else:
             def emit(ins, outs):
-                return backend.in_place(eqn, ins, k, ctx.where)
+                return backend.in_place(eqn, ins, k, ctx.where, ctx)
         template = templates.get(templates.key(eqn, k), eqn, emit)
         if template is None:
             return None
@@ -244,9 +244,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             elif returned_update:
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
-                stmts = [*backend.in_place(eqn, ins, k, ctx.where), named]
+                stmts = [*backend.in_place(eqn, ins, k, ctx.where, ctx), named]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
-                stmts = backend.in_place(eqn, ins, k, ctx.where)
+                stmts = backend.in_place(eqn, ins, k, ctx.where, ctx)
             else:
                 fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))

@@ -7,7 +7,9 @@ matrix-factorisation Hessian ``2 delta_ij (V^T V)_ab``. The rewrites keep such v
 
 - a contraction of ``P`` whose contracted axes all belong to one factor ``f`` contracts ``f`` only:
   the result is the outer product of the other factors with ``f . Y`` (Laue's unit tensor moved to
-  the end of the product, where ``X @ I = X`` removes it);
+  the end of the product, where ``X @ I = X`` removes it); when they belong to several factors and
+  ``P`` has axes none of those reads, those factors and ``Y`` are contracted alone, as a small
+  einsum (``grouped.contract_group``: the masked factorisation Hessian);
 - ``-P``, ``P * s`` (``s`` a scalar literal) scale the smallest factor;
 - ``P1 + P2`` of products that differ in one factor on the same axes is one product;
 - a transpose of ``P`` permutes the broadcasts, and a broadcast of a broadcast is one broadcast
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from pullback.ad.dce import dce
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.types import ArrayType, is_inexact
+from pullback.opt.grouped import contract_group, sorted_onto
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -161,6 +164,11 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
         contracted = dims.lhs_contract if k == 0 else dims.rhs_contract
         others = dims.rhs_contract if k == 0 else dims.lhs_contract
         owners = [f for f in o.factors if set(f.dims) & set(contracted)]
+        owned = {d for f in owners for d in f.dims}
+        if len(owners) > 1 and any(d not in owned for f in o.factors for d in f.dims):  # P larger than the group
+            grouped = _grouped_contraction(o, owners, k, ins[1 - k], contracted, others, out)
+            if grouped is not None:
+                return grouped
         if len(owners) != 1 or not set(contracted) <= set(owners[0].dims):
             continue
         f = owners[0]
@@ -184,6 +192,27 @@ def _contraction(ins, dims: con.DotDims, out: Var, defs):
         rest = [Factor(g.operand, tuple(pos[d] for d in g.dims)) for g in o.factors if g is not f]
         return [contraction, *build(Outer(o.coef, (Factor(c, c_dims), *rest), out.type), out)]
     return None
+
+
+def _grouped_contraction(o: Outer, owners: list[Factor], k: int, y: Var, contracted, others, out: Var):
+    """A contraction whose axes several factors own: those factors and ``y`` contracted alone
+    (``grouped.contract_group``), the other factors broadcast on the result."""
+    sizes: dict = {axis: n for axis, n in enumerate(o.type.shape)}
+    sizes.update({("y", j): n for j, n in enumerate(y.type.shape)})
+    found = contract_group([(f.operand, f.dims) for f in owners], y, tuple(contracted), tuple(others), sizes,
+                           out.dtype)
+    if found is None:
+        return None
+    eqns, c, labels = found
+    p_free = [i for i in range(o.type.ndim) if i not in contracted]
+    y_free = [j for j in range(y.type.ndim) if j not in others]
+    shift = 0 if k == 0 else len(y_free)
+    pos: dict = {axis: shift + j for j, axis in enumerate(p_free)}
+    y_shift = len(p_free) if k == 0 else 0
+    pos.update({("y", j): y_shift + i for i, j in enumerate(y_free)})
+    moved, c, c_dims = sorted_onto(c, [pos[lab] for lab in labels])
+    rest = [Factor(g.operand, tuple(pos[d] for d in g.dims)) for g in o.factors if g not in owners]
+    return [*eqns, *moved, *build(Outer(o.coef, (*rest, Factor(c, c_dims)), out.type), out)]
 
 
 def _sum(prim, ins, out: Var, defs):
@@ -282,8 +311,9 @@ def build(o: Outer, out: Var) -> list[Eqn]:
 @dataclass(frozen=True)
 class FactorSpec:
     """One factor of a Kronecker term over input ``axes``: ``kind`` is ``"identity"``, ``"diagonal"``,
-    ``"dense"`` or ``"scalar"`` (a multiplier, no axes); ``output``: which output of the factor
-    program holds its value (None for an identity)."""
+    ``"dense"``, ``"blocks"`` (block-diagonal over ``axes[0]``, dense blocks over the rest) or
+    ``"scalar"`` (a multiplier, no axes); ``output``: which output of the factor program holds its
+    value (None for an identity)."""
 
     axes: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -295,6 +325,8 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
     """The factors of a Hessian program (one output of shape ``s + s``) as a sum of Kronecker terms:
     a program returning the factors' values, and per term its coefficient and factors. A term
     without that structure is one dense factor over all axes (the term itself)."""
+    from pullback.opt.deltas import block_diagonal  # deltas builds on this module
+
     (h,) = program.outputs
     defs = {id(o): e for e in program.eqns for o in e.outputs}
     r = h.type.ndim // 2
@@ -312,10 +344,21 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
             and top.params["permutation"] == (*range(r, 2 * r), *range(r)):
         h = top.inputs[0]  # a Hessian is symmetric: its halves swapped, it is itself
     terms = []
-    for sign, a in _summands(h, defs, 1, 0):
+    extra: list[Eqn] = []  # blocks put in order for the operator
+    for sign, a in summands(h, defs, 1, 0):
         o = outer_factors(a, defs)
         specs = _term_specs(o, r, defs) if o is not None else None
-        if specs is not None:
+        blocks = block_diagonal(a, defs, r) if specs is None and isinstance(a, Var) else None
+        if blocks is not None:
+            extra += blocks[0]
+            coef, specs = sign, []
+            for axes, kind, value in blocks[1]:
+                if kind == "dense":  # its scalings join the coefficient; it may be an identity
+                    c, value = _peel(value, defs)
+                    coef *= c
+                    axes, kind, value = _classified(axes, value, defs)
+                specs.append((axes, kind, value))
+        elif specs is not None:
             coef = sign * o.coef
         elif isinstance(a, Var):  # no structure: the term is one factor over all axes
             coef, specs = sign, [_classified(tuple(range(r)), a, defs)]
@@ -323,25 +366,27 @@ def kronecker_factors(program: Program) -> tuple[Program, list[tuple[complex, tu
             coef, specs = sign * a.value, [(tuple(range(r)), "ones", None)]
         factors = tuple(FactorSpec(axes, tuple(h.shape[d] for d in axes), kind,
                                    None if value is None else output(value)) for axes, kind, value in specs)
-        terms.append((coef, tuple(sorted(factors, key=lambda f: f.axes))))
-    factor_program = dce(Program(program.inputs, program.eqns, tuple(outputs), program.constvars,
+        terms.append((coef, tuple(sorted(factors, key=lambda f: min(f.axes, default=-1)))))
+    factor_program = dce(Program(program.inputs, program.eqns + tuple(extra), tuple(outputs), program.constvars,
                                  program.constvals, f"{program.name}_factors"))
     return factor_program, terms
 
 
-def _summands(a, defs, sign, depth):
+def summands(a, defs, sign, depth) -> list[tuple[complex, object]]:
+    """``a`` as ``sum(sign_t * term_t)``, through additions, subtractions, negations and scalings by
+    literals (at most ``_MAX_FACTORS`` deep): the terms a Hessian's structure is read from."""
     d = defs.get(id(a)) if isinstance(a, Var) else None
     if d is not None and depth < _MAX_FACTORS and d.prim in (ew.add_p, ew.sub_p) \
             and all(x.type == a.type for x in d.inputs if isinstance(x, Var)):
         x, y = d.inputs
-        return [*_summands(x, defs, sign, depth + 1),
-                *_summands(y, defs, -sign if d.prim is ew.sub_p else sign, depth + 1)]
+        return [*summands(x, defs, sign, depth + 1),
+                *summands(y, defs, -sign if d.prim is ew.sub_p else sign, depth + 1)]
     if d is not None and depth < _MAX_FACTORS and d.prim is ew.neg_p:
-        return _summands(d.inputs[0], defs, -sign, depth + 1)
+        return summands(d.inputs[0], defs, -sign, depth + 1)
     if d is not None and depth < _MAX_FACTORS and d.prim is ew.mul_p:
         coef, b = _peel(a, defs)
         if b is not a:
-            return _summands(b, defs, sign * coef, depth + 1)
+            return summands(b, defs, sign * coef, depth + 1)
     return [(sign, a)]
 
 

@@ -10,6 +10,7 @@ that derivative factors should be multiplied in order of increasing size)::
     x - x * bcast(u)             ->  x * (1 - bcast(u))       (likewise x + x * bcast(u))
     x * bcast(u) - x * bcast(v)  ->  x * bcast(u - v)         (likewise +)
     (x * bcast(u)) * bcast(v)    ->  x * bcast(u * v)
+    op(x * c) * bcast(v)         ->  op(x) * bcast(c * v)     (c a scalar literal, op a transpose or none)
 
 Before::
 
@@ -78,6 +79,23 @@ def _product(a, defs) -> tuple[object, Eqn] | None:
     return None
 
 
+def _scaled(a, defs) -> tuple[Literal, Var, Eqn | None] | None:
+    """``a = x * c`` or ``a = transpose(x * c)``, c a scalar literal: (c, x, the transpose or None).
+    The scaling of a large array then moves onto a vector (the weighted least-squares Hessian
+    scaled ``A`` by 2 and then by the weights)."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    trans = None
+    if d is not None and d.prim is st.transpose_p and isinstance(d.inputs[0], Var):
+        trans, d = d, defs.get(id(d.inputs[0]))
+    if d is None or d.prim is not ew.mul_p:
+        return None
+    for k in (0, 1):
+        c, x = d.inputs[k], d.inputs[1 - k]
+        if isinstance(c, Literal) and c.type.ndim == 0 and isinstance(x, Var) and x.type == d.outputs[0].type:
+            return c, x, trans
+    return None
+
+
 def _same_broadcast(b1: Eqn, b2: Eqn) -> bool:
     return b1.params == b2.params and b1.inputs[0].type == b2.inputs[0].type
 
@@ -118,6 +136,18 @@ def _rewrite(eqn: Eqn, defs: dict[int, Eqn]) -> list[Eqn] | None:
             factor = Var(b.type)
             return [Eqn(eqn.prim, (Literal.of(1, b.dtype), b), (factor,), source=eqn.source),
                     Eqn(ew.mul_p, (x, factor), (out,), source=eqn.source)]
+    # op(x * c) * bcast(v)  ->  op(x) * bcast(c * v), op a transpose or nothing, c a scalar literal
+    if eqn.prim is ew.mul_p:
+        for first, second in ((x, by), (y, bx)):
+            found = _scaled(first, defs) if second is not None and second.outputs[0].type == out.type else None
+            if found is not None:
+                c, x0, trans = found
+                small = _small(ew.mul_p, (second.inputs[0], c), second)
+                if trans is not None:
+                    moved = Var(first.type, "transposed")
+                    small.append(Eqn(st.transpose_p, (x0,), (moved,), trans.params, trans.source))
+                    x0 = moved
+                return [*small, Eqn(ew.mul_p, (x0, small[1].outputs[0]), (out,), source=eqn.source)]
     # (x * bcast(u)) * bcast(v)  ->  x * bcast(u * v)
     if eqn.prim is ew.mul_p:
         for first, second in ((x, by), (y, bx)):

@@ -45,13 +45,15 @@ Before::
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 from operator import is_
 
 import numpy as np
 
 from pullback.ad.dce import dce
 from pullback.ad.substitute import substitute
-from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import ArrayType
 from pullback.opt.outer import OUTER_REWRITES, outer_rewrite
 from pullback.primitives import contractions as con
@@ -291,8 +293,24 @@ def _same_type(a, out: Var) -> bool:
     return isinstance(a, Var) and a.type == out.type
 
 
-def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once derivatives are taken
-    return ins[0]
+_stops = threading.local()
+
+
+@contextmanager
+def keeping_stop_gradients():
+    """Within it, ``stop_gradient`` stays: the programs built will be differentiated again (the
+    gradient inside a Hessian, a ``grad`` traced inside another), so their derivatives must still
+    see it (removed, the Hessian of ``x**2 * stop_gradient(x)`` was ``4 x``, not ``2 x``)."""
+    depth = getattr(_stops, "depth", 0)
+    _stops.depth = depth + 1
+    try:
+        yield
+    finally:
+        _stops.depth = depth
+
+
+def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once all derivatives are taken
+    return None if getattr(_stops, "depth", 0) else ins[0]
 
 
 def _neutral(prim, ins, p, out, defs, fill_of):  # x * 1, 1 * x, x + 0, 0 + x
@@ -346,6 +364,28 @@ def _negated_operand(prim, ins, p, out, defs, fill_of):
     inner = Var(out.type, out.hint)
     operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
     return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+
+
+def _scaled_operand(prim, ins, p, out, defs, fill_of):
+    """``a . (x c)`` is ``(a c) . x`` when a is the smaller operand (the scaling of the weighted
+    least-squares Hessian ``A^T diag(w) (2 A)`` moves from the n x d matrix onto the weights), and
+    ``(a . x) c`` when the result is no larger than ``x``, where it meets the scalings around it (the
+    RBF kernel gradient's ``2 (S @ (0.5 X))`` is ``S @ X``)."""
+    for k in (0, 1):
+        inner = _scaled(ins[k], defs)
+        other = ins[1 - k]
+        if inner is None or not isinstance(other, Var) or not isinstance(inner[0], Var) or inner[0].type.ndim < 2 \
+                or inner[0].type != ins[k].type or other.dtype != out.dtype or out.dtype.kind not in "fc":
+            continue  # (a vector's scaling costs little, and is often shared by several products)
+        if other.type.size < ins[k].type.size:
+            scaled = Var(other.type, other.hint)
+            operands = (scaled, inner[0]) if k == 1 else (inner[0], scaled)
+            return [Eqn(ew.mul_p, (other, inner[1]), (scaled,)), Eqn(prim, operands, (out,), p)]
+        if out.type.size <= ins[k].type.size:
+            product = Var(out.type, out.hint)
+            operands = (other, inner[0]) if k == 1 else (inner[0], other)
+            return [Eqn(prim, operands, (product,), p), Eqn(ew.mul_p, (product, inner[1]), (out,))]
+    return None
 
 
 def _outer(prim, ins, p, out, defs, fill_of):  # Kronecker-structured values
@@ -679,6 +719,9 @@ def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
             and len(p["axes"]) == ins[0].type.ndim:
         v = ds[0].inputs[0]
         return Eqn(red.reduce_sum_p, (v,), (out,), Params({"axes": tuple(range(v.type.ndim))}))
+    if prim is red.reduce_sum_p and ds[0] is not None and _diag_embedded(ds[0], ins[0]) and len(p["axes"]) == 1 \
+            and ds[0].inputs[0].type == out.type:  # the row (or column) sums of diag(v) are v
+        return ds[0].inputs[0]
     if prim is ew.add_p:
         for k in (0, 1):
             x = ins[1 - k]
@@ -736,6 +779,8 @@ def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         a, b = ins
         da, db = defs.get(id(a)), defs.get(id(b))  # each looked up once (``_negated`` of each, below)
         if _diagonal_matrix(da, out) or _diagonal_matrix(db, out):
+            if prim is ew.sub_p and (x := _negated(b, defs)) is not None:  # diag(v) - (-x) = x + diag(v)
+                return Eqn(ew.add_p, (x, a), (out,))
             return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
         neg_a = da.inputs[0] if da is not None and da.prim is ew.neg_p else None
         neg_b = db.inputs[0] if db is not None and db.prim is ew.neg_p else None
@@ -806,17 +851,17 @@ def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
         return d.prim is not st.diag_embed_p or d.params["offset"] == 0
     if d.prim in (la.potri_p, la.syrk_p):
         return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
-    if d.prim is con.dot_general_p:
-        x, y = d.inputs
+    if d.prim is con.dot_general_p:  # x x^T, either side scaled by a literal
+        x, y = ((_scaled(v, defs) or (v,))[0] for v in d.inputs)
         return x is y and not d.params["dims"].lhs_batch and d.params["dims"].lhs_contract == \
             d.params["dims"].rhs_contract and x.type.ndim == 2
-    if d.prim in (ew.add_p, ew.sub_p):
-        return all(sym(x) for x in d.inputs)
-    if d.prim in (ew.neg_p, st.add_diagonal_p):
+    if d.prim in (ew.add_p, ew.sub_p) and _mirrored(*d.inputs, defs):  # r[:, None] + r[None, :]
+        return True
+    if d.prim in (ew.neg_p, st.add_diagonal_p) or (d.prim is st.transpose_p and d.params["permutation"] == (1, 0)):
         return sym(d.inputs[0])
-    if d.prim is ew.mul_p:
-        x, y = d.inputs
-        return any(sym(u) and (isinstance(w, Literal) or w.type.ndim == 0) for u, w in ((x, y), (y, x)))
+    if d.prim in _ELEMENTWISE:  # entrywise of symmetric matrices and scalars (exp(-d2 / 2), K * W, ...)
+        return all(isinstance(x, Literal) or x.type.ndim == 0 or sym(x) for x in d.inputs) \
+            and any(isinstance(x, Var) and x.type.ndim == 2 for x in d.inputs)
     if d.prim is rk.ger_p:
         return d.inputs[1] is d.inputs[2] and sym(d.inputs[0])
     if d.prim is st.broadcast_in_dim_p:
@@ -824,13 +869,36 @@ def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
     return False
 
 
+_ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive))
+
+
+def _mirrored(x, y, defs: dict[int, Eqn]) -> bool:
+    """``x`` and ``y`` are one vector broadcast along the columns and along the rows."""
+    def spread(a):  # (vector, the axis it runs along) of a broadcast of v or of v as a column or row
+        d = defs.get(id(a)) if isinstance(a, Var) and a.type.ndim == 2 else None
+        if d is None or d.prim is not st.broadcast_in_dim_p or not isinstance(d.inputs[0], Var):
+            return None
+        v, dims = d.inputs[0], d.params["broadcast_dimensions"]
+        r = defs.get(id(v))
+        if v.type.ndim == 2 and dims == (0, 1) and r is not None and r.prim is st.reshape_p \
+                and isinstance(r.inputs[0], Var) and r.inputs[0].type.ndim == 1 and 1 in v.shape:
+            return r.inputs[0], 0 if v.shape[1] == 1 else 1
+        return (v, dims[0]) if v.type.ndim == 1 else None
+
+    sx, sy = spread(x), spread(y)
+    return sx is not None and sy is not None and sx[0] is sy[0] and sx[1] != sy[1]
+
+
 def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     """A symmetric matrix (``_symmetric``) is its own transpose: symmetrising it doubles it, transposing it
-    is itself, and a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares)."""
+    is itself, a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares) and its
+    column sums are its row sums."""
     if prim is st.add_transpose_p and _symmetric(ins[0], defs):
         return Eqn(ew.mul_p, (ins[0], Literal.of(2, out.dtype)), (out,))
     if prim is st.transpose_p and p["permutation"] == (1, 0) and _symmetric(ins[0], defs):
         return ins[0]
+    if prim is red.reduce_sum_p and p["axes"] == (0,) and _symmetric(ins[0], defs):  # column sums are row sums
+        return Eqn(prim, ins, (out,), Params({**p, "axes": (1,)}))
     if prim is con.dot_general_p and not p["dims"].lhs_batch and len(p["dims"].lhs_contract) == 1:
         dims: con.DotDims = p["dims"]
         if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
@@ -851,9 +919,10 @@ _CHAIN = [
     (_unchecked_solve, {la.trsm_p}),
     (_outer_by_fill, {con.dot_general_p}),
     (_negated_operand, {con.dot_general_p}),
+    (_scaled_operand, {con.dot_general_p}),
     (_transposed_operand, {con.dot_general_p}),
     (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
-    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p}),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}),
     (_outer, OUTER_REWRITES),
     (_unit_contraction, {con.dot_general_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),

@@ -116,14 +116,32 @@ def _tanh_layer(W, X):
     return np.sum(np.tanh(X @ W) ** 2)
 
 
-def test_no_kronecker_structure_is_dense(rng):
-    """A Hessian that is not a Kronecker product: one dense factor over all axes, still correct."""
+def _tanh_quadratic(W, X):
+    return np.sum(np.tanh(X @ W @ W.T))
+
+
+def test_tanh_layer_is_block_diagonal(rng):
+    """``sum(tanh(X W)**2)``: column b of ``X W`` reads column b of W only, so the Hessian is
+    block-diagonal over W's second axis (``H[a, b, c, d] = delta_bd B[b, a, c]``), found, not dense."""
     W, X = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
     H = pb.hessian(_tanh_layer, compressed=True)(W, X)
-    assert not H.structured and len(H.terms) == 1 and H.terms[0].factors[0].axes == (0, 1)
+    assert H.structured and [(f.kind, f.axes) for f in H.terms[0].factors] == [("blocks", (1, 0))]
     want = numerical_hessian(_tanh_layer, (W, X))
     np.testing.assert_allclose(H.todense(), want, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(pb.hessian(_tanh_layer)(W, X).reshape(6, 6), want, rtol=1e-6, atol=1e-7)
+    g = rng.standard_normal(6)
+    np.testing.assert_allclose(H @ g, want @ g, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(H.solve(g), np.linalg.solve(want, g), rtol=1e-5)
+
+
+def test_no_kronecker_structure_is_dense(rng):
+    """A Hessian that is not a Kronecker product: a dense factor over all axes, still correct."""
+    W, X = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+    H = pb.hessian(_tanh_quadratic, compressed=True)(W, X)
+    assert not H.structured and any(f.axes == (0, 1) and f.kind == "dense" for t in H.terms for f in t.factors)
+    want = numerical_hessian(_tanh_quadratic, (W, X))
+    np.testing.assert_allclose(H.todense(), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(pb.hessian(_tanh_quadratic)(W, X).reshape(6, 6), want, rtol=1e-6, atol=1e-7)
     g = rng.standard_normal(6)
     np.testing.assert_allclose(H @ g, want @ g, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(H.solve(g), np.linalg.solve(H.todense(), g), rtol=1e-9)
@@ -146,14 +164,17 @@ def test_vector_input_dense_factor(rng):
 
 def test_printed_factorisation_hessian_is_factored(rng):
     """No (n k x n k) identity and no contraction of an n k-sized seed: the identity seed stays per axis,
-    and the result is one broadcast product of eye(n) and V^T V."""
+    and the result is V^T V written on the block diagonal of zeros (``deltas.materialise``)."""
     n, k = 7, 3
     U, V, T = mf_data(rng, n, k)
     f = pb.differentiate(factorisation)
     code = lambda src: "\n".join(line for line in src.splitlines() if not line.strip().startswith("#"))  # noqa: E731
     src = code(f.source(U, V, T, program="hessian"))
     assert f"np.eye({n * k}" not in src and "tensordot" not in src and f"reshape({n * k}" not in src
-    assert f"np.eye({n}" in src and src.count("@") == 1 and src.count(" * ") == 2  # V^T V, its scaling, the product
+    # V^T V and its scaling; the result is zeros with the blocks written on the diagonal (no eye, no
+    # product over the n k x n k entries)
+    assert "np.eye" not in src and src.count("@") == 1 and src.count(" * ") == 1
+    assert src.count("np.zeros") == 1 and src.count("np.arange") == 2
     compressed = code(f.source(U, V, T, program="hessian", compressed=True))
     assert "def factorisation_hessian_factors(U, V, T):" in compressed
     assert f"({n}, {k}, {n}, {k})" not in compressed and "np.eye" not in compressed and compressed.count("@") == 1

@@ -136,12 +136,13 @@ _AUG = {"+=": cst.AddAssign, "-=": cst.SubtractAssign, "*=": cst.MultiplyAssign,
         "**=": cst.PowerAssign}
 
 
-def in_place(eqn: Eqn, ins: list[Expr], k: int, where: str = "") -> list[cst.BaseStatement]:
+def in_place(eqn: Eqn, ins: list[Expr], k: int, where: str = "", ctx: Context | None = None) -> list[cst.BaseStatement]:
     """``a *= b`` or ``np.exp(a, out=a)``: the result overwrites operand ``k`` (the statements; a
-    backend may need several, as CuPy's complex ``add.at``). ``where``: the user's line, for messages."""
+    backend may need several, as CuPy's complex ``add.at``). ``where``: the user's line, for messages;
+    ``ctx``: the printer's (NumPy's sums of rows choose their form with it)."""
     aug, ufunc = IN_PLACE[eqn.prim]
     if eqn.prim in numpy_indexing.UPDATES:
-        return numpy_indexing.in_place(eqn, ins, where)
+        return numpy_indexing.in_place(eqn, ins, where, ctx)
     if eqn.prim is st.add_diagonal_p:  # x.flat strides over any layout (a dead buffer may be F-ordered)
         n = eqn.outputs[0].shape[0]
         diagonal = s.subscript(s.attribute(ins[0], "flat"), [s.slice_(None, None, n + 1)])

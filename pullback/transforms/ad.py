@@ -23,6 +23,7 @@ from pullback.transforms.jvp import jvp
 from pullback.transforms.partial_eval import Split, partial_eval
 from pullback.transforms.readers import single_readers
 from pullback.transforms.schedule import readers_first
+from pullback.transforms.shared_inverse import shared_inverses
 from pullback.transforms.simplify import Settled, checked_once, simplify
 from pullback.transforms.structure import structure
 from pullback.transforms.transpose import transpose
@@ -39,7 +40,7 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    late = single_readers(reorder_contractions(cse(structure(simplified))))
+    late = single_readers(reorder_contractions(cse(structure(shared_inverses(simplified)))))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
     return readers_first(checked_once(dce(late)))

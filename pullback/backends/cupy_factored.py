@@ -9,6 +9,7 @@ from __future__ import annotations
 from pullback.backends import numpy_linalg as npl
 from pullback.backends import syntax as s
 from pullback.backends.cupy_backend import _cupyx, emits
+from pullback.ir.core import Literal
 from pullback.primitives import factored as fa
 
 
@@ -59,7 +60,8 @@ def _potrs_emit(ctx, eqn, ins, outs):
 @emits(fa.gesv_p)
 def _gesv(ctx, eqn, ins, outs):
     (_, lu, piv, info, b), (x,) = ins, outs
-    return [_singular(ctx, info), s.assign([x], _lu_solve(ctx, lu, piv, b, 0, 4 in ctx.reusable))]
+    solve = s.assign([x], _lu_solve(ctx, lu, piv, b, 0, 4 in ctx.reusable))
+    return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 
 @emits(fa.getri_at_p)

@@ -12,6 +12,7 @@ from pullback.backends import layout
 from pullback.backends import syntax as s
 from pullback.backends.numpy_backend import EMITTERS, FORTRAN
 from pullback.backends.numpy_linalg import PREFIX, assign, emits, lapack, overwrite, raise_if
+from pullback.ir.core import Literal
 from pullback.primitives import factored as fa
 
 
@@ -75,7 +76,8 @@ def _gesv_emit(ctx, eqn, ins, outs):
     """A singular factor raises here, where NumPy's solve would (getrf itself does not check, so that
     slogdet of the same matrix shares it)."""
     (_, lu, piv, info, b), (x,) = ins, outs
-    return [_singular(ctx, info), _getrs(ctx, eqn, lu, piv, b, x, 0, 4)]
+    solve = _getrs(ctx, eqn, lu, piv, b, x, 0, 4)
+    return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 
 @emits(fa.getri_at_p)

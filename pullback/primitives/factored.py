@@ -61,7 +61,8 @@ def _pivots(piv, batch, n, name: str) -> None:
 
 
 def _info(info, batch, name: str) -> None:
-    if info.dtype.kind != "i" or info.shape != tuple(batch):
+    """getrf's info per matrix, or one 0-d value for all (``lu_solve``'s literal 0: nothing to check)."""
+    if info.dtype.kind != "i" or info.shape not in (tuple(batch), ()):
         raise ShapeError(f"{name}: info must be integers of shape {tuple(batch)}, got {info.type}")
 
 

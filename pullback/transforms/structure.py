@@ -449,6 +449,8 @@ class _Pass:
     def gathers(eqn: Eqn, form: Form, returned: set[int]) -> bool:
         """A returned sum holding a rank-1 term: printed from its form, the outer product is one update
         of the dense term's buffer (``ger``), not an n x n array made and then added."""
+        if eqn.prim is ew.sub_p and any(t.kind == "dense" and np.real(t.coef) <= 0 for t in form):
+            return False  # the dense term subtracted: printed as it is, not negated first
         return eqn.prim in (ew.add_p, ew.sub_p) and id(eqn.outputs[0]) in returned and any(
             t.kind == "outer" for t in form)
 

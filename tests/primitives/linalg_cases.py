@@ -110,6 +110,8 @@ LINALG_CASES += [
     Case("lu_factor", lambda x: pla.lu_factor(x)[0], ((4, 4),), reference=lambda x: scipy.linalg.lu_factor(x)[0]),
     Case("lu_solve", lambda x, b: pla.lu_solve(pla.lu_factor(x), b), ((4, 4), (4, 2)),
          reference=lambda x, b: np.linalg.solve(x, b)),
+    Case("lu_solve-batched", lambda x, b: pla.lu_solve(pla.lu_factor(x), b), ((2, 4, 4), (2, 4, 2)),
+         reference=lambda x, b: np.linalg.solve(x, b)),  # a stack: through the factors (permute, trsm)
     Case("lu_full_pivot", lambda x: (lambda p, q, l, u: p @ l @ u @ q)(*pla.lu_full_pivot(x)), ((4, 3),),
          reference=lambda x: x),
     Case("lu_full_pivot-complex", lambda x: (lambda p, q, l, u: p @ l @ u @ q)(*pla.lu_full_pivot(x)), ((3, 4),),

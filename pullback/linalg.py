@@ -583,8 +583,8 @@ def det(a):
     """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
     finite at singular A too (``pullback.primitives.linalg_extra.adjugate``)."""
     a = _float(_square(a, "det"))
-    lu, piv, perm, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
-    return bind(lx.det_p, a, lu, piv, perm)
+    lu, piv, _, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
+    return bind(lx.det_p, a, lu, piv)
 
 
 # --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------

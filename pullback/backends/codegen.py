@@ -282,7 +282,32 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return name
 
-    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel)
+    def function(body: Program, operands, ins: list[s.Expr]) -> str:
+        """Print a branch as a module-level function of its operands; return its name."""
+        name = namer.fresh(body.name if body.name.isidentifier() else "branch", "branch")
+        params, head = [], []
+        read = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
+        for v, a, e in zip(body.inputs, operands, ins):
+            if id(v) not in read:
+                continue
+            if isinstance(a, Var):  # the parameter takes the operand's name: another scope
+                namer.alias(v, a)
+                if e.value not in {p.name.value for p in params}:
+                    params.append(cst.Param(s.name(e.value)))
+            else:
+                head.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+        seen, last_comment[0] = last_comment[0], None
+        stmts = head + block(body)
+        last_comment[0] = seen
+        results = [expr(a) for a in body.outputs]
+        ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
+        kernels.append(cst.FunctionDef(
+            name=s.name(name), params=cst.Parameters(params),
+            body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
+            leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        return name
+
+    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, function)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
         program = fusion.fuse(printed.prepare(program))
@@ -330,6 +355,7 @@ class _Nest:
     backend: ModuleType
     listed: set[int]
     kernel: Callable[[Program], str]
+    function: Callable[[Program, Any, list[s.Expr]], str]
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
@@ -499,13 +525,26 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return stmts
 
 
+HELPER_MIN_EQNS = 16  # a branch this long prints as a function of its own (det's singular branch): the
+# common path reads in a few lines, and the rare one is named for what it computes
+
+
 def _cond(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """``if index <= 0: ... elif index == 1: ... else: ...`` (``if pred: ... else: ...`` for two
-    branches of a boolean), every branch assigning the same result names."""
+    branches of a boolean), every branch assigning the same result names; a long branch is a call of
+    a module-level function printed for it (``HELPER_MIN_EQNS``)."""
     branches, namer, expr = eqn.params["branches"], nest.namer, nest.expr
     names = [s.name(namer.name(v, v.hint, "branch")) for v in eqn.outputs]
     bodies = []
     for br in branches:
+        if len(br.eqns) >= HELPER_MIN_EQNS and all(isinstance(e, cst.Name) or isinstance(a, Literal)
+                                                   for a, e in zip(eqn.inputs[1:], ins[1:])):
+            read = {id(a) for e in br.eqns for a in e.inputs} | {id(a) for a in br.outputs}
+            args = dict.fromkeys(e.value for v, a, e in zip(br.inputs, eqn.inputs[1:], ins[1:])
+                                 if isinstance(a, Var) and id(v) in read)
+            call = s.call(nest.function(br, eqn.inputs[1:], ins[1:]), *map(s.name, args))
+            bodies.append([s.assign(names, call)] if names else [s.statement(call)])
+            continue
         code = _bind_inputs(br.inputs, eqn.inputs[1:], ins[1:], namer) + nest.block(br)
         if names:
             code.append(s.assign(names, s.tuple_([expr(a) for a in br.outputs], parens=False) if len(names) > 1

@@ -265,7 +265,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
-    kernels: list[cst.FunctionDef] = []
+    kernels: list[cst.FunctionDef] = []  # printed before the function (CuPy's fused kernels)
+    helpers: list[cst.FunctionDef] = []  # printed after it (rare branches): the module opens with the gradient
 
     def kernel(body: Program) -> str:
         """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy); return its name."""
@@ -301,7 +302,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         last_comment[0] = seen
         results = [expr(a) for a in body.outputs]
         ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
-        kernels.append(cst.FunctionDef(
+        helpers.append(cst.FunctionDef(
             name=s.name(name), params=cst.Parameters(params),
             body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
@@ -340,7 +341,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
-    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants, statements)
+    after = cst.Module(body=helpers).code if helpers else ""
+    return Generated(code[: -len(tail)] + render.body(body) + after, fn_name, constants, statements)
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,9 @@ def adjugate(lu, piv, perm):
 
 def _det_jvp(primals, tangents):
     """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A. adj A = det A A^{-1} (getri:
-    the expert's det A^{-T} gradient) unless a pivot is exactly zero somewhere in the batch, when
-    the exact rank-aware ``adjugate`` runs instead (a branch taken at run time)."""
+    the expert's det A^{-T} gradient) unless a determinant of the batch is zero (a pivot is exactly
+    zero, or their product underflows), when the exact rank-aware ``adjugate`` runs instead (a branch
+    taken at run time)."""
     from pullback.loops import cond
 
     (a, lu, piv), (da, *_) = primals, tangents
@@ -94,8 +95,9 @@ def _det_jvp(primals, tangents):
     if isinstance(da, Zero):
         return d, Zero(d.ssa.type)
     nb = a.ndim - 2
-    singular = lax.gt(lax.reduce_sum(lax.convert(lax.eq(lax.diagonal(lu), 0.0), np.dtype(np.int32)),
-                                     tuple(range(nb + 1))), 0)
+    # det A = 0 at every zero pivot (and where the product underflows: the exact branch serves any A)
+    singular = lax.eq(d, 0.0) if nb == 0 else lax.gt(lax.reduce_sum(lax.convert(lax.eq(d, 0.0), np.dtype(np.int32)),
+                                                                    tuple(range(nb))), 0)
 
     def singular_adjugate(lu, piv, d):  # printed as a function of its own, called only at a zero pivot
         perm = bind(pivots_to_permutation_p, piv)

@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, memory, printed, render
+from pullback.backends import fusion, layout, memory, merged, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -199,6 +199,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
                  if in_place and not plain else {})
         listed.update(_listed_stacks(prog))
+        factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
             eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
@@ -227,6 +228,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
             piece = templated(eqn, k) if text and printer is None and not returned_update else None
             if piece is not None:
+                if i in factor_notes and piece:
+                    piece = render.INDENT + factor_notes[i] + "\n" + piece
                 if comment is not None and comment[1] != last_comment[0] and piece:
                     last_comment[0] = comment[1]
                     piece = render.INDENT + comment[0] + "\n" + piece
@@ -253,9 +256,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+            if i in factor_notes and stmts:
+                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
             if comment is not None and comment[1] != last_comment[0] and stmts:
                 last_comment[0] = comment[1]
-                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
+                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0])),
+                                                                *stmts[0].leading_lines])
             if text:
                 stmts_out.append(render.body(stmts))
             else:

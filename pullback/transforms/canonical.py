@@ -145,7 +145,7 @@ class _Canon:
         d = self.defs.get(id(ab.inputs[0]))
         if d is None or d.prim is not lx.det_p or d.inputs[0].dtype.kind == "c":
             return None
-        a, lu, piv, _ = d.inputs
+        a, lu, piv = d.inputs
         return Eqn(fa.lu_logabsdet_p, (a, lu, piv), eqn.outputs, Params(), eqn.source)
 
     # --- one factorisation -----------------------------------------------------------------------

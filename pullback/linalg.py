@@ -318,9 +318,12 @@ def qr(a, mode: str = "reduced"):
     _check_matrix(a, "qr", square=False)
     if mode not in ("reduced", "complete", "r", "raw", "full", "f", "economic", "e"):  # NumPy's, some deprecated
         raise ValueError(f"Unrecognized mode '{mode}'")
+    if mode == "complete" and a.shape[-2] <= a.shape[-1]:
+        mode = "reduced"  # a square or wide A: Q is m x m either way
     if mode not in ("reduced", "r"):
         raise TracingError(located(f"np.linalg.qr with mode={mode!r} is not supported on traced values by pullback: "
-                                   "only mode='reduced' (and 'r', R alone) is differentiable"))
+                                   "only mode='reduced' (and 'complete' of a square or wide matrix; 'r', R alone) is "
+                                   "differentiable"))
     q, r = bind(la.geqrf_p, _float(a))
     return r if mode == "r" else (q, r)
 

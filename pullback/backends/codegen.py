@@ -120,7 +120,7 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
     last: dict[int, tuple[int, Var]] = {}
     for i, eqn in enumerate(program.eqns):
-        for a in eqn.inputs:
+        for a in memory.reads(eqn):  # (the matrix beside its factors is not read: see memory.UNREAD)
             if isinstance(a, Var) and id(a) not in keep:
                 last[id(a)] = (i, a)
         for v in eqn.outputs:  # defined but never used: dead at once

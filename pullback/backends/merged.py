@@ -17,10 +17,10 @@ from pullback.primitives import linalg_extra as lx
 FACTORISATIONS = {la.getrf_p: "LU", la.potrf_p: "Cholesky factorisation", la.geqrf_p: "QR factorisation",
                   la.syevd_p: "eigendecomposition", la.gesvd_p: "SVD"}
 
-# what the user called, by the first reader of the factors it made (the composites say it best)
+# the user's calls that read a factorisation, by the equation they print (a derivative's own use of
+# the factors, getri for slogdet's, potri for a Cholesky factor's, is no call of its own)
 CALLS = {fa.gesv_p: "solve", fa.getri_at_p: "inv", fa.lu_logabsdet_p: "slogdet", lx.det_p: "det",
-         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.potrs_p: "cho_solve", fa.getrs_p: "lu_solve",
-         la.trsm_p: "solve_triangular", la.potri_p: "inverse", fa.getri_p: "inverse"}
+         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.potrs_p: "cho_solve", la.trsm_p: "solve_triangular"}
 
 
 def _line(eqn: Eqn) -> tuple[str, int] | None:
@@ -32,8 +32,8 @@ def _line(eqn: Eqn) -> tuple[str, int] | None:
 
 
 def notes(program: Program, matrix_name) -> dict[int, str]:
-    """Equation index -> the comment for a factorisation whose factors serve calls on several lines
-    (``matrix_name``: the printed name of an operand)."""
+    """Equation index -> the comment for a factorisation whose factors serve the user's calls on
+    several lines (``matrix_name``: the printed name of an operand)."""
     facts = [(i, e) for i, e in enumerate(program.eqns) if e.prim in FACTORISATIONS]
     if not facts:
         return {}
@@ -44,15 +44,14 @@ def notes(program: Program, matrix_name) -> dict[int, str]:
             line = _line(e)
             if line is None:
                 continue
-            calls = lines.setdefault(i, {})
             name = CALLS.get(e.prim)
-            if line not in calls or (calls[line] is None and name is not None):
-                calls[line] = name
+            if name is not None:
+                lines.setdefault(i, {}).setdefault(line, name)
     out: dict[int, str] = {}
     for i, e in facts:
         calls = lines.get(i, {})
         if len({f for f, _ in calls}) != 1 or len(calls) < 2:  # one file's lines, at least two
             continue
-        described = [f"{name} (line {n})" if name else f"line {n}" for (_, n), name in sorted(calls.items())]
+        described = [f"{name} (line {n})" for (_, n), name in sorted(calls.items())]
         out[i] = f"# one {FACTORISATIONS[e.prim]} of {matrix_name(e.inputs[0])} serves {', '.join(described)}"
     return out

@@ -135,17 +135,16 @@ def _getri(lu, piv):
 
 
 def expert_lu(K, y):
-    """The LU expert for ``inv`` + ``slogdet``, which do not say that K is positive definite: getrf,
-    getri in place, two products with a vector and one rank-1 update of X^T = K^{-T} (an F-ordered view
-    of X): K_bar = (X^T - (X^T y) (X y)^T) / 2."""
-    lu, piv, info = lapack.dgetrf(K)
+    """The LU expert for ``inv`` + ``slogdet``, which do not say that K is positive definite: getrf of
+    K^T (K's Fortran-order view: one copy, the factors), getri in place, which gives K^{-T} = X^T, two
+    products with a vector and one rank-1 update of it: K_bar = (X^T - (X^T y) (X y)^T) / 2."""
+    lu, piv, info = lapack.dgetrf(K.T)
     if info > 0:
         raise np.linalg.LinAlgError("singular matrix")
     value_ld = np.sum(np.log(np.abs(np.diagonal(lu))))
-    X = _getri(lu, piv)
-    a, b = X @ y, X.T @ y
+    G = _getri(lu, piv)  # K^{-T}, F-ordered
+    a, b = G.T @ y, G @ y
     value = 0.5 * (y @ a) + 0.5 * value_ld
-    G = X.T
     G *= 0.5
     G = blas.dger(-0.5, b, a, a=G, overwrite_a=1)
     return value, G

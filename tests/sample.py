@@ -38,6 +38,7 @@ ALWAYS = {
     "erf-erfc-float32",  # erfcx
     "lu_solve-batched",  # permute (one matrix's lu_solve is gesv: transforms.canonical)
     "lu_solve-trans",  # unpermute
+    "clip",  # max (the float32 case clips by literals only)
 }
 
 

@@ -265,3 +265,28 @@ def test_decompositions_by_finite_differences(family, first, second, second_firs
         check_grads(lambda a, w: f((a + a.T) / 2, w), (A, W), order=1)
     else:
         check_grads(f, (A, W), order=1)
+
+
+@pytest.mark.parametrize("inverse", ["np.linalg.inv", "scipy.linalg.inv"])
+@pytest.mark.parametrize("factor", [np.linalg.cholesky, lambda K: scipy.linalg.cho_factor(K)[0]], ids=["cholesky",
+                                                                                                  "cho_factor"])
+def test_inv_of_a_cholesky_factorised_matrix_is_potri(inverse, factor):
+    """inv(K) beside a Cholesky factor of K: potri of that factor, no getrf; the gradient is inv's, for
+    all of dK (NumPy's inv reads all of K), beside the factor's."""
+    iv = INVERSES[inverse]
+
+    def f(K, W):
+        c = factor(K)
+        return np.sum(W * iv(K)) + np.sum(np.log(np.abs(np.diag(c))))
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 5))
+    K, W = x @ x.T / 5 + np.eye(5), rng.standard_normal((5, 5))
+    g = pb.differentiate(f)
+    c = counts(g.ir(K, W))
+    assert c["getrf"] == 0 and c["getri"] + c["getri_at"] == 0 and c["potrf"] == 1 and c["po_inv"] == 1, g.source(K, W)
+    value, grad = g.value_and_grad(K, W)
+    inv = np.linalg.inv(K)
+    np.testing.assert_allclose(value, np.sum(W * inv) + 0.5 * np.linalg.slogdet(K)[1], rtol=1e-12)
+    log_diag = pb.grad(lambda K: np.sum(np.log(np.abs(np.diag(factor(K))))))(K)  # the factor alone (tested elsewhere)
+    np.testing.assert_allclose(grad, -inv.T @ W @ inv.T + log_diag, rtol=1e-10, atol=1e-12)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pullback.backends import numpy_linalg as npl
 from pullback.backends import syntax as s
-from pullback.backends.cupy_backend import _cupyx, emits
+from pullback.backends.cupy_backend import EMITTERS, _cupyx, emits
+from pullback.backends.numpy_factored import at_factor
 from pullback.ir.core import Literal
 from pullback.primitives import factored as fa
 
@@ -74,3 +75,12 @@ def _getri_at(ctx, eqn, ins, outs):
 def _posv(ctx, eqn, ins, outs):
     (_, l, b), (x,) = ins, outs
     return [s.assign([x], _potrs(ctx, l, b, 2 in ctx.reusable))]
+
+
+
+def _po_inv(ctx, eqn, ins, outs):
+    """``inv`` at a Cholesky factor: potri as it prints here (two triangular solves in an identity)."""
+    return at_factor(ctx, eqn, ins, outs, EMITTERS)
+
+
+EMITTERS[fa.po_inv_p] = _po_inv

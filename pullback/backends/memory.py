@@ -45,7 +45,7 @@ def _unread() -> dict:
     from pullback.primitives import linalg_extra as lx
 
     return {p: frozenset({0}) for p in (fa.gesv_p, fa.getri_at_p, fa.lu_logabsdet_p, fa.posv_p, fa.po_logdet_p,
-                                        lx.det_p)}
+                                        fa.po_inv_p, lx.det_p)}
 
 
 UNREAD = _unread()

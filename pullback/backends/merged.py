@@ -20,7 +20,8 @@ FACTORISATIONS = {la.getrf_p: "LU", la.potrf_p: "Cholesky factorisation", la.geq
 # the user's calls that read a factorisation, by the equation they print (a derivative's own use of
 # the factors, getri for slogdet's, potri for a Cholesky factor's, is no call of its own)
 CALLS = {fa.gesv_p: "solve", fa.getri_at_p: "inv", fa.lu_logabsdet_p: "slogdet", lx.det_p: "det",
-         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.potrs_p: "cho_solve", la.trsm_p: "solve_triangular"}
+         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.po_inv_p: "inv", fa.potrs_p: "cho_solve",
+         la.trsm_p: "solve_triangular"}
 
 
 def _line(eqn: Eqn) -> tuple[str, int] | None:
@@ -45,6 +46,8 @@ def notes(program: Program, matrix_name) -> dict[int, str]:
             if line is None:
                 continue
             name = CALLS.get(e.prim)
+            if e.prim is la.trsm_p and line == _line(program.eqns[i]):
+                name = None  # the factorisation's own derivative, not a call of the user's
             if name is not None:
                 lines.setdefault(i, {}).setdefault(line, name)
     out: dict[int, str] = {}

@@ -111,5 +111,23 @@ def _po_logdet_emit(ctx, eqn, ins, outs):
 for _p in (fa.getrs_p, fa.getri_p, fa.potrs_p, fa.gesv_p, fa.getri_at_p, fa.posv_p):
     FORTRAN[_p] = layout.results(0)
 
+def at_factor(ctx, eqn, ins, outs, emitters):
+    """``po_inv(a, l)`` printed as ``potri(l)`` (``emitters``: the backend's), its operand positions
+    (layout, buffers to reuse) shifted past ``a``."""
+    from pullback.ir.core import Eqn, Params
+    from pullback.primitives import linalg as la
+
+    inner = Eqn(la.potri_p, (eqn.inputs[1],), eqn.outputs, Params(), eqn.source)
+    saved = ctx.fortran, ctx.reusable
+    ctx.fortran = frozenset(k - 1 for k in ctx.fortran if k)
+    ctx.reusable = frozenset(k - 1 for k in ctx.reusable if k)
+    try:
+        return emitters[la.potri_p](ctx, inner, ins[1:], outs)
+    finally:
+        ctx.fortran, ctx.reusable = saved
+
+
+EMITTERS[fa.po_inv_p] = lambda ctx, eqn, ins, outs: at_factor(ctx, eqn, ins, outs, EMITTERS)
+FORTRAN[fa.po_inv_p] = layout.same_as(1)
 EMITTERS[fa.lu_logabsdet_p] = _lu_logabsdet_emit
 EMITTERS[fa.po_logdet_p] = _po_logdet_emit

@@ -17,8 +17,9 @@ passes meet one pattern whatever the user wrote.
   determinant: ``log|det A| = 2 sum log L_ii`` (``po_logdet``, differentiated as A^{-1} by potri, as
   ``lu_logabsdet`` is by getri), the sign is +1 (U_ii = L_ii^2 > 0, no swaps). A ``getrf`` whose
   every use is its determinant (``lu_logabsdet``, ``det``, the diagonal and pivots that slogdet's sign
-  reads) is replaced so; any other use (an LU solve or inverse, whose derivative sees dA's
-  non-Hermitian part) keeps it.
+  reads) is replaced so, and so is one whose other uses are ``inv`` of the same matrix: A^{-1} is then
+  ``potri`` of the factor (``po_inv``, differentiated as ``inv``, -X dA X for all of dA); any other use
+  (an LU solve, whose derivative sees dA's non-Hermitian part) keeps it.
 - **The solve at the factors.** ``lu_solve(lu_factor(A), B)`` traces as a permutation and two
   triangular solves with getrf's factors, whose derivative would run through the factors (the LU
   notes' tangent map: four triangular solves and two products per use). Their value is A^{-1} B, so
@@ -174,6 +175,8 @@ class _Canon:
                 continue
             if e.prim is lx.det_p and e.inputs[0] is getrf.inputs[0]:
                 continue
+            if e.prim is fa.getri_at_p and e.inputs[0] is getrf.inputs[0]:
+                continue
             return False
         return True
 
@@ -259,6 +262,10 @@ class _Canon:
                 replace[id(e.outputs[0])] = u
             elif e.prim is fa.lu_logabsdet_p:
                 replace[id(e.outputs[0])] = self.logdet(a, l, out, src)
+            elif e.prim is fa.getri_at_p:  # inv(A): potri of the factor (potrf checked A already)
+                inverse = Var(e.outputs[0].type, e.outputs[0].hint)
+                out.append(Eqn(fa.po_inv_p, (a, l), (inverse,), Params(), e.source))
+                replace[id(e.outputs[0])] = inverse
             else:  # det
                 ld = self.logdet(a, l, out, src)
                 value = Var(ld.type, "det")

@@ -15,7 +15,8 @@ from pullback.primitives import factored as fa
 from pullback.primitives import linalg as la
 from pullback.primitives import structural as st
 
-OVERWRITERS = {la.potri_p: 0, fa.getri_p: 0, fa.getri_at_p: 1}  # primitive -> the operand it may overwrite
+# primitive -> the operand it may overwrite
+OVERWRITERS = {la.potri_p: 0, fa.getri_p: 0, fa.getri_at_p: 1, fa.po_inv_p: 1}
 ELEMENTWISE = frozenset({ew.mul_p, ew.add_p, ew.sub_p, ew.neg_p, ew.div_p})
 MIN_SIZE = 1 << 16  # the memory plan's: smaller arrays are not reused
 _VIEWS = frozenset({st.transpose_p, st.reshape_p})

@@ -69,6 +69,7 @@ FLOORS = {
     "pullback.transforms.simplify": 4,
     "pullback.transforms.canonical": 4,
     "pullback.transforms.schedule": 4,
+    "pullback.transforms.shared_inverse": 4,
     "pullback.transforms.structure": 4,
     "pullback.transforms.reroll": 4,
     "pullback.transforms.outer": 4,

@@ -16,13 +16,13 @@ import tracemalloc
 from collections import Counter
 
 import numpy as np
+import pullback.linalg as pl
 import pytest
 import scipy.linalg
+from pullback.testing import check_grads
 
 import pullback as pb
-import pullback.linalg as pl
 from pullback.ir.core import Program
-from pullback.testing import check_grads
 
 # --- the LU family -------------------------------------------------------------------------------
 

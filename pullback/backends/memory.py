@@ -41,8 +41,8 @@ def _unread() -> dict:
     """Primitive -> operands its printed value does not read: the matrix A that the composites at a
     factorisation take for their tangents (``primitives.factored``), whose value the factors give. A
     value read only there is dead after its factorisation, which may then overwrite it."""
-    from pullback.primitives import factored as fa
-    from pullback.primitives import linalg_extra as lx
+    from pullback.primitives.linalg import factor_solves as fa
+    from pullback.primitives.linalg import matrix_functions as lx
 
     return {p: frozenset({0}) for p in (fa.gesv_p, fa.getri_at_p, fa.lu_logabsdet_p, fa.posv_p, fa.po_logdet_p,
                                         fa.po_inv_p, lx.det_p)}

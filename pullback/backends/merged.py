@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pullback.ir import sourcemap
 from pullback.ir.core import Eqn, Program
-from pullback.primitives import factored as fa
-from pullback.primitives import linalg as la
-from pullback.primitives import linalg_extra as lx
+from pullback.primitives.linalg import factor_solves as fa
+from pullback.primitives.linalg import factorizations as la
+from pullback.primitives.linalg import matrix_functions as lx
 
 FACTORISATIONS = {la.getrf_p: "LU", la.potrf_p: "Cholesky factorisation", la.geqrf_p: "QR factorisation",
                   la.syevd_p: "eigendecomposition", la.gesvd_p: "SVD"}

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from pullback import lax
 from pullback import linalg as pla
+from pullback.primitives import lax
 from tests.primitives.cases import Case
 
 
 def _permutation(piv):
     from pullback.ir.tracer import bind
-    from pullback.primitives.linalg_extra import pivots_to_permutation_p
+    from pullback.primitives.linalg.matrix_functions import pivots_to_permutation_p
 
     return bind(pivots_to_permutation_p, piv)
 

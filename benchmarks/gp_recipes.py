@@ -1,19 +1,24 @@
 """``python -m benchmarks.gp_recipes [--quick]``: the GP negative log likelihood's gradient with
-the kernel matrix K given (no kernel construction), written three ways, against the expert.
+the kernel matrix K given (no kernel construction), in every spelling of ``SPELLINGS``, against the expert.
 
     nll(K, y) = 0.5 y^T K^{-1} y + 0.5 log det K
 
 - ``cholesky``: ``L = cholesky(K)``, ``z = solve_triangular(L, y)``, ``0.5 z.z + sum log diag L``;
-- ``cho_solve``: ``c = cho_factor(K)``, ``0.5 y . cho_solve(c, y) + sum log diag c``;
-- ``solve(pos)``: ``0.5 y . solve(K, y, assume_a='pos') + 0.5 logdet(K)``;
-- SciPy's ``cho_factor(K)`` (its default upper factor) + ``cho_solve``, and SciPy's
-  ``solve(K, y, assume_a='pos')`` + NumPy's ``slogdet(K)`` (issue 28).
+- ``cho_solve``: ``c = cho_factor(K)`` (SciPy's default upper factor, its lower one, pullback's),
+  ``0.5 y . cho_solve(c, y) + sum log diag c``;
+- ``solve(pos)``: ``0.5 y . solve(K, y, assume_a='pos') + 0.5 logdet(K)`` (pullback's, and SciPy's
+  solve with NumPy's ``slogdet``: one factorisation, issue 28);
+- ``inv`` + ``slogdet``: ``0.5 y . inv(K) y + 0.5 slogdet(K)``, which does not say that K is positive
+  definite: its expert is the LU one (getrf, getri, ger);
+and each but the last again with a noise term, the likelihood of ``K + s I``.
 
 The expert (``expert``): potrf, potrs, potri, syr through scipy.linalg.lapack/blas on K's Fortran-
 order view (no hidden copy), the triangle mirrored in place: K_bar = (K^{-1} - a a^T) / 2, a =
-K^{-1} y. JAX (jit, float64) when installed. Times are the minimum over repeats after a warm-up, the
+K^{-1} y; with the noise term (``expert_noise``) it first makes K + s I in one copy, which potrf
+factors in place. JAX (jit, float64) when installed. Times are the minimum over repeats after a warm-up, the
 implementations taking turns within each repeat (so that a varying machine load falls on all of them
-alike), wall and CPU (the process's, all threads); ratios are to the expert. Peak memory is
+alike), wall and CPU (the process's, all threads); ratios are to each row's expert (the LU expert for
+the LU row, the expert with noise for the noisy rows). Peak memory is
 tracemalloc's high-water mark during one call (NumPy's allocations, so not JAX's), in n x n float64
 buffers; the inputs are not counted.
 """
@@ -49,12 +54,44 @@ def nll_cho_factor_upper(K, y):  # SciPy's default, lower=False: the spelling mo
     return 0.5 * y @ scipy.linalg.cho_solve(c, y) + np.sum(np.log(np.diag(c[0])))
 
 
+def nll_cho_factor_lower(K, y):
+    c = scipy.linalg.cho_factor(K, lower=True)
+    return 0.5 * y @ scipy.linalg.cho_solve(c, y) + np.sum(np.log(np.diag(c[0])))
+
+
 def nll_solve_slogdet(K, y):  # SciPy's solve and NumPy's slogdet: one factorisation (issue 28)
     return 0.5 * y @ scipy.linalg.solve(K, y, assume_a="pos") + 0.5 * np.linalg.slogdet(K)[1]
 
 
 def nll_solve(K, y):
     return 0.5 * y @ pl.solve(K, y, assume_a="pos") + 0.5 * pl.logdet(K)
+
+
+def nll_inv_slogdet(K, y):  # an explicit inverse: nothing says K is positive definite, so LU (getrf, getri)
+    return 0.5 * y @ np.linalg.inv(K) @ y + 0.5 * np.linalg.slogdet(K)[1]
+
+
+NOISE = 0.1
+
+
+def noisy(nll):
+    """The same likelihood of K + s I (a noise term on the diagonal), its gradient in K."""
+    def f(K, y):
+        return nll(K + NOISE * np.eye(K.shape[0]), y)
+
+    f.__name__ = f"{nll.__name__}_noise"
+    return f
+
+
+SPELLINGS = {
+    "np.linalg.cholesky + solve_triangular": nll_cholesky,
+    "cho_factor(lower=True) + cho_solve": nll_cho_factor_lower,
+    "scipy cho_factor (upper, default) + cho_solve": nll_cho_factor_upper,
+    "pullback cho_factor + cho_solve": nll_cho_solve,
+    "pullback solve(pos) + logdet": nll_solve,
+    "scipy solve(pos) + np.linalg.slogdet": nll_solve_slogdet,
+    "np.linalg.inv + slogdet (LU)": nll_inv_slogdet,
+}
 
 
 def expert(K, y):
@@ -72,6 +109,45 @@ def expert(K, y):
     mirror_lower(W.T)  # W.T is C-ordered with the lower triangle filled
     W *= 0.5
     return value, W
+
+
+def expert_noise(K, y):
+    """The expert with a noise term: K + s I in one copy (which potrf then factors in place)."""
+    A = K.copy()
+    A.flat[:: A.shape[0] + 1] += NOISE
+    U, info = lapack.dpotrf(A.T, lower=0, overwrite_a=1)
+    if info:
+        raise np.linalg.LinAlgError("not positive definite")
+    del A
+    a, info = lapack.dpotrs(U, y, lower=0)
+    value = 0.5 * (y @ a) + np.sum(np.log(np.diag(U)))
+    W, info = lapack.dpotri(U, lower=0, overwrite_c=1)
+    W = blas.dsyr(-1.0, a, a=W, lower=0, overwrite_a=1)
+    mirror_lower(W.T)
+    W *= 0.5
+    return value, W
+
+
+def _getri(lu, piv):
+    work, _ = lapack.dgetri_lwork(lu.shape[0])
+    x, info = lapack.dgetri(lu, piv, lwork=int(work), overwrite_lu=1)
+    return x
+
+
+def expert_lu(K, y):
+    """The LU expert for ``inv`` + ``slogdet``, which do not say that K is positive definite: getrf of
+    K^T (K's Fortran-order view: one copy, the factors), getri in place, which gives K^{-T} = X^T, two
+    products with a vector and one rank-1 update of it: K_bar = (X^T - (X^T y) (X y)^T) / 2."""
+    lu, piv, info = lapack.dgetrf(K.T)
+    if info > 0:
+        raise np.linalg.LinAlgError("singular matrix")
+    value_ld = np.sum(np.log(np.abs(np.diagonal(lu))))
+    G = _getri(lu, piv)  # K^{-T}, F-ordered
+    a, b = G.T @ y, G @ y
+    value = 0.5 * (y @ a) + 0.5 * value_ld
+    G *= 0.5
+    G = blas.dger(-0.5, b, a, a=G, overwrite_a=1)
+    return value, G
 
 
 def _jax_grad():
@@ -100,16 +176,22 @@ def problem(n: int, seed: int = 0):
 
 
 def implementations() -> dict:
-    impls = {"expert (potrf, potrs, potri, syr)": expert}
-    for label, fn in [("pullback, cholesky + solve_triangular", nll_cholesky),
-                      ("pullback, cho_factor + cho_solve", nll_cho_solve),
-                      ("pullback, solve(pos) + logdet", nll_solve),
-                      ("pullback, scipy cho_factor (upper, default) + cho_solve", nll_cho_factor_upper),
-                      ("pullback, scipy solve(pos) + np.linalg.slogdet", nll_solve_slogdet)]:
-        impls[label] = pb.differentiate(fn).value_and_grad
+    """label -> (function, its expert's label): every spelling, without and with the noise term."""
+    impls = {"expert (potrf, potrs, potri, syr)": (expert, None),
+             "expert with noise (copy, potrf in place, potrs, potri, syr)": (expert_noise, None),
+             "LU expert (getrf, getri, ger)": (expert_lu, None)}
+    for label, fn in SPELLINGS.items():
+        lu = "LU" in label
+        impls[f"pullback, {label}"] = (pb.differentiate(fn).value_and_grad,
+                                       "LU expert (getrf, getri, ger)" if lu else "expert (potrf, potrs, potri, syr)")
+    for label, fn in SPELLINGS.items():
+        if "LU" in label:
+            continue
+        impls[f"pullback, {label}, K + s I"] = (pb.differentiate(noisy(fn)).value_and_grad,
+                                               "expert with noise (copy, potrf in place, potrs, potri, syr)")
     jax_fn = _jax_grad()
     if jax_fn is not None:
-        impls["JAX jit (cholesky + solve_triangular)"] = jax_fn
+        impls["JAX jit (cholesky + solve_triangular)"] = (jax_fn, "expert (potrf, potrs, potri, syr)")
     return impls
 
 
@@ -150,17 +232,21 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
         K, y = problem(n)
-        want = expert(K, y)[1]
-        for label, fn in impls.items():
+        wants = {label: np.asarray(fn(K, y)[1]) for label, (fn, ref) in impls.items() if ref is None}
+        wants["expert (potrf, potrs, potri, syr)"] = expert(K, y)[1]
+        for label, (fn, ref) in impls.items():
+            want = wants[ref or label]
             got = np.asarray(fn(K, y)[1])
             assert np.allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max()), label
-        times = best_times(impls, K, y, args.repeats)
-        rows = [(label, *times[label], peak_buffers(fn, K, y)) for label, fn in impls.items()]
-        _, t0, c0, m0 = rows[0]
-        for label, t, c, m in rows:
+        times = best_times({k: f for k, (f, _) in impls.items()}, K, y, args.repeats)
+        peaks = {label: peak_buffers(fn, K, y) for label, (fn, _) in impls.items()}
+        for label, (_, ref) in impls.items():
+            t, c = times[label]
+            t0, c0 = times[ref or label]
+            m, m0 = peaks[label], peaks[ref or label]
             memory = "" if label.startswith("JAX") else f"{m:.2f} | {m / m0:.2f}"
             timing = f"{1e3 * t:.1f} | {t / t0:.2f} | {1e3 * c:.1f} | {c / c0:.2f}"
-            print(f"| {n} | {label} | {timing} | {memory or ' | '} |")
+            print(f"| {n} | {label} | {timing} | {memory or ' | '} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ ALWAYS = {
     "rounding",  # floor, ceil, trunc
     "logistic-float64",  # logit, log_expit
     "erf-erfc-float32",  # erfcx
-    "lu_solve",  # permute
+    "lu_solve-batched",  # permute (one matrix's lu_solve is gesv: transforms.canonical)
     "lu_solve-trans",  # unpermute
+    "clip",  # max (the float32 case clips by literals only)
 }
 
 

@@ -1,10 +1,11 @@
 """Common-subexpression elimination: an equation repeating an earlier one
-(same primitive, same inputs, same params) reuses its outputs. Effects never do: two equal draws
+(same primitive, same inputs, same params; the inputs of a commutative one in either order) reuses
+its outputs. Effects never do: two equal draws
 are two draws."""
 
 from __future__ import annotations
 
-from pullback.ir.core import EFFECTS, WITH_BODIES, Eqn, Literal, Program, Var, effectful
+from pullback.ir.core import COMMUTATIVE, EFFECTS, WITH_BODIES, Eqn, Literal, Program, Var, effectful
 
 
 def _key(a):
@@ -20,8 +21,11 @@ def cse(program: Program) -> Program:
         inputs = eqn.inputs
         if replace:  # (a literal's id is never a key: no var has it)
             inputs = tuple([replace.get(id(a), a) for a in inputs])
-        key = (eqn.prim, tuple([id(a) if type(a) is Var else _key(a) for a in inputs]), eqn.params)
+        keys = tuple([id(a) if type(a) is Var else _key(a) for a in inputs])
         prim = eqn.prim
+        if prim in COMMUTATIVE and len(keys) == 2 and repr(keys[1]) < repr(keys[0]):
+            keys = (keys[1], keys[0])  # x * c and c * x are one product
+        key = (prim, keys, eqn.params)
         first = None if (prim in EFFECTS or prim in WITH_BODIES and effectful(eqn)) else seen.get(key)
         if first is not None:
             for v, w in zip(eqn.outputs, first.outputs):

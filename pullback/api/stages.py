@@ -24,6 +24,7 @@ from pullback.opt.contraction_order import reorder_contractions
 from pullback.opt.deltas import materialise
 from pullback.opt.readers import single_readers
 from pullback.opt.schedule import readers_first
+from pullback.opt.shared_inverse import shared_inverses
 from pullback.opt.simplify import Settled, checked_once, simplify
 from pullback.opt.structure import structure
 from pullback.primitives import structural as st
@@ -40,7 +41,7 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    structured = structure(materialise(simplified))  # (CSE again only if that changed something)
+    structured = structure(materialise(shared_inverses(simplified)))  # (CSE again only if that changed something)
     late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made

@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, memory, printed, render
+from pullback.backends import fusion, layout, memory, merged, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -120,7 +120,7 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
     last: dict[int, tuple[int, Var]] = {}
     for i, eqn in enumerate(program.eqns):
-        for a in eqn.inputs:
+        for a in memory.reads(eqn):  # (the matrix beside its factors is not read: see memory.UNREAD)
             if isinstance(a, Var) and id(a) not in keep:
                 last[id(a)] = (i, a)
         for v in eqn.outputs:  # defined but never used: dead at once
@@ -199,6 +199,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
                  if in_place and not plain else {})
         listed.update(_listed_stacks(prog))
+        factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
             eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
@@ -227,6 +228,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
             piece = templated(eqn, k) if text and printer is None and not returned_update else None
             if piece is not None:
+                if i in factor_notes and piece:
+                    piece = render.INDENT + factor_notes[i] + "\n" + piece
                 if comment is not None and comment[1] != last_comment[0] and piece:
                     last_comment[0] = comment[1]
                     piece = render.INDENT + comment[0] + "\n" + piece
@@ -253,9 +256,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
+            if i in factor_notes and stmts:
+                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
             if comment is not None and comment[1] != last_comment[0] and stmts:
                 last_comment[0] = comment[1]
-                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0]))])
+                stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0])),
+                                                                *stmts[0].leading_lines])
             if text:
                 stmts_out.append(render.body(stmts))
             else:
@@ -265,7 +271,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
-    kernels: list[cst.FunctionDef] = []
+    kernels: list[cst.FunctionDef] = []  # printed before the function (CuPy's fused kernels)
+    helpers: list[cst.FunctionDef] = []  # printed after it (rare branches): the module opens with the gradient
 
     def kernel(body: Program) -> str:
         """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy); return its name."""
@@ -282,7 +289,32 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return name
 
-    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel)
+    def function(body: Program, operands, ins: list[s.Expr]) -> str:
+        """Print a branch as a module-level function of its operands; return its name."""
+        name = namer.fresh(body.name if body.name.isidentifier() else "branch", "branch")
+        params, head = [], []
+        read = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}
+        for v, a, e in zip(body.inputs, operands, ins):
+            if id(v) not in read:
+                continue
+            if isinstance(a, Var):  # the parameter takes the operand's name: another scope
+                namer.alias(v, a)
+                if e.value not in {p.name.value for p in params}:
+                    params.append(cst.Param(s.name(e.value)))
+            else:
+                head.append(s.assign([s.name(namer.name(v, v.hint, "c"))], e))
+        seen, last_comment[0] = last_comment[0], None
+        stmts = head + block(body)
+        last_comment[0] = seen
+        results = [expr(a) for a in body.outputs]
+        ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
+        helpers.append(cst.FunctionDef(
+            name=s.name(name), params=cst.Parameters(params),
+            body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
+            leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        return name
+
+    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, function)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
         program = fusion.fuse(printed.prepare(program))
@@ -315,7 +347,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
-    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants, statements)
+    after = cst.Module(body=helpers).code if helpers else ""
+    return Generated(code[: -len(tail)] + render.body(body) + after, fn_name, constants, statements)
 
 
 @dataclass(frozen=True)
@@ -330,6 +363,7 @@ class _Nest:
     backend: ModuleType
     listed: set[int]
     kernel: Callable[[Program], str]
+    function: Callable[[Program, Any, list[s.Expr]], str]
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
@@ -499,13 +533,26 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return stmts
 
 
+HELPER_MIN_EQNS = 16  # a branch this long prints as a function of its own (det's singular branch): the
+# common path reads in a few lines, and the rare one is named for what it computes
+
+
 def _cond(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """``if index <= 0: ... elif index == 1: ... else: ...`` (``if pred: ... else: ...`` for two
-    branches of a boolean), every branch assigning the same result names."""
+    branches of a boolean), every branch assigning the same result names; a long branch is a call of
+    a module-level function printed for it (``HELPER_MIN_EQNS``)."""
     branches, namer, expr = eqn.params["branches"], nest.namer, nest.expr
     names = [s.name(namer.name(v, v.hint, "branch")) for v in eqn.outputs]
     bodies = []
     for br in branches:
+        if len(br.eqns) >= HELPER_MIN_EQNS and all(isinstance(e, cst.Name) or isinstance(a, Literal)
+                                                   for a, e in zip(eqn.inputs[1:], ins[1:])):
+            read = {id(a) for e in br.eqns for a in e.inputs} | {id(a) for a in br.outputs}
+            args = dict.fromkeys(e.value for v, a, e in zip(br.inputs, eqn.inputs[1:], ins[1:])
+                                 if isinstance(a, Var) and id(v) in read)
+            call = s.call(nest.function(br, eqn.inputs[1:], ins[1:]), *map(s.name, args))
+            bodies.append([s.assign(names, call)] if names else [s.statement(call)])
+            continue
         code = _bind_inputs(br.inputs, eqn.inputs[1:], ins[1:], namer) + nest.block(br)
         if names:
             code.append(s.assign(names, s.tuple_([expr(a) for a in br.outputs], parens=False) if len(names) > 1

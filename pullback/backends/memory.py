@@ -37,6 +37,26 @@ def makes_view(prim, inputs) -> bool:
 UPDATES = frozenset({ix.scatter_p, ix.scatter_add_p, ix.dynamic_update_slice_p, st.add_diagonal_p})
 
 
+def _unread() -> dict:
+    """Primitive -> operands its printed value does not read: the matrix A that the composites at a
+    factorisation take for their tangents (``primitives.factored``), whose value the factors give. A
+    value read only there is dead after its factorisation, which may then overwrite it."""
+    from pullback.primitives.linalg import factor_solves as fa
+    from pullback.primitives.linalg import matrix_functions as lx
+
+    return {p: frozenset({0}) for p in (fa.gesv_p, fa.getri_at_p, fa.lu_logabsdet_p, fa.posv_p, fa.po_logdet_p,
+                                        fa.po_inv_p, lx.det_p)}
+
+
+UNREAD = _unread()
+
+
+def reads(eqn) -> list:
+    """The operands of ``eqn`` that its printed code reads (all but ``UNREAD``'s)."""
+    skip = UNREAD.get(eqn.prim)
+    return list(eqn.inputs) if skip is None else [a for k, a in enumerate(eqn.inputs) if k not in skip]
+
+
 def buffer_roots(program: Program) -> dict[int, int]:
     """id(var) -> id of the var owning its buffer: itself, or for a view (a chain of views) the
     value it aliases. Inputs and constants, absent here, own their buffers."""
@@ -111,7 +131,7 @@ def plan(program: Program, free: frozenset[int] = frozenset()) -> dict[int, froz
             pinned.add(root.get(id(a), id(a)))
     last: dict[int, int] = {}  # buffer -> index of the last equation reading any of its aliases
     for i, eqn in enumerate(program.eqns):
-        for a in eqn.inputs:
+        for a in reads(eqn):
             if isinstance(a, Var):
                 last[root.get(id(a), id(a))] = i
     reusable: dict[int, frozenset[int]] = {}

@@ -312,9 +312,12 @@ def qr(a, mode: str = "reduced"):
     _check_matrix(a, "qr", square=False)
     if mode not in ("reduced", "complete", "r", "raw", "full", "f", "economic", "e"):  # NumPy's, some deprecated
         raise ValueError(f"Unrecognized mode '{mode}'")
+    if mode == "complete" and a.shape[-2] <= a.shape[-1]:
+        mode = "reduced"  # a square or wide A: Q is m x m either way
     if mode not in ("reduced", "r"):
         raise TracingError(located(f"np.linalg.qr with mode={mode!r} is not supported on traced values by pullback: "
-                                   "only mode='reduced' (and 'r', R alone) is differentiable"))
+                                   "only mode='reduced' (and 'complete' of a square or wide matrix; 'r', R alone) is "
+                                   "differentiable"))
     q, r = bind(la.geqrf_p, _float(a))
     return r if mode == "r" else (q, r)
 
@@ -575,8 +578,8 @@ def det(a):
     """det A (LU underneath). Its derivative is the adjugate, tr(adj(A) dA), exact and
     finite at singular A too (``pullback.primitives.linalg.matrix_functions.adjugate``)."""
     a = _float(_square(a, "det"))
-    lu, piv, perm, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
-    return bind(lx.det_p, a, lu, piv, perm)
+    lu, piv, _, _ = _getrf(a)  # shared with solve, inv, slogdet of the same matrix
+    return bind(lx.det_p, a, lu, piv)
 
 
 # --- NumPy's matrix functions: powers, rank, norms ----------------------------------------------

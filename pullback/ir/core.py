@@ -43,6 +43,8 @@ class Primitive:
 
 
 PRIMITIVES: dict[str, Primitive] = {}
+# binary primitives whose two operands may swap (``x * c`` is ``c * x``): CSE keys them in one order
+COMMUTATIVE: set[Primitive] = set()
 # primitives whose equations hold sub-programs in their params (loop bodies, branches): the passes that
 # must look inside them check membership here rather than every equation's params
 WITH_BODIES: set[Primitive] = set()

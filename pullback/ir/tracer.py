@@ -329,6 +329,8 @@ def tracing() -> bool:
 def new_trace():
     builder = Builder()
     stack = _state.__dict__.setdefault("stack", [])
+    if stack:  # a sub-program of a rule (det's branches) comes from the rule's equation, as the rule's own do
+        builder.source = stack[-1].source
     stack.append(builder)
     try:
         yield builder

@@ -17,8 +17,16 @@ passes meet one pattern whatever the user wrote.
   determinant: ``log|det A| = 2 sum log L_ii`` (``po_logdet``, differentiated as A^{-1} by potri, as
   ``lu_logabsdet`` is by getri), the sign is +1 (U_ii = L_ii^2 > 0, no swaps). A ``getrf`` whose
   every use is its determinant (``lu_logabsdet``, ``det``, the diagonal and pivots that slogdet's sign
-  reads) is replaced so; any other use (an LU solve or inverse, whose derivative sees dA's
-  non-Hermitian part) keeps it.
+  reads) is replaced so, and so is one whose other uses are ``inv`` of the same matrix: A^{-1} is then
+  ``potri`` of the factor (``po_inv``, differentiated as ``inv``, -X dA X for all of dA); any other use
+  (an LU solve, whose derivative sees dA's non-Hermitian part) keeps it.
+- **The solve at the factors.** ``lu_solve(lu_factor(A), B)`` traces as a permutation and two
+  triangular solves with getrf's factors, whose derivative would run through the factors (the LU
+  notes' tangent map: four triangular solves and two products per use). Their value is A^{-1} B, so
+  they become ``gesv`` of A at those factors, differentiated at the solve (one getrs, one rank-k
+  product) as ``solve(A, B)`` is, and never raising (info 0: ``lu_solve`` of a singular A does not).
+- **log |det A|** spelled ``log(abs(det(A)))`` is slogdet's ``lu_logabsdet`` of the same factors:
+  no product of pivots that may overflow, and a derivative A^{-T} without det's singular branch.
 """
 
 from __future__ import annotations
@@ -108,6 +116,39 @@ class _Canon:
         return [Eqn(st.diagonal_p, (x,), (d,), eqn.params, eqn.source),
                 Eqn(ew.conj_p, (d,), (out,), Params(), eqn.source)]
 
+    # --- the solve at the factors ----------------------------------------------------------------
+    def lu_solve(self, eqn: Eqn) -> Eqn | None:
+        """``U^{-1} (L^{-1} (P B))`` with getrf's factors of a square A (one matrix) as ``gesv``."""
+        p = eqn.params
+        if not (p["left"] and not p["lower"] and p["trans"] == Trans.N and not p["unit_diagonal"]) or p.get(
+                "alpha", 1.0) != 1.0:
+            return None
+        lu, y = eqn.inputs
+        g, inner = self.defs.get(id(lu)), self.defs.get(id(y))
+        if g is None or g.prim is not la.getrf_p or g.outputs[0] is not lu or lu.type.ndim != 2 or inner is None:
+            return None
+        q = inner.params
+        unit_lower = q["left"] and q["lower"] and q["trans"] == Trans.N and q["unit_diagonal"]
+        if inner.prim is not la.trsm_p or inner.inputs[0] is not lu or not unit_lower or q.get("alpha", 1.0) != 1.0:
+            return None
+        permuted = self.defs.get(id(inner.inputs[1]))
+        if permuted is None or permuted.prim is not la.permute_p or permuted.inputs[1] is not g.outputs[2]:
+            return None
+        a, piv, info = g.inputs[0], g.outputs[1], g.outputs[3]
+        return Eqn(fa.gesv_p, (a, lu, piv, Literal.of(0, info.dtype), permuted.inputs[0]), eqn.outputs, Params(),
+                   eqn.source)
+
+    def log_abs_det(self, eqn: Eqn) -> Eqn | None:
+        """``log(abs(det(A)))`` as ``lu_logabsdet`` (real A: complex abs of det is another story)."""
+        ab = self.defs.get(id(eqn.inputs[0])) if isinstance(eqn.inputs[0], Var) else None
+        if ab is None or ab.prim is not ew.abs_p or not isinstance(ab.inputs[0], Var):
+            return None
+        d = self.defs.get(id(ab.inputs[0]))
+        if d is None or d.prim is not lx.det_p or d.inputs[0].dtype.kind == "c":
+            return None
+        a, lu, piv = d.inputs
+        return Eqn(fa.lu_logabsdet_p, (a, lu, piv), eqn.outputs, Params(), eqn.source)
+
     # --- one factorisation -----------------------------------------------------------------------
     def cholesky_of(self) -> dict[int, Eqn]:
         """Matrix (by id) -> a checked potrf of it (of A, or of A^H: the other triangle)."""
@@ -134,6 +175,8 @@ class _Canon:
                 continue
             if e.prim is lx.det_p and e.inputs[0] is getrf.inputs[0]:
                 continue
+            if e.prim is fa.getri_at_p and e.inputs[0] is getrf.inputs[0]:
+                continue
             return False
         return True
 
@@ -146,8 +189,20 @@ class _Canon:
         for eqn in self.program.eqns:
             if id(eqn) in self.dropped:
                 continue
+            if eqn.prim is la.trsm_p:
+                solve = self.lu_solve(eqn)
+                if solve is not None:
+                    eqns.append(solve)
+                    changed = True
+                    continue
             if eqn.prim in (la.trsm_p, la.trmm_p):
                 new = self.triangular(eqn)
+                if new is not None:
+                    eqns.append(new)
+                    changed = True
+                    continue
+            elif eqn.prim is ew.log_p:
+                new = self.log_abs_det(eqn)
                 if new is not None:
                     eqns.append(new)
                     changed = True
@@ -207,6 +262,10 @@ class _Canon:
                 replace[id(e.outputs[0])] = u
             elif e.prim is fa.lu_logabsdet_p:
                 replace[id(e.outputs[0])] = self.logdet(a, l, out, src)
+            elif e.prim is fa.getri_at_p:  # inv(A): potri of the factor (potrf checked A already)
+                inverse = Var(e.outputs[0].type, e.outputs[0].hint)
+                out.append(Eqn(fa.po_inv_p, (a, l), (inverse,), Params(), e.source))
+                replace[id(e.outputs[0])] = inverse
             else:  # det
                 ld = self.logdet(a, l, out, src)
                 value = Var(ld.type, "det")
@@ -245,7 +304,7 @@ def _substituted(program: Program, replace: dict[int, object]) -> Program:
 def canonical(program: Program) -> Program:
     """``program`` with the factorisations' spellings brought to one form (the module docstring);
     ``program`` itself when there is nothing to bring."""
-    if not any(e.prim in (la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p) for e in program.eqns):
+    if not any(e.prim in (la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p, ew.log_p) for e in program.eqns):
         return program
     merged = cse(program)
     out = _Canon(merged).run()

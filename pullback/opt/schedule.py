@@ -1,43 +1,92 @@
-"""Readers before the overwriter: ``potri`` may write A^{-1} into the Cholesky factor's buffer (as the
-expert's code does) only if it is the factor's last reader. A reverse-mode program often asks for
-another O(n^2) use of the factor (a triangular solve of a vector) after the inverse, because the
-cotangents arrive in the reverse order of the user's calls; such a reader, whose operands are all ready
-before ``potri``, is moved before it, so that the memory plan can reuse the buffer."""
+"""Readers before the overwriter: an operation may write its result into an operand's buffer (as the
+expert's code does: ``potri`` into the Cholesky factor, ``getri`` into the LU factors, ``X * 0.5`` into
+X) only if it is the buffer's last reader. A reverse-mode program often asks for another use of the
+buffer (a triangular solve of a vector, ``getrs(trans=1)`` with the LU factors, a product of the inverse
+with a vector) after the overwriter, because the cotangents arrive in the reverse order of the user's
+calls; such a reader, whose operands are all ready before the overwriter and whose results are smaller
+than the buffer (so that moving it up raises no peak), is moved before it, so that the memory plan can
+reuse the buffer."""
 
 from __future__ import annotations
 
 from pullback.ir.core import WITH_BODIES, Eqn, Program, Var, effectful
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.primitives.linalg import factor_solves as fa
 from pullback.primitives.linalg import factorizations as la
 
-OVERWRITERS = frozenset({la.potri_p})
+# primitive -> the operand it may overwrite
+OVERWRITERS = {la.potri_p: 0, fa.getri_p: 0, fa.getri_at_p: 1, fa.po_inv_p: 1}
+ELEMENTWISE = frozenset({ew.mul_p, ew.add_p, ew.sub_p, ew.neg_p, ew.div_p})
+MIN_SIZE = 1 << 16  # the memory plan's: smaller arrays are not reused
+_VIEWS = frozenset({st.transpose_p, st.reshape_p})
+
+
+def _overwritten(eqn: Eqn) -> list[Var]:
+    k = OVERWRITERS.get(eqn.prim)
+    if k is not None:
+        return [eqn.inputs[k]] if isinstance(eqn.inputs[k], Var) else []
+    if eqn.prim in ELEMENTWISE and eqn.outputs[0].type.size >= MIN_SIZE:
+        return [a for a in eqn.inputs if isinstance(a, Var) and a.type == eqn.outputs[0].type]
+    return []
 
 
 def readers_first(program: Program) -> Program:
     """``program`` with the readers described above moved; ``program`` itself when none is."""
-    if not any(e.prim in OVERWRITERS for e in program.eqns):
+    eqns = program.eqns
+    if not any(e.prim in OVERWRITERS for e in eqns):
         return program
-    eqns = list(program.eqns)
-    moved = False
-    i = 0
-    while i < len(eqns):
-        eqn = eqns[i]
-        if eqn.prim in OVERWRITERS and isinstance(eqn.inputs[0], Var):
-            before = {id(v) for e in eqns[:i] for v in e.outputs} | {id(v) for v in program.inputs} | {
-                id(v) for v in program.constvars}
-            factor = eqn.inputs[0]
-            hoisted = [e for e in eqns[i + 1:] if factor in e.inputs and _movable(e) and all(
-                not isinstance(a, Var) or id(a) in before for a in e.inputs)]
-            if hoisted:
-                ids = {id(e) for e in hoisted}
-                eqns = eqns[:i] + hoisted + [eqn] + [e for e in eqns[i + 1:] if id(e) not in ids]
-                i += len(hoisted)
-                moved = True
-        i += 1
+    root: dict[int, int] = {}  # id(var) -> id of the var owning its buffer (through transposes, reshapes)
+    readers: dict[int, list[int]] = {}  # buffer -> indices of the equations reading it
+    for i, e in enumerate(eqns):
+        for a in e.inputs:
+            if isinstance(a, Var):
+                readers.setdefault(root.get(id(a), id(a)), []).append(i)
+        if e.prim in _VIEWS and isinstance(e.inputs[0], Var):
+            root[id(e.outputs[0])] = root.get(id(e.inputs[0]), id(e.inputs[0]))
+    defined = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
+    producer = {id(v): i for i, e in enumerate(eqns) for v in e.outputs}
+    done: set[int] = set()
+    order: list[Eqn] = []
+
+    def hoist(j: int, i: int, size: int, depth: int) -> list[int] | None:
+        """``j`` and the equations after ``i`` that it needs first (a few levels: a fill of ones, a
+        reshape), when all may move; None when one may not."""
+        r = eqns[j]
+        if j <= i or not _movable(r) or any(v.type.size >= size for v in r.outputs):
+            return None
+        need: list[int] = []
+        for a in r.inputs:
+            if isinstance(a, Var) and id(a) not in defined:
+                k = producer.get(id(a))
+                more = None if k is None or depth == 0 or k in done else hoist(k, i, size, depth - 1)
+                if more is None:
+                    return None
+                need += [m for m in more if m not in need]
+        return [*need, j]
+
+    for i, e in enumerate(eqns):
+        if i in done:
+            continue
+        for x in _overwritten(e):
+            for j in readers.get(root.get(id(x), id(x)), ()):
+                if j in done:
+                    continue
+                found = hoist(j, i, x.type.size, 2)
+                for k in found or ():
+                    if k not in done:
+                        order.append(eqns[k])
+                        defined.update(id(v) for v in eqns[k].outputs)
+                        done.add(k)
+        order.append(e)
+        defined.update(id(v) for v in e.outputs)
+    moved = len(order) == len(eqns) and any(a is not b for a, b in zip(order, eqns))
     if not moved:
         return program
-    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+    return Program(program.inputs, tuple(order), program.outputs, program.constvars, program.constvals, program.name)
 
 
 def _movable(e: Eqn) -> bool:
     """Pure, no sub-program, raising nothing of its own (a checked solve keeps its place among the errors)."""
-    return e.prim not in WITH_BODIES and not effectful(e) and not e.params.get("check", False)
+    return e.prim not in WITH_BODIES and not effectful(e) and not e.params.get("check", False) and e.prim not in (
+        fa.gesv_p, fa.getri_at_p)

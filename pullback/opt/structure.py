@@ -441,6 +441,8 @@ class _Pass:
     def cubic(self, eqn: Eqn) -> bool:
         if eqn.prim in (la.trsm_p, la.trmm_p):
             return eqn.inputs[1].shape[-1] > 1 if eqn.params["left"] else eqn.inputs[1].shape[-2] > 1
+        if eqn.prim is con.dot_general_p:
+            return all(isinstance(a, Var) and a.type.ndim == 2 and min(a.shape) > 1 for a in eqn.inputs)
         return eqn.prim is st.add_transpose_p or id(eqn.outputs[0]) in self.cancelled or (eqn.prim is ew.add_p and any(
             isinstance(a, Var) and id(a) in self.herm for a in eqn.inputs))
 
@@ -448,7 +450,10 @@ class _Pass:
     def gathers(eqn: Eqn, form: Form, returned: set[int]) -> bool:
         """A returned sum holding a rank-1 term: printed from its form, the outer product is one update
         of the dense term's buffer (``ger``), not an n x n array made and then added."""
-        return eqn.prim is ew.add_p and id(eqn.outputs[0]) in returned and any(t.kind == "outer" for t in form)
+        if eqn.prim is ew.sub_p and any(t.kind == "dense" and np.real(t.coef) <= 0 for t in form):
+            return False  # the dense term subtracted: printed as it is, not negated first
+        return eqn.prim in (ew.add_p, ew.sub_p) and id(eqn.outputs[0]) in returned and any(
+            t.kind == "outer" for t in form)
 
     @staticmethod
     def cheap(form: Form) -> bool:
@@ -465,6 +470,8 @@ class _Pass:
         elif prim is con.dot_general_p and self.is_outer(ins, p["dims"], n):  # u v^T, any spelling
             exact = (self.outer(*(a if a.shape == (n, 1) else self.emit(st.reshape_p, a, new_sizes=(n, 1))
                                   for a in ins)),)
+        elif prim is con.dot_general_p and self.matrix_product(ins, p["dims"], n):
+            exact = self.product_exact(ins, p["dims"])
         elif prim is ew.conj_p:
             exact = self.conjugate(self.form(self.exact, ins[0])) or self.adjoint(eqn)
         elif prim is st.transpose_p and p["permutation"] == (1, 0):
@@ -528,6 +535,28 @@ class _Pass:
         for table, f in ((self.exact, exact), (self.lower, lower), (self.herm, herm)):
             if f is not None:
                 table[id(out)] = f
+
+    @staticmethod
+    def matrix_product(ins, dims: con.DotDims, n: int) -> bool:
+        """A product of two n x n matrices, either transposed (``X^T W``, ``W X^T``): n^3 work."""
+        return (not dims.lhs_batch and len(dims.lhs_contract) == 1 and all(
+            isinstance(a, Var) and a.shape == (n, n) for a in ins))
+
+    def product_exact(self, ins, dims: con.DotDims) -> Form | None:
+        """M (u v^T) = (M u) v^T and (u v^T) M = u (M^T v)^T: a product with a rank-1 operand is a
+        matrix-vector product (a rank-1 cotangent pushed through ``inv``'s ``-X^T X_bar X^T``)."""
+        (cl,), (cr,) = dims.lhs_contract, dims.rhs_contract
+        for side, (m, cm), (x, cx) in ((1, (ins[0], cl), (ins[1], cr)), (0, (ins[1], cr), (ins[0], cl))):
+            form = self.form(self.exact, x)
+            if not form or any(t.kind != "outer" for t in form) or len(form) > 2:
+                continue
+            out = []
+            for t in form:  # x = a b^T: the contracted vector, and the free one
+                inner, free = (t.a, t.b) if cx == 0 else (t.b, t.a)
+                w = self.emit(con.dot_general_p, m, inner, dims=con.DotDims((cm,), (0,)))  # (n, 1)
+                out.append(self.outer(w, free, t.coef) if side == 1 else self.outer(free, w, t.coef))
+            return _merge(out)
+        return None
 
     @staticmethod
     def is_outer(ins, dims: con.DotDims, n: int) -> bool:

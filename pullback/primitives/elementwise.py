@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pullback.ir.core import Literal, Primitive, ShapeError, shape_rules
+from pullback.ir.core import COMMUTATIVE, Literal, Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType, real_dtype
 
 BOOL = np.dtype(bool)
@@ -98,6 +98,7 @@ ge_p = binary("ge", REAL, _bool)
 and_p = binary("and", "bi")
 or_p = binary("or", "bi")
 xor_p = binary("xor", "bi")
+COMMUTATIVE.update({add_p, mul_p, max_p, min_p, eq_p, ne_p, and_p, or_p, xor_p})
 not_p = unary("not", "bi")
 
 # piecewise constant (zero derivative): rounding, integer quotients, classification

@@ -72,8 +72,10 @@ def test_det_gradient_is_det_times_getri_off_the_singular_branch():
     source = pb.differentiate(np.linalg.det).source(general(N), program="grad")
     found = calls(source)
     assert found["getrf"] == 1 and found["getri"] == 1 and "trmm" not in found and "getrs" not in found
-    fast = source[source.index("else:"):]
+    helper = source.index("\ndef singular_adjugate(")  # the exact branch: a function of its own, after
+    fast = source[source.index("else:"):helper]
     assert calls(fast) == {"getri": 1}
+    assert "singular_adjugate(lu, piv)" in source[:helper] and "for " not in source[:helper]  # no loop on pivots
 
 
 def test_gp_with_solve_pos_and_logdet_prints_potrf_potrs_potri():

@@ -39,6 +39,10 @@ def potrs(a, b):
     return lax.potrs(pla.cholesky(spd(a)), b)
 
 
+def _inv_and_cholesky(m):
+    return np.linalg.inv(m), np.linalg.cholesky(m)
+
+
 def _op(a, trans):
     return a if trans == 0 else (a.T if trans == 1 else H(a))
 
@@ -72,6 +76,11 @@ CASES += [
          reference=lambda a, b: np.linalg.solve(spd(a), b)),
     Case("po_logdet-complex", lambda a: pla.logdet(spd(a)), ((3, 3),), C,
          reference=lambda a: np.linalg.slogdet(spd(a))[1]),
+    # inv of a matrix the program also Cholesky-factorises: potri of the factor (transforms.canonical)
+    Case("po_inv", lambda a: _inv_and_cholesky(spd(a)), ((3, 3),),
+         reference=lambda a: (np.linalg.inv(spd(a)), np.linalg.cholesky(spd(a)))),
+    Case("po_inv-complex-batched", lambda a: _inv_and_cholesky(spd(a)), ((2, 3, 3),), C,
+         reference=lambda a: (np.linalg.inv(spd(a)), np.linalg.cholesky(spd(a)))),
 ]
 
 # linear in b: the dot-product test of getrs's (every op) and potrs's transposes

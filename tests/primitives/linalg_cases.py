@@ -12,6 +12,13 @@ from pullback.primitives import lax
 from tests.primitives.cases import Case
 
 
+def _permutation(piv):
+    from pullback.ir.tracer import bind
+    from pullback.primitives.linalg.matrix_functions import pivots_to_permutation_p
+
+    return bind(pivots_to_permutation_p, piv)
+
+
 def H(x):
     return np.conj(np.swapaxes(x, -1, -2))
 
@@ -110,6 +117,13 @@ LINALG_CASES += [
     Case("lu_factor", lambda x: pla.lu_factor(x)[0], ((4, 4),), reference=lambda x: scipy.linalg.lu_factor(x)[0]),
     Case("lu_solve", lambda x, b: pla.lu_solve(pla.lu_factor(x), b), ((4, 4), (4, 2)),
          reference=lambda x, b: np.linalg.solve(x, b)),
+    Case("pivots_to_permutation", lambda x: x[_permutation(pla.lu_factor(x)[1])], ((4, 4),),
+         reference=lambda x: x[np.argmax(scipy.linalg.lu(x)[0], axis=0)]),  # P A (the rows P^T A = L U reads)
+    Case("pivots_to_permutation-batched", lambda x: np.take_along_axis(
+        x, _permutation(pla.lu_factor(x)[1])[..., None], axis=-2), ((2, 3, 3),),
+         reference=lambda x: np.stack([xi[np.argmax(scipy.linalg.lu(xi)[0], axis=0)] for xi in x])),
+    Case("lu_solve-batched", lambda x, b: pla.lu_solve(pla.lu_factor(x), b), ((2, 4, 4), (2, 4, 2)),
+         reference=lambda x, b: np.linalg.solve(x, b)),  # a stack: through the factors (permute, trsm)
     Case("lu_full_pivot", lambda x: (lambda p, q, l, u: p @ l @ u @ q)(*pla.lu_full_pivot(x)), ((4, 3),),
          reference=lambda x: x),
     Case("lu_full_pivot-complex", lambda x: (lambda p, q, l, u: p @ l @ u @ q)(*pla.lu_full_pivot(x)), ((3, 4),),

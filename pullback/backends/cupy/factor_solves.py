@@ -7,8 +7,10 @@ read back once."""
 from __future__ import annotations
 
 from pullback.backends import syntax as s
-from pullback.backends.cupy.backend import _cupyx, emits
+from pullback.backends.cupy.backend import EMITTERS, _cupyx, emits
 from pullback.backends.numpy import linalg as npl
+from pullback.backends.numpy.factor_solves import at_factor
+from pullback.ir.core import Literal
 from pullback.primitives.linalg import factor_solves as fa
 
 
@@ -59,7 +61,8 @@ def _potrs_emit(ctx, eqn, ins, outs):
 @emits(fa.gesv_p)
 def _gesv(ctx, eqn, ins, outs):
     (_, lu, piv, info, b), (x,) = ins, outs
-    return [_singular(ctx, info), s.assign([x], _lu_solve(ctx, lu, piv, b, 0, 4 in ctx.reusable))]
+    solve = s.assign([x], _lu_solve(ctx, lu, piv, b, 0, 4 in ctx.reusable))
+    return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 
 @emits(fa.getri_at_p)
@@ -72,3 +75,12 @@ def _getri_at(ctx, eqn, ins, outs):
 def _posv(ctx, eqn, ins, outs):
     (_, l, b), (x,) = ins, outs
     return [s.assign([x], _potrs(ctx, l, b, 2 in ctx.reusable))]
+
+
+
+def _po_inv(ctx, eqn, ins, outs):
+    """``inv`` at a Cholesky factor: potri as it prints here (two triangular solves in an identity)."""
+    return at_factor(ctx, eqn, ins, outs, EMITTERS)
+
+
+EMITTERS[fa.po_inv_p] = _po_inv

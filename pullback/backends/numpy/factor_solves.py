@@ -12,6 +12,7 @@ from pullback.backends import layout
 from pullback.backends import syntax as s
 from pullback.backends.numpy.backend import EMITTERS, FORTRAN
 from pullback.backends.numpy.linalg import PREFIX, assign, emits, lapack, overwrite, raise_if
+from pullback.ir.core import Literal
 from pullback.primitives.linalg import factor_solves as fa
 
 
@@ -75,7 +76,8 @@ def _gesv_emit(ctx, eqn, ins, outs):
     """A singular factor raises here, where NumPy's solve would (getrf itself does not check, so that
     slogdet of the same matrix shares it)."""
     (_, lu, piv, info, b), (x,) = ins, outs
-    return [_singular(ctx, info), _getrs(ctx, eqn, lu, piv, b, x, 0, 4)]
+    solve = _getrs(ctx, eqn, lu, piv, b, x, 0, 4)
+    return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 
 @emits(fa.getri_at_p)
@@ -109,5 +111,23 @@ def _po_logdet_emit(ctx, eqn, ins, outs):
 for _p in (fa.getrs_p, fa.getri_p, fa.potrs_p, fa.gesv_p, fa.getri_at_p, fa.posv_p):
     FORTRAN[_p] = layout.results(0)
 
+def at_factor(ctx, eqn, ins, outs, emitters):
+    """``po_inv(a, l)`` printed as ``potri(l)`` (``emitters``: the backend's), its operand positions
+    (layout, buffers to reuse) shifted past ``a``."""
+    from pullback.ir.core import Eqn, Params
+    from pullback.primitives.linalg import factorizations as la
+
+    inner = Eqn(la.potri_p, (eqn.inputs[1],), eqn.outputs, Params(), eqn.source)
+    saved = ctx.fortran, ctx.reusable
+    ctx.fortran = frozenset(k - 1 for k in ctx.fortran if k)
+    ctx.reusable = frozenset(k - 1 for k in ctx.reusable if k)
+    try:
+        return emitters[la.potri_p](ctx, inner, ins[1:], outs)
+    finally:
+        ctx.fortran, ctx.reusable = saved
+
+
+EMITTERS[fa.po_inv_p] = lambda ctx, eqn, ins, outs: at_factor(ctx, eqn, ins, outs, EMITTERS)
+FORTRAN[fa.po_inv_p] = layout.same_as(1)
 EMITTERS[fa.lu_logabsdet_p] = _lu_logabsdet_emit
 EMITTERS[fa.po_logdet_p] = _po_logdet_emit

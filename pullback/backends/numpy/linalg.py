@@ -486,14 +486,20 @@ from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
 from pullback.primitives.linalg import matrix_functions as lx  # noqa: E402
 
 OUTPUT_HINTS["geev"] = ("w", "v")
-TEMP_HINTS.update({"expm_frechet": "frechet", "trsyl": "sylvester", "sqrtm": "root"})
+TEMP_HINTS.update({"expm_frechet": "frechet", "trsyl": "sylvester", "sqrtm": "root", "pivots_to_permutation": "perm"})
 
 
 def _det(ctx, eqn, ins, outs):
     """det(P) prod U_ii from getrf's factors (as NumPy's det computes it), every matrix of a batch at
     once; 1 for 0 x 0."""
-    (_, lu, piv, _), (out,) = ins, outs
+    (_, lu, piv), (out,) = ins, outs
     n = eqn.inputs[0].shape[-1]
+    if eqn.inputs[0].type.ndim == 2:  # one matrix: the sign as the expert takes it, a branch on a count
+        swapped = s.call("np.count_nonzero", s.binop(piv, "!=", s.call("np.arange", s.number(n), dtype=s.dtype(
+            eqn.inputs[2].dtype))))
+        return [assign([out], s.call("np.prod", s.call("np.diagonal", lu))),
+                cst.If(test=s.binop(swapped, "%", s.number(2)),
+                       body=cst.IndentedBlock([assign([out], cst.UnaryOperation(cst.Minus(), out))]))]
     swaps = s.name(ctx.fresh("swaps"))
     flipped = s.binop(s.binop(swaps, "%", s.number(2)), "==", s.number(1))
     return [
@@ -506,6 +512,35 @@ def _det(ctx, eqn, ins, outs):
 
 
 EMITTERS[lx.det_p] = _det
+
+_PERMUTATION = """
+{perm} = np.empty({shape}, dtype=np.int32)
+for {k} in np.ndindex({batch}):
+    {p} = np.arange({n}, dtype=np.int32)
+    for {i}, {j} in enumerate({piv}[{k}]):
+        {p}[{i}], {p}[{j}] = {p}[{j}], {p}[{i}]
+    {perm}[{k}] = {p}
+"""
+
+
+def _pivots_to_permutation(ctx, eqn, ins, outs):
+    """The pivots' swaps applied in order to 0..n-1 (one matrix's as getrf prints it, a stack's per matrix)."""
+    (piv,), (perm,) = ins, outs
+    shape = eqn.inputs[0].shape
+    if len(shape) == 1:
+        i, j = s.name(ctx.fresh("i")), s.name(ctx.fresh("j"))
+        swap = cst.Assign([cst.AssignTarget(s.tuple_([s.subscript(perm, [i]), s.subscript(perm, [j])], parens=False))],
+                          s.tuple_([s.subscript(perm, [j]), s.subscript(perm, [i])], parens=False))
+        return [assign([perm], s.call("np.arange", s.number(shape[0]), dtype=s.dtype(np.int32))),
+                cst.For(target=s.tuple_([i, j], parens=False), iter=s.call("enumerate", piv),
+                        body=cst.IndentedBlock([s.statement(swap)]))]
+    names = {h: s.name(ctx.fresh(h)) for h in ("k", "p", "i", "j")}
+    module = cst.helpers.parse_template_module(_PERMUTATION, perm=perm, piv=piv, shape=s.ints(shape),
+                                               batch=s.ints(shape[:-1]), n=s.number(shape[-1]), **names)
+    return list(module.body)
+
+
+EMITTERS[lx.pivots_to_permutation_p] = _pivots_to_permutation
 EMITTERS[lx.pinv_p] = lambda ctx, eqn, ins, outs: s.call("np.linalg.pinv", *ins, rcond=s.number(eqn.params["rcond"]))
 
 

@@ -20,10 +20,13 @@ are ordinary primitives with complete rules (the factor's tangent included, for 
 - ``getri(lu, piv)``: A^{-1} from getrf's factors;
 - ``potrs(l, b)``: A^{-1} B from the lower Cholesky factor, A = L L^H; linear in B and self-adjoint.
 
-Composites: ``gesv(a, lu, piv, info, b)`` (A^{-1} B, raising on a singular factor: info > 0),
+Composites: ``gesv(a, lu, piv, info, b)`` (A^{-1} B, raising on a singular factor: info > 0;
+a literal info 0 is ``lu_solve``'s, which does not check),
 ``getri_at(a, lu, piv, info)`` (A^{-1}, raising likewise), ``lu_logabsdet(a, lu, piv)``
 (log |det A|), ``posv(a, l, b)`` (A^{-1} B for Hermitian positive definite A; like ``potrf``, its
-tangent sees the Hermitian part of dA) and ``po_logdet(a, l)`` (log det A = 2 sum log L_ii).
+tangent sees the Hermitian part of dA), ``po_logdet(a, l)`` (log det A = 2 sum log L_ii) and
+``po_inv(a, l)`` (``inv(A)`` of a matrix the program also Cholesky-factorises: A^{-1} by potri, its
+tangent ``inv``'s, -X dA X for all of dA, as NumPy's ``inv`` reads all of A).
 Reverse mode of each is then transposition of a getrs/potrs (or nothing) plus one rank-k product,
 with getri/potri computed once in the forward pass where an inverse is the cotangent.
 """
@@ -43,6 +46,7 @@ getri_at_p = Primitive("getri_at")
 lu_logabsdet_p = Primitive("lu_logabsdet")
 posv_p = Primitive("posv")
 po_logdet_p = Primitive("po_logdet")
+po_inv_p = Primitive("po_inv")
 
 
 def _square(x, name: str):
@@ -61,7 +65,8 @@ def _pivots(piv, batch, n, name: str) -> None:
 
 
 def _info(info, batch, name: str) -> None:
-    if info.dtype.kind != "i" or info.shape != tuple(batch):
+    """getrf's info per matrix, or one 0-d value for all (``lu_solve``'s literal 0: nothing to check)."""
+    if info.dtype.kind != "i" or info.shape not in (tuple(batch), ()):
         raise ShapeError(f"{name}: info must be integers of shape {tuple(batch)}, got {info.type}")
 
 
@@ -129,8 +134,14 @@ def _po_logdet(a, l):
     return ArrayType(tuple(batch), real_dtype(a.dtype))
 
 
+def _po_inv(a, l):
+    _square(a, "inv")
+    _same(a, l, "inv")
+    return a.type
+
+
 for _p, _r in [(getrs_p, _getrs), (getri_p, _getri), (potrs_p, _potrs), (gesv_p, _gesv), (getri_at_p, _getri_at),
-               (lu_logabsdet_p, _lu_logabsdet), (posv_p, _posv), (po_logdet_p, _po_logdet)]:
+               (lu_logabsdet_p, _lu_logabsdet), (posv_p, _posv), (po_logdet_p, _po_logdet), (po_inv_p, _po_inv)]:
     shape_rules[_p] = _r
 
 
@@ -235,6 +246,15 @@ def _getri_at_jvp(primals, tangents):
     return x, lax.neg(lax.matmul(x, lax.matmul(da, x)))
 
 
+def _po_inv_jvp(primals, tangents):
+    """dX = -X dA X, as ``getri_at``'s (the factor's own tangent is A's Hermitian part's: not used)."""
+    (a, l), (da, _) = primals, tangents
+    x = bind(po_inv_p, a, l)
+    if isinstance(da, Zero):
+        return x, Zero(x.ssa.type)
+    return x, lax.neg(lax.matmul(x, lax.matmul(da, x)))
+
+
 def _trace_with(inverse, da):
     """Re tr(A^{-1} dA) = Re sum(A^{-T} o dA), per matrix."""
     nb = da.ndim - 2
@@ -283,6 +303,7 @@ jvp_rules[getri_at_p] = _getri_at_jvp
 jvp_rules[lu_logabsdet_p] = _lu_logabsdet_jvp
 jvp_rules[posv_p] = _posv_jvp
 jvp_rules[po_logdet_p] = _po_logdet_jvp
+jvp_rules[po_inv_p] = _po_inv_jvp
 transpose_rules[getrs_p] = _getrs_t
 transpose_rules[potrs_p] = _potrs_t
 
@@ -291,7 +312,7 @@ transpose_rules[potrs_p] = _potrs_t
 
 from pullback.ad.batch import batch_rules, leading_batch, moveaxis  # noqa: E402
 
-for _p in (getrs_p, getri_p, potrs_p, gesv_p, getri_at_p, lu_logabsdet_p, posv_p, po_logdet_p):
+for _p in (getrs_p, getri_p, potrs_p, gesv_p, getri_at_p, lu_logabsdet_p, posv_p, po_logdet_p, po_inv_p):
     leading_batch(_p)
 
 

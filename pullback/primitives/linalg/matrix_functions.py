@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pullback.ad.jvp import Zero, jvp_rules
+from pullback.ad.jvp import Zero, defzero, jvp_rules
 from pullback.ad.transpose import Linear, transpose_rules
 from pullback.ir.core import Primitive, ShapeError, shape_rules
 from pullback.ir.tracer import bind
@@ -19,18 +19,28 @@ from pullback.primitives import structural as st
 from pullback.primitives.linalg import factorizations as la
 
 det_p = Primitive("det")
+pivots_to_permutation_p = Primitive("pivots_to_permutation")
 
 
-def _det(a, lu, piv, perm):
+def _det(a, lu, piv):
     """det A of a square (..., n, n) matrix, a polynomial in A's entries, from getrf's factors of A
     (det(P) prod U_ii; the factors' tangents are A's, as for ``primitives.factored``)."""
     batch, n, _ = la._matrix(a, "det", square=True)
-    if lu.type != a.type or piv.shape != (*batch, n) or perm.shape != (*batch, n):
-        raise ShapeError(f"det: factors {lu.type}, {piv.type}, {perm.type} do not fit the matrix {a.type}")
+    if lu.type != a.type or piv.shape != (*batch, n):
+        raise ShapeError(f"det: factors {lu.type}, {piv.type} do not fit the matrix {a.type}")
     return ArrayType(batch, a.dtype)
 
 
+def _pivots_to_permutation(piv):
+    """The row permutation (int32) that LAPACK's 0-based pivots ``piv`` (their swaps applied in order)
+    make: getrf's third result, computed where only a rare branch needs it (det's singular one)."""
+    if piv.dtype.kind != "i" or piv.type.ndim < 1:
+        raise ShapeError(f"pivots_to_permutation: pivots must be integers of at least one axis, got {piv.type}")
+    return ArrayType(piv.shape, np.dtype(np.int32))
+
+
 shape_rules[det_p] = _det
+shape_rules[pivots_to_permutation_p] = _pivots_to_permutation
 
 
 def adjugate(lu, piv, perm):
@@ -75,27 +85,34 @@ def adjugate(lu, piv, perm):
 
 def _det_jvp(primals, tangents):
     """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A. adj A = det A A^{-1} (getri:
-    the expert's det A^{-T} gradient) unless a pivot is exactly zero somewhere in the batch, when
-    the exact rank-aware ``adjugate`` runs instead (a branch taken at run time)."""
+    the expert's det A^{-T} gradient) unless a determinant of the batch is zero (a pivot is exactly
+    zero, or their product underflows), when the exact rank-aware ``adjugate`` runs instead (a branch
+    taken at run time)."""
     from pullback.frontend.loops import cond
 
-    (a, lu, piv, perm), (da, *_) = primals, tangents
-    d = bind(det_p, a, lu, piv, perm)
+    (a, lu, piv), (da, *_) = primals, tangents
+    d = bind(det_p, a, lu, piv)
     if isinstance(da, Zero):
         return d, Zero(d.ssa.type)
     nb = a.ndim - 2
-    singular = lax.gt(lax.reduce_sum(lax.convert(lax.eq(lax.diagonal(lu), 0.0), np.dtype(np.int32)),
-                                     tuple(range(nb + 1))), 0)
+    # det A = 0 at every zero pivot (and where the product underflows: the exact branch serves any A)
+    singular = lax.eq(d, 0.0) if nb == 0 else lax.gt(lax.reduce_sum(lax.convert(lax.eq(d, 0.0), np.dtype(np.int32)),
+                                                                    tuple(range(nb))), 0)
 
-    def exact(lu, piv, perm, d):
+    def singular_adjugate(lu, piv, d):  # printed as a function of its own, called only at a zero pivot
+        perm = bind(pivots_to_permutation_p, piv)
         return adjugate(lu, piv, perm), lax.full(d.shape, 1.0, d.dtype)
 
+    def inverse(lu, piv, d):
+        return lax.getri(lu, piv), d
+
     # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
-    m, scale = cond(singular, exact, lambda lu, piv, perm, d: (lax.getri(lu, piv), d), lu, piv, perm, d)
+    m, scale = cond(singular, singular_adjugate, inverse, lu, piv, d)
     return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))
 
 
 jvp_rules[det_p] = la.empty_aware(det_p, _det_jvp)
+defzero(pivots_to_permutation_p)
 
 
 
@@ -303,5 +320,5 @@ transpose_rules[trsyl_p] = _trsyl_t
 
 from pullback.ad.batch import leading_batch  # noqa: E402
 
-for _p in (det_p, pinv_p, geev_p, expm_p, expm_frechet_p, sqrtm_p, trsyl_p):
+for _p in (det_p, pivots_to_permutation_p, pinv_p, geev_p, expm_p, expm_frechet_p, sqrtm_p, trsyl_p):
     leading_batch(_p)

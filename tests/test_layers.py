@@ -28,14 +28,11 @@ empty, the test is strict. Known violations by floor pair (importer -> imported)
   1 -> 2   1   ir.tracer -> ad.dce
   1 -> 3   1   ir.tracer -> primitives.structural
   1 -> 4   2   ir.tracer -> backends (compiler, memory)
-  1 -> 6   1   ir.tracer -> frontend.numpy
-  1 -> 7   1   ir.tracer -> pullback
   2 -> 3   3   ad jvp, batch, transpose -> primitives.lax
   3 -> 4   2   primitives.control -> backends.memory, opt.simplify
   3 -> 5   1   primitives.custom -> api
   3 -> 6   1   primitives.linalg.matrix_functions -> frontend.loops
-  6 -> 7   1   frontend.convert -> pullback
-  total   14
+  total   11
 """
 
 import ast
@@ -75,8 +72,6 @@ KNOWN = {
     ("pullback.ir.tracer", "pullback.primitives.structural"),
     ("pullback.ir.tracer", "pullback.backends.compiler"),
     ("pullback.ir.tracer", "pullback.backends.memory"),
-    ("pullback.ir.tracer", "pullback.frontend.numpy"),
-    ("pullback.ir.tracer", "pullback"),
     ("pullback.ad.jvp", "pullback.primitives.lax"),
     ("pullback.ad.batch", "pullback.primitives.lax"),
     ("pullback.ad.transpose", "pullback.primitives.lax"),
@@ -84,7 +79,6 @@ KNOWN = {
     ("pullback.primitives.control", "pullback.opt.simplify"),
     ("pullback.primitives.custom", "pullback.api.transforms"),
     ("pullback.primitives.linalg.matrix_functions", "pullback.frontend.loops"),
-    ("pullback.frontend.convert", "pullback"),
 }
 
 

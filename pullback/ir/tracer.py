@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import scipy
 
-import pullback
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import sourcemap
 from pullback.ir.core import (
@@ -44,10 +43,11 @@ PYTHON_SCALARS = (bool, int, float, complex)
 
 # Frames inside these packages are not the user's: locations skip them
 # (except pullback's own demo, which plays a user).
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(m.__file__) + os.sep for m in (pullback, np, scipy)  # type: ignore[arg-type]
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(__file__))  # pullback/, read here without importing it
+_LIBRARY_DIRS = (_PACKAGE_DIR + os.sep,) + tuple(
+    os.path.dirname(m.__file__) + os.sep for m in (np, scipy)  # type: ignore[arg-type]
 )
-_USER_FILES = frozenset({os.path.join(os.path.dirname(pullback.__file__), "demo.py")})
+_USER_FILES = frozenset({os.path.join(_PACKAGE_DIR, "demo.py")})
 
 
 def is_user_code(frame) -> bool:
@@ -771,7 +771,6 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
     arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
-    from pullback.frontend import numpy as numpy_api  # noqa: F401  (installs Tracer._numpy_api)
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names

@@ -8,7 +8,6 @@ Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import sys
@@ -34,6 +33,7 @@ from pullback.ir.core import (
     SourceInfo,
     Var,
     effectful,
+    makes_view,
     output_types,
 )
 from pullback.ir.types import ArrayType, ShapeDtypeStruct
@@ -353,22 +353,10 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
-    if args and isinstance(args[0], Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
+    if args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # to refuse writes through views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
-
-
-def _makes_view(prim: Primitive, atoms) -> bool:
-    return _view_rule()(prim, atoms)
-
-
-@functools.cache
-def _view_rule() -> Callable[..., bool]:
-    """memory.makes_view, imported once (not per equation): memory imports the primitives, which import this."""
-    from pullback.backends.memory import makes_view
-
-    return makes_view
 
 
 def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None = None,

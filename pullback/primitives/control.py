@@ -61,6 +61,7 @@ from pullback.ir.core import (
     ShapeError,
     Var,
     effectful,
+    makes_view,
     shape_rules,
 )
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, located, new_trace, rename, tracing
@@ -296,8 +297,6 @@ def _scan_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
 def _rematerialize_views(known: Program, residuals) -> tuple[list[Var], list[Eqn]]:
     """Residuals that are views (transposes, reshapes, diagonals, slices) of other known values are
     taken again in the unknown loop rather than stacked: the residual becomes what they view."""
-    from pullback.backends.memory import makes_view
-
     defs = {id(v): e for e in known.eqns for v in e.outputs}
     out: dict[int, Var] = {}
     moved: dict[int, Eqn] = {}

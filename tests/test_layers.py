@@ -28,11 +28,10 @@ empty, the test is strict. Known violations by floor pair (importer -> imported)
   1 -> 2   1   ir.tracer -> ad.dce
   1 -> 3   1   ir.tracer -> primitives.structural
   1 -> 4   1   ir.tracer -> backends.compiler
-  2 -> 3   3   ad jvp, batch, transpose -> primitives.lax
   3 -> 4   1   primitives.control -> opt.simplify
   3 -> 5   1   primitives.custom -> api
   3 -> 6   1   primitives.linalg.matrix_functions -> frontend.loops
-  total   9
+  total   6
 """
 
 import ast
@@ -71,9 +70,6 @@ KNOWN = {
     ("pullback.ir.tracer", "pullback.ad.dce"),
     ("pullback.ir.tracer", "pullback.primitives.structural"),
     ("pullback.ir.tracer", "pullback.backends.compiler"),
-    ("pullback.ad.jvp", "pullback.primitives.lax"),
-    ("pullback.ad.batch", "pullback.primitives.lax"),
-    ("pullback.ad.transpose", "pullback.primitives.lax"),
     ("pullback.primitives.control", "pullback.opt.simplify"),
     ("pullback.primitives.custom", "pullback.api.transforms"),
     ("pullback.primitives.linalg.matrix_functions", "pullback.frontend.loops"),

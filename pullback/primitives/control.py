@@ -366,9 +366,17 @@ _MASKS: dict[Primitive, object] = {scan_p: _scan_unknown}
 # --- transposition ---------------------------------------------------------------------------
 
 
+def _unchanged(body: Program) -> Program:
+    return body
+
+
+# The pass a scan's body takes before it is transposed: the optimiser (opt.simplify, a floor above)
+# registers itself here when it is imported; unset, the body is transposed as it is.
+BODY_PASS: Callable[[Program], Program] = _unchanged
+
+
 def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool, num_consts: int,
                     num_carry: int):
-    from pullback.opt.simplify import simplify  # simplify imports this module
     from pullback.primitives import lax
 
     count, args = _counted(args, length)
@@ -377,10 +385,10 @@ def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool
     x_lin = [isinstance(a, Linear) for a in xs]
     # every carry is linear in the loop; a carry whose initial value is not (a zero tangent made before the
     # loop, hence known) gets no cotangent
-    # simplified first (duplicates merged, structure used): a factor read by several solves then gives one
+    # simplified first (BODY_PASS: duplicates merged, structure used): a factor read by several solves then gives one
     # tangent triangle (tril(dL)), or none when dL is triangular already (a Cholesky factor's tangent), so
     # the transposed step takes no triangle of each solve's cotangent
-    body_t = transpose(cse(simplify(body)), c_lin + [True] * num_carry + x_lin)
+    body_t = transpose(cse(BODY_PASS(body)), c_lin + [True] * num_carry + x_lin)
     ct_carry = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts[:num_carry]]
     ct_ys = cts[num_carry:]  # a zero one is made inside the step (a stack's cannot be made outside)
     y_zero = [isinstance(c, Zero) for c in ct_ys]

@@ -12,10 +12,11 @@ import numpy as np
 from pullback.ad.jvp import Zero, jvp_rules
 from pullback.ad.transpose import Linear, transpose_rules
 from pullback.ir.core import Primitive, ShapeError, shape_rules
-from pullback.ir.tracer import bind
+from pullback.ir.tracer import bind, trace_closed
 from pullback.ir.types import ArrayType
 from pullback.primitives import lax
 from pullback.primitives import structural as st
+from pullback.primitives.control import make_cond
 from pullback.primitives.linalg import factorizations as la
 
 det_p = Primitive("det")
@@ -77,8 +78,6 @@ def _det_jvp(primals, tangents):
     """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A. adj A = det A A^{-1} (getri:
     the expert's det A^{-T} gradient) unless a pivot is exactly zero somewhere in the batch, when
     the exact rank-aware ``adjugate`` runs instead (a branch taken at run time)."""
-    from pullback.frontend.loops import cond
-
     (a, lu, piv, perm), (da, *_) = primals, tangents
     d = bind(det_p, a, lu, piv, perm)
     if isinstance(da, Zero):
@@ -91,7 +90,10 @@ def _det_jvp(primals, tangents):
         return adjugate(lu, piv, perm), lax.full(d.shape, 1.0, d.dtype)
 
     # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
-    m, scale = cond(singular, exact, lambda lu, piv, perm, d: (lax.getri(lu, piv), d), lu, piv, perm, d)
+    operands = [lu, piv, perm, d]
+    branches = [lambda lu, piv, perm, d: (lax.getri(lu, piv), d), exact]  # the cond's order: false, true
+    traced = [trace_closed(branch, operands, branch.__name__) for branch in branches]
+    m, scale = make_cond(singular, [p for p, _, _ in traced], operands, own=[captures for _, captures, _ in traced])
     return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))
 
 

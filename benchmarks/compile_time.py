@@ -94,12 +94,14 @@ class StageClock:
         from pullback.api import stages as ad
         from pullback.api import transforms as api
         from pullback.backends import codegen, compiler, memory, render
-        from pullback.opt import simplify
+        from pullback.opt import pipeline, simplify
 
         patches = [(api, "trace", "trace"), (ad, "jvp", "jvp"),
-                   (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"), (ad, "simplify", "simplify"),
-                   (api, "reroll", "reroll"), (ad, "cse", "cse"), (ad, "dce", "dce"), (ad, "structure", "structure"),
-                   (ad, "reorder_contractions", "contraction order"), (simplify, "dce", "dce"), (ad, "sink", "sink"),
+                   (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"),
+                   (pipeline, "simplify", "simplify"), (api, "reroll", "reroll"), (ad, "cse", "cse"),
+                   (ad, "dce", "dce"), (pipeline, "cse", "cse"), (pipeline, "dce", "dce"),
+                   (pipeline, "structure", "structure"), (pipeline, "reorder_contractions", "contraction order"),
+                   (simplify, "dce", "dce"), (ad, "sink", "sink"),
                    (codegen, "generate", "naming and emitters"), (memory, "plan", "memory planning"),
                    (render, "body", "printing (render)"), (compiler, "compile", "compile()")]
         saved = []

@@ -864,4 +864,4 @@ _CHAIN = [
 _RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}
 
 # a scan's body is simplified before it is transposed (duplicates merged, structure used: see there)
-control.BODY_PASS = simplify
+control.scan.BODY_PASS = simplify

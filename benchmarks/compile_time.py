@@ -67,9 +67,10 @@ REROLL = {"chain": False, "kalman": False, "rerolled": True}
 
 # (module, attribute, stage): the functions each stage's callers look up, wrapped where they look them up
 STAGES = [("api", "trace", "trace"), ("ad", "jvp", "jvp"), ("ad", "partial_eval", "partial_eval"),
-          ("ad", "transpose", "transpose"), ("ad", "simplify", "simplify"), ("api", "reroll", "reroll"),
-          ("ad", "cse", "cse"), ("ad", "dce", "dce"), ("ad", "structure", "structure"),
-          ("ad", "reorder_contractions", "contraction order"), ("simplify", "dce", "dce"), ("ad", "sink", "sink"),
+          ("ad", "transpose", "transpose"), ("pipeline", "simplify", "simplify"), ("api", "reroll", "reroll"),
+          ("ad", "cse", "cse"), ("ad", "dce", "dce"), ("pipeline", "cse", "cse"), ("pipeline", "dce", "dce"),
+          ("pipeline", "structure", "structure"), ("pipeline", "reorder_contractions", "contraction order"),
+          ("simplify", "dce", "dce"), ("ad", "sink", "sink"),
           ("codegen", "generate", "naming and emitters"), ("memory", "plan", "memory planning"),
           ("render", "body", "printing (render)"), ("compiler", "compile", "compile()")]
 
@@ -80,10 +81,10 @@ def stages_wrapped(wrap):
     from pullback.api import stages as ad
     from pullback.api import transforms as api
     from pullback.backends import codegen, compiler, memory, render
-    from pullback.opt import simplify
+    from pullback.opt import pipeline, simplify
 
-    modules = {"api": api, "ad": ad, "simplify": simplify, "codegen": codegen, "compiler": compiler,
-               "memory": memory, "render": render}
+    modules = {"api": api, "ad": ad, "pipeline": pipeline, "simplify": simplify, "codegen": codegen,
+               "compiler": compiler, "memory": memory, "render": render}
     saved = []
     for name, attr, stage in STAGES:
         module = modules[name]

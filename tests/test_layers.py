@@ -21,26 +21,14 @@ The floors (DESIGN.md, "Layout"; each a folder):
 A folder has one entry, so a new module there takes its floor; anywhere else a module missing
 from ``FLOORS`` fails the test.
 
-Report mode: ``KNOWN`` lists today's violations, and the test fails on a violation not in it
-and on a listed one that has gone (remove it from KNOWN), so the list only shrinks. When it is
-empty, the test is strict. Known violations by floor pair (importer -> imported), 2026-11-27:
-
-  1 -> 2   1   ir.tracer -> ad.dce
-  1 -> 3   1   ir.tracer -> primitives.structural
-  1 -> 4   2   ir.tracer -> backends (compiler, memory)
-  1 -> 6   1   ir.tracer -> frontend.numpy
-  1 -> 7   1   ir.tracer -> pullback
-  2 -> 3   3   ad jvp, batch, transpose -> primitives.lax
-  3 -> 4   2   primitives.control -> backends.memory, opt.simplify
-  3 -> 5   1   primitives.custom -> api
-  3 -> 6   1   primitives.linalg.matrix_functions -> frontend.loops
-  6 -> 7   1   frontend.convert -> pullback
-  total   14
+Strict: any import that runs up a floor fails the test. Where a lower floor needs what a higher
+one makes, the higher one registers it in a table or hook of the lower (the families fill
+``ir.core.VIEWS``, ``primitives.lax`` fills ``ad.ops.lax``, ``opt.simplify`` sets
+``control.BODY_PASS``, ``frontend.eyes`` sets the tracer's ``ARRAY_OPERAND`` and ``TRACE_END``).
 """
 
 import ast
 import importlib.util
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(importlib.util.find_spec("pullback").submodule_search_locations[0])
@@ -68,25 +56,6 @@ FLOORS = {
     "pullback.__main__": 7,
     "pullback.demo": 7,
 }
-
-#: Today's violations, (importer, imported); the issue's work removes them one by one.
-KNOWN = {
-    ("pullback.ir.tracer", "pullback.ad.dce"),
-    ("pullback.ir.tracer", "pullback.primitives.structural"),
-    ("pullback.ir.tracer", "pullback.backends.compiler"),
-    ("pullback.ir.tracer", "pullback.backends.memory"),
-    ("pullback.ir.tracer", "pullback.frontend.numpy"),
-    ("pullback.ir.tracer", "pullback"),
-    ("pullback.ad.jvp", "pullback.primitives.lax"),
-    ("pullback.ad.batch", "pullback.primitives.lax"),
-    ("pullback.ad.transpose", "pullback.primitives.lax"),
-    ("pullback.primitives.control", "pullback.backends.memory"),
-    ("pullback.primitives.control", "pullback.opt.simplify"),
-    ("pullback.primitives.custom", "pullback.api.transforms"),
-    ("pullback.primitives.linalg.matrix_functions", "pullback.frontend.loops"),
-    ("pullback.frontend.convert", "pullback"),
-}
-
 
 def _modules() -> dict[str, tuple[Path, bool]]:
     """Every module of the package: dotted name -> (file, is a package's __init__)."""
@@ -141,24 +110,8 @@ def violations() -> dict[tuple[str, str], list[str]]:
 
 def test_imports_run_down():
     found = violations()
-    new = {pair: found[pair] for pair in sorted(set(found) - KNOWN)}
-    gone = sorted(KNOWN - set(found))
-    message = []
-    if new:
-        message.append("imports that run up a floor (DESIGN.md, Layout):")
-        message += [
-            f"  {a} (floor {floor(a)}) imports {b} (floor {floor(b)}) at {', '.join(where)}"
-            for (a, b), where in new.items()
-        ]
-    if gone:
-        message.append("violations fixed, remove them from KNOWN in tests/test_layers.py:")
-        message += [f"  {pair}" for pair in gone]
-    assert not message, "\n".join(message)
-
-
-def test_known_is_listed_by_floor_pair():
-    """The summary in this file's docstring counts KNOWN by floor pair; keep it in step."""
-    pairs = Counter((floor(a), floor(b)) for a, b in KNOWN)
-    for (low, high), count in pairs.items():
-        assert f"{low} -> {high}   {count}" in __doc__, f"update the docstring: {low} -> {high}: {count}"
-    assert f"total   {len(KNOWN)}" in __doc__, f"update the docstring's total: {len(KNOWN)}"
+    message = [
+        f"  {a} (floor {floor(a)}) imports {b} (floor {floor(b)}) at {', '.join(where)}"
+        for (a, b), where in sorted(found.items())
+    ]
+    assert not found, "\n".join(["imports that run up a floor (DESIGN.md, Layout):", *message])

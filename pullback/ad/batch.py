@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pullback.ad.ops import lax
 from pullback.ir.core import Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType, StackType
@@ -52,8 +53,6 @@ def _is_stack(x) -> bool:
 def moveaxis(x, src: int | None, dst: int):
     """``x`` with its batch axis ``src`` moved to ``dst`` (None: unchanged). A batched stack (a loop's
     records) has its batch axis first in each entry, wherever it is asked for."""
-    from pullback.primitives import lax
-
     if src is None or src == dst or _is_stack(x):
         return x
     perm = [i for i in range(x.ndim) if i != src]
@@ -63,8 +62,6 @@ def moveaxis(x, src: int | None, dst: int):
 
 def at_front(x, dim: int | None, size: int):
     """``x`` with its batch axis first, a broadcast copy when ``x`` is not batched."""
-    from pullback.primitives import lax
-
     if dim is None:
         if _is_stack(x):  # each entry broadcast (a loop over them: see primitives.control)
             return broadcasts_of[StackType](x, size)
@@ -153,8 +150,6 @@ def batch(program: Program, in_axes: Sequence[int | None], size: int,
     """``program`` mapped over a batch axis of length ``size``: input i gets a batch axis at
     ``in_axes[i]`` (None: the same value for every batch element); output j has it at
     ``out_axes[j]`` (default 0; None: the output must not depend on the batch)."""
-    from pullback.primitives import lax
-
     if len(in_axes) != len(program.inputs):
         raise ValueError(f"in_axes has {len(in_axes)} entries for {len(program.inputs)} inputs")
     out_axes = [0] * len(program.outputs) if out_axes is None else list(out_axes)
@@ -215,8 +210,6 @@ def per_element(prim: Primitive) -> None:
     """For primitives whose operation takes no batch axes (SciPy's N-d ``convolve`` would convolve
     along one too, ``solve_banded`` has none): the primitive once per batch element, the results
     stacked. The printed program then holds one call per element, as a loop over the batch would."""
-    from pullback.primitives import lax
-
     def rule(args, dims, **params):
         size = batch_size(args, dims)
         moved = [a if isinstance(a, Literal) or d is None else at_front(a, d, 0) for a, d in zip(args, dims)]
@@ -236,7 +229,5 @@ def per_element(prim: Primitive) -> None:
 
 
 def _stack(xs):
-    from pullback.primitives import lax
-
     return lax.concatenate([lax.reshape(x, (1, *x.shape)) for x in xs], 0)
 

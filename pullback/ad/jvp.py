@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pullback.ad.ops import lax
 from pullback.ir.core import Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType, is_inexact
@@ -42,8 +43,6 @@ class Zero:
 
 def instantiate(t, like_type: ArrayType | None = None):
     """A materialised zero for ``Zero``; anything else unchanged."""
-    from pullback.primitives import lax
-
     return lax.zeros(t.type) if isinstance(t, Zero) else t
 
 
@@ -75,8 +74,6 @@ def tangent_type(t: ArrayType) -> ArrayType | None:
 def defjvp(prim: Primitive, *partials: Callable | None) -> None:
     """``partials[i](t_i, *primals, ans=..., **params)`` is input i's contribution; the
     rule sums the contributions of the inputs whose tangent is not Zero."""
-    from pullback.primitives import lax
-
     def rule(primals, tangents, **params):
         ans = bind(prim, *primals, **params)
         out = None

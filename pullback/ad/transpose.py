@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pullback.ad.jvp import Zero, instantiate
+from pullback.ad.ops import lax
 from pullback.errors import TracingError
 from pullback.ir.core import Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
@@ -55,8 +56,6 @@ def cotangent_hint(hint: str) -> str:
 
 
 def add_cotangents(a, b):
-    from pullback.primitives import lax
-
     if isinstance(a, Zero):
         return b
     if isinstance(b, Zero):

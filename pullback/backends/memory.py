@@ -12,23 +12,12 @@ cheap, and a fresh name for every value reads better.
 
 from __future__ import annotations
 
-from pullback.ir.core import WITH_BODIES, Literal, Program, Var
+from pullback.ir.core import WITH_BODIES, Literal, Program, Var, makes_view
 from pullback.ir.types import ArrayType
-from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_SIZE = 1 << 16
-
-# operations whose outputs are views of their first operand
-VIEWS = frozenset({st.reshape_p, st.transpose_p, st.slice_p, st.broadcast_in_dim_p, st.diagonal_p, ew.real_p,
-                   ew.imag_p, ix.dynamic_slice_p})
-
-
-def makes_view(prim, inputs) -> bool:
-    """Whether the output aliases the first operand: a view primitive, or a gather whose index
-    arrays are all 0-d (NumPy reads those as integers: basic indexing, a view)."""
-    return prim in VIEWS or (prim is ix.gather_p and all(a.type.ndim == 0 for a in inputs[1:]))
 
 
 # operations that update a copy of their first operand (``out = x.copy(); out[key] = v``, ``K + s I``):

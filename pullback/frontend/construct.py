@@ -11,7 +11,7 @@ calls pullback's implementation; any other call is NumPy's own. Nothing in NumPy
 changed: other threads and untraced code never see pullback.
 
 ``np.eye`` and ``np.identity`` called from traced code tell the trace which arrays they made
-(``tracer.record_eye``): only those become ``eye`` equations, so an identity-valued array the
+(``eyes.record_eye``): only those become ``eye`` equations, so an identity-valued array the
 function reads from its scope stays a constant read at every call.
 
 Limits: NumPy and SciPy code that the user's code calls is not converted, so a list of tracers
@@ -36,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.frontend import control_flow, convert
+from pullback.frontend import control_flow, convert, eyes
 from pullback.frontend import numpy as api
 from pullback.frontend.numpy import integers, random
 from pullback.ir import tracer as tr
@@ -267,7 +267,7 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
 
 def _eye_handler(func: Callable) -> Callable:
     """``np.eye``/``np.identity`` that tell the trace which arrays they made: only those become
-    ``eye`` equations (``tracer.record_eye``), never an identity-valued array read from scope."""
+    ``eye`` equations (``eyes.record_eye``), never an identity-valued array read from scope."""
     signature = inspect.signature(func)
 
     def call(*args, **kwargs):
@@ -276,7 +276,7 @@ def _eye_handler(func: Callable) -> Callable:
             k = signature.bind(*args, **kwargs).arguments.get("k", 0)
         except TypeError:
             return out
-        tr.record_eye(out, k)
+        eyes.record_eye(out, k)
         return out
 
     return call

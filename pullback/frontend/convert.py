@@ -416,12 +416,11 @@ def _library_dirs() -> tuple[str, ...]:
     import numpy
     import scipy
 
-    import pullback
-
-    modules = [pullback, numpy, scipy]
+    modules = [numpy, scipy]
     for name in ("jax", "torch", "cupy", "cupyx", "dask", "distributed", "libcst", "_pytest", "pytest", "hypothesis"):
         modules.append(sys.modules.get(name))
-    files = [getattr(m, "__file__", None) for m in modules if m is not None]
+    files = [os.path.dirname(os.path.dirname(__file__)) + os.sep + "__init__.py"]  # pullback's, without importing it
+    files += [getattr(m, "__file__", None) for m in modules if m is not None]
     return tuple(os.path.realpath(os.path.dirname(f)) + os.sep for f in files if f)
 
 

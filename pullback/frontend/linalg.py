@@ -34,7 +34,8 @@ import numpy as np
 
 from pullback.errors import ArgumentError, ArgumentTypeError, LinAlgArgumentError, LinAlgError, TracingError
 from pullback.frontend import numpy as pnp
-from pullback.ir.tracer import Tracer, bind, current_builder, eye, located, tracing
+from pullback.frontend.eyes import eye
+from pullback.ir.tracer import Tracer, bind, current_builder, located, tracing
 from pullback.ir.types import ArrayType
 from pullback.primitives import lax
 from pullback.primitives.linalg import factor_solves as fa
@@ -816,7 +817,7 @@ def sqrtm(a):
     the dtype depends on the values. A traced program has one dtype, so it follows the arguments it
     is first called with (``example_value``): complex if SciPy's root is complex there. A later call
     whose real matrix needs the other case raises a LinAlgError that says to pass a complex matrix."""
-    from pullback.ir.tracer import example_value
+    from pullback.frontend.examples import example_value
 
     a = _float(_square(a, "sqrtm"))
     if a.dtype.kind == "f" and isinstance(a, Tracer):

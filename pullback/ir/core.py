@@ -52,6 +52,19 @@ WITH_BODIES: set[Primitive] = set()
 # generator's stream): no pass drops, merges, hoists, sinks or reorders them, and an equation whose
 # sub-programs hold one is one too (see ``effectful``)
 EFFECTS: set[Primitive] = set()
+# primitives whose output is a view of (aliases the buffer of) their first operand: primitive -> a rule on
+# an equation's inputs saying whether its output is one (None: always). Filled by the families owning
+# them; read by the tracer (which refuses writes through views) and the backends' memory planner
+VIEWS: dict[Primitive, Callable[[tuple[Atom, ...]], bool] | None] = {}
+
+
+def makes_view(prim: Primitive, inputs: tuple[Atom, ...]) -> bool:
+    """Whether ``prim``'s output on ``inputs`` aliases the first operand (see ``VIEWS``)."""
+    if prim not in VIEWS:
+        return False
+    rule = VIEWS[prim]
+    return rule is None or rule(inputs)
+
 
 ShapeRule = Callable[..., "ArrayType | tuple[ArrayType, ...]"]
 shape_rules: dict[Primitive, ShapeRule] = {}

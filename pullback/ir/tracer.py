@@ -8,7 +8,6 @@ Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import sys
@@ -21,7 +20,6 @@ from typing import Any
 import numpy as np
 import scipy
 
-import pullback
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import sourcemap
 from pullback.ir.core import (
@@ -34,7 +32,7 @@ from pullback.ir.core import (
     ShapeError,
     SourceInfo,
     Var,
-    effectful,
+    makes_view,
     output_types,
 )
 from pullback.ir.types import ArrayType, ShapeDtypeStruct
@@ -44,10 +42,11 @@ PYTHON_SCALARS = (bool, int, float, complex)
 
 # Frames inside these packages are not the user's: locations skip them
 # (except pullback's own demo, which plays a user).
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(m.__file__) + os.sep for m in (pullback, np, scipy)  # type: ignore[arg-type]
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(__file__))  # pullback/, read here without importing it
+_LIBRARY_DIRS = (_PACKAGE_DIR + os.sep,) + tuple(
+    os.path.dirname(m.__file__) + os.sep for m in (np, scipy)  # type: ignore[arg-type]
 )
-_USER_FILES = frozenset({os.path.join(os.path.dirname(pullback.__file__), "demo.py")})
+_USER_FILES = frozenset({os.path.join(_PACKAGE_DIR, "demo.py")})
 
 
 def is_user_code(frame) -> bool:
@@ -93,6 +92,7 @@ class Builder:
         # dispatch: shape errors from ``bind`` name it rather than the primitive
         self.lowering: str | None = None
         # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
+        # (frontend.eyes)
         self.eyes: dict[int, tuple[np.ndarray, int]] = {}
         # random generators the traced code made (``np.random.default_rng(0)``): id -> (generator,
         # seeded); their draws are the same at every call (frontend.numpy.random)
@@ -107,7 +107,7 @@ class Builder:
         self.made: dict[int, tuple[Any, SourceInfo | None]] = {}
         self.buffers: dict[int, tuple[np.ndarray, Tracer]] = {}
         # the traced function's inputs and, when it was called on concrete arguments, their values
-        # (see ``example_value``)
+        # (see ``frontend.examples``)
         self.inputs: tuple[Var, ...] = ()
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
@@ -118,33 +118,6 @@ class Builder:
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None else user_location()
-
-    def eye(self, value, k: int) -> Var:
-        """An ``np.eye``/``np.identity`` array made during this trace (see ``record_eye``) is
-        recreated by the program (``eye`` prints as ``np.eye(n)``) instead of living on as a constant."""
-        from pullback.primitives import structural as st
-
-        key = ("eye", id(value), k)  # one equation per array: one the user keeps becomes a constant (keep_eyes)
-        if key not in self.consts:
-            var = Var(ArrayType.of(value), "eye")
-            self.eqns.append(Eqn(st.eye_p, (), (var,), Params({"dtype": value.dtype, "shape": value.shape, "k": k}),
-                                 self.location()))
-            self.consts[key] = (var, None)
-        return self.consts[key][0]
-
-    def keep_eyes(self) -> None:
-        """An identity the traced code made and kept (``self.W = np.eye(3)``, still referenced when the
-        trace ends) is the user's array from then on, changed in place as the user likes: a constant
-        read at every call, not an ``eye`` equation. (CPython's reference count says who holds it:
-        this builder's table, this loop and ``getrefcount`` itself, or someone else too.)"""
-        for value, k in list(self.eyes.values()):
-            found = self.consts.get(("eye", id(value), k))
-            if found is None or sys.getrefcount(value) <= 3:
-                continue
-            var = found[0]
-            del self.consts[("eye", id(value), k)]
-            self.eqns = [e for e in self.eqns if not (e.outputs and e.outputs[0] is var)]
-            self.consts[id(value)] = (var, value)
 
     def constants(self) -> tuple[tuple[Var, ...], tuple]:
         """The program's constant vars and their values."""
@@ -180,8 +153,7 @@ class Builder:
             traced = traced_buffer(x)
             if traced is not None:  # an array made in the trace and filled with traced values: their tracer
                 return self.atom(traced)
-            k = _made_eye(x)
-            return self.const(x) if k is None else self.eye(x, k)
+            return ARRAY_OPERAND(self, x)
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
     def _capture(self, x: Tracer) -> Var:
@@ -197,55 +169,6 @@ class Builder:
         return self.captures[id(x.ssa)][0]
 
 
-def example_value(x: Tracer):
-    """The value ``x`` takes at the arguments the function is being traced with, or None where that
-    is not known (an enclosing trace's values, a transform's trace). For the rare decisions NumPy and
-    SciPy make from values: the program is then specialised to the first call's case, and checks it
-    at run time."""
-    builder = x.builder
-    if not builder.examples:
-        return None
-    from pullback.ad.dce import dce
-    from pullback.backends.compiler import compile_program
-
-    # an input that is a tracer of an enclosing trace (a nested grad), or one captured from it, has
-    # the value the enclosing trace's example gives it
-    outer = dict(builder.examples)
-    outer.update({id(inner): tracer for inner, tracer in (builder.captures or {}).values()})
-    inputs = builder.inputs + tuple(inner for inner, _ in (builder.captures or {}).values())
-    program = dce(Program(inputs, tuple(builder.eqns), (x.ssa,), *builder.constants()))
-    if any(map(effectful, program.eqns)):  # running it would draw from the user's generators
-        return None
-    values = []
-    for v in program.inputs:
-        used = any(a is v for e in program.eqns for a in e.inputs) or program.outputs[0] is v
-        found = outer.get(id(v)) if used else np.zeros(v.type.shape, v.type.dtype)
-        if isinstance(found, Tracer):
-            found = example_value(found)
-        if found is None:
-            return None
-        values.append(found)
-    try:
-        fn, _ = compile_program(program)
-        return np.asarray(fn(*values))
-    except Exception:
-        return None
-
-
-def _made_eye(x) -> int | None:
-    """The diagonal ``k`` of an array made by ``np.eye``/``np.identity`` during a trace on this thread
-    and unchanged since; None for any other array. Only such arrays become ``eye`` equations: an
-    identity-valued array the function reads from its scope is a constant like any other, read at
-    every call (``self.W = np.eye(3)`` later changed in place must not be frozen)."""
-    for builder in getattr(_state, "stack", ()):
-        found = builder.eyes.get(id(x))
-        if found is not None and found[0] is x:
-            k = found[1]
-            same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
-            return k if same else None
-    return None
-
-
 def traced_buffer(x) -> Tracer | None:
     """The tracer an array made during a trace on this thread stands for since index assignment gave it
     traced values (see ``Builder.buffers``); None for any other value."""
@@ -256,22 +179,6 @@ def traced_buffer(x) -> Tracer | None:
         if found is not None and found[0] is x:
             return found[1]
     return None
-
-
-def eye(n: int, m: int | None = None, k: int = 0, dtype=np.float64) -> np.ndarray:
-    """``np.eye`` for pullback's own compositions: while this thread traces, the program makes the
-    identity (an ``eye`` equation) rather than reading it as a constant."""
-    out = np.eye(n, m, k=k, dtype=dtype)
-    record_eye(out, k)
-    return out
-
-
-def record_eye(value, k: int = 0) -> None:
-    """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces (called from the
-    user's traced code: frontend.construct)."""
-    stack = getattr(_state, "stack", None)
-    if stack and isinstance(value, np.ndarray) and isinstance(k, int | np.integer):
-        stack[-1].eyes[id(value)] = (value, int(k))
 
 
 _state = threading.local()
@@ -285,6 +192,27 @@ def _call(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
 # How a trace calls the user's function: the front end (frontend.construct) sets it to call the
 # function's converted copy, so that NumPy's and SciPy's names in it reach pullback.
 CALL_USER: Callable[[Callable, Sequence[Any], dict], Any] = _call
+
+
+def _constant(builder: Builder, value) -> Atom:
+    return builder.const(value)
+
+
+def _nothing(builder: Builder) -> None:
+    pass
+
+
+# How an array the traced code uses becomes an operand: a constant, unless the front end
+# (frontend.eyes) knows it as an identity the trace made, which the program then makes itself.
+ARRAY_OPERAND: Callable[[Builder, Any], Atom] = _constant
+# What a trace does last, before its builder's program is read (frontend.eyes: the identities it made
+# that the user keeps become constants).
+TRACE_END: Callable[[Builder], None] = _nothing
+
+
+def running_builders() -> Sequence[Builder]:
+    """The traces running on this thread, the innermost last."""
+    return getattr(_state, "stack", ())
 
 
 def call_user(fn: Callable, *args, **kwargs) -> Any:
@@ -355,22 +283,10 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
-    if args and isinstance(args[0], Tracer) and _makes_view(prim, atoms):  # to refuse writes through views
+    if args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # to refuse writes through views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
-
-
-def _makes_view(prim: Primitive, atoms) -> bool:
-    return _view_rule()(prim, atoms)
-
-
-@functools.cache
-def _view_rule() -> Callable[..., bool]:
-    """memory.makes_view, imported once (not per equation): memory imports the primitives, which import this."""
-    from pullback.backends.memory import makes_view
-
-    return makes_view
 
 
 def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None = None,
@@ -773,7 +689,6 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
     arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
-    from pullback.frontend import numpy as numpy_api  # noqa: F401  (installs Tracer._numpy_api)
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
@@ -801,7 +716,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
         del out, leaves, structured
-        builder.keep_eyes()
+        TRACE_END(builder)
     constvars, constvals = builder.constants()
     fname = getattr(fn, "__name__", "f")
     if builder.captures:

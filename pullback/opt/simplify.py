@@ -940,3 +940,6 @@ _CHAIN = [
     (_same_type_conversion, {st.convert_element_type_p}),
 ]
 _RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}
+
+# a scan's body is simplified before it is transposed (duplicates merged, structure used: see there)
+control.scan.BODY_PASS = simplify

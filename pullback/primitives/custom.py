@@ -111,11 +111,30 @@ def _lin_transpose(cts, *args, bwd: Callable, num_res: int, out_types):
 transpose_rules[custom_lin_p] = _lin_transpose
 
 
-# --- batching: the function's program by the batching transform, the user's rule under vmap ---------
+# --- batching: the function's program and the user's rule, both by the batching transform ------------
 
 from pullback.ad.batch import at_front, batch, batch_rules, batch_size  # noqa: E402
 from pullback.ir.core import Literal  # noqa: E402
+from pullback.ir.tracer import inline, trace  # noqa: E402
+from pullback.ir.types import ShapeDtypeStruct  # noqa: E402
 from pullback.primitives.control import close  # noqa: E402
+
+
+def _mapped(fn: Callable, in_axes: tuple, out_axes: int = 0) -> Callable:
+    """``fn`` mapped over axis 0 of the arguments whose ``in_axes`` is 0 (None: unbatched), inside the
+    running trace: ``fn`` traced on one element, its program batched and inlined on the arguments.
+    Enclosing traces' values ``fn`` reads are unbatched inputs. Returns the outputs as a list."""
+
+    def call(*args) -> list:
+        size = batch_size(args, in_axes)
+        element = [ShapeDtypeStruct(a.shape[1:] if axis is not None else a.shape, a.dtype)
+                   for a, axis in zip(args, in_axes)]
+        captures: list = []
+        program, _ = trace(fn, element, captures=captures)
+        batched = batch(program, [*in_axes, *[None] * len(captures)], size, [out_axes] * len(program.outputs))
+        return inline(batched, [*args, *captures])
+
+    return call
 
 
 def _batch_call(prim, args, dims, body: Program, rule: Callable, num_consts: int, batched_rule: Callable):
@@ -133,8 +152,6 @@ def _batch_call(prim, args, dims, body: Program, rule: Callable, num_consts: int
 
 
 def _vmapped_jvp_rule(rule: Callable, arg_axes: tuple) -> Callable:
-    from pullback.api.transforms import vmap
-
     def batched(primals, tangents):
         n, box = len(primals), []
 
@@ -143,16 +160,13 @@ def _vmapped_jvp_rule(rule: Callable, arg_axes: tuple) -> Callable:
             box.append(len(outs))
             return (*outs, *touts)
 
-        vals = vmap(flat, in_axes=arg_axes + arg_axes, out_axes=0)(*primals, *tangents)
-        vals = list(vals) if isinstance(vals, tuple) else [vals]
+        vals = _mapped(flat, arg_axes + arg_axes)(*primals, *tangents)
         return vals[:box[0]], vals[box[0]:]
 
     return batched
 
 
 def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
-    from pullback.api.transforms import vmap
-
     def batched(primals):
         box = []
 
@@ -162,8 +176,7 @@ def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
             box.append((len(outs), bwd, literal, len(res)))
             return (*outs, *(r for r in res if not isinstance(r, Literal)))
 
-        vals = vmap(fwd, in_axes=arg_axes, out_axes=0)(*primals)
-        vals = list(vals) if isinstance(vals, tuple) else [vals]
+        vals = _mapped(fwd, arg_axes)(*primals)
         n_out, bwd, literal, n_res = box[0]
         outs, traced_res = vals[:n_out], vals[n_out:]
 
@@ -173,8 +186,7 @@ def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
                 res = [literal[i] if i in literal else next(it) for i in range(n_res)]
                 return tuple(bwd(res, list(xs[len(res_values):])))
 
-            g = vmap(one, in_axes=0, out_axes=0)(*res_values, *cts)
-            g = list(g) if isinstance(g, tuple) else [g]
+            g = _mapped(one, (0,) * (len(res_values) + len(cts)))(*res_values, *cts)
             # an argument the batch did not vary gets the sum of the batch's cotangents
             from pullback.primitives import lax
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pullback.ir.core import COMMUTATIVE, Literal, Primitive, ShapeError, shape_rules
+from pullback.ir.core import COMMUTATIVE, VIEWS, Literal, Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType, real_dtype
 
 BOOL = np.dtype(bool)
@@ -78,6 +78,7 @@ abs_p = unary("abs", NUMERIC, real_dtype)
 real_p = unary("real", COMPLEX, real_dtype)
 imag_p = unary("imag", COMPLEX, real_dtype)
 conj_p = unary("conj", COMPLEX)
+VIEWS.update(dict.fromkeys((real_p, imag_p)))  # ``.real``/``.imag``: views of the operand
 
 add_p = binary("add")
 sub_p = binary("sub")

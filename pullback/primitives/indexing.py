@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pullback.ir.core import Literal, Primitive, ShapeError, shape_rules
+from pullback.ir.core import VIEWS, Literal, Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType
 
 
@@ -127,6 +127,8 @@ def _check_operands(index, idx) -> None:
 
 
 gather_p = Primitive("gather")
+# a gather whose index arrays are all 0-d is a view: NumPy reads those as integers (basic indexing)
+VIEWS[gather_p] = lambda inputs: all(a.type.ndim == 0 for a in inputs[1:])
 
 
 def _gather(x, *idx, index: tuple[Entry, ...], unique_indices: bool):
@@ -162,6 +164,7 @@ shape_rules[scatter_p] = shape_rules[scatter_add_p] = _scatter
 
 dynamic_slice_p = Primitive("dynamic_slice")
 dynamic_update_slice_p = Primitive("dynamic_update_slice")
+VIEWS[dynamic_slice_p] = None  # a view of the operand
 
 
 def window_shape(x, starts, axes: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...]:

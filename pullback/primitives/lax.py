@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pullback.ad import ops as ad_ops
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, bind
 from pullback.ir.types import ArrayType
@@ -460,3 +461,8 @@ def potrs(l, b):
     from pullback.primitives.linalg import factor_solves as factored
 
     return bind(factored.potrs_p, l, b)
+
+
+# the interpreters' (ad/) own array operations: zeros and sums of tangents, batch axes moved and stacked
+ad_ops.register(zeros=zeros, full=full, add=add, reshape=reshape, transpose=transpose, concatenate=concatenate,
+                broadcast_in_dim=broadcast_in_dim, slice_axis=slice_axis)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pullback.ir.core import Literal, Primitive, ShapeError, shape_rules
+from pullback.ir.core import VIEWS, Literal, Primitive, ShapeError, shape_rules
 from pullback.ir.types import ArrayType, canonical_dtype
 
 
@@ -121,6 +121,7 @@ def diagonal_length(m: int, n: int, offset: int) -> int:
 
 
 diagonal_p = Primitive("diagonal")
+VIEWS.update(dict.fromkeys((reshape_p, transpose_p, slice_p, broadcast_in_dim_p, diagonal_p)))  # views of the operand
 
 
 @_rule(diagonal_p)

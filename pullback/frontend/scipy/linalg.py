@@ -12,8 +12,9 @@ import scipy.linalg
 
 from pullback.errors import ArgumentError, TracingError
 from pullback.frontend.construct import implements_attribute
+from pullback.frontend.eyes import eye
 from pullback.frontend.numpy import unsupported
-from pullback.ir.tracer import eye, located
+from pullback.ir.tracer import located
 
 
 @implements_attribute(scipy.linalg, "expm", "scipy.linalg.expm")

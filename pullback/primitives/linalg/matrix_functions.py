@@ -12,10 +12,11 @@ import numpy as np
 from pullback.ad.jvp import Zero, defzero, jvp_rules
 from pullback.ad.transpose import Linear, transpose_rules
 from pullback.ir.core import Primitive, ShapeError, shape_rules
-from pullback.ir.tracer import bind
+from pullback.ir.tracer import bind, trace_closed
 from pullback.ir.types import ArrayType
 from pullback.primitives import lax
 from pullback.primitives import structural as st
+from pullback.primitives.control import make_cond
 from pullback.primitives.linalg import factorizations as la
 
 det_p = Primitive("det")
@@ -88,8 +89,6 @@ def _det_jvp(primals, tangents):
     the expert's det A^{-T} gradient) unless a determinant of the batch is zero (a pivot is exactly
     zero, or their product underflows), when the exact rank-aware ``adjugate`` runs instead (a branch
     taken at run time)."""
-    from pullback.frontend.loops import cond
-
     (a, lu, piv), (da, *_) = primals, tangents
     d = bind(det_p, a, lu, piv)
     if isinstance(da, Zero):
@@ -107,7 +106,10 @@ def _det_jvp(primals, tangents):
         return lax.getri(lu, piv), d
 
     # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
-    m, scale = cond(singular, singular_adjugate, inverse, lu, piv, d)
+    operands = [lu, piv, d]
+    branches = [inverse, singular_adjugate]  # the cond's order: false, true
+    traced = [trace_closed(branch, operands, branch.__name__) for branch in branches]
+    m, scale = make_cond(singular, [p for p, _, _ in traced], operands, own=[captures for _, captures, _ in traced])
     return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))
 
 

@@ -1,0 +1,52 @@
+"""The optimiser pipeline: simplify, CSE, structure, contraction order, single-reader rewrites and
+DCE, in the order that lets each use what the others made; loop bodies first. The stages of reverse
+mode (``api.stages``) and the transforms run every program they make through ``optimize``.
+"""
+
+from __future__ import annotations
+
+from pullback.ad.cse import cse
+from pullback.ad.dce import dce
+from pullback.ir.core import WITH_BODIES, Eqn, Params, Program
+from pullback.opt.contraction_order import reorder_contractions
+from pullback.opt.deltas import materialise
+from pullback.opt.readers import single_readers
+from pullback.opt.schedule import readers_first
+from pullback.opt.shared_inverse import shared_inverses
+from pullback.opt.simplify import Settled, checked_once, simplify
+from pullback.opt.structure import structure
+
+
+def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
+    """Simplify, CSE, structure, contraction order, single-reader rewrites and DCE; sub-programs
+    (loop bodies) before the program around them, and again those that simplifying it changed (it
+    may move operands into them). ``settled``: see ``simplify``. ``final=False``, for a program that
+    will be optimised again once it is complete (the steps of building a gradient), only simplifies
+    and runs CSE: the passes after those look at the whole program, so they run once, on the last one."""
+    done: set[int] = set()
+    settled = settled if settled is not None else Settled()
+    simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
+    if not final:
+        return simplified
+    structured = structure(materialise(shared_inverses(simplified)))  # (CSE again only if that changed something)
+    late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
+    if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
+        late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
+    return readers_first(checked_once(dce(late)))
+
+
+def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
+    """``program`` with the sub-programs of its equations optimised (``done``: those already are)."""
+    def opt(v):
+        if not isinstance(v, Program) or id(v) in done:
+            return v
+        new = optimize(v, final=final)
+        done.add(id(new))
+        return new
+
+    if not any(e.prim in WITH_BODIES for e in program.eqns):
+        return program
+    eqns = tuple(e if e.prim not in WITH_BODIES else Eqn(
+        e.prim, e.inputs, e.outputs, Params({k: opt(v) for k, v in e.params.items()}), e.source)
+        for e in program.eqns)
+    return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name)

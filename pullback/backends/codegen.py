@@ -19,7 +19,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, memory, printed, render
+from pullback.backends import fusion, layout, lines, memory, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -132,6 +132,35 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     return by_eqn
 
 
+# A ``del`` frees memory that matters: an array of at least ``DEL_BYTES`` (a 100 x 100 matrix of
+# float64 has 80,000), a list of each step's values, and any value once the smaller ones a block leaves
+# to the end of the function (or of the step) would hold more than ``KEEP_BYTES`` together (a long
+# unrolled program of small arrays). Scalars and small arrays are left to the end, as a person leaves them.
+DEL_BYTES = 1 << 16
+KEEP_BYTES = 1 << 20
+_OBJECT_BYTES = 100  # an ndarray's own header, about
+
+
+def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[Var]]:
+    """The locals of ``last`` (equation index -> locals last used there) that a ``del`` should free."""
+    kept, out = 0, {}
+    for i in sorted(last):
+        chosen = []
+        for v in last[i]:
+            t = v.type
+            if isinstance(t, StackType):
+                chosen.append(v)
+                continue
+            size = t.size * t.dtype.itemsize
+            if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > KEEP_BYTES:
+                chosen.append(v)
+            else:
+                kept += size + _OBJECT_BYTES
+        if chosen:
+            out[i] = chosen
+    return out
+
+
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
              in_place: bool = True) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
@@ -195,7 +224,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         stmts_out: list[cst.BaseStatement | str] = []
         prog = printed.prepare(prog)
         last = _last_uses(prog)
-        dead = last if dels and not plain else {}
+        dead = _worth_freeing(last, prog) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
                  if in_place and not plain else {})
         listed.update(_listed_stacks(prog))
@@ -206,6 +235,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
+        for i, vs in last.items():  # the result of an equation nothing reads: ``_x``
+            outs = prog.eqns[i].outputs
+            if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim.name not in _NESTED:
+                prim = prog.eqns[i].prim.name
+                hint = TEMP_HINTS.get(prim, prim)
+                namer.unused(outs[0], outs[0].hint or hint, hint)
         for i, eqn in enumerate(prog.eqns):
             if eqn.source not in comments:
                 comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
@@ -215,7 +250,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ctx.unused = unused_results(eqn, last.get(i, ()))
             if dels and ctx.unused & optional.get(eqn.prim, frozenset()):  # left unassigned by the emitter: no del
                 skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
-                dead[i] = [v for v in dead[i] if id(v) not in skipped]
+                dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
             k = _in_place_operand(eqn, ctx.reusable, backend)
             layout.record(eqn, order_rules, ctx.fortran, k, fortran)
             printer = _NESTED.get(eqn.prim.name)
@@ -310,12 +345,17 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                                                      else cst.MaybeSentinel.DEFAULT),
         body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
-    imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
-    code = cst.Module(body=[*imports, *kernels, func]).code
+    code = cst.Module(body=[*kernels, func]).code
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
+    code, shortened = lines.fit(code[: -len(tail)] + render.body(body))
+    read = lines.names_read(code)
+    modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),  # those the code reads,
+                     key=lambda m: backend.IMPORTS.get(m, m))  # sorted as ruff sorts them (cupy before numpy)
+    imports = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code if modules else ""
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
-    return Generated(code[: -len(tail)] + render.body(body), fn_name, constants, statements)
+    statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
+    return Generated(imports + code, fn_name, constants, statements)
 
 
 @dataclass(frozen=True)
@@ -330,6 +370,18 @@ class _Nest:
     backend: ModuleType
     listed: set[int]
     kernel: Callable[[Program], str]
+
+
+def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:
+    """``c = init`` before a loop for each carry; a carry every step passes on as it is keeps its
+    operand's name (nothing rebinds it)."""
+    stmts = []
+    for v, a, op, e in zip(carry, new, operands, ins):
+        if a is v and isinstance(op, Var):
+            namer.alias(v, op)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    return stmts
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
@@ -365,8 +417,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
-    for v, e in zip(carry, ins[nc:nc + nk]):
-        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer)
     ys = []
     made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
@@ -399,6 +450,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         bounds = (steps,)
     if not loop:
         loop = [s.statement(cst.Pass())]
+    if not ys and not any(id(v) in used for v in xs):  # the step's index is read nowhere
+        t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
     namer.release(index)
     for v, c in zip(eqn.outputs[:nk], carry):
@@ -475,8 +528,7 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     stmts = _bind_inputs(cond.inputs, eqn.inputs[:ncc], ins[:ncc], namer)
     stmts += _bind_inputs(body.inputs, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
     carry = body.inputs[nbc:]
-    for v, e in zip(carry, ins[ncc + nbc:]):
-        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer)
     records = []
     made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
     for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):

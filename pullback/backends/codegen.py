@@ -46,6 +46,14 @@ TEMP_HINTS = {
 }
 
 
+def _temp_hint(eqn: Eqn, namer: Namer) -> str:
+    """The name of an unnamed result: after its operand for a transpose (``B_T``), else after its operation."""
+    a = eqn.inputs[0] if eqn.inputs else None
+    if eqn.prim.name == "transpose" and isinstance(a, Var) and a in namer and eqn.outputs[0].type.ndim == 2:
+        return namer[a].lstrip("_") + "_T"
+    return TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+
+
 @dataclass(frozen=True)
 class Generated:
     source: str
@@ -210,7 +218,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             return None
         ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
         if k is None:
-            fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+            fallback = _temp_hint(eqn, namer)
             hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
             outs = [namer.name(v, v.hint, h) for v, h in zip(eqn.outputs, hints)]
         else:
@@ -283,7 +291,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = backend.in_place(eqn, ins, k, ctx.where)
             else:
-                fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+                fallback = _temp_hint(eqn, namer)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)

@@ -1,0 +1,179 @@
+"""The printed programs as a reviewer reads them: the loops of the Kalman filter and of RK4 (plain and
+checkpointed) against golden sources, and every golden source and a sample of generated programs
+clean under ruff with the project's own settings (pyproject.toml)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import codegen, lines, numpy_backend
+from pullback.loops import block_length
+from tests.conftest import GOLDEN, check_golden
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+
+import gp_regression as gpr  # noqa: E402
+import kalman_filter as kf  # noqa: E402
+import natural_programs as natural  # noqa: E402
+import sequence_models as seq  # noqa: E402
+
+PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
+THETA, U0 = np.array([1.5, 1.0, 3.0, 1.0]), np.array([1.0, 1.0])
+
+
+def kalman_args(T=30):
+    A, B, v = kf.simulate(T=T)
+    return A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2)
+
+
+def kalman_source(checkpoint=None, T=30):
+    def kalman_nll(A, B, log_qh, log_qv, v, mu0, S0):
+        return kf.kalman_nll(A, B, log_qh, log_qv, v, mu0, S0, checkpoint=checkpoint)
+
+    return pb.differentiate(kalman_nll, argnums=(0, 1, 2, 3)).source(*kalman_args(T))
+
+
+def rk4_source(steps=1000, checkpoint=None):
+    def prey_at_end(theta, u0):
+        return seq.rk4_final_state(theta, u0, 1e-3, steps, checkpoint=checkpoint)[0]
+
+    return pb.differentiate(prey_at_end).source(THETA, U0)
+
+
+def ruff(source: str) -> str:
+    """ruff's findings on ``source`` under the project's settings ('' when clean)."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(PYPROJECT), "--no-cache",
+                           "--output-format", "concise", "--stdin-filename", "generated.py", "-"],
+                          input=source, capture_output=True, text=True)
+    return "" if done.returncode == 0 else done.stdout + done.stderr
+
+
+def _loop_lines(src: str) -> list[str]:
+    return [line.strip() for line in src.splitlines() if line.lstrip().startswith("for ")]
+
+
+def test_kalman_scan_golden():
+    src = kalman_source()
+    check_golden("kalman_scan_grad.py.txt", src)
+    assert _loop_lines(src) == ["for t in range(30):", "for t in range(29, -1, -1):"]
+    # the carries are the user's variables (``mu_h, S_hh, nll = carry``), their cotangents after them
+    assert "mu_h = mu0" in src and "S_hh = S0" in src and "mu_h_bar" in src and "carry_0" not in src
+    assert "S_v_bar_sum" in src and "S_h_bar_sum" in src  # the parameters' gradients accumulate by name
+    assert src.count("if info:") == 1  # one Cholesky per step, checked once
+
+
+def test_kalman_checkpointed_golden():
+    """30 steps in 6 blocks of 5: two nested loops forward, the blocks recomputed and transposed backward."""
+    src = kalman_source(checkpoint=True)
+    check_golden("kalman_checkpointed_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(6):", "range(5):", "range(5, -1, -1):", "range(5):", "range(4, -1, -1):"]
+
+
+def test_rk4_golden():
+    src = rk4_source()
+    check_golden("rk4_grad.py.txt", src)
+    assert len(_loop_lines(src)) == 2 and src.count("k2 = lotka_volterra") == 2  # the step, forward and back
+
+
+def test_rk4_checkpointed_golden():
+    """1000 steps: 40 blocks of 25 (a divisor near sqrt(1000)), so no shorter last block prints the step
+    again: the step once forward, and once recomputed and once transposed in the backward loop."""
+    src = rk4_source(checkpoint=True)
+    check_golden("rk4_checkpointed_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(40):", "range(25):", "range(39, -1, -1):", "range(25):", "range(24, -1, -1):"]
+    assert src.count("k2 = lotka_volterra") == 3
+    assert len(src.splitlines()) < 500  # 1,244 lines when a tail block printed the step again, twice
+
+
+@pytest.mark.parametrize("n, k", [(1000, 25), (30, 5), (100, 10), (97, 10), (1, 1), (2, 1), (10_000, 100)])
+def test_checkpoint_block_length(n, k):
+    assert block_length(n) == k
+
+
+def test_golden_sources_pass_ruff():
+    goldens = sorted(GOLDEN.glob("*.py.txt"))
+    assert len(goldens) >= 7
+    findings = {p.name: ruff(p.read_text()) for p in goldens}
+    assert not any(findings.values()), findings
+
+
+def _sample() -> dict[str, str]:
+    """Generated programs of many kinds: loops (scan, rerolled, checkpointed, while), LAPACK calls with
+    their error checks, a model's parameters in a tuple, a Gaussian process."""
+    params, h0, xs, targets = seq.gru_data(T=12)
+    X, y = gpr.synthetic_data(n=20)
+    A, B, v = kf.simulate(T=12)
+    kal = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+
+    def solve_batched(a, b):
+        return np.sum(np.linalg.solve(a, b) ** 2) + np.sum(np.linalg.inv(a[0]))
+
+    def norms(x):
+        return np.linalg.norm(x) + np.sum(np.linalg.eigh(x @ x.T)[0]) + np.sum(np.linalg.svd(x)[1])
+
+    a = np.eye(3) * 2 + 0.1 * np.arange(9.0).reshape(3, 3)
+    return {
+        "kalman_unrolled": kf.nll_unrolled.source(*kal),
+        "kalman_unrolled_not_rerolled": pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3),
+                                                         reroll=False).source(*kal),
+        "gru": pb.differentiate(seq.gru_loss).source(params, h0, xs, targets),
+        "gp": gpr.neg_log_marginal_likelihood.source(np.array([0.0, 0.0, -1.0]), X, y),
+        "fixed_point": pb.differentiate(natural.fixed_point).source(0.5),
+        "exp_series": pb.differentiate(natural.exp_series).source(0.7),
+        "solve_batched": pb.differentiate(solve_batched).source(np.stack([a, a.T]), np.ones((2, 3, 2))),
+        "norms": pb.differentiate(norms).source(a),
+        "jit_kalman": pb.jit(kf.kalman_nll).source(*kal),
+    }
+
+
+def test_generated_programs_pass_ruff():
+    findings = {name: ruff(src) for name, src in _sample().items()}
+    assert not any(findings.values()), findings
+
+
+def test_small_values_are_not_deleted():
+    """``del`` frees arrays that matter (64 KiB and up), not scalars and 2 x 2 matrices: none in the Kalman
+    filter's gradient (a quarter of its lines were dels)."""
+    assert "del " not in kalman_source()
+
+    def big(x):
+        y = np.exp(x)
+        z = np.sin(y)
+        return np.sum(z * y)
+
+    src = pb.differentiate(big).source(np.ones((200, 200)))  # 320 KB arrays: each freed after its last use
+    assert "del " in src
+    small = pb.differentiate(big).source(np.ones(3))
+    assert "del " not in small
+
+
+def test_long_lines_break_as_a_formatter_breaks_them():
+    long_call = "x = f(" + ", ".join(f"argument_{k}" for k in range(20)) + ")\n"
+    out, _ = lines.fit("    " + long_call, width=60)
+    assert all(len(line) <= 60 for line in out.splitlines())
+    compile("def g():\n" + out, "<test>", "exec")
+    dels = "    del " + ", ".join(f"value_{k}" for k in range(30)) + "\n"
+    out, _ = lines.fit(dels, width=60)
+    assert all(line.startswith("    del ") and len(line) <= 60 for line in out.splitlines())
+    message = '        raise ValueError(f"the value {x} is out of range " "(at a_rather_long_file_name.py:1234)")\n'
+    out, _ = lines.fit(message, width=60)
+    assert all(len(line) <= 60 for line in out.splitlines())
+    ns: dict = {}
+    exec(compile("def g(x):\n    if x:\n" + out, "<test>", "exec"), ns)
+    with pytest.raises(ValueError, match=r"the value 3 is out of range \(at a_rather_long_file_name.py:1234\)"):
+        ns["g"](3)
+
+
+def test_comments_shortened_still_map_to_the_users_line():
+    """A comment cut to the line length still maps the generated line back to the user's (warnings)."""
+    program = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3)).ir(*kalman_args(), stage="grad")
+    gen = codegen.generate(program, numpy_backend)
+    comments = {line.strip() for line in gen.source.splitlines() if line.strip().startswith("# ")}
+    assert comments <= set(gen.statements)
+    assert any(c.endswith("...") for c in comments)

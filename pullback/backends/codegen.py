@@ -12,6 +12,7 @@ changes to them are seen.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -275,6 +276,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     piece = render.INDENT + comment[0] + "\n" + piece
                 stmts_out.append(piece)
                 if dead.get(i):
+                    named = {namer[v] for v in eqn.outputs if v in namer}
+                    dead[i] = [v for v in dead[i] if namer[v] not in named]
+                if dead.get(i):
                     stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
                 continue
             ins = [expr(a) for a in eqn.inputs]
@@ -303,6 +307,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(render.body(stmts))
             else:
                 stmts_out.extend(stmts)
+            if dead.get(i):
+                named = {namer[v] for v in eqn.outputs if v in namer}  # a carry's new value under its name
+                dead[i] = [v for v in dead[i] if namer[v] not in named]
             if dead.get(i):
                 names = [s.name(namer[v]) for v in dead[i]]
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
@@ -392,9 +399,38 @@ def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer) -> list[c
     return stmts
 
 
+def _name_new_carries(body: Program, nc: int, nk: int, namer: Namer) -> list[Var]:
+    """A carry's new value takes the carry's name where the step makes it after its last read of the old
+    one: ``nll = nll + term`` and ``A_bar_sum = A_bar_sum + A_bar``, not ``add_3 = ...`` and a rebinding
+    at the end of the step. Not where the old value is a result of the step (recorded for the backward
+    loop, or another carry's new value), nor for a value two carries share or an update in place (its
+    buffer is named from its start)."""
+    body = printed.prepare(body)  # as it prints: a broadcast left to NumPy reads the carry where its readers are
+    defined = {id(v): i for i, e in enumerate(body.eqns) for v in e.outputs}
+    last_read: dict[int, int] = {}
+    for i, e in enumerate(body.eqns):
+        for a in e.inputs:
+            last_read[id(a)] = i
+    returned = Counter(id(a) for a in body.outputs)
+    took: list[Var] = []
+    recorded = set(returned)  # an old carry passed on (another carry's new value, a record) is read at the end
+    for c, a in zip(body.inputs[nc:nc + nk], body.outputs[:nk]):
+        if not isinstance(a, Var) or returned[id(a)] != 1 or id(a) not in defined or a in namer:
+            continue
+        e = body.eqns[defined[id(a)]]
+        if (e.prim in memory.UPDATES or e.prim.name in _NESTED or len(e.outputs) != 1 or id(c) in recorded
+                or last_read.get(id(c), -1) > defined[id(a)]):
+            continue
+        namer.alias(a, c)
+        took.append(a)
+    return took
+
+
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
     """``c1, c2 = new1, new2`` for the carries a step changes (all at once: a step may swap them)."""
-    changed = [(v, a) for v, a in zip(carry, new) if a is not v]
+    namer = nest.namer
+    changed = [(v, a) for v, a in zip(carry, new)
+               if a is not v and not (isinstance(a, Var) and a in namer and v in namer and namer[a] == namer[v])]
     if not changed:
         return []
     targets = [s.name(nest.namer[v]) for v, _ in changed]
@@ -426,6 +462,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
     stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer)
+    took = _name_new_carries(body, nc, nk, namer)
     ys = []
     made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
@@ -462,6 +499,8 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
     namer.release(index)
+    for a in took:  # another loop over this body (the forward steps again) decides afresh
+        namer.rebind(a, None)
     for v, c in zip(eqn.outputs[:nk], carry):
         namer.alias(v, c)
         nest.escaped.add(id(c))

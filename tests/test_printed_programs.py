@@ -177,3 +177,46 @@ def test_comments_shortened_still_map_to_the_users_line():
     comments = {line.strip() for line in gen.source.splitlines() if line.strip().startswith("# ")}
     assert comments <= set(gen.statements)
     assert any(c.endswith("...") for c in comments)
+
+
+def sq_loss(w, X, y):
+    r = X @ w - y
+    return np.sum(r ** 2)
+
+
+@pytest.mark.parametrize("form, name", [(pb.grad, "sq_loss_grad"), (pb.jacrev, "sq_loss_jacrev"),
+                                        (pb.hessian, "sq_loss_hessian")])
+def test_transforms_print_the_functions_name_parameters_and_lines(form, name):
+    """``pb.source(pb.grad(f))`` is ``f``'s gradient: ``def f_grad`` with ``f``'s parameters, its comments
+    quoting ``f``'s lines (not the line that called pb.source), its cotangent ``w_bar``."""
+    w, X, y = np.ones(3), np.arange(12.0).reshape(4, 3), np.ones(4)
+    src = pb.source(form(sq_loss), w, X, y)
+    assert f"def {name}(w, X, y):" in src
+    comments = [line.strip() for line in src.splitlines() if line.strip().startswith("# ")]
+    assert comments and all("r = X @ w - y" in c or "return np.sum(r ** 2)" in c for c in comments), comments
+    assert "pb.source" not in src
+    if form is pb.grad:  # the value is not computed: grad drops it
+        assert "w_bar = " in src and "= np.sum(" not in src
+    np.testing.assert_allclose(pb.jit(form(sq_loss))(w, X, y), form(sq_loss)(w, X, y))
+
+
+def test_vmap_of_grad_prints_the_functions_name_and_lines():
+    W, X, y = np.ones((2, 3)), np.arange(12.0).reshape(4, 3), np.ones(4)
+    src = pb.source(pb.vmap(pb.grad(sq_loss), in_axes=(0, None, None)), W, X, y)
+    assert "def sq_loss_grad(w, X, y):" in src and "r = X @ w - y" in src
+
+
+def mlp(params, x):
+    W, b = params
+    lo, hi = x
+    h = np.tanh(W @ lo + b)
+    return np.sum(h * hi)
+
+
+def test_unpacked_names_are_kept():
+    """A structured argument's leaves take the names it is unpacked into (``W, b = params``), and an
+    array unpacked (``lo, hi = x``) gives its rows those names, not ``params_0`` and ``picked``."""
+    src = pb.differentiate(mlp).source((np.ones((2, 2)), np.ones(2)), np.ones((2, 2)))
+    assert "def mlp_grad(W, b, x):" in src
+    assert "lo = x[0]" in src and "hi = x[1]" in src and "picked" not in src
+    assert "return total, (W_bar, b_bar)" in src

@@ -367,7 +367,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     read = lines.names_read(code)
     modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),  # those the code reads,
                      key=lambda m: backend.IMPORTS.get(m, m))  # sorted as ruff sorts them (cupy before numpy)
-    imports = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code if modules else ""
+    if modules:
+        imports = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code
+    else:  # nothing to import: the module starts with its first definition
+        imports, code = "", code.lstrip("\n")
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
     statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
     return Generated(imports + code, fn_name, constants, statements)

@@ -23,7 +23,7 @@ import scipy
 
 import pullback
 from pullback.errors import ConcretizationError, TracingError
-from pullback.ir import sourcemap, unpacked
+from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
     Atom,
     Eqn,
@@ -109,6 +109,8 @@ class Builder:
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
+        self.transformed = False  # the traced callable is a transform of pullback's (``callables.described``)
+        self.inlined_hints: dict[int, str] = {}  # names of the values of programs inlined at their own lines
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
         self.arguments: dict[Var, tuple[str, int | None]] = {}
@@ -645,6 +647,7 @@ def argument_hint(x: Tracer) -> str:
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:
+    fn = callables.described(fn)[1]  # through pullback's wrappers: pb.grad(f) takes f's arguments
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -787,6 +790,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(inspect.unwrap(scope or fn))
+        builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
@@ -803,12 +807,14 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         del out, leaves, structured
         builder.keep_eyes()
     constvars, constvals = builder.constants()
-    fname = getattr(fn, "__name__", "f")
+    fname = callables.described(fn)[0]
     if builder.captures:
         captures.extend(outer for _, outer in builder.captures.values())  # type: ignore[union-attr]
         in_vars += tuple(inner for inner, _ in builder.captures.values())
     program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
-                      name=name or ("f" if fname == "<lambda>" else fname))
+                      name=name or fname)
+    if builder.inlined_hints:
+        program = rename(program, builder.inlined_hints)
     return name_from_source(program), treedef
 
 

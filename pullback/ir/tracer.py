@@ -134,17 +134,50 @@ class Builder:
             self.consts[key] = (var, None)
         return self.consts[key][0]
 
+    def _made_here(self, x) -> Var | None:
+        """An array this trace's code made from shapes alone (``np.zeros(n)``, ``np.ones((n, m))``,
+        ``np.full``, ``np.arange(n)``: see ``numpy_api.construct``) and left as made: the program makes
+        it again at that line (``np.ones(3)``, ``np.arange(5)``) rather than taking it as a keyword
+        constant ``c``. One the user keeps past the trace is theirs: a constant (``keep_eyes``)."""
+        found = self.made.get(id(x)) if type(x) is np.ndarray else None
+        if found is None or found[0]() is not x or x.dtype.kind not in "biuf" or not x.size:
+            return None
+        key = ("made", id(x))
+        if key in self.consts:
+            return self.consts[key][0]
+        from pullback.primitives import structural as st
+
+        flat = x.reshape(-1)
+        saved, self.source = self.source, found[1] or self.source
+        try:
+            if bool((flat == flat[0]).all()):
+                var = Var(ArrayType.of(x), "")
+                value = Literal.of(flat[0].item(), x.dtype)
+                self.eqns.append(Eqn(st.broadcast_in_dim_p, (value,), (var,),
+                                     Params({"shape": x.shape, "broadcast_dimensions": ()}), self.location()))
+            elif x.ndim == 1 and np.array_equal(x, np.arange(x.size, dtype=x.dtype)):
+                var = Var(ArrayType.of(x), "")
+                self.eqns.append(Eqn(st.iota_p, (), (var,), Params({"dtype": x.dtype, "shape": x.shape,
+                                                                      "dimension": 0}), self.location()))
+            else:
+                return None
+        finally:
+            self.source = saved
+        self.consts[key] = (var, None)
+        self.eyes[id(x)] = (x, "made")  # kept past the trace: a constant after all (keep_eyes)
+        return var
+
     def keep_eyes(self) -> None:
         """An identity the traced code made and kept (``self.W = np.eye(3)``, still referenced when the
         trace ends) is the user's array from then on, changed in place as the user likes: a constant
         read at every call, not an ``eye`` equation. (CPython's reference count says who holds it:
         this builder's table, this loop and ``getrefcount`` itself, or someone else too.)"""
         for value, k in list(self.eyes.values()):
-            found = self.consts.get(("eye", id(value), k))
+            found = self.consts.get(("made", id(value)) if k == "made" else ("eye", id(value), k))
             if found is None or sys.getrefcount(value) <= 3:
                 continue
             var = found[0]
-            del self.consts[("eye", id(value), k)]
+            del self.consts[("made", id(value)) if k == "made" else ("eye", id(value), k)]
             self.eqns = [e for e in self.eqns if not (e.outputs and e.outputs[0] is var)]
             self.consts[id(value)] = (var, value)
 
@@ -183,7 +216,10 @@ class Builder:
             if traced is not None:  # an array made in the trace and filled with traced values: their tracer
                 return self.atom(traced)
             k = _made_eye(x)
-            return self.const(x) if k is None else self.eye(x, k)
+            if k is not None:
+                return self.eye(x, k)
+            made = self._made_here(x)
+            return self.const(x) if made is None else made
         raise TypeError(f"cannot use {type(x).__name__} as an IR operand")
 
     def _capture(self, x: Tracer) -> Var:

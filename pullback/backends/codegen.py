@@ -402,6 +402,17 @@ def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer) -> list[c
     return stmts
 
 
+def _result_hints(body: Program) -> dict[int, str]:
+    """id(value) -> the name of an unnamed value of ``body`` by the operation that made it, a result of
+    several by its position (``lu``, ``piv`` of a ``getrf``): the lists of a loop's records are named so."""
+    hints = {}
+    for e in body.eqns:
+        fallback = TEMP_HINTS.get(e.prim.name, e.prim.name)
+        for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim.name, (fallback,) * len(e.outputs))):
+            hints[id(v)] = h
+    return hints
+
+
 def _name_new_carries(body: Program, nc: int, nk: int, namer: Namer) -> list[Var]:
     """A carry's new value takes the carry's name where the step makes it after its last read of the old
     one: ``nll = nll + term`` and ``A_bar_sum = A_bar_sum + A_bar``, not ``add_3 = ...`` and a rebinding
@@ -467,11 +478,16 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer)
     took = _name_new_carries(body, nc, nk, namer)
     ys = []
-    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    made_by = _result_hints(body)
+    kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
-        made = made_by.get(id(y), "y")
-        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
         listed = id(v) in nest.listed or isinstance(v.type, StackType)
+        if listed and isinstance(y, Var) and id(y) in kept:
+            namer.alias(v, kept[id(y)])
+            continue
+        if listed and isinstance(y, Var):
+            kept[id(y)] = v
+        name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         ys.append((name, y, listed and id(v) not in nest.listed))  # a stack's entry not made afresh: a copy
         stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
                               if listed else nest.backend.empty(v.type)))
@@ -580,10 +596,9 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     carry = body.inputs[nbc:]
     stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer)
     records = []
-    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    made_by = _result_hints(body)
     for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):
-        made = made_by.get(id(y), "y")
-        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
+        name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         stmts.append(s.assign([name], cst.List([])))
         records.append((name, y, fresh))
     for v, c in zip(cond.inputs[ncc:ncc + nk], carry):

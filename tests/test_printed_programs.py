@@ -2,6 +2,7 @@
 checkpointed) against golden sources, and every golden source and a sample of generated programs
 clean under ruff with the project's own settings (pyproject.toml)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,10 @@ def test_rk4_golden():
     src = rk4_source()
     check_golden("rk4_grad.py.txt", src)
     assert len(_loop_lines(src)) == 2 and src.count("k2 = lotka_volterra") == 2  # the step, forward and back
+    # theta's entries, read in each of the four calls of a step, are read once before the loop under the
+    # user's names, and the backward loop sums one cotangent for each (16 sums and 12 adds before)
+    assert "a = theta[0]" in src and "d = theta[3]" in src
+    assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
 
 
 def test_rk4_checkpointed_golden():

@@ -110,7 +110,9 @@ class Builder:
         # (see ``example_value``)
         self.inputs: tuple[Var, ...] = ()
         self.transformed = False  # the traced callable is a transform of pullback's (``callables.described``)
-        self.inlined_hints: dict[int, str] = {}  # names of the values of programs inlined at their own lines
+        # names for values that code other than the user's made in this trace, applied when it ends: an
+        # inlined program's values (at their own lines), a loop body's invariants hoisted out of it
+        self.inlined_hints: dict[int, str] = {}
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
         self.arguments: dict[Var, tuple[str, int | None]] = {}

@@ -48,10 +48,15 @@ TEMP_HINTS = {
 
 
 def _temp_hint(eqn: Eqn, namer: Namer) -> str:
-    """The name of an unnamed result: after its operand for a transpose (``B_T``), else after its operation."""
+    """The name of an unnamed result: after its operand for a transpose (``B_T``) and for an entry read at
+    fixed indices (``u_0`` for ``u[0]``), else after its operation."""
     a = eqn.inputs[0] if eqn.inputs else None
-    if eqn.prim.name == "transpose" and isinstance(a, Var) and a in namer and eqn.outputs[0].type.ndim == 2:
-        return namer[a].lstrip("_") + "_T"
+    if isinstance(a, Var) and a in namer:
+        if eqn.prim.name == "transpose" and eqn.outputs[0].type.ndim == 2:
+            return namer[a].lstrip("_") + "_T"
+        index = eqn.params.get("index") if eqn.prim.name == "gather" and len(eqn.inputs) == 1 else None
+        if index and len(index) <= 2 and all(type(i).__name__ == "Int" for i in index):
+            return "_".join([namer[a].lstrip("_"), *(str(i.value) for i in index)])
     return TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
 
 

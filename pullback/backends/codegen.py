@@ -201,6 +201,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
     last_comment: list[tuple[str, int] | None] = [None]
     escaped: set[int] = set()  # loop carries whose names the code after their loop reads (see _scan)
+    seeds: set[int] = set()  # values made only to start a loop's carry, named as the carry (_name_initial_carries)
     listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
@@ -249,6 +250,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
+        _name_initial_carries(prog, namer, seeds)
         for i, vs in last.items():  # the result of an equation nothing reads: ``_x``
             outs = prog.eqns[i].outputs
             if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim.name not in _NESTED:
@@ -337,7 +339,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return name
 
-    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel)
+    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, seeds)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
         program = fusion.fuse(printed.prepare(program))
@@ -393,14 +395,47 @@ class _Nest:
     backend: ModuleType
     listed: set[int]
     kernel: Callable[[Program], str]
+    seeds: set[int]
 
 
-def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer) -> list[cst.BaseStatement]:
+def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
+    """A value made only to start a loop's carry (``np.zeros`` of a cotangent's sum) takes the carry's
+    name where it is made, ``A_bar_sum = np.zeros((2, 2))``, rather than a name of its own and
+    ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place."""
+    readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
+    readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
+    made = {id(e.outputs[0]): e for e in prog.eqns if len(e.outputs) == 1}
+    for e in prog.eqns:
+        p = e.params
+        if e.prim.name == "scan":
+            first = p["num_consts"] + (p["length"] is None)
+            body, carry = p["body"], range(p["num_carry"])
+            inputs = [body.inputs[p["num_consts"] + k] for k in carry]
+            outputs = body.outputs[:p["num_carry"]]
+            operands = e.inputs[first:first + p["num_carry"]]
+        elif e.prim.name == "while":
+            body, nbc = p["body"], p["num_body_consts"]
+            inputs = list(body.inputs[nbc:])
+            outputs = body.outputs[:len(inputs)]
+            operands = e.inputs[p["num_cond_consts"] + nbc:]
+        else:
+            continue
+        for v, new, a in zip(inputs, outputs, operands):
+            d = made.get(id(a)) if isinstance(a, Var) else None
+            if (d is None or readers[id(a)] != 1 or new is v or a in namer or d.prim.name in _NESTED
+                    or d.prim in memory.UPDATES or not v.hint):
+                continue
+            namer.name(a, v.hint, "carry")
+            seeds.add(id(a))
+
+
+def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer,
+                seeds: frozenset[int] | set[int] = frozenset()) -> list[cst.BaseStatement]:
     """``c = init`` before a loop for each carry; a carry every step passes on as it is keeps its
-    operand's name (nothing rebinds it)."""
+    operand's name (nothing rebinds it), and so does one whose operand was made for it alone (``seeds``)."""
     stmts = []
     for v, a, op, e in zip(carry, new, operands, ins):
-        if a is v and isinstance(op, Var):
+        if (a is v or id(op) in seeds) and isinstance(op, Var):
             namer.alias(v, op)
         else:
             stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
@@ -480,7 +515,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
-    stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer)
+    stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer, nest.seeds)
     took = _name_new_carries(body, nc, nk, namer)
     ys = []
     made_by = _result_hints(body)
@@ -599,7 +634,7 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     stmts = _bind_inputs(cond.inputs, eqn.inputs[:ncc], ins[:ncc], namer)
     stmts += _bind_inputs(body.inputs, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
     carry = body.inputs[nbc:]
-    stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer)
+    stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer, nest.seeds)
     records = []
     made_by = _result_hints(body)
     for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):

@@ -371,7 +371,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
     code, shortened = lines.fit(code[: -len(tail)] + render.body(body))
-    read = lines.names_read(code)
+    read = lines.modules_read(code, {m.split(".")[0] for m in {"np", *ctx.modules}})
     modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),  # those the code reads,
                      key=lambda m: backend.IMPORTS.get(m, m))  # sorted as ruff sorts them (cupy before numpy)
     if modules:

@@ -13,12 +13,13 @@ messages; never a user's string):
 - adjacent string literals (an error message and the user's ``file:line``) may go on lines of
   their own.
 
-It also reports which module-level names the code reads, so that an import nothing uses is left out.
+It also reports which modules the code reads, so that an import nothing uses is left out.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 
 WIDTH = 120
@@ -257,13 +258,9 @@ def fit(source: str, width: int = WIDTH) -> tuple[str, dict[str, str]]:
     return "".join(out), shortened
 
 
-def names_read(source: str) -> set[str]:
-    """The identifiers in ``source``'s code (not in its comments or strings)."""
-    names = set()
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.NAME:
-                names.add(tok.string)
-    except (tokenize.TokenError, SyntaxError):
-        return set()
-    return names
+def modules_read(source: str, aliases) -> set[str]:
+    """Which of the module ``aliases`` (``np``, ``scipy``) the code of ``source`` reads, as ``alias.``
+    outside comment lines: a regular expression over the text, linear and fast on a module of 10^5 lines
+    (``tokenize`` takes a second there). Our messages, the only strings, do not name modules."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    return {a for a in aliases if re.search(r"(?<![\w.])" + re.escape(a) + r"\.", code)}

@@ -402,6 +402,8 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
     """A value made only to start a loop's carry (``np.zeros`` of a cotangent's sum) takes the carry's
     name where it is made, ``A_bar_sum = np.zeros((2, 2))``, rather than a name of its own and
     ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place."""
+    if not any(e.prim.name in ("scan", "while") for e in prog.eqns):
+        return
     readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
     readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
     made = {id(e.outputs[0]): e for e in prog.eqns if len(e.outputs) == 1}

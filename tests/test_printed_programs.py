@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends import codegen, lines, numpy_backend
-from pullback.loops import block_length
+from pullback.backends import codegen, lines
+from pullback.backends.numpy import backend as numpy_backend
+from pullback.frontend.loops import block_length
 from tests.conftest import GOLDEN, check_golden
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))

@@ -23,6 +23,7 @@ import numpy as np
 
 from pullback import log
 from pullback.ad.batch import batch
+from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
 from pullback.api import cache, kronecker
@@ -34,7 +35,16 @@ from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_subclass, trace
+from pullback.ir.tracer import (
+    PYTHON_SCALARS,
+    Tracer,
+    _arg_names,
+    call_user,
+    current_builder,
+    is_cupy,
+    refuse_subclass,
+    trace,
+)
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
 from pullback.opt.canonical import canonical
@@ -47,10 +57,14 @@ from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     """Evaluate ``program`` on traced ``args`` inside the current trace, at the caller's line (a
-    function called inside another's trace). Python scalars among ``args`` become literals of their
-    inputs' types; literal outputs come back as NumPy scalars."""
+    function called inside another's trace), or at its own lines where the trace is of a transform
+    itself (``pb.jit(pb.vmap(pb.grad(f)))``: ``f``'s lines, no user line calls it). Python scalars among
+    ``args`` become literals of their inputs' types; literal outputs come back as NumPy scalars."""
     args = [Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a for v, a in zip(program.inputs, args)]
-    outs = tracer_inline(program, args, sources=False)
+    builder = current_builder()
+    # where its lines are kept, its values keep their names (``w_bar``, not a name from the line's target)
+    outs = tracer_inline(program, args, hints=builder.inlined_hints if builder.transformed else None,
+                         sources=builder.transformed)
     return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 
@@ -456,7 +470,8 @@ class differentiate(_ByFunction):
             program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
             if self.reroll:
                 program = reroll(program)
-            program = canonical(program)  # one spelling per factorisation, before any derivative
+            program = dce(canonical(program))  # one spelling per factorisation, before any derivative; no dead
+            # values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``)
             return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         primal: Staged = self._stage("primal", args)
         p = primal.program
@@ -1055,7 +1070,6 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
         # ...:2  return np.sum(np.sqrt(x))
         sqrt = np.sqrt(x)
         total = np.sum(sqrt)
-        del sqrt
         return total
     """
     return jit(fn, static_argnums).source(*args, device=device)

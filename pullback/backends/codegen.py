@@ -12,6 +12,7 @@ changes to them are seen.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -19,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, memory, merged, printed, render
+from pullback.backends import fusion, layout, lines, memory, merged, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -44,6 +45,19 @@ TEMP_HINTS = {
     "gather": "picked", "scatter": "updated", "dynamic_slice": "window", "dynamic_update_slice": "updated",
     "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
 }
+
+
+def _temp_hint(eqn: Eqn, namer: Namer) -> str:
+    """The name of an unnamed result: after its operand for a transpose (``B_T``) and for an entry read at
+    fixed indices (``u_0`` for ``u[0]``), else after its operation."""
+    a = eqn.inputs[0] if eqn.inputs else None
+    if isinstance(a, Var) and a in namer:
+        if eqn.prim.name == "transpose" and eqn.outputs[0].type.ndim == 2:
+            return namer[a].lstrip("_") + "_T"
+        index = eqn.params.get("index") if eqn.prim.name == "gather" and len(eqn.inputs) == 1 else None
+        if index and len(index) <= 2 and all(type(i).__name__ == "Int" for i in index):
+            return "_".join([namer[a].lstrip("_"), *(str(i.value) for i in index)])
+    return TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,35 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     return by_eqn
 
 
+# A ``del`` frees memory that matters: an array of at least ``DEL_BYTES`` (a 100 x 100 matrix of
+# float64 has 80,000), a list of each step's values, and any value once the smaller ones a block leaves
+# to the end of the function (or of the step) would hold more than ``KEEP_BYTES`` together (a long
+# unrolled program of small arrays). Scalars and small arrays are left to the end, as a person leaves them.
+DEL_BYTES = 1 << 16
+KEEP_BYTES = 1 << 20
+_OBJECT_BYTES = 100  # an ndarray's own header, about
+
+
+def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[Var]]:
+    """The locals of ``last`` (equation index -> locals last used there) that a ``del`` should free."""
+    kept, out = 0, {}
+    for i in sorted(last):
+        chosen = []
+        for v in last[i]:
+            t = v.type
+            if isinstance(t, StackType):
+                chosen.append(v)
+                continue
+            size = t.size * t.dtype.itemsize
+            if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > KEEP_BYTES:
+                chosen.append(v)
+            else:
+                kept += size + _OBJECT_BYTES
+        if chosen:
+            out[i] = chosen
+    return out
+
+
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
              in_place: bool = True) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
@@ -158,6 +201,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             body.append(s.assign([s.name(namer[v])], s.call("np.asarray", s.name(namer[v]))))
     last_comment: list[tuple[str, int] | None] = [None]
     escaped: set[int] = set()  # loop carries whose names the code after their loop reads (see _scan)
+    seeds: set[int] = set()  # values made only to start a loop's carry, named as the carry (_name_initial_carries)
     listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
@@ -181,7 +225,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             return None
         ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
         if k is None:
-            fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+            fallback = _temp_hint(eqn, namer)
             hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
             outs = [namer.name(v, v.hint, h) for v, h in zip(eqn.outputs, hints)]
         else:
@@ -195,7 +239,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         stmts_out: list[cst.BaseStatement | str] = []
         prog = printed.prepare(prog)
         last = _last_uses(prog)
-        dead = last if dels and not plain else {}
+        dead = _worth_freeing(last, prog) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
                  if in_place and not plain else {})
         listed.update(_listed_stacks(prog))
@@ -207,6 +251,13 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
+        _name_initial_carries(prog, namer, seeds)
+        for i, vs in last.items():  # the result of an equation nothing reads: ``_x``
+            outs = prog.eqns[i].outputs
+            if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim.name not in _NESTED:
+                prim = prog.eqns[i].prim.name
+                hint = TEMP_HINTS.get(prim, prim)
+                namer.unused(outs[0], outs[0].hint or hint, hint)
         for i, eqn in enumerate(prog.eqns):
             if eqn.source not in comments:
                 comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
@@ -216,7 +267,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ctx.unused = unused_results(eqn, last.get(i, ()))
             if dels and ctx.unused & optional.get(eqn.prim, frozenset()):  # left unassigned by the emitter: no del
                 skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
-                dead[i] = [v for v in dead[i] if id(v) not in skipped]
+                dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
             k = _in_place_operand(eqn, ctx.reusable, backend)
             layout.record(eqn, order_rules, ctx.fortran, k, fortran)
             printer = _NESTED.get(eqn.prim.name)
@@ -235,6 +286,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     piece = render.INDENT + comment[0] + "\n" + piece
                 stmts_out.append(piece)
                 if dead.get(i):
+                    named = {namer[v] for v in eqn.outputs if v in namer}
+                    dead[i] = [v for v in dead[i] if namer[v] not in named]
+                if dead.get(i):
                     stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
                 continue
             ins = [expr(a) for a in eqn.inputs]
@@ -251,7 +305,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = backend.in_place(eqn, ins, k, ctx.where, ctx)
             else:
-                fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+                fallback = _temp_hint(eqn, namer)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
@@ -267,7 +321,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             else:
                 stmts_out.extend(stmts)
             if dead.get(i):
-                names = [s.name(namer[v]) for v in dead[i]]
+                named = {namer[v] for v in eqn.outputs if v in namer}  # a carry's new value under its name
+                dead[i] = [v for v in dead[i] if namer[v] not in named]
+            if dead.get(i):
+                # (two values recorded in one list, ``sub_steps``, die together: the name once)
+                names = [s.name(n) for n in dict.fromkeys(namer[v] for v in dead[i])]
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
@@ -314,7 +372,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return name
 
-    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, function)
+    nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, function, seeds)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
         program = fusion.fuse(printed.prepare(program))
@@ -342,13 +400,21 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                                                      else cst.MaybeSentinel.DEFAULT),
         body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
     )
-    imports = [_import(m, backend.IMPORTS) for m in ["np", *sorted(ctx.modules)]]
-    code = cst.Module(body=[*imports, *kernels, func]).code
+    code = cst.Module(body=[*kernels, func]).code
     tail = render.body([marker])
     assert code.endswith(tail), "the marker statement prints last"
+    after = cst.Module(body=helpers).code if helpers else ""  # branches printed as functions of their own
+    code, shortened = lines.fit(code[: -len(tail)] + render.body(body) + after)
+    read = lines.modules_read(code, {m.split(".")[0] for m in {"np", *ctx.modules}})
+    modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),  # those the code reads,
+                     key=lambda m: backend.IMPORTS.get(m, m))  # sorted as ruff sorts them (cupy before numpy)
+    if modules:
+        imports = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code
+    else:  # nothing to import: the module starts with its first definition
+        imports, code = "", code.lstrip("\n")
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
-    after = cst.Module(body=helpers).code if helpers else ""
-    return Generated(code[: -len(tail)] + render.body(body) + after, fn_name, constants, statements)
+    statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
+    return Generated(imports + code, fn_name, constants, statements)
 
 
 @dataclass(frozen=True)
@@ -364,11 +430,98 @@ class _Nest:
     listed: set[int]
     kernel: Callable[[Program], str]
     function: Callable[[Program, Any, list[s.Expr]], str]
+    seeds: set[int]
+
+
+def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
+    """A value made only to start a loop's carry (``np.zeros`` of a cotangent's sum) takes the carry's
+    name where it is made, ``A_bar_sum = np.zeros((2, 2))``, rather than a name of its own and
+    ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place."""
+    if not any(e.prim.name in ("scan", "while") for e in prog.eqns):
+        return
+    readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
+    readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
+    made = {id(e.outputs[0]): e for e in prog.eqns if len(e.outputs) == 1}
+    for e in prog.eqns:
+        p = e.params
+        if e.prim.name == "scan":
+            first = p["num_consts"] + (p["length"] is None)
+            body, carry = p["body"], range(p["num_carry"])
+            inputs = [body.inputs[p["num_consts"] + k] for k in carry]
+            outputs = body.outputs[:p["num_carry"]]
+            operands = e.inputs[first:first + p["num_carry"]]
+        elif e.prim.name == "while":
+            body, nbc = p["body"], p["num_body_consts"]
+            inputs = list(body.inputs[nbc:])
+            outputs = body.outputs[:len(inputs)]
+            operands = e.inputs[p["num_cond_consts"] + nbc:]
+        else:
+            continue
+        for v, new, a in zip(inputs, outputs, operands):
+            d = made.get(id(a)) if isinstance(a, Var) else None
+            if (d is None or readers[id(a)] != 1 or new is v or a in namer or d.prim.name in _NESTED
+                    or d.prim in memory.UPDATES or not v.hint):
+                continue
+            namer.name(a, v.hint, "carry")
+            seeds.add(id(a))
+
+
+def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer,
+                seeds: frozenset[int] | set[int] = frozenset()) -> list[cst.BaseStatement]:
+    """``c = init`` before a loop for each carry; a carry every step passes on as it is keeps its
+    operand's name (nothing rebinds it), and so does one whose operand was made for it alone (``seeds``)."""
+    stmts = []
+    for v, a, op, e in zip(carry, new, operands, ins):
+        if (a is v or id(op) in seeds) and isinstance(op, Var):
+            namer.alias(v, op)
+        else:
+            stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    return stmts
+
+
+def _result_hints(body: Program) -> dict[int, str]:
+    """id(value) -> the name of an unnamed value of ``body`` by the operation that made it, a result of
+    several by its position (``lu``, ``piv`` of a ``getrf``): the lists of a loop's records are named so."""
+    hints = {}
+    for e in body.eqns:
+        fallback = TEMP_HINTS.get(e.prim.name, e.prim.name)
+        for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim.name, (fallback,) * len(e.outputs))):
+            hints[id(v)] = h
+    return hints
+
+
+def _name_new_carries(body: Program, nc: int, nk: int, namer: Namer) -> list[Var]:
+    """A carry's new value takes the carry's name where the step makes it after its last read of the old
+    one: ``nll = nll + term`` and ``A_bar_sum = A_bar_sum + A_bar``, not ``add_3 = ...`` and a rebinding
+    at the end of the step. Not where the old value is a result of the step (recorded for the backward
+    loop, or another carry's new value), nor for a value two carries share or an update in place (its
+    buffer is named from its start)."""
+    body = printed.prepare(body)  # as it prints: a broadcast left to NumPy reads the carry where its readers are
+    defined = {id(v): i for i, e in enumerate(body.eqns) for v in e.outputs}
+    last_read: dict[int, int] = {}
+    for i, e in enumerate(body.eqns):
+        for a in e.inputs:
+            last_read[id(a)] = i
+    returned = Counter(id(a) for a in body.outputs)
+    took: list[Var] = []
+    recorded = set(returned)  # an old carry passed on (another carry's new value, a record) is read at the end
+    for c, a in zip(body.inputs[nc:nc + nk], body.outputs[:nk]):
+        if not isinstance(a, Var) or returned[id(a)] != 1 or id(a) not in defined or a in namer:
+            continue
+        e = body.eqns[defined[id(a)]]
+        if (e.prim in memory.UPDATES or e.prim.name in _NESTED or len(e.outputs) != 1 or id(c) in recorded
+                or last_read.get(id(c), -1) > defined[id(a)]):
+            continue
+        namer.alias(a, c)
+        took.append(a)
+    return took
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
     """``c1, c2 = new1, new2`` for the carries a step changes (all at once: a step may swap them)."""
-    changed = [(v, a) for v, a in zip(carry, new) if a is not v]
+    namer = nest.namer
+    changed = [(v, a) for v, a in zip(carry, new)
+               if a is not v and not (isinstance(a, Var) and a in namer and v in namer and namer[a] == namer[v])]
     if not changed:
         return []
     targets = [s.name(nest.namer[v]) for v, _ in changed]
@@ -399,14 +552,19 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
-    for v, e in zip(carry, ins[nc:nc + nk]):
-        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer, nest.seeds)
+    took = _name_new_carries(body, nc, nk, namer)
     ys = []
-    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    made_by = _result_hints(body)
+    kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
-        made = made_by.get(id(y), "y")
-        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
         listed = id(v) in nest.listed or isinstance(v.type, StackType)
+        if listed and isinstance(y, Var) and id(y) in kept:
+            namer.alias(v, kept[id(y)])
+            continue
+        if listed and isinstance(y, Var):
+            kept[id(y)] = v
+        name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         ys.append((name, y, listed and id(v) not in nest.listed))  # a stack's entry not made afresh: a copy
         stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
                               if listed else nest.backend.empty(v.type)))
@@ -433,8 +591,12 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         bounds = (steps,)
     if not loop:
         loop = [s.statement(cst.Pass())]
+    if not ys and not any(id(v) in used for v in xs):  # the step's index is read nowhere
+        t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
     namer.release(index)
+    for a in took:  # another loop over this body (the forward steps again) decides afresh
+        namer.rebind(a, None)
     for v, c in zip(eqn.outputs[:nk], carry):
         namer.alias(v, c)
         nest.escaped.add(id(c))
@@ -509,13 +671,11 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     stmts = _bind_inputs(cond.inputs, eqn.inputs[:ncc], ins[:ncc], namer)
     stmts += _bind_inputs(body.inputs, eqn.inputs[ncc:ncc + nbc], ins[ncc:ncc + nbc], namer)
     carry = body.inputs[nbc:]
-    for v, e in zip(carry, ins[ncc + nbc:]):
-        stmts.append(s.assign([s.name(namer.name(v, v.hint, "carry"))], e))
+    stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer, nest.seeds)
     records = []
-    made_by = {id(v): e.prim.name for e in body.eqns for v in e.outputs}
+    made_by = _result_hints(body)
     for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):
-        made = made_by.get(id(y), "y")
-        name = s.name(namer.name(v, v.hint, f"{TEMP_HINTS.get(made, made)}_steps"))
+        name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         stmts.append(s.assign([name], cst.List([])))
         records.append((name, y, fresh))
     for v, c in zip(cond.inputs[ncc:ncc + nk], carry):

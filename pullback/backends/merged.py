@@ -17,11 +17,13 @@ from pullback.primitives.linalg import matrix_functions as lx
 FACTORISATIONS = {la.getrf_p: "LU", la.potrf_p: "Cholesky factorisation", la.geqrf_p: "QR factorisation",
                   la.syevd_p: "eigendecomposition", la.gesvd_p: "SVD"}
 
-# the user's calls that read a factorisation, by the equation they print (a derivative's own use of
-# the factors, getri for slogdet's, potri for a Cholesky factor's, is no call of its own)
+# the user's calls that would each factorise the matrix, by the equation they print (a derivative's own
+# use of the factors, getri for slogdet's, potri for a Cholesky factor's, is no call of its own; nor is a
+# solve with factors the user made, cho_solve or solve_triangular: nothing was merged into those)
 CALLS = {fa.gesv_p: "solve", fa.getri_at_p: "inv", fa.lu_logabsdet_p: "slogdet", lx.det_p: "det",
-         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.po_inv_p: "inv", fa.potrs_p: "cho_solve",
-         la.trsm_p: "solve_triangular"}
+         fa.posv_p: "solve", fa.po_logdet_p: "logdet", fa.po_inv_p: "inv"}
+# the factorisation itself, where the user asked for it by name
+OWN = {la.getrf_p: "lu_factor", la.potrf_p: "cholesky", la.geqrf_p: "qr", la.syevd_p: "eigh", la.gesvd_p: "svd"}
 
 
 def _line(eqn: Eqn) -> tuple[str, int] | None:
@@ -46,13 +48,14 @@ def notes(program: Program, matrix_name) -> dict[int, str]:
             if line is None:
                 continue
             name = CALLS.get(e.prim)
-            if e.prim is la.trsm_p and line == _line(program.eqns[i]):
-                name = None  # the factorisation's own derivative, not a call of the user's
             if name is not None:
                 lines.setdefault(i, {}).setdefault(line, name)
     out: dict[int, str] = {}
     for i, e in facts:
         calls = lines.get(i, {})
+        own = _line(e)
+        if calls and own is not None:  # the factorisation's own line, unless a merged call's
+            calls.setdefault(own, OWN[e.prim])
         if len({f for f, _ in calls}) != 1 or len(calls) < 2:  # one file's lines, at least two
             continue
         described = [f"{name} (line {n})" for (_, n), name in sorted(calls.items())]

@@ -160,3 +160,30 @@ def assign(targets: Sequence[cst.Name], value: Expr) -> cst.SimpleStatementLine:
 def statement(expr_or_small: cst.BaseSmallStatement | Expr) -> cst.SimpleStatementLine:
     small = expr_or_small if isinstance(expr_or_small, cst.BaseSmallStatement) else cst.Expr(expr_or_small)
     return cst.SimpleStatementLine([small])
+
+
+def _text(part: str) -> str:
+    return part.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def message(template: str, *values: Expr, suffix: str = "") -> Expr:
+    """Our message as a string literal: ``f"... {info} ... (at f.py:3)"`` for ``template`` with a ``{}``
+    per value, then ``suffix`` (the user's ``file:line``). A long line breaks it between words (``lines``)."""
+    if template.count("{}") != len(values):
+        raise ValueError(f"{template.count('{}')} fields for {len(values)} values")
+    return _literal(template.replace("{", "{{").replace("}", "}}").replace("{{}}", "{}")
+                    + suffix.replace("{", "{{").replace("}", "}}"), values) if values else _literal(
+        template + suffix, ())
+
+
+def _literal(template: str, values: Sequence[Expr]) -> Expr:
+    """``"text"``, or ``f"text {value} text"`` with a ``{}`` in ``template`` per value."""
+    if not values:
+        return cst.SimpleString('"' + _text(template) + '"')
+    parts: list[cst.BaseFormattedStringContent] = []
+    for k, part in enumerate(template.split("{}")):
+        if part:
+            parts.append(cst.FormattedStringText(_text(part)))
+        if k < len(values):
+            parts.append(cst.FormattedStringExpression(values[k]))
+    return cst.FormattedString(parts, start='f"', end='"')

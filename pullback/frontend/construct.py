@@ -532,7 +532,7 @@ def index(obj, key):
 # (``Builder.atom``), so every name bound to the array sees the updates, as NumPy's in-place writes. The
 # array itself is never written: only arrays the function made qualify, not those it reads from its scope.
 
-_MAKERS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like")
+_MAKERS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange")
 
 
 def _maker_handler(func: Callable, made: Callable) -> Callable:

@@ -29,6 +29,17 @@ def _slice_example(x):
     return np.empty(shape[1:], dtype)
 
 
+def block_length(n: int) -> int:
+    """The block length of ``checkpoint=True`` over ``n`` steps: the divisor of ``n`` nearest ``sqrt(n)``
+    within a factor 1.5 of it (equal blocks: two nested loops, no shorter last block whose steps print
+    again; it stores at most 9% more than ``2 sqrt(n)`` states), else ``ceil(sqrt(n))``."""
+    root = math.sqrt(n)
+    near = [k for k in range(max(1, math.ceil(root / 1.5)), math.floor(root * 1.5) + 1) if n % k == 0]
+    if near:
+        return min(near, key=lambda k: (n // k + k, abs(k - root)))
+    return math.isqrt(max(n - 1, 0)) + 1
+
+
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          checkpoint: int | bool | None = None):
     """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``; returns ``(carry, ys)``.
@@ -41,7 +52,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``checkpoint=k`` runs the steps in blocks of ``k``, each block checkpointed: reverse mode keeps
     one carry per block and recomputes a block's steps when it gets to it, so it stores about
     ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
-    forward steps twice. ``checkpoint=True`` takes ``k = ceil(sqrt(T))``.
+    forward steps twice. ``checkpoint=True`` takes ``k`` near ``sqrt(T)``, a divisor of ``T`` where one is
+    near enough (``block_length``), so that the blocks are equal and the step prints once per pass.
 
     >>> def cumulative_sum_of_squares(x):
     ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)
@@ -60,7 +72,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
                                  f"got leading lengths {sorted(lengths)}" if lengths else "scan: give xs or length"))
     (n,) = lengths
     if checkpoint is not None and checkpoint is not False and tracing():
-        k = math.isqrt(max(n - 1, 0)) + 1 if checkpoint is True else int(checkpoint)
+        k = block_length(n) if checkpoint is True else int(checkpoint)
         if k < 1:
             raise ValueError(located(f"scan: checkpoint must be a positive block length, got {checkpoint}"))
         return _scan_blocks(f, init, xs, x_leaves, x_tree, n, reverse, k)

@@ -75,6 +75,16 @@ class Namer:
             self._names[key] = self.fresh(hint, fallback)
         return self._names[key]
 
+    def unused(self, obj, hint: str, fallback: str = "t") -> str:
+        """``_x`` for a value nothing reads (one result of several, or kept as the program has it): the
+        underscore tells readers and linters so. ``sanitize`` never starts a name with one: no clash."""
+        name = "_" + self.fresh(hint, fallback).rstrip("_")  # ``_abs``, not ``_abs_``: ends as linters expect
+        while name in self._taken:
+            name = "_" + self.fresh(hint, fallback).rstrip("_")
+        self._taken.add(name)
+        self._names[id(obj)] = name
+        return name
+
     def alias(self, obj, other) -> None:
         """Give ``obj`` the name ``other`` already has (it takes over a dead value's buffer)."""
         self._names[id(obj)] = self._names[id(other)]

@@ -67,10 +67,19 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = ()  # `a = (x, y)`: no single value is `a`
         if targets and any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
             targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
+        if targets and _calls_a_function_on_expressions(getattr(node, "value", None)):
+            targets = ()  # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
     return by_line
+
+
+def _calls_a_function_on_expressions(value) -> bool:
+    """``f(u + h * k)``: a function called by a plain name (the user's own, most likely: NumPy's are
+    ``np.``...) on an argument computed in place, so the values this line makes are the argument's."""
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and any(not isinstance(a, ast.Name | ast.Constant | ast.Starred) for a in value.args))
 
 
 _CONTAINERS = (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)

@@ -21,7 +21,7 @@ import numpy as np
 import scipy
 
 from pullback.errors import ConcretizationError, TracingError
-from pullback.ir import sourcemap
+from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
     Atom,
     Eqn,
@@ -109,6 +109,10 @@ class Builder:
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``frontend.examples``)
         self.inputs: tuple[Var, ...] = ()
+        self.transformed = False  # the traced callable is a transform of pullback's (``callables.described``)
+        # names for values that code other than the user's made in this trace, applied when it ends: an
+        # inlined program's values (at their own lines), a loop body's invariants hoisted out of it
+        self.inlined_hints: dict[int, str] = {}
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
         self.arguments: dict[Var, tuple[str, int | None]] = {}
@@ -563,6 +567,7 @@ def argument_hint(x: Tracer) -> str:
 
 
 def _arg_names(fn: Callable, n: int) -> list[str]:
+    fn = callables.described(fn)[1]  # through pullback's wrappers: pb.grad(f) takes f's arguments
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -697,11 +702,14 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
-        names += _leaf_names(tree, n)
+        default = _leaf_names(tree, n)
+        given = unpacked.leaf_names(scope or fn, n, tree) if n else None  # `mu_h, S_hh, nll = carry`
+        names += [g or d for g, d in zip(given, default)] if given else default
         arguments += [(n, at) if n else (name, None) for name in _leaf_names(tree, n)]
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
         builder.const_names = _closure_names(inspect.unwrap(scope or fn))
+        builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}
         in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
@@ -718,12 +726,14 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         del out, leaves, structured
         TRACE_END(builder)
     constvars, constvals = builder.constants()
-    fname = getattr(fn, "__name__", "f")
+    fname = callables.described(fn)[0]
     if builder.captures:
         captures.extend(outer for _, outer in builder.captures.values())  # type: ignore[union-attr]
         in_vars += tuple(inner for inner, _ in builder.captures.values())
     program = Program(in_vars, tuple(builder.eqns), outputs, constvars, constvals,
-                      name=name or ("f" if fname == "<lambda>" else fname))
+                      name=name or fname)
+    if builder.inlined_hints:
+        program = rename(program, builder.inlined_hints)
     return name_from_source(program), treedef
 
 
@@ -768,8 +778,13 @@ def name_from_source(program: Program) -> Program:
             found[src] = sourcemap.statement_at(src.filename, src.lineno)
         return found[src]
 
+    last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
+    start = 0  # the first equation of the current run
     for i, eqn in enumerate(eqns):
         src = eqn.source
+        if i and (src is None or eqns[i - 1].source is None or src.filename != eqns[i - 1].source.filename
+                  or statement(eqns[i - 1].source) != statement(src)):
+            start = i
         if src is None:
             continue
         nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
@@ -782,11 +797,43 @@ def name_from_source(program: Program) -> Program:
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
             outs = tuple(v for v in outs if v.dtype.kind in "fc")
+        if len(stmt.targets) > 1 and len(outs) != len(stmt.targets):
+            # `a, b = x` (an array unpacked) or `S_h, S_v = f(x), g(y)`: the run's values read after it,
+            # in the order the run makes them, are the targets'
+            if last_read is None:
+                last_read = _last_reads(program)
+            outs = tuple(v for e in eqns[start:i + 1] for v in e.outputs if last_read.get(id(v), -1) > i)
         if len(stmt.targets) == len(outs):
             for v, name in zip(outs, stmt.targets):
                 if not v.hint:
                     hints[id(v)] = name
+    if hints:
+        program = _name_loop_consts(program, hints)
     return rename(program, hints) if hints else program
+
+
+def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
+    """Name a loop body's inputs that stand for the loop's constant operands (arrays the step reads from
+    the enclosing function, traced before the enclosing function's names were known) after those
+    operands: the gradient accumulated for ``S_v`` then prints as ``S_v_bar_sum``."""
+    eqns = list(program.eqns)
+    for k, e in enumerate(eqns):
+        p = e.params
+        if "body" not in p or "num_consts" not in p or "length" not in p:
+            continue
+        body, first = p["body"], int(p["length"] is None)
+        named = {id(v): hints.get(id(a)) or a.hint for v, a in zip(body.inputs[:p["num_consts"]], e.inputs[first:])
+                 if isinstance(a, Var) and not v.hint and (hints.get(id(a)) or a.hint)}
+        if named:
+            eqns[k] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "body": rename(body, named)}), e.source)
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+def _last_reads(program: Program) -> dict[int, int]:
+    """id(var) -> the index of the last equation reading it (past the end for the program's outputs)."""
+    last = {id(a): k for k, e in enumerate(program.eqns) for a in e.inputs}
+    last.update((id(a), len(program.eqns)) for a in program.outputs)
+    return last
 
 
 def rename(program: Program, hints: dict[int, str]) -> Program:

@@ -251,12 +251,15 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
         ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
         prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
     if prim is control.scan_p:
+        merged = control.shared_consts(eqn, ins)
+        if merged is not None:
+            eqn, ins = merged, merged.inputs
         found = control.invariant_carries(eqn, ins)
         if found is not None:
             eqn, same = found
             ins = eqn.inputs
             replace.update(same)
-        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found else None)
+        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
         if result is not None:
             eqns.append(result)
             return

@@ -156,6 +156,7 @@ def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device)
         made.append(self)
 
     monkeypatch.setattr(Templates, "__init__", counting_init)
+    monkeypatch.setattr(codegen, "DEL_BYTES", 0)  # a del for every dead local, to see them printed alike
     fast = codegen.generate(program, backend).source
     monkeypatch.setattr(Templates, "get", lambda self, key, eqn, emit: None)  # every equation emitted afresh
     slow = codegen.generate(program, backend).source

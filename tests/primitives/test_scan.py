@@ -288,7 +288,7 @@ def test_kalman_gradient_takes_one_triangle_per_step_and_copies_only_the_carries
     assert backward.count("np.tril(") == 1 and "np.tril(" not in forward
     assert sum("= np.empty((40," in line for line in src.splitlines()) == 2
     assert _stacks(src, 40) > 2  # the others: lists
-    assert "carry_0_steps = np.empty((40, 2)" in src and "carry_1_steps = np.empty((40, 2, 2)" in src
+    assert "mu_h_steps = np.empty((40, 2)" in src and "S_hh_steps = np.empty((40, 2, 2)" in src
 
 
 def _stacks(src: str, length: int) -> int:

@@ -192,8 +192,8 @@ def _checks(eqn, starts: list[Expr], where: str) -> list[cst.If]:
         inside = cst.Comparison(s.number(0), [cst.ComparisonTarget(cst.LessThanEqual(), starts[k]),
                                               cst.ComparisonTarget(cst.LessThanEqual(), s.number(last))])
         message = (f"a slice of {size} at a traced start does not fit axis {a} of length {shape[a]}: the start is "
-                   f"{{}}, not in 0..{last}{where}")
-        text = s.method(cst.SimpleString(repr(message)), "format", starts[k])
+                   f"{{}}, not in 0..{last}")
+        text = s.message(message, starts[k], suffix=where)
         out.append(cst.If(test=cst.UnaryOperation(cst.Not(), inside), body=cst.IndentedBlock(
             [s.statement(cst.Raise(exc=s.call("IndexError", text)))])))
     return out

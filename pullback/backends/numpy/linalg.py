@@ -40,11 +40,9 @@ def blas(ctx: Context, name: str, dtype) -> Expr:
 
 
 def raise_if(test: Expr, ctx: Context, message: str, *values: Expr) -> cst.If:
-    """``if test: raise np.linalg.LinAlgError(message.format(*values))``; the message is ours."""
+    """``if test: raise np.linalg.LinAlgError(f"...")``, with a ``{}`` in ``message`` per value; the message is ours."""
     where = f" (at {ctx.where})" if ctx.where else ""
-    text = s.method(cst.SimpleString(repr(message + where)), "format", *values) if values else cst.SimpleString(
-        repr(message + where))
-    exc = cst.Raise(exc=s.call("np.linalg.LinAlgError", text))
+    exc = cst.Raise(exc=s.call("np.linalg.LinAlgError", s.message(message, *values, suffix=where)))
     return cst.If(test=test, body=cst.IndentedBlock([s.statement(exc)]))
 
 

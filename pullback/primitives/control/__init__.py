@@ -11,6 +11,7 @@ from pullback.primitives.control.scan import (
     invariant_carries,
     make_scan,
     scan_p,
+    shared_consts,
     split_invariant,
     with_fills,
     zeros_like_stack,
@@ -19,5 +20,6 @@ from pullback.primitives.control.while_loop import make_while, while_p
 
 __all__ = [
     "checkpoint_p", "close", "cond_p", "hoist_effects", "hoist_invariant", "invariant_carries", "make_checkpoint",
-    "make_cond", "make_scan", "make_while", "scan_p", "split_invariant", "while_p", "with_fills", "zeros_like_stack",
+    "make_cond", "make_scan", "make_while", "scan_p", "shared_consts", "split_invariant", "while_p", "with_fills",
+    "zeros_like_stack",
 ]

@@ -147,16 +147,32 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
     n = len(consts)
     invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
     kept, moved = split_invariant(body.eqns, body.inputs[:n])
+    hints = current_builder().inlined_hints  # a hoisted value keeps its name (``a = theta[0]``)
+    made: dict[tuple, object] = {}  # equal hoisted equations bound once (``theta[0]`` read by four calls)
     for eqn in moved:
-        outs = bind(eqn.prim, *(_subst(a, invariant) for a in eqn.inputs), **eqn.params)
+        args = [_subst(a, invariant) for a in eqn.inputs]
+        key = (eqn.prim, eqn.params, *[id(a.ssa) if isinstance(a, Tracer) else (id(a) if isinstance(a, Var) else (
+            type(a).__name__, repr(getattr(a, "value", a)), str(getattr(a, "type", "")))) for a in args])
+        try:
+            outs = made.get(key)
+        except TypeError:  # params that cannot be compared: bound afresh
+            key, outs = None, None
+        if outs is None:
+            outs = bind(eqn.prim, *args, **eqn.params)
+            if key is not None:
+                made[key] = outs
         for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
             invariant[id(v)] = o
+            if v.hint and isinstance(o, Tracer) and not o.ssa.hint:
+                hints.setdefault(id(o.ssa), v.hint)
     used = {id(a) for e in kept for a in e.inputs} | {id(a) for a in body.outputs}
     hoisted = [v for e in moved for v in e.outputs if id(v) in used]
     const_vars = [v for v in body.inputs[:n] if id(v) in used] + hoisted
     # a body output that is invariant (or a const) is still returned by the body, read from a const input
     body = Program(tuple(const_vars) + body.inputs[n:], tuple(kept), body.outputs, name=body.name)
-    return body, [invariant[id(v)] for v in const_vars]
+    values = [invariant[id(v)] for v in const_vars]
+    merged = _one_input_per_const(body, len(values), values)
+    return merged if merged is not None else (body, values)
 
 
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
@@ -417,6 +433,44 @@ dce_.dce_rules[scan_p] = _scan_dce
 
 
 # --- simplification ---------------------------------------------------------------------------
+
+
+def shared_consts(eqn: Eqn, ins: tuple) -> Eqn | None:
+    """The scan with each constant operand passed once: the body's inputs that stand for one value
+    (a step reading ``theta[0]`` in four calls) made one input, so that the backward loop sums one
+    cotangent for it, not one per copy. None when none repeats."""
+    p = eqn.params
+    count, ops = _counted(ins, p["length"])
+    found = _one_input_per_const(p["body"], p["num_consts"], ops[:p["num_consts"]])
+    if found is None:
+        return None
+    body, consts = found
+    return Eqn(scan_p, tuple(count) + tuple(consts) + tuple(ops[p["num_consts"]:]), eqn.outputs,
+               Params({**p, "body": body, "num_consts": len(consts)}), eqn.source)
+
+
+def _one_input_per_const(body: Program, nc: int, consts: Sequence) -> tuple[Program, list] | None:
+    """``body`` with its leading ``nc`` inputs (standing for ``consts``) merged where they stand for one
+    value (the same var, or tracer of one var), and the consts left; None when none repeats."""
+    first: dict[int, int] = {}
+    same: dict[int, Var] = {}
+    keep = []
+    for k, a in enumerate(consts):
+        ident = id(a.ssa) if isinstance(a, Tracer) else id(a) if isinstance(a, Var) else None
+        if ident is not None and ident in first:
+            same[id(body.inputs[k])] = body.inputs[first[ident]]
+            continue
+        if ident is not None:
+            first[ident] = k
+        keep.append(k)
+    if not same:
+        return None
+    eqns = tuple(e if not any(isinstance(a, Var) and id(a) in same for a in e.inputs) else
+                 Eqn(e.prim, tuple(_subst(a, same) for a in e.inputs), e.outputs, e.params, e.source)
+                 for e in body.eqns)
+    new_body = Program(tuple(body.inputs[k] for k in keep) + body.inputs[nc:], eqns,
+                       tuple(_subst(a, same) for a in body.outputs), name=body.name)
+    return new_body, [consts[k] for k in keep]
 
 
 def invariant_carries(eqn: Eqn, ins: tuple) -> tuple[Eqn, dict[int, object]] | None:

@@ -1,0 +1,247 @@
+"""The printed programs as a reviewer reads them: the loops of the Kalman filter and of RK4 (plain and
+checkpointed) against golden sources, and every golden source and a sample of generated programs
+clean under ruff with the project's own settings (pyproject.toml)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import codegen, lines
+from pullback.backends.numpy import backend as numpy_backend
+from pullback.frontend.loops import block_length
+from tests.conftest import GOLDEN, check_golden
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+
+import gp_regression as gpr  # noqa: E402
+import kalman_filter as kf  # noqa: E402
+import natural_programs as natural  # noqa: E402
+import sequence_models as seq  # noqa: E402
+
+PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
+THETA, U0 = np.array([1.5, 1.0, 3.0, 1.0]), np.array([1.0, 1.0])
+
+
+def kalman_args(T=30):
+    A, B, v = kf.simulate(T=T)
+    return A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2)
+
+
+def kalman_source(checkpoint=None, T=30):
+    def kalman_nll(A, B, log_qh, log_qv, v, mu0, S0):
+        return kf.kalman_nll(A, B, log_qh, log_qv, v, mu0, S0, checkpoint=checkpoint)
+
+    return pb.differentiate(kalman_nll, argnums=(0, 1, 2, 3)).source(*kalman_args(T))
+
+
+def rk4_source(steps=1000, checkpoint=None):
+    def prey_at_end(theta, u0):
+        return seq.rk4_final_state(theta, u0, 1e-3, steps, checkpoint=checkpoint)[0]
+
+    return pb.differentiate(prey_at_end).source(THETA, U0)
+
+
+def ruff(source: str) -> str:
+    """ruff's findings on ``source`` under the project's settings ('' when clean)."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(PYPROJECT), "--no-cache",
+                           "--output-format", "concise", "--stdin-filename", "generated.py", "-"],
+                          input=source, capture_output=True, text=True)
+    return "" if done.returncode == 0 else done.stdout + done.stderr
+
+
+def _loop_lines(src: str) -> list[str]:
+    return [line.strip() for line in src.splitlines() if line.lstrip().startswith("for ")]
+
+
+def test_kalman_scan_golden():
+    src = kalman_source()
+    check_golden("kalman_scan_grad.py.txt", src)
+    assert _loop_lines(src) == ["for t in range(30):", "for t in range(29, -1, -1):"]
+    # the carries are the user's variables (``mu_h, S_hh, nll = carry``), their cotangents after them
+    assert "mu_h = mu0" in src and "S_hh = S0" in src and "mu_h_bar" in src and "carry_0" not in src
+    assert "S_v_bar_sum" in src and "S_h_bar_sum" in src  # the parameters' gradients accumulate by name
+    assert src.count("if info:") == 1  # one Cholesky per step, checked once
+
+
+def test_kalman_checkpointed_golden():
+    """30 steps in 6 blocks of 5: two nested loops forward, the blocks recomputed and transposed backward."""
+    src = kalman_source(checkpoint=True)
+    check_golden("kalman_checkpointed_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(6):", "range(5):", "range(5, -1, -1):", "range(5):", "range(4, -1, -1):"]
+
+
+def test_rk4_golden():
+    src = rk4_source()
+    check_golden("rk4_grad.py.txt", src)
+    assert len(_loop_lines(src)) == 2 and src.count("k2 = lotka_volterra") == 2  # the step, forward and back
+    # theta's entries, read in each of the four calls of a step, are read once before the loop under the
+    # user's names, and the backward loop sums one cotangent for each (16 sums and 12 adds before)
+    assert "a = theta[0]" in src and "d = theta[3]" in src
+    assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
+
+
+def test_rk4_checkpointed_golden():
+    """1000 steps: 40 blocks of 25 (a divisor near sqrt(1000)), so no shorter last block prints the step
+    again: the step once forward, and once recomputed and once transposed in the backward loop."""
+    src = rk4_source(checkpoint=True)
+    check_golden("rk4_checkpointed_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(40):", "range(25):", "range(39, -1, -1):", "range(25):", "range(24, -1, -1):"]
+    assert src.count("k2 = lotka_volterra") == 3
+    assert len(src.splitlines()) < 500  # 1,244 lines when a tail block printed the step again, twice
+
+
+@pytest.mark.parametrize("n, k", [(1000, 25), (30, 5), (100, 10), (97, 10), (1, 1), (2, 1), (10_000, 100)])
+def test_checkpoint_block_length(n, k):
+    assert block_length(n) == k
+
+
+def test_golden_sources_pass_ruff():
+    goldens = sorted(GOLDEN.glob("*.py.txt"))
+    assert len(goldens) >= 7
+    findings = {p.name: ruff(p.read_text()) for p in goldens}
+    assert not any(findings.values()), findings
+
+
+def _sample() -> dict[str, str]:
+    """Generated programs of many kinds: loops (scan, rerolled, checkpointed, while), LAPACK calls with
+    their error checks, a model's parameters in a tuple, a Gaussian process."""
+    params, h0, xs, targets = seq.gru_data(T=12)
+    X, y = gpr.synthetic_data(n=20)
+    A, B, v = kf.simulate(T=12)
+    kal = (A, B, np.log(0.09), np.log(0.01), v, np.zeros(2), np.eye(2))
+
+    def solve_batched(a, b):
+        return np.sum(np.linalg.solve(a, b) ** 2) + np.sum(np.linalg.inv(a[0]))
+
+    def norms(x):
+        return np.linalg.norm(x) + np.sum(np.linalg.eigh(x @ x.T)[0]) + np.sum(np.linalg.svd(x)[1])
+
+    a = np.eye(3) * 2 + 0.1 * np.arange(9.0).reshape(3, 3)
+    return {
+        "kalman_unrolled": kf.nll_unrolled.source(*kal),
+        "kalman_unrolled_not_rerolled": pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3),
+                                                         reroll=False).source(*kal),
+        "gru": pb.differentiate(seq.gru_loss).source(params, h0, xs, targets),
+        "gp": gpr.neg_log_marginal_likelihood.source(np.array([0.0, 0.0, -1.0]), X, y),
+        "fixed_point": pb.differentiate(natural.fixed_point).source(0.5),
+        "exp_series": pb.differentiate(natural.exp_series).source(0.7),
+        "solve_batched": pb.differentiate(solve_batched).source(np.stack([a, a.T]), np.ones((2, 3, 2))),
+        "norms": pb.differentiate(norms).source(a),
+        "jit_kalman": pb.jit(kf.kalman_nll).source(*kal),
+    }
+
+
+def test_generated_programs_pass_ruff():
+    findings = {name: ruff(src) for name, src in _sample().items()}
+    assert not any(findings.values()), findings
+
+
+def test_small_values_are_not_deleted():
+    """``del`` frees arrays that matter (64 KiB and up), not scalars and 2 x 2 matrices: none in the Kalman
+    filter's gradient (a quarter of its lines were dels)."""
+    assert "del " not in kalman_source()
+
+    def big(x):
+        y = np.exp(x)
+        z = np.sin(y)
+        return np.sum(z * y)
+
+    src = pb.differentiate(big).source(np.ones((200, 200)))  # 320 KB arrays: each freed after its last use
+    assert "del " in src
+    small = pb.differentiate(big).source(np.ones(3))
+    assert "del " not in small
+
+
+def test_long_lines_break_as_a_formatter_breaks_them():
+    long_call = "x = f(" + ", ".join(f"argument_{k}" for k in range(20)) + ")\n"
+    out, _ = lines.fit("    " + long_call, width=60)
+    assert all(len(line) <= 60 for line in out.splitlines())
+    compile("def g():\n" + out, "<test>", "exec")
+    dels = "    del " + ", ".join(f"value_{k}" for k in range(30)) + "\n"
+    out, _ = lines.fit(dels, width=60)
+    assert all(line.startswith("    del ") and len(line) <= 60 for line in out.splitlines())
+    message = '        raise ValueError(f"the value {x} is out of range " "(at a_rather_long_file_name.py:1234)")\n'
+    out, _ = lines.fit(message, width=60)
+    assert all(len(line) <= 60 for line in out.splitlines())
+    ns: dict = {}
+    exec(compile("def g(x):\n    if x:\n" + out, "<test>", "exec"), ns)
+    with pytest.raises(ValueError, match=r"the value 3 is out of range \(at a_rather_long_file_name.py:1234\)"):
+        ns["g"](3)
+
+
+def test_comments_shortened_still_map_to_the_users_line():
+    """A comment cut to the line length still maps the generated line back to the user's (warnings)."""
+    program = pb.differentiate(kf.kalman_nll, argnums=(0, 1, 2, 3)).ir(*kalman_args(), stage="grad")
+    gen = codegen.generate(program, numpy_backend)
+    comments = {line.strip() for line in gen.source.splitlines() if line.strip().startswith("# ")}
+    assert comments <= set(gen.statements)
+    assert any(c.endswith("...") for c in comments)
+
+
+def sq_loss(w, X, y):
+    r = X @ w - y
+    return np.sum(r ** 2)
+
+
+@pytest.mark.parametrize("form, name", [(pb.grad, "sq_loss_grad"), (pb.jacrev, "sq_loss_jacrev"),
+                                        (pb.hessian, "sq_loss_hessian")])
+def test_transforms_print_the_functions_name_parameters_and_lines(form, name):
+    """``pb.source(pb.grad(f))`` is ``f``'s gradient: ``def f_grad`` with ``f``'s parameters, its comments
+    quoting ``f``'s lines (not the line that called pb.source), its cotangent ``w_bar``."""
+    w, X, y = np.ones(3), np.arange(12.0).reshape(4, 3), np.ones(4)
+    src = pb.source(form(sq_loss), w, X, y)
+    assert f"def {name}(w, X, y):" in src
+    comments = [line.strip() for line in src.splitlines() if line.strip().startswith("# ")]
+    assert comments and all("r = X @ w - y" in c or "return np.sum(r ** 2)" in c for c in comments), comments
+    assert "pb.source" not in src
+    if form is pb.grad:  # the value is not computed: grad drops it
+        assert "w_bar = " in src and "= np.sum(" not in src
+    np.testing.assert_allclose(pb.jit(form(sq_loss))(w, X, y), form(sq_loss)(w, X, y))
+
+
+def test_vmap_of_grad_prints_the_functions_name_and_lines():
+    W, X, y = np.ones((2, 3)), np.arange(12.0).reshape(4, 3), np.ones(4)
+    src = pb.source(pb.vmap(pb.grad(sq_loss), in_axes=(0, None, None)), W, X, y)
+    assert "def sq_loss_grad(w, X, y):" in src and "r = X @ w - y" in src
+
+
+def mlp(params, x):
+    W, b = params
+    lo, hi = x
+    h = np.tanh(W @ lo + b)
+    return np.sum(h * hi)
+
+
+def test_unpacked_names_are_kept():
+    """A structured argument's leaves take the names it is unpacked into (``W, b = params``), and an
+    array unpacked (``lo, hi = x``) gives its rows those names, not ``params_0`` and ``picked``."""
+    src = pb.differentiate(mlp).source((np.ones((2, 2)), np.ones(2)), np.ones((2, 2)))
+    assert "def mlp_grad(W, b, x):" in src
+    assert "lo = x[0]" in src and "hi = x[1]" in src and "picked" not in src
+    assert "return total, (W_bar, b_bar)" in src
+
+
+def weighted_positions(x):
+    n = x.shape[0]
+    idx = np.arange(n)
+    w = np.full(n, 2.0)
+    return np.sum(x * idx) + np.sum(w * x ** 2)
+
+
+def test_arrays_made_from_shapes_print_as_the_call_that_makes_them():
+    """``np.arange(n)`` and ``np.full(n, 2.0)`` made while tracing print as those calls under the user's
+    names, not as keyword constants ``c`` passed in; the values are right (a finite-difference check)."""
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    d = pb.differentiate(weighted_positions)
+    src = d.source(x)
+    assert "idx = np.arange(4, dtype=np.int64)" in src and "*, c" not in src and "Keyword-only" not in src
+    eps, g = 1e-6, d.grad(x)
+    fd = [(weighted_positions(x + eps * e) - weighted_positions(x - eps * e)) / (2 * eps) for e in np.eye(4)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7)

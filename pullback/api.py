@@ -266,6 +266,9 @@ class differentiate(_ByFunction):
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
     A long Python loop, which tracing unrolls, is rolled back into a ``scan`` (``transforms.reroll``:
     compile time then depends on the loop's body, not its length); ``reroll=False`` keeps it unrolled.
+    ``compile`` picks the loops (``scan``, ``fori_loop``, ``while_loop``) printed as functions compiled by
+    Numba, when it is installed: ``"auto"`` (the default, or ``$PULLBACK_COMPILE``) those of many small
+    steps, ``"numba"`` all it can compile, ``"numpy"`` none (see ``backends.numba_loops``).
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -282,7 +285,7 @@ class differentiate(_ByFunction):
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
-                static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str = "auto"):
+                static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str | None = None):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
                                      static_argnames=static_argnames, reroll=reroll, compile=compile)
@@ -290,11 +293,12 @@ class differentiate(_ByFunction):
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
                  has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True,
-                 compile: str = "auto"):
+                 compile: str | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
-        # which loops print as functions compiled by Numba, when it is installed (``numba_loops``)
-        self.compile = numba_loops.check_mode(compile)
+        # which loops print as functions compiled by Numba, when it is installed (``numba_loops``); None:
+        # $PULLBACK_COMPILE, else "auto"
+        self.compile = None if compile is None else numba_loops.check_mode(compile)
         self.argnums = argnums
         # as JAX infers them: a static parameter is static whether passed by position or by name
         self._params = _positional_params(fn) if _as_tuple(static_argnums) or static_argnames else None
@@ -428,7 +432,7 @@ class differentiate(_ByFunction):
                                 len(staged.program.eqns), time.perf_counter() - start,
                                 f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
             staged.backend = backend
-            staged.loops = self.compile
+            staged.loops = self.compile or numba_loops.default_mode()
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged
             self._programs.traced(self.fn)
@@ -983,10 +987,10 @@ class jit(differentiate):
     """
 
     def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
-                 static_argnames: str | Sequence[str] = (), compile: str = "auto"):
+                 static_argnames: str | Sequence[str] = (), compile: str | None = None):
         super().__init__(fn, static_argnums=static_argnums, static_argnames=static_argnames, compile=compile)
 
-    def __new__(cls, fn=None, static_argnums=(), static_argnames=(), compile="auto"):
+    def __new__(cls, fn=None, static_argnums=(), static_argnames=(), compile=None):
         if fn is None:  # @jit(static_argnames=...)
             return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames,
                                      compile=compile)

@@ -42,8 +42,9 @@ WITH_BODIES.add(njit_p)
 # Whose printed NumPy Numba compiles (some spellings aside: a product printed as ``np.einsum``, a
 # reshape of a non-contiguous view, which then fail to compile and the program runs as NumPy).
 _FAMILIES = (elementwise, structural, reductions, contractions, indexing, cumulative)
-COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinstance(v, Primitive)) | {
-    control.scan_p, control.while_p, control.cond_p}
+# Scatters print as ``np.add.at``, which Numba lacks.
+COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinstance(v, Primitive)) - {
+    indexing.scatter_p, indexing.scatter_add_p} | {control.scan_p, control.while_p, control.cond_p}
 
 # ``auto``: a loop is compiled when it prints at least this many operations per call (steps times
 # operations per step; about a microsecond of Python and NumPy dispatch each, so half a millisecond
@@ -57,6 +58,14 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"compile={mode!r}: expected one of {', '.join(map(repr, MODES))} "
                          "(Numba-compiled loops, chosen by size, always, or never)")
+    return mode
+
+
+def default_mode() -> str:
+    """``compile=``'s value when none is given: ``$PULLBACK_COMPILE``, else ``"auto"``."""
+    mode = os.environ.get("PULLBACK_COMPILE") or "auto"
+    if mode not in MODES:
+        raise ValueError(f"PULLBACK_COMPILE={mode!r}: expected one of {', '.join(map(repr, MODES))}")
     return mode
 
 
@@ -130,8 +139,15 @@ def worth_compiling(eqn: Eqn) -> bool:
 def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     """``program`` with each loop chosen for Numba (see the module docstring) wrapped in an ``njit``
     equation whose body is the loop alone, and the reasons the others stay NumPy (under ``"numba"``)."""
-    if mode == "numpy" or not available():
+    if mode == "numpy":
         return program, []
+    if not available():
+        loops = [e for e in program.eqns if e.prim in (control.scan_p, control.while_p)]
+        if mode == "auto" or not loops:
+            return program, []
+        note = f"{len(loops)} loop(s) stay NumPy: Numba is not installed (pip install \"pullback[numba]\")"
+        logger.info("%s: %s", program.name, note)
+        return program, [note]
     eqns, notes = [], []
     for eqn in program.eqns:
         if eqn.prim not in (control.scan_p, control.while_p):

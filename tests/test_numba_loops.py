@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,3 +215,13 @@ def test_random_loop_bodies_compile_and_match_numpy(p, seed):
     minus = slow(*[a - eps * d for a, d in zip(args, direction)])
     fd = (plus - minus) / (2 * eps)
     assert np.isclose(sum(np.sum(gi * d) for gi, d in zip(g, direction)), fd, rtol=1e-5, atol=1e-6)
+
+
+def test_the_readme_shows_the_program_the_example_prints():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    printed = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if b.startswith("import numpy as np\n"
+                                                                                            "import numba\n"))
+    example = Path(__file__).parent.parent / "examples" / "compiled_loops.py"
+    out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+    assert printed.strip() in out

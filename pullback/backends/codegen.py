@@ -198,8 +198,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
         last = _last_uses(prog)
         dead = last if dels and not plain else {}
-        reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
-                 if in_place and not plain else {})
+        reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),
+                             min_size=1 if compiled[0] else memory.MIN_SIZE)
+                 if in_place and (not plain or compiled[0]) else {})
+        if compiled[0]:  # elementwise updates only (Numba has no ``np.add.at``), ``out`` passed by position
+            reuse = {i: ks for i, ks in reuse.items() if _elementwise_update(prog.eqns[i], backend)}
         if not compiled[0]:  # Numba's lists hold one type: stacks are preallocated there
             listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
@@ -248,8 +251,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
                 stmts = [*backend.in_place(eqn, ins, k, ctx.where), named]
+                if compiled[0]:
+                    stmts = [_positional_out(st) for st in stmts]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = backend.in_place(eqn, ins, k, ctx.where)
+                if compiled[0]:
+                    stmts = [_positional_out(st) for st in stmts]
             else:
                 fallback = TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
@@ -667,6 +674,24 @@ def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
     """Positions of the equation's results that nothing reads (dead where they are made)."""
     here = {id(v) for v in dead_here}
     return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
+
+
+def _elementwise_update(eqn: Eqn, backend: ModuleType) -> bool:
+    """Whether the equation can update an operand in place as an elementwise ufunc or operator (an array's:
+    Numba's 0-d values are scalars)."""
+    return (eqn.prim not in memory.UPDATES and eqn.prim in getattr(backend, "IN_PLACE", {})
+            and eqn.prim.name != "add_diagonal" and eqn.outputs[0].type.ndim > 0)
+
+
+def _positional_out(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """``np.exp(a, a)`` for ``np.exp(a, out=a)`` (Numba takes a ufunc's output by position only)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, cst.Call)):
+        return stmt
+    call = stmt.body[0].value
+    args = [a.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) if a.keyword and a.keyword.value == "out"
+            else a for a in call.args]
+    return stmt.with_changes(body=[cst.Expr(call.with_changes(args=args))])
 
 
 def _in_place_operand(eqn, reusable: frozenset[int], backend: ModuleType) -> int | None:

@@ -225,3 +225,14 @@ def test_the_readme_shows_the_program_the_example_prints():
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
     assert printed.strip() in out
+
+
+def test_without_a_cache_directory_to_write_the_loops_stay_numpy(monkeypatch, tmp_path, caplog):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(blocked / "sub"))  # under a file: cannot be made
+    f = pb.differentiate(lotka_volterra, compile="numba")
+    with caplog.at_level(logging.WARNING, logger="pullback"):
+        value = f(THETA, X0)
+    assert value == pytest.approx(lotka_volterra(THETA, X0))
+    assert not _compiled(f.source(THETA, X0)) and any("running it as NumPy" in r.getMessage() for r in caplog.records)

@@ -50,7 +50,11 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
     with gc_paused():
         gen = codegen.generate(program, backend, out_tree, loops=loops)
     if "@numba.njit" in gen.source:  # a module of its own, that Numba's cache finds again (``numba_loops``)
-        filename = numba_loops.module_file(gen.source, gen.function_name)
+        try:
+            filename = numba_loops.module_file(gen.source, gen.function_name)
+        except OSError as e:  # no cache directory to write: the loops stay NumPy
+            numba_loops.log_fallback(gen.function_name, e)
+            return compile_program(program, backend, out_tree)
         namespace = numba_loops.module_namespace(filename)
         namespace[errstate.STATEMENTS] = gen.statements
     else:

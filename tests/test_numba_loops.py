@@ -46,7 +46,7 @@ def lotka_volterra(theta, x0, steps=100, h=0.01):
 
 def _compiled(src: str) -> int:
     """How many functions of the printed module Numba compiles."""
-    return src.count("\n@numba.njit(cache=True)\n")
+    return src.count('\n@numba.njit(cache=True, error_model="numpy")\n')
 
 
 THETA, X0 = np.array([1.0, 0.5, 0.3, 0.8]), np.array([1.0, 1.0])
@@ -236,3 +236,13 @@ def test_without_a_cache_directory_to_write_the_loops_stay_numpy(monkeypatch, tm
         value = f(THETA, X0)
     assert value == pytest.approx(lotka_volterra(THETA, X0))
     assert not _compiled(f.source(THETA, X0)) and any("running it as NumPy" in r.getMessage() for r in caplog.records)
+
+
+def test_a_division_by_zero_in_a_compiled_loop_is_inf_as_in_numpy():
+    def f(x):
+        return pb.fori_loop(0, 600, lambda i, c: c / (c - c) + c, x)
+
+    with np.errstate(all="ignore"):
+        want = pb.jit(f, compile="numpy")(np.float64(2.0))
+    got = pb.jit(f, compile="numba")
+    assert np.isnan(want) and np.isnan(got(np.float64(2.0))) and _compiled(got.source(np.float64(2.0)))

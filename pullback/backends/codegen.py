@@ -575,7 +575,7 @@ def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     ``numba_loops``). 0-d operands go in as scalars of their dtype, and 0-d results come back as
     NumPy scalars (Numba returns Python's)."""
     body = eqn.params["body"]
-    decorator = s.call("numba.njit", cache=cst.Name("True"))
+    decorator = s.call("numba.njit", cache=cst.Name("True"), error_model=cst.SimpleString('"numpy"'))
     name = nest.kernel(body, decorator, "loop")
     args = [s.call(s.dtype(v.type.dtype), e) if isinstance(v, Var) and v.type.ndim == 0 else e
             for v, e in zip(body.inputs, ins)]

@@ -1,5 +1,7 @@
 """Loops compiled by Numba: each ``scan`` or ``while`` of a program whose bodies Numba can compile is
-printed as a module-level function under ``@numba.njit(cache=True)`` and called from the printed
+printed as a module-level function under ``@numba.njit(cache=True, error_model="numpy")`` (a division
+by zero is inf or nan, as in NumPy, not Python's ZeroDivisionError; but without NumPy's warning) and
+called from the printed
 Python program, so that a loop of many small steps costs a compiled loop, not a Python statement and
 a NumPy dispatch (about a microsecond each) per operation per step.
 
@@ -34,7 +36,6 @@ from pullback.log import logger
 from pullback.primitives import contractions, control, cumulative, elementwise, indexing, reductions, structural
 
 MODES = ("auto", "numba", "numpy")
-DECORATOR = "numba.njit(cache=True)"
 
 njit_p = Primitive("njit", multiple_results=True, registered=False)  # made while printing only
 WITH_BODIES.add(njit_p)

@@ -104,8 +104,11 @@ class Staged:
             as_array = tuple(range(len(self.program.inputs)))
 
         numba_errors = numba_loops.compile_errors() if "@numba.njit" in (self._source or "") else ()
+        instead: list[Callable] = []  # the NumPy runner, once a loop failed to compile (callers keep this one)
 
         def run(*args):
+            if instead:
+                return instead[0](*args)
             if as_array:
                 args = tuple(asarray(a) if i in as_array else a for i, a in enumerate(args))
             try:
@@ -115,7 +118,8 @@ class Staged:
                     raise
                 raise LinAlgError(str(e)) from None
             except numba_errors as e:  # a loop Numba could not compile (for these layouts): NumPy from now on
-                return self._without_numba(e)(*args)
+                instead.append(self._without_numba(e))
+                return instead[0](*args)
 
         self._run = run
         return run

@@ -144,6 +144,10 @@ def test_a_body_numba_refuses_runs_as_numpy_and_says_so(caplog):
     np.testing.assert_allclose(got, pb.jit(batched, compile="numpy")(A, x0), rtol=1e-12)
     assert any("Numba could not compile" in r.getMessage() for r in caplog.records)
     assert not _compiled(f.source(A, x0))  # the program that runs now
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pullback"):
+        np.testing.assert_allclose(f(A, x0), got)  # the cached runner: no second attempt
+    assert not caplog.records
 
 
 @pytest.mark.parametrize("bad", ["fast", "NUMBA", None.__class__.__name__, 1])

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import pullback as pb
 from pullback.backends import numba_loops
-from tests.test_loops import _loop_pair
-from tests.test_random_programs import examples, programs
+from tests.primitives.test_scan import _loop_pair
+from tests.regressions.test_random_programs import examples, programs
 
 numba = pytest.importorskip("numba")
 

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import kalman_filter as kf  # noqa: E402
 
 import pullback as pb  # noqa: E402
+from benchmarks import small_steps  # noqa: E402
 
 
 def data(dh: int, T: int, seed: int = 0):
@@ -132,10 +133,18 @@ def grad_numpy(A, B, log_qh, log_qv, v, mu0, S0):
 def jax_grad():
     try:
         import jax
-        import jax.numpy as jnp
-        import jax.scipy.linalg as jsl
     except ImportError:
         return None
+    nll = jax_nll()
+    return lambda: jax.jit(jax.value_and_grad(nll, argnums=(0, 1, 2, 3)))
+
+
+def jax_nll():
+    """The likelihood in JAX, the steps by ``lax.scan`` (float64)."""
+    import jax
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+
     jax.config.update("jax_enable_x64", True)
 
     def nll(A, B, log_qh, log_qv, v, mu0, S0):
@@ -158,7 +167,7 @@ def jax_grad():
         (_, _, total), _ = jax.lax.scan(step, (mu0, S0, 0.0), v)
         return total
 
-    return lambda: jax.jit(jax.value_and_grad(nll, argnums=(0, 1, 2, 3)))
+    return nll
 
 
 def torch_grad():
@@ -238,7 +247,13 @@ def _block(out):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--small-steps", action="store_true", help="only the table of benchmarks.small_steps")
     opts = parser.parse_args()
+    print("Programs of many small steps, value and gradient per call (benchmarks.small_steps):\n")
+    small_steps.main(repeats=10 if opts.quick else 50)
+    if opts.small_steps:
+        return
+    print("\nThe Kalman filter gradient, by length:\n")
     sizes = [(2, 1000), (8, 1000)] if opts.quick else [(2, 1000), (64, 1000), (2, 10_000), (64, 10_000)]
     impls = {
         "hand-written NumPy gradient": lambda: grad_numpy,

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -7,6 +8,11 @@ import pytest
 from tests.sample import full, mark_grids
 
 GOLDEN = Path(__file__).parent / "golden"
+
+# The suite checks the NumPy programs it prints unless a test asks for Numba's loops (compile="numba" or
+# "auto": tests/test_numba_loops.py); compiled loops go to a fresh cache directory per run.
+os.environ.setdefault("PULLBACK_COMPILE", "numpy")
+os.environ.setdefault("PULLBACK_CACHE_DIR", tempfile.mkdtemp(prefix="pullback-numba-"))
 
 
 def pytest_addoption(parser):

@@ -29,7 +29,7 @@ from pullback.ad.jvp import tangent_type
 from pullback.api import cache, kronecker
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
-from pullback.backends import errstate
+from pullback.backends import errstate, numba_loops
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.backends.numpy import backend as numpy_backend
@@ -71,7 +71,8 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "_fn", "_run", "_source", "_constants")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "_fn", "_run", "_source",
+                 "_constants")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
@@ -82,6 +83,7 @@ class Staged:
         self.captures = captures
         self.capture_at = capture_at
         self.backend = numpy_backend  # the CuPy backend for CuPy arguments (set by differentiate)
+        self.loops = "numpy"  # which loops Numba compiles: differentiate's ``compile`` (see ``numba_loops``)
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
@@ -93,7 +95,8 @@ class Staged:
             log.logger.log(logging.INFO if logging_on else logging.WARNING,
                            "compiling %s (%d equations), which takes seconds ...", self.program.name, n)
         start = time.perf_counter()
-        self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef)
+        loops = self.loops if self.backend is numpy_backend else "numpy"
+        self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef, loops=loops)
         if logging_on:
             log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
                             self._source.count("\n"), time.perf_counter() - start)
@@ -118,7 +121,12 @@ class Staged:
         if getattr(self.backend, "SCALARS_AS_ARRAYS", False):
             as_array = tuple(range(len(self.program.inputs)))
 
+        numba_errors = numba_loops.compile_errors() if "@numba.njit" in (self._source or "") else ()
+        instead: list[Callable] = []  # the NumPy runner, once a loop failed to compile (callers keep this one)
+
         def run(*args):
+            if instead:
+                return instead[0](*args)
             if as_array:
                 args = tuple(asarray(a) if i in as_array else a for i, a in enumerate(args))
             try:
@@ -127,9 +135,18 @@ class Staged:
                 if isinstance(e, LinAlgError):
                     raise
                 raise LinAlgError(str(e)) from None
+            except numba_errors as e:  # a loop Numba could not compile (for these layouts): NumPy from now on
+                instead.append(self._without_numba(e))
+                return instead[0](*args)
 
         self._run = run
         return run
+
+    def _without_numba(self, error: BaseException) -> Callable:
+        """The runner of this program printed without Numba, which replaces the one that failed."""
+        numba_loops.log_fallback(self.program.name, error)
+        self.loops, self._fn, self._run, self._source = "numpy", None, None, None
+        return self.runner()
 
     def _inline(self, args):
         if self.captures:
@@ -271,6 +288,9 @@ class differentiate(_ByFunction):
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
     A long Python loop, which tracing unrolls, is rolled back into a ``scan`` (``transforms.reroll``:
     compile time then depends on the loop's body, not its length); ``reroll=False`` keeps it unrolled.
+    ``compile`` picks the loops (``scan``, ``fori_loop``, ``while_loop``) printed as functions compiled by
+    Numba, when it is installed: ``"auto"`` (the default, or ``$PULLBACK_COMPILE``) those of many small
+    steps, ``"numba"`` all it can compile, ``"numpy"`` none (see ``backends.numba_loops``).
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -287,16 +307,20 @@ class differentiate(_ByFunction):
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
-                static_argnames: str | Sequence[str] = (), reroll: bool = True):
+                static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str | None = None):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                                     static_argnames=static_argnames, reroll=reroll)
+                                     static_argnames=static_argnames, reroll=reroll, compile=compile)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                 has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True):
+                 has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True,
+                 compile: str | None = None):
         functools.update_wrapper(self, fn)
         self.fn = fn
+        # which loops print as functions compiled by Numba, when it is installed (``numba_loops``); None:
+        # $PULLBACK_COMPILE, else "auto"
+        self.compile = None if compile is None else numba_loops.check_mode(compile)
         self.argnums = argnums
         # as JAX infers them: a static parameter is static whether passed by position or by name
         self._params = _positional_params(fn) if _as_tuple(static_argnums) or static_argnames else None
@@ -319,7 +343,7 @@ class differentiate(_ByFunction):
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
                 "static_argnums": self.static_argnums, "has_aux": self.has_aux,
-                "static_argnames": self.static_argnames, "reroll": self.reroll}
+                "static_argnames": self.static_argnames, "reroll": self.reroll, "compile": self.compile}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -431,6 +455,7 @@ class differentiate(_ByFunction):
                                 len(staged.program.eqns), time.perf_counter() - start,
                                 f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
             staged.backend = backend
+            staged.loops = self.compile or numba_loops.default_mode()
             if not staged.captures:  # captures are found again by each trace
                 self._stages[key] = staged
             self._programs.traced(self.fn)
@@ -1021,16 +1046,18 @@ class jit(differentiate):
     """
 
     def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
-                 static_argnames: str | Sequence[str] = ()):
-        super().__init__(fn, static_argnums=static_argnums, static_argnames=static_argnames)
+                 static_argnames: str | Sequence[str] = (), compile: str | None = None):
+        super().__init__(fn, static_argnums=static_argnums, static_argnames=static_argnames, compile=compile)
 
-    def __new__(cls, fn=None, static_argnums=(), static_argnames=()):
+    def __new__(cls, fn=None, static_argnums=(), static_argnames=(), compile=None):
         if fn is None:  # @jit(static_argnames=...)
-            return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames)
+            return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames,
+                                     compile=compile)
         return object.__new__(cls)
 
     def _options(self) -> dict[str, Any]:
-        return {"static_argnums": self.static_argnums, "static_argnames": self.static_argnames}
+        return {"static_argnums": self.static_argnums, "static_argnames": self.static_argnames,
+                "compile": self.compile}
 
     def source(self, *args, program: str = "primal", device: str = "cpu", **kwargs) -> str:
         return super().source(*args, program=program, device=device, **kwargs)

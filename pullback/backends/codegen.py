@@ -20,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, lines, memory, merged, printed, render
+from pullback.backends import fusion, layout, lines, memory, merged, numba_loops, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -176,10 +176,11 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[
 
 
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
-             in_place: bool = True) -> Generated:
+             in_place: bool = True, loops: str = "numpy") -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
-    operation write into a dead input's buffer (see ``memory``)."""
+    operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
+    functions compiled by Numba (``numba_loops``)."""
     namer = Namer(RESERVED)
     fn_name = namer.fresh(program.name, "f")
     params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
@@ -238,11 +239,16 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
         prog = printed.prepare(prog)
+        plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
         last = _last_uses(prog)
         dead = _worth_freeing(last, prog) if dels and not plain else {}
-        reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
-                 if in_place and not plain else {})
-        listed.update(_listed_stacks(prog))
+        reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),
+                             min_size=1 if compiled[0] else memory.MIN_SIZE)
+                 if in_place and (not plain or compiled[0]) else {})
+        if compiled[0]:  # elementwise updates only (Numba has no ``np.add.at``), ``out`` passed by position
+            reuse = {i: ks for i, ks in reuse.items() if _elementwise_update(prog.eqns[i], backend)}
+        if not compiled[0]:  # Numba's lists hold one type: stacks are preallocated there
+            listed.update(_listed_stacks(prog))
         factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
@@ -302,8 +308,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
                 stmts = [*backend.in_place(eqn, ins, k, ctx.where, ctx), named]
+                if compiled[0]:
+                    stmts = [_positional_out(st) for st in stmts]
             elif k is not None:  # the result takes over the dead operand's buffer, and its name (above)
                 stmts = backend.in_place(eqn, ins, k, ctx.where, ctx)
+                if compiled[0]:
+                    stmts = [_positional_out(st) for st in stmts]
             else:
                 fallback = _temp_hint(eqn, namer)
                 hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
@@ -332,18 +342,26 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     kernels: list[cst.FunctionDef] = []  # printed before the function (CuPy's fused kernels)
     helpers: list[cst.FunctionDef] = []  # printed after it (rare branches): the module opens with the gradient
 
-    def kernel(body: Program) -> str:
-        """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy); return its name."""
-        name = namer.fresh("fused", "fused")
+    compiled = [False]  # printing the body of a function compiled by Numba
+
+    def kernel(body: Program, decorator: cst.BaseExpression | None = None, hint: str = "fused") -> str:
+        """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy, ``decorator`` if given);
+        return its name."""
+        name = namer.fresh(hint, hint)
         seen = last_comment[0]
-        stmts = block(body, plain=True)
+        compiled[0] = decorator is not None
+        try:
+            stmts = block(body, plain=True)
+        finally:
+            compiled[0] = False
         last_comment[0] = seen
         results = [expr(a) for a in body.outputs]
         ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
         kernels.append(cst.FunctionDef(
             name=s.name(name), params=cst.Parameters([cst.Param(expr(v)) for v in body.inputs]),
             body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
-            decorators=[cst.Decorator(s.call(fuse_with))] if fuse_with else [],
+            decorators=[cst.Decorator(decorator)] if decorator is not None else [cst.Decorator(s.call(fuse_with))]
+            if fuse_with else [],
             leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
         return name
 
@@ -376,6 +394,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     if fuse_with is not None:
         program = fusion.fuse(printed.prepare(program))
+    notes: list[str] = []
+    if loops != "numpy":
+        program, notes = numba_loops.outline(printed.prepare(program), loops)
+        if any(e.prim is numba_loops.njit_p for e in program.eqns):
+            ctx.use("numba")
 
     body.extend(block(program, text=True))
     outputs = [expr(a) for a in program.outputs]
@@ -398,7 +421,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     func = cst.FunctionDef(
         name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
                                                      else cst.MaybeSentinel.DEFAULT),
-        body=cst.IndentedBlock([*head, marker]), leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+        body=cst.IndentedBlock([*head, marker]),
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *(cst.EmptyLine(comment=cst.Comment(f"# {_safe(n)}"))
+                                                         for n in notes)],
     )
     code = cst.Module(body=[*kernels, func]).code
     tail = render.body([marker])
@@ -752,11 +777,30 @@ def _fused(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return [s.assign(outs, s.call(name, *ins))]
 
 
+def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """``x, ys = loop(c, x0, xs)``: the call of the Numba function printed for a loop (see
+    ``numba_loops``). 0-d operands go in as scalars of their dtype, and 0-d results come back as
+    NumPy scalars (Numba returns Python's)."""
+    body = eqn.params["body"]
+    decorator = s.call("numba.njit", cache=cst.Name("True"), error_model=cst.SimpleString('"numpy"'))
+    name = nest.kernel(body, decorator, "loop")
+    args = [s.call(s.dtype(v.type.dtype), e) if isinstance(v, Var) and v.type.ndim == 0 else e
+            for v, e in zip(body.inputs, ins)]
+    outs = [s.name(nest.namer[v]) for v in eqn.outputs]
+    stmts: list[cst.BaseStatement] = [s.assign(outs, s.call(name, *args))]
+    scalars = [(o, v) for o, v in zip(outs, eqn.outputs) if v.type.ndim == 0]
+    if scalars:
+        values = [s.call(s.dtype(v.type.dtype), o) for o, v in scalars]
+        stmts.append(s.assign([o for o, _ in scalars], s.tuple_(values, parens=False) if len(values) > 1
+                              else values[0]))
+    return stmts
+
+
 # Equations that hold sub-programs, by primitive name: they print them in place.
 _NESTED: dict[str, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
     "scan": _scan, "while": _while, "cond": _cond,
     "checkpoint": _inline_body, "custom_jvp_call": _inline_body, "custom_vjp_call": _inline_body,
-    "fused": _fused,
+    "fused": _fused, "njit": _njit,
 }
 
 
@@ -837,6 +881,24 @@ def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
     """Positions of the equation's results that nothing reads (dead where they are made)."""
     here = {id(v) for v in dead_here}
     return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
+
+
+def _elementwise_update(eqn: Eqn, backend: ModuleType) -> bool:
+    """Whether the equation can update an operand in place as an elementwise ufunc or operator (an array's:
+    Numba's 0-d values are scalars)."""
+    return (eqn.prim not in memory.UPDATES and eqn.prim in getattr(backend, "IN_PLACE", {})
+            and eqn.prim.name != "add_diagonal" and eqn.outputs[0].type.ndim > 0)
+
+
+def _positional_out(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """``np.exp(a, a)`` for ``np.exp(a, out=a)`` (Numba takes a ufunc's output by position only)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, cst.Call)):
+        return stmt
+    call = stmt.body[0].value
+    args = [a.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) if a.keyword and a.keyword.value == "out"
+            else a for a in call.args]
+    return stmt.with_changes(body=[cst.Expr(call.with_changes(args=args))])
 
 
 def _in_place_operand(eqn, reusable: frozenset[int], backend: ModuleType) -> int | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from pullback.backends import codegen, errstate
+from pullback.backends import codegen, errstate, numba_loops
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.core import Program
 
@@ -38,18 +38,30 @@ def _forget(filename: str) -> None:
     linecache.cache.pop(filename, None)
 
 
-def print_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> str:
+def print_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None, loops: str = "numpy") -> str:
     """The source ``compile_program`` would compile, without importing what it calls."""
-    return codegen.generate(program, backend, out_tree).source
+    return codegen.generate(program, backend, out_tree, loops=loops).source
 
 
-def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None) -> tuple[Callable, str]:
-    """The compiled function of ``program``, and its source."""
+def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None,
+                    loops: str = "numpy") -> tuple[Callable, str]:
+    """The compiled function of ``program``, and its source. ``loops``: which loops Numba compiles
+    (``numba_loops``); a module holding such loops is written to a file first, which Numba's on-disk
+    cache needs."""
     with gc_paused():
-        gen = codegen.generate(program, backend, out_tree)
-    filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
+        gen = codegen.generate(program, backend, out_tree, loops=loops)
+    if "@numba.njit" in gen.source:  # a module of its own, that Numba's cache finds again (``numba_loops``)
+        try:
+            filename = numba_loops.module_file(gen.source, gen.function_name)
+        except OSError as e:  # no cache directory to write: the loops stay NumPy
+            numba_loops.log_fallback(gen.function_name, e)
+            return compile_program(program, backend, out_tree)
+        namespace = numba_loops.module_namespace(filename)
+        namespace[errstate.STATEMENTS] = gen.statements
+    else:
+        filename = f"<pullback:{gen.function_name}:{next(_counter)}>"
+        namespace = {"__name__": f"pullback.generated.{gen.function_name}", errstate.STATEMENTS: gen.statements}
     linecache.cache[filename] = (len(gen.source), None, gen.source.splitlines(True), filename)
-    namespace = {"__name__": f"pullback.generated.{gen.function_name}", errstate.STATEMENTS: gen.statements}
     with gc_paused():
         exec(compile(gen.source, filename, "exec"), namespace)
     fn = namespace[gen.function_name]

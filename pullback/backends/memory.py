@@ -104,9 +104,10 @@ def _scan_carry_sources(eqn):
             yield v, src
 
 
-def plan(program: Program, free: frozenset[int] = frozenset()) -> dict[int, frozenset[int]]:
+def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = MIN_SIZE) -> dict[int, frozenset[int]]:
     """Equation index -> positions of inputs whose buffers the equation may reuse. ``free``: ids of
-    inputs that are the program's own to overwrite (a branch's operands that die with the branch).
+    inputs that are the program's own to overwrite (a branch's operands that die with the branch);
+    ``min_size``: the smallest array updated in place (compiled code gains at any size).
     An operand may be its buffer's owner or a transpose of it (the whole buffer, read another way)."""
     pinned = ({id(v) for v in program.inputs} - free) | {id(v) for v in program.constvars}
     root = buffer_roots(program)
@@ -131,7 +132,7 @@ def plan(program: Program, free: frozenset[int] = frozenset()) -> dict[int, froz
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
             if isinstance(a, Var) and type(a.type) is ArrayType  # (not a stack: a list)
-            and (a.type.size >= MIN_SIZE or (update and a.type.ndim)) and (k == 0 or not update)
+            and (a.type.size >= min_size or (update and a.type.ndim)) and (k == 0 or not update)
             and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
             and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )

@@ -1,0 +1,252 @@
+"""Loops compiled by Numba: each ``scan`` or ``while`` of a program whose bodies Numba can compile is
+printed as a module-level function under ``@numba.njit(cache=True, error_model="numpy")`` (a division
+by zero is inf or nan, as in NumPy, not Python's ZeroDivisionError; but without NumPy's warning) and
+called from the printed
+Python program, so that a loop of many small steps costs a compiled loop, not a Python statement and
+a NumPy dispatch (about a microsecond each) per operation per step.
+
+The compiled function is the loop as the NumPy backend prints it (ordinary Python, readable, runnable
+without pullback and, with the decorator removed, without Numba), with three differences Numba
+needs: no ``del`` and no ``out=`` (both unsupported; the kernel's locals die with it), stacked results
+preallocated rather than kept in lists, and 0-d operands passed as scalars (``np.float64(c)``:
+inside, a 0-d array and the float it becomes cannot share a name) and returned results made NumPy
+scalars again. A reshape of a 0-d value (``np.stack`` of scalars) is printed as a broadcast, which
+takes Numba's floats.
+
+Which loops (``compile=``): ``"numba"`` every loop Numba can compile; ``"auto"`` those where the
+per-operation dispatch saved outweighs the compile (``worth_compiling``: many small steps, not a few
+large BLAS calls); ``"numpy"`` none. A loop that stays NumPy under ``"numba"`` says why, in the
+log and in a comment above the printed function. The printed module is written to a cache
+directory under the hash of its source (``module_file``), as Numba's on-disk cache needs a real
+file: the compiled machine code is reused across calls and processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Iterator
+
+from pullback.ir.core import WITH_BODIES, Eqn, Opaque, Params, Primitive, Program, Var, sub_programs
+from pullback.ir.types import StackType
+from pullback.log import logger
+from pullback.primitives import contractions, control, cumulative, elementwise, indexing, reductions, structural
+
+MODES = ("auto", "numba", "numpy")
+
+njit_p = Primitive("njit", multiple_results=True, registered=False)  # made while printing only
+WITH_BODIES.add(njit_p)
+
+# Whose printed NumPy Numba compiles (some spellings aside: a product printed as ``np.einsum``, a
+# reshape of a non-contiguous view, which then fail to compile and the program runs as NumPy).
+_FAMILIES = (elementwise, structural, reductions, contractions, indexing, cumulative)
+# Scatters print as ``np.add.at``, which Numba lacks.
+COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinstance(v, Primitive)) - {
+    indexing.scatter_p, indexing.scatter_add_p} | {control.scan_p, control.while_p, control.cond_p}
+
+# ``auto``: a loop is compiled when it prints at least this many operations per call (steps times
+# operations per step; about a microsecond of Python and NumPy dispatch each, so half a millisecond
+# a call) and its largest array is small (beyond this size NumPy's own loops dominate the dispatch).
+AUTO_MIN_OPERATIONS = 500
+AUTO_MAX_ELEMENTS = 16_384
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is one of ``MODES``, else a ValueError naming them."""
+    if mode not in MODES:
+        raise ValueError(f"compile={mode!r}: expected one of {', '.join(map(repr, MODES))} "
+                         "(Numba-compiled loops, chosen by size, always, or never)")
+    return mode
+
+
+def default_mode() -> str:
+    """``compile=``'s value when none is given: ``$PULLBACK_COMPILE``, else ``"auto"``."""
+    mode = os.environ.get("PULLBACK_COMPILE") or "auto"
+    if mode not in MODES:
+        raise ValueError(f"PULLBACK_COMPILE={mode!r}: expected one of {', '.join(map(repr, MODES))}")
+    return mode
+
+
+@functools.cache
+def available() -> bool:
+    """Whether Numba can be imported (``pip install "pullback[numba]"``)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compile_errors() -> tuple[type[BaseException], ...]:
+    """What a Numba function raises when it cannot compile what it was given."""
+    if not available():
+        return ()
+    from numba.core.errors import NumbaError
+
+    return (NumbaError, NotImplementedError)
+
+
+def _eqns(program: Program) -> Iterator[Eqn]:
+    for eqn in program.eqns:
+        yield eqn
+        for body in sub_programs(eqn):
+            yield from _eqns(body)
+
+
+def obstacle(eqn: Eqn) -> str | None:
+    """Why Numba cannot compile the loop ``eqn`` (None if it can): a primitive it does not know (the
+    LAPACK calls, random draws), or values of unknown length (a while loop's recorded steps)."""
+    for e in [eqn, *_eqns(eqn.params.get("body") or eqn.params["cond"])]:
+        if e.prim not in COMPILABLE:
+            return f"Numba cannot compile {e.prim.name}"
+        if any(isinstance(v.type, StackType) for v in [*e.outputs, *(a for a in e.inputs if isinstance(a, Var))]):
+            return "its steps are recorded in a list of unknown length"
+        if any(isinstance(v, Opaque) for v in e.params.values()):
+            return f"{e.prim.name} uses a Python object"
+    return None
+
+
+def operations(program: Program) -> int:
+    """The operations one run of ``program`` prints, a loop's body counted once per step (a while
+    loop's, 100 times)."""
+    n = 0
+    for eqn in program.eqns:
+        if eqn.prim is control.scan_p:
+            n += (eqn.params["length"] or 100) * operations(eqn.params["body"])
+        elif eqn.prim is control.while_p:
+            n += 100 * (operations(eqn.params["body"]) + operations(eqn.params["cond"]))
+        elif eqn.prim is control.cond_p:
+            n += 1 + max(operations(b) for b in eqn.params["branches"])
+        else:
+            n += 1
+    return n
+
+
+def largest(eqn: Eqn) -> int:
+    """The number of elements of the largest array a loop's step makes or reads."""
+    sizes = [v.type.size for e in [eqn, *_eqns(eqn.params.get("body") or eqn.params["cond"])]
+             for v in [*e.outputs, *(a for a in e.inputs if isinstance(a, Var))] if not isinstance(v.type, StackType)]
+    return max(sizes, default=0)
+
+
+def worth_compiling(eqn: Eqn) -> bool:
+    """``auto``'s choice for the loop ``eqn``: many small steps (see ``AUTO_MIN_OPERATIONS``)."""
+    return operations(Program((), (eqn,), ())) >= AUTO_MIN_OPERATIONS and largest(eqn) <= AUTO_MAX_ELEMENTS
+
+
+def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
+    """``program`` with each loop chosen for Numba (see the module docstring) wrapped in an ``njit``
+    equation whose body is the loop alone, and the reasons the others stay NumPy (under ``"numba"``)."""
+    if mode == "numpy":
+        return program, []
+    if not available():
+        loops = [e for e in program.eqns if e.prim in (control.scan_p, control.while_p)]
+        if mode == "auto" or not loops:
+            return program, []
+        note = f"{len(loops)} loop(s) stay NumPy: Numba is not installed (pip install \"pullback[numba]\")"
+        logger.info("%s: %s", program.name, note)
+        return program, [note]
+    eqns, notes = [], []
+    for eqn in program.eqns:
+        if eqn.prim not in (control.scan_p, control.while_p):
+            eqns.append(eqn)
+            continue
+        why = obstacle(eqn)
+        if why is None and (mode == "numba" or worth_compiling(eqn)):
+            eqns.append(_wrapped(eqn))
+            continue
+        if why is not None and mode == "numba":
+            where = f" at {os.path.basename(eqn.source.filename)}:{eqn.source.lineno}" if eqn.source else ""
+            notes.append(f"the {eqn.prim.name} loop{where} stays NumPy: {why}")
+            logger.info("%s: %s", program.name, notes[-1])
+        eqns.append(eqn)
+    if not any(e.prim is njit_p for e in eqns):
+        return program, notes
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                   program.name), notes
+
+
+def _wrapped(eqn: Eqn) -> Eqn:
+    """The loop as the one equation of an ``njit`` body, its operands and results the body's inputs
+    and outputs (the same vars: the call reads as the loop would)."""
+    seen: dict[int, Var] = {}
+    for a in eqn.inputs:
+        if isinstance(a, Var):
+            seen.setdefault(id(a), a)
+    body = Program(tuple(seen.values()), (_scalar_reshapes(eqn),), tuple(eqn.outputs), name="loop")
+    return Eqn(njit_p, body.inputs, body.outputs, Params({"body": body}), eqn.source)
+
+
+def _scalar_reshapes(eqn: Eqn) -> Eqn:
+    """``eqn`` with each reshape of a 0-d value in its bodies a broadcast (Numba's floats have no
+    ``reshape``; a broadcast of a 0-d value to any shape of one element is the same array)."""
+    params = dict(eqn.params)
+    changed = False
+    for key, value in eqn.params.items():
+        if isinstance(value, Program):
+            params[key] = _program_scalar_reshapes(value)
+            changed |= params[key] is not value
+        elif isinstance(value, tuple) and value and all(isinstance(b, Program) for b in value):
+            params[key] = tuple(_program_scalar_reshapes(b) for b in value)
+            changed |= any(b is not c for b, c in zip(params[key], value))
+    return Eqn(eqn.prim, eqn.inputs, eqn.outputs, Params(params), eqn.source) if changed else eqn
+
+
+def _program_scalar_reshapes(program: Program) -> Program:
+    eqns = []
+    for e in program.eqns:
+        if e.prim is structural.reshape_p and e.inputs[0].type.ndim == 0:
+            e = Eqn(structural.broadcast_in_dim_p, e.inputs, e.outputs,
+                    Params({"shape": e.outputs[0].shape, "broadcast_dimensions": ()}), e.source)
+        elif e.prim in WITH_BODIES:
+            e = _scalar_reshapes(e)
+        eqns.append(e)
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+def cache_dir() -> str:
+    """Where printed modules with compiled loops are written: ``$PULLBACK_CACHE_DIR``, else
+    ``pullback/numba`` under the user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    root = os.environ.get("PULLBACK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pullback", "numba")
+    return root
+
+
+def module_file(source: str, name: str) -> str:
+    """The path of a file holding ``source``, named by its hash, written once (its modification time,
+    with which Numba's cache checks its entries, stays the same across processes)."""
+    directory = cache_dir()
+    os.makedirs(directory, exist_ok=True)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    path = os.path.join(directory, f"{name}_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)  # atomic: a concurrent writer writes the same text
+    return path
+
+
+def module_namespace(path: str) -> dict:
+    """The namespace of a module registered in ``sys.modules`` under a name made from ``path`` (the same
+    in every process for the same source): Numba's cache, loading a compiled loop, imports the module
+    of the loop's globals by that name."""
+    name = "_pullback_" + os.path.splitext(os.path.basename(path))[0]
+    module = sys.modules.get(name)
+    if module is None:
+        module = types.ModuleType(name)
+        module.__file__ = path
+        sys.modules[name] = module
+    return module.__dict__
+
+
+def log_fallback(name: str, error: BaseException) -> None:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    logger.warning("%s: Numba could not compile a loop (%s: %s); running it as NumPy", name,
+                   type(error).__name__, first[:200])
+

@@ -488,63 +488,82 @@ class differentiate(_ByFunction):
                 getattr(self.fn, "__qualname__", "a function"), len(seen), name, mark, name, name, name,
                 mark.split("=")[0])
 
-    def _build(self, kind: str, args: tuple, trees):
-        if kind == "primal":
-            f, dyn, names, positions = self._split_static(args)
-            captures: list = []
-            program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
-            if self.reroll:
-                program = reroll(program)
-            program = dce(canonical(program))  # one spelling per factorisation, before any derivative; no dead
-            # values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``)
-            return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
-        primal: Staged = self._stage("primal", args)
+    def _build(self, kind: str, args: tuple, trees) -> Staged:
+        """The program of stage ``kind``, by its builder in ``BUILDERS`` (every stage but the primal
+        is built from the primal's program, staged first)."""
+        build = BUILDERS.get(kind)
+        if build is None:
+            raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
+        return build(self, kind, args, trees, None if kind == "primal" else self._stage("primal", args))
+
+    def _build_primal(self, kind: str, args: tuple, trees, primal: None) -> Staged:
+        f, dyn, names, positions = self._split_static(args)
+        captures: list = []
+        program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
+        if self.reroll:
+            program = reroll(program)
+        program = dce(canonical(program))  # one spelling per factorisation, before any derivative; no dead
+        # values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``)
+        return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
+
+    def _build_jvp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
+        p, n = primal.program, primal.capture_at  # the captures get no tangents: the inner derivative holds them
+        wrt = [i < n and tangent_type(v.type) is not None for i, v in enumerate(p.inputs)]  # constant
+        return _closed(primal, ad.optimize(jvp_transform(p, wrt)))
+
+    def _build_linearized(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
+        """``known`` (primals -> outputs and residuals), ``linear`` (residuals and tangents -> output
+        tangents) and ``transpose`` (its transpose), of one linearisation."""
+        wrt, _ = self._wrt(primal.program, args, trees)
+        split = ad.linearize(primal.program, wrt, self._n_aux(primal))
+        if kind == "known":
+            return _closed(primal, ad.optimize(split.known))
+        return Staged(ad.optimize(split.unknown) if kind == "linear" else ad.transpose_linear(split))
+
+    def _build_vjp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
+        wrt, _ = self._wrt(primal.program, args, trees)
+        return _closed(primal, ad.vjp(primal.program, wrt))
+
+    def _build_grad(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p = primal.program
-        closed = functools.partial(Staged, captures=primal.captures, capture_at=primal.capture_at)
-        if kind == "jvp":  # the captures get no tangents: the inner derivative holds them constant
-            n = primal.capture_at
-            wrt = [i < n and tangent_type(v.type) is not None for i, v in enumerate(p.inputs)]
-            return closed(ad.optimize(jvp_transform(p, wrt)))
         wrt, nums = self._wrt(p, args, trees)
-        if kind in ("known", "linear", "transpose"):
-            split = ad.linearize(p, wrt, self._n_aux(primal))
-            return {"known": lambda: closed(ad.optimize(split.known)),
-                    "linear": lambda: Staged(ad.optimize(split.unknown)),
-                    "transpose": lambda: Staged(ad.transpose_linear(split))}[kind]()
-        if kind == "vjp":
-            return closed(ad.vjp(p, wrt))
-        if kind == "grad":
-            n_aux, aux_tree = 0, None
-            if self.has_aux:
-                tree = primal.treedef
-                if not (tree is not LEAF and tree[0] in (tuple, list) and len(tree[1]) == 2 and tree[1][0] is LEAF):
-                    raise TypeError(f"with has_aux=True, {p.name} must return a pair (value, aux)")
-                n_aux, aux_tree = len(p.outputs) - 1, tree[1][1]
-            main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
-            if not ad.is_real_scalar(main):
-                types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
-                raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
-                                f"array of one element); {p.name} returns {types} (use vjp or jvp)")
-            g = ad.value_and_grad(p, wrt, n_aux)
-            value, aux = g.outputs[0], g.outputs[1:1 + n_aux]
-            cts = self._by_argnum(list(g.outputs[1 + n_aux:]), args, trees, nums)
-            outputs = (value, *aux, *[c for group in cts for c in group])
-            program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
-            grads = self._grads_tree(args, trees, nums)
-            tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
-            return closed(program, tree)
-        if kind in ("jacfwd", "jacrev", "jacobian", "hessian"):
-            if not self.has_aux:
-                return closed(*self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
-            n_main = len(p.outputs) - self._n_aux(primal)  # differentiate ``out`` of ``(out, aux)``; aux beside it
-            main = Program(p.inputs, p.eqns, p.outputs[:n_main], p.constvars, p.constvals, p.name)
-            aux = Program(p.inputs, p.eqns, p.outputs[n_main:], p.constvars, p.constvals, p.name)
-            j, tree = self._jacobian_program(kind, main, wrt, args, trees, nums, primal.treedef[1][0])
-            return closed(jacobian_transforms.joined(j, aux), (tuple, (tree, primal.treedef[1][1])))
-        if kind == "hessian_factors":
-            return _factored_hessian(self._jacobian_program("hessian", p, wrt, args, trees, nums, primal.treedef)[0],
-                                     primal)
-        raise ValueError(f"unknown stage {kind!r}; one of {', '.join(STAGES)}")
+        n_aux, aux_tree = 0, None
+        if self.has_aux:
+            tree = primal.treedef
+            if not (tree is not LEAF and tree[0] in (tuple, list) and len(tree[1]) == 2 and tree[1][0] is LEAF):
+                raise TypeError(f"with has_aux=True, {p.name} must return a pair (value, aux)")
+            n_aux, aux_tree = len(p.outputs) - 1, tree[1][1]
+        main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
+        if not ad.is_real_scalar(main):
+            types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
+            raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
+                            f"array of one element); {p.name} returns {types} (use vjp or jvp)")
+        g = ad.value_and_grad(p, wrt, n_aux)
+        value, aux = g.outputs[0], g.outputs[1:1 + n_aux]
+        cts = self._by_argnum(list(g.outputs[1 + n_aux:]), args, trees, nums)
+        outputs = (value, *aux, *[c for group in cts for c in group])
+        program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
+        grads = self._grads_tree(args, trees, nums)
+        tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
+        return _closed(primal, program, tree)
+
+    def _build_jacobian(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
+        """``jacfwd``, ``jacrev``, ``jacobian`` (the cheaper of the two) and ``hessian``."""
+        p = primal.program
+        wrt, nums = self._wrt(p, args, trees)
+        if not self.has_aux:
+            return _closed(primal, *self._jacobian_program(kind, p, wrt, args, trees, nums, primal.treedef))
+        n_main = len(p.outputs) - self._n_aux(primal)  # differentiate ``out`` of ``(out, aux)``; aux beside it
+        main = Program(p.inputs, p.eqns, p.outputs[:n_main], p.constvars, p.constvals, p.name)
+        aux = Program(p.inputs, p.eqns, p.outputs[n_main:], p.constvars, p.constvals, p.name)
+        j, tree = self._jacobian_program(kind, main, wrt, args, trees, nums, primal.treedef[1][0])
+        return _closed(primal, jacobian_transforms.joined(j, aux), (tuple, (tree, primal.treedef[1][1])))
+
+    def _build_hessian_factors(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
+        p = primal.program
+        wrt, nums = self._wrt(p, args, trees)
+        return _factored_hessian(self._jacobian_program("hessian", p, wrt, args, trees, nums, primal.treedef)[0],
+                                 primal)
 
     def _jacobian_program(self, kind: str, p: Program, wrt: list[bool], args: tuple, trees, nums: list[int],
                           out_tree) -> tuple[Program, Any]:
@@ -822,6 +841,23 @@ class differentiate(_ByFunction):
         from pullback.backends.cupy import backend as cupy_backend
 
         return print_program(staged.program, cupy_backend, out_tree=staged.treedef)
+
+
+#: Each stage's builder: ``(differentiate, kind, args, trees, primal Staged or None) -> Staged``.
+BUILDERS: dict[str, Callable[..., Staged]] = {
+    "primal": differentiate._build_primal, "jvp": differentiate._build_jvp,
+    "known": differentiate._build_linearized, "linear": differentiate._build_linearized,
+    "transpose": differentiate._build_linearized, "vjp": differentiate._build_vjp, "grad": differentiate._build_grad,
+    "jacfwd": differentiate._build_jacobian, "jacrev": differentiate._build_jacobian,
+    "jacobian": differentiate._build_jacobian, "hessian": differentiate._build_jacobian,
+    "hessian_factors": differentiate._build_hessian_factors,
+}
+assert tuple(BUILDERS) == STAGES
+
+
+def _closed(primal: Staged, program: Program, treedef=None) -> Staged:
+    """A stage's program holding the primal's captures (the tracers of enclosing traces it reads)."""
+    return Staged(program, treedef, captures=primal.captures, capture_at=primal.capture_at)
 
 
 class _Factored(Staged):

@@ -1,5 +1,5 @@
 """Strict array operations, one per primitive: what JVP and transpose rules are
-written in. Unlike ``numpy_api`` they neither promote nor broadcast; a Python
+written in. Unlike the front end's (``frontend.numpy``) they neither promote nor broadcast; a Python
 scalar operand becomes a Literal of the other operand's dtype. Trivial
 applications (reshape to the same shape, an identity transpose) bind nothing."""
 

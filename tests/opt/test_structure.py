@@ -85,7 +85,7 @@ def test_triangular_product_of_an_outer_product_and_cancellation(dtype, alphas):
 
 def _cholesky_cotangent(l, lbar, folded: bool = False):
     """What reverse mode through potrf does with Lbar: sym(L^{-H} Phi(L^H Lbar) L^{-1}); ``folded``: the
-    half in the outer solve's alpha, as ``transforms/readers.py`` prints it."""
+    half in the outer solve's alpha, as ``opt/readers.py`` prints it."""
     m = lax.trmm(l, lbar, left=True, lower=True, trans=2)
     phi = lax.add_diagonal(lax.tril(m), lax.mul(lax.diagonal(m), -0.5))
     x = lax.trsm(l, lax.trsm(l, phi, left=False, lower=True), left=True, lower=True, trans=2,

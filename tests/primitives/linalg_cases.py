@@ -190,7 +190,7 @@ LINALG_CASES += [
          "float32", reference=lambda a, b: np.linalg.solve(np.tril(tri(a)), b)),
 ]
 
-# BLAS's alpha (the fold of a scaling into the call, ``transforms/readers.py``): both operands, the
+# BLAS's alpha (the fold of a scaling into the call, ``opt/readers.py``): both operands, the
 # triangular one alone (trsm's tangent is then a solve of -op(dT) X), both sides, complex
 _B = np.random.default_rng(12).standard_normal((3, 2))
 LINALG_CASES += [

@@ -182,16 +182,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``)."""
     namer = Namer(RESERVED)
-    fn_name = namer.fresh(program.name, "f")
-    params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
-    constants = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
-    ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
-    for obj in opaques(program):  # objects used by reference (a draw's generator): keyword-only too
-        name = namer.fresh(obj.hint, "obj")
-        constants[name] = obj.value
-        ctx.objects[id(obj.value)] = name
-    kwonly = [cst.Param(s.name(n)) for n in constants]
-    backend.configure(ctx, program)
+    fn_name, params, constants, ctx = _signature(program, backend, namer)
 
     def expr(a: Atom) -> s.Expr:
         return s.number(a.value) if isinstance(a, Literal) else s.name(namer[a])
@@ -392,16 +383,53 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
 
     nest = _Nest(namer, expr, block, escaped, backend, listed, kernel, function, seeds)
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
-    if fuse_with is not None:
+    program, notes = _prepared(program, backend, ctx, loops)
+    body.extend(block(program, text=True))
+    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend))
+    if constants:
+        body.insert(0, _docstring(program, constants))
+    func = _function(fn_name, params, constants, body, notes)
+    code, shortened = _module_text(func, body, kernels, helpers)
+    imports, code = _imports(code, ctx, backend)
+    statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
+    statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
+    return Generated(imports + code, fn_name, constants, statements)
+
+
+# --- the steps of ``generate`` around the body ------------------------------------------------------
+
+
+def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str, list[cst.Param], dict, Any]:
+    """The function's name, its parameters, its keyword-only constants (arrays, and objects used by
+    reference: a draw's generator) and the backend's printing context, configured for ``program``."""
+    fn_name = namer.fresh(program.name, "f")
+    params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
+    constants = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
+    ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
+    for obj in opaques(program):
+        name = namer.fresh(obj.hint, "obj")
+        constants[name] = obj.value
+        ctx.objects[id(obj.value)] = name
+    backend.configure(ctx, program)
+    return fn_name, params, constants, ctx
+
+
+def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[Program, list[str]]:
+    """``program`` as it prints: elementwise runs fused where the backend fuses (CuPy), loops outlined
+    as Numba functions where asked (``numba_loops``), with the notes of those that stay NumPy."""
+    if getattr(backend, "FUSE", None) is not None:  # the kernels' decorator; "" prints them plain
         program = fusion.fuse(printed.prepare(program))
     notes: list[str] = []
     if loops != "numpy":
         program, notes = numba_loops.outline(printed.prepare(program), loops)
         if any(e.prim is numba_loops.njit_p for e in program.eqns):
             ctx.use("numba")
+    return program, notes
 
-    body.extend(block(program, text=True))
-    outputs = [expr(a) for a in program.outputs]
+
+def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleType) -> cst.BaseStatement:
+    """``return`` of the outputs, fresh where one would share memory with another or an input, in the
+    structure of ``out_tree`` where it prints."""
     for k in aliased_outputs(program):
         outputs[k] = _fresh(outputs[k], program.outputs[k], backend)
     if out_tree is not None and printable_tree(out_tree) and out_tree is not LEAF:
@@ -410,36 +438,47 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
     if isinstance(ret, cst.Tuple) and len(outputs) > 1:
         ret = ret.with_changes(lpar=[], rpar=[])
-    body.append(s.statement(cst.Return(ret)))
-    if constants:
-        body.insert(0, _docstring(program, constants))
+    return s.statement(cst.Return(ret))
 
-    # libcst prints the imports, the signature and the docstring; the body, one statement per line in
-    # bulk, prints through ``render`` (libcst's text, sooner), after a marker statement libcst prints last
+
+_MARKER = "__pullback_body__"
+
+
+def _function(fn_name: str, params: list[cst.Param], constants: dict, body: list, notes: list[str]) -> cst.FunctionDef:
+    """The function with its signature and docstring; its body is a marker statement, which
+    ``_module_text`` replaces by the body printed in bulk. ``body`` loses its docstring to it."""
+    kwonly = [cst.Param(s.name(n)) for n in constants]
     head = [body.pop(0)] if constants else []
-    marker = s.statement(s.name(fn_name))
-    func = cst.FunctionDef(
+    return cst.FunctionDef(
         name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
                                                      else cst.MaybeSentinel.DEFAULT),
-        body=cst.IndentedBlock([*head, marker]),
+        body=cst.IndentedBlock([*head, s.statement(s.name(_MARKER))]),
         leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *(cst.EmptyLine(comment=cst.Comment(f"# {_safe(n)}"))
                                                          for n in notes)],
     )
+
+
+def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list) -> tuple[str, dict[str, str]]:
+    """The module's text without its imports: libcst prints the kernels (before), the signature and the
+    docstring; the body, one statement per line in bulk, prints through ``render`` (libcst's text,
+    sooner) in place of the marker libcst prints last; the rare branches' functions follow. Long lines
+    are broken (``lines.fit``), which returns the shortened comments too."""
     code = cst.Module(body=[*kernels, func]).code
-    tail = render.body([marker])
+    tail = render.body([s.statement(s.name(_MARKER))])
     assert code.endswith(tail), "the marker statement prints last"
-    after = cst.Module(body=helpers).code if helpers else ""  # branches printed as functions of their own
-    code, shortened = lines.fit(code[: -len(tail)] + render.body(body) + after)
+    after = cst.Module(body=helpers).code if helpers else ""
+    return lines.fit(code[: -len(tail)] + render.body(body) + after)
+
+
+def _imports(code: str, ctx, backend: ModuleType) -> tuple[str, str]:
+    """The imports of the modules ``code`` reads, sorted as ruff sorts them (cupy before numpy), and
+    the code (which starts at its first definition when there is nothing to import)."""
     read = lines.modules_read(code, {m.split(".")[0] for m in {"np", *ctx.modules}})
-    modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),  # those the code reads,
-                     key=lambda m: backend.IMPORTS.get(m, m))  # sorted as ruff sorts them (cupy before numpy)
-    if modules:
-        imports = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code
-    else:  # nothing to import: the module starts with its first definition
-        imports, code = "", code.lstrip("\n")
-    statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
-    statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
-    return Generated(imports + code, fn_name, constants, statements)
+    modules = sorted((m for m in {"np", *ctx.modules} if m.split(".")[0] in read),
+                     key=lambda m: backend.IMPORTS.get(m, m))
+    if not modules:
+        return "", code.lstrip("\n")
+    return cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code, code
 
 
 @dataclass(frozen=True)

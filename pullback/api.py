@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from pullback import cache, kronecker, log
-from pullback.backends import errstate, numpy_backend
+from pullback.backends import dask_backend, errstate, numpy_backend
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
+from pullback.backends.dask_backend import chunks_of, is_dask
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, _arg_names, call_user, is_cupy, refuse_subclass, trace
@@ -94,6 +95,9 @@ class Staged:
         fn = self._fn or self._compile()
         if self.backend is numpy_backend:  # NumPy's floating-point warnings at the user's lines
             fn = errstate.attributed(fn)
+        wrap = getattr(self.backend, "wrap", None)  # Dask: constants persisted once per client
+        if wrap is not None:
+            fn = wrap(fn)
         # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
         as_array: tuple[int, ...] = ()
         asarray = getattr(self.backend, "asarray", np.asarray)
@@ -166,6 +170,8 @@ def _signature_of(a):
         return t
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
+    if is_dask(a):  # a program per chunking: printing follows the chunks
+        return a.shape, a.dtype, "dask", chunks_of(a)
     if t is ShapeDtypeStruct:  # traced without an example value: a program apart from the arrays'
         return a.shape, a.dtype, t
     return t
@@ -206,6 +212,8 @@ def _static_key(v, i: int | str):
 
 def _backend_for(leaves: tuple, names=None):
     """CuPy arguments run the CuPy program, NumPy ones the NumPy program; never both."""
+    if any(map(is_dask, leaves)):
+        return dask_backend.for_leaves(leaves)
     gpu = [is_cupy(a) for a in leaves]
     if not any(gpu):
         return numpy_backend
@@ -269,16 +277,24 @@ class differentiate(_ByFunction):
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
-                static_argnames: str | Sequence[str] = (), reroll: bool = True):
+                static_argnames: str | Sequence[str] = (), reroll: bool = True, backend: str | None = None,
+                chunks: Any = "auto"):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                                     static_argnames=static_argnames, reroll=reroll)
+                                     static_argnames=static_argnames, reroll=reroll, backend=backend, chunks=chunks)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                 has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True):
+                 has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True,
+                 backend: str | None = None, chunks: Any = "auto"):
         functools.update_wrapper(self, fn)
         self.fn = fn
+        if backend not in (None, "numpy", "dask"):
+            raise ValueError(f"backend must be None (by the arguments: NumPy, CuPy or Dask arrays), 'numpy' or 'dask', "
+                             f"got {backend!r}")
+        # backend="dask": NumPy arguments become Dask arrays of these chunks (da.from_array's), as Dask arguments
+        # do by themselves
+        self.backend, self.chunks = backend, chunks
         self.argnums = argnums
         # as JAX infers them: a static parameter is static whether passed by position or by name
         self._params = _positional_params(fn) if _as_tuple(static_argnums) or static_argnames else None
@@ -301,7 +317,8 @@ class differentiate(_ByFunction):
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
                 "static_argnums": self.static_argnums, "has_aux": self.has_aux,
-                "static_argnames": self.static_argnames, "reroll": self.reroll}
+                "static_argnames": self.static_argnames, "reroll": self.reroll, "backend": self.backend,
+                "chunks": self.chunks}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -355,13 +372,20 @@ class differentiate(_ByFunction):
             if type(a) in _CONTAINERS or is_node(a):  # (a NamedTuple, a registered class, an unregistered dataclass)
                 break
         else:
-            return tuple(map(at_boundary, dyn)), None
+            return self._placed(tuple(map(at_boundary, dyn))), None
         trees, leaves = [], []
         for a in dyn:
             arg_leaves, tree = flatten(a)
             leaves += arg_leaves
             trees.append(tree)
-        return tuple(map(at_boundary, leaves)), tuple(trees)
+        return self._placed(tuple(map(at_boundary, leaves))), tuple(trees)
+
+    def _placed(self, leaves: tuple) -> tuple:
+        """The leaves on the backend that runs them: with ``backend="dask"`` or beside a Dask array, NumPy
+        arrays chunked as ``da.from_array(a, chunks)`` (the chunks are then part of the signature)."""
+        if self.backend == "dask" or (self.backend is None and any(map(is_dask, leaves))):
+            return tuple(dask_backend.chunked(a, self.chunks) for a in leaves)
+        return leaves
 
     def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:
         """Argument position -> the range of its leaves among the program's inputs."""
@@ -555,7 +579,7 @@ class differentiate(_ByFunction):
         flat = self._flat(args)
         staged = self._stage(kind, args, flat)
         concrete = all((type(a) is np.ndarray and a.dtype.isnative) or type(a) in _SCALARS for a in args)
-        if concrete and not staged.captures and not self.static_argnums:
+        if concrete and getattr(staged.backend, "FAST_PATH", True) and not staged.captures and not self.static_argnums:
             self._runners[(kind, *map(_signature_of, args))] = staged.runner()
         return staged(*flat[0])
 
@@ -724,15 +748,24 @@ class differentiate(_ByFunction):
     def ir(self, *args, stage: str = "grad", **kwargs) -> Program:
         return self._stage(stage, self._pack(args, kwargs) if kwargs else args).program
 
+    def with_backend(self, backend: str | None) -> differentiate:
+        """This function, its options kept, on another backend (``"dask"``)."""
+        return type(self)(self.fn, **{**self._options(), "backend": backend})
+
     def constants(self, *args, program: str = "grad", **kwargs) -> dict[str, Any]:
         """The arrays the generated source of a stage takes as keyword-only parameters, by name
         (the very objects: what a saved program needs besides the arguments)."""
         return self._stage(program, self._pack(args, kwargs) if kwargs else args).constants
 
-    def source(self, *args, program: str = "grad", device: str = "cpu", compressed: bool = False, **kwargs) -> str:
+    def source(self, *args, program: str = "grad", device: str = "cpu", compressed: bool = False,
+               backend: str | None = None, **kwargs) -> str:
         """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
         arguments of these shapes (no GPU, nor CuPy, is needed to read it). ``program="hessian",
-        compressed=True`` is the ``"hessian_factors"`` stage: the compressed Hessian's factors."""
+        compressed=True`` is the ``"hessian_factors"`` stage: the compressed Hessian's factors.
+        ``backend="dask"`` prints the Dask program (for Dask arguments' chunks, NumPy ones chunked
+        by ``chunks``; Dask arguments print it by themselves)."""
+        if backend == "dask" and self.backend != "dask":
+            return self.with_backend("dask").source(*args, program=program, compressed=compressed, **kwargs)
         staged = self._stage("hessian_factors" if compressed and program == "hessian" else program,
                              self._pack(args, kwargs) if kwargs else args)
         if device == "cpu":

@@ -197,7 +197,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         last = _last_uses(prog)
         dead = last if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free))
-                 if in_place and not plain else {})
+                 if in_place and not plain and not getattr(backend, "FUNCTIONAL", False) else {})
         listed.update(_listed_stacks(prog))
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
@@ -297,6 +297,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
     if isinstance(ret, cst.Tuple) and len(outputs) > 1:
         ret = ret.with_changes(lpar=[], rpar=[])
+    finish = getattr(backend, "returned", None)  # Dask: the results computed together, ``dask.compute(...)``
+    if finish is not None:
+        ret = finish(ctx, ret)
     body.append(s.statement(cst.Return(ret)))
     if constants:
         body.insert(0, _docstring(program, constants))

@@ -60,12 +60,16 @@ def is_dask(a) -> bool:
 # --- arguments ------------------------------------------------------------------------------------
 
 def chunked(a, chunks: Any = "auto"):
-    """A NumPy array as a Dask array (``chunks`` as ``da.from_array`` takes them); other leaves as they are."""
-    if isinstance(a, np.ndarray):
-        import dask.array as da
+    """A NumPy array as a Dask array, other leaves as they are. ``chunks`` as ``da.from_array`` takes them;
+    a tuple's leading entries apply to each array's leading axes (``(rows, cols)`` chunks a matrix and
+    its vectors alike), missing ones are whole axes."""
+    if not isinstance(a, np.ndarray):
+        return a
+    import dask.array as da
 
-        return da.from_array(a, chunks=chunks, name=False)
-    return a
+    if type(chunks) is tuple:
+        chunks = (chunks + (-1,) * a.ndim)[:a.ndim]
+    return da.from_array(a, chunks=chunks, name=False)
 
 
 def chunks_of(a) -> tuple | None:
@@ -97,6 +101,11 @@ class Dask:
         for v, value in zip(program.constvars, program.constvals):
             ctx.values[id(v)] = (da.empty(np.shape(value), dtype=v.type.dtype, chunks=constant_chunks(value))
                                  if np.ndim(value) else np.zeros((), v.type.dtype))
+
+    def wrap(self, fn):
+        run = wrap(fn)
+        self.persisted = getattr(run, "persisted", None)  # client -> the constants held on its workers
+        return run
 
     def __reduce__(self):
         return Dask, (self.input_chunks,)
@@ -153,6 +162,7 @@ def wrap(fn):
         return fn(*args, **kept)
 
     run.__wrapped__ = fn  # type: ignore[attr-defined]
+    run.persisted = held  # type: ignore[attr-defined]
     return run
 
 

@@ -104,9 +104,9 @@ def logistic_rows(directory: str, n: int, d: int, memory_limit: str, repeats: in
                               dashboard_address=None) as cluster, Client(cluster) as client:
                 X, y = da.from_npy_stack(f"{directory}/X"), da.from_npy_stack(f"{directory}/y")
                 if name.startswith("pullback"):
-                    call = lambda: logistic.value_and_grad(w, X, y)  # noqa: E731
+                    call = lambda X=X, y=y: logistic.value_and_grad(w, X, y)  # noqa: E731
                 else:
-                    call = lambda: dask_glm_loss_grad(w, X, y, client)  # noqa: E731
+                    call = lambda X=X, y=y, client=client: dask_glm_loss_grad(w, X, y, client)  # noqa: E731
                 value, grad = call()  # the first call (prints and compiles pullback's program)
                 if reference is None:
                     reference = (value, grad)

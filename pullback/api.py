@@ -750,7 +750,9 @@ class differentiate(_ByFunction):
 
     def with_backend(self, backend: str | None) -> differentiate:
         """This function, its options kept, on another backend (``"dask"``)."""
-        return type(self)(self.fn, **{**self._options(), "backend": backend})
+        new = self.__copy__()
+        new.backend = backend
+        return new
 
     def constants(self, *args, program: str = "grad", **kwargs) -> dict[str, Any]:
         """The arrays the generated source of a stage takes as keyword-only parameters, by name
@@ -1035,8 +1037,10 @@ def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),
     return jit(fn, static_argnums, static_argnames).ir
 
 
-def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:
-    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy).
+def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu",
+           backend: str | None = None) -> str:
+    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy;
+    ``backend="dask"``: for Dask, NumPy arguments chunked by ``da.from_array``'s ``"auto"``).
 
     >>> def f(x):
     ...     return np.sum(np.sqrt(x))
@@ -1051,7 +1055,7 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
         del sqrt
         return total
     """
-    return jit(fn, static_argnums).source(*args, device=device)
+    return jit(fn, static_argnums).source(*args, device=device, backend=backend)
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),

@@ -249,3 +249,12 @@ def test_readme_dask_source_is_what_pullback_prints():
     source = pb.differentiate(logistic).source(np.zeros(5), X, y)
     code = lambda s: [line for line in s.strip().splitlines() if not line.strip().startswith("#")]  # noqa: E731
     assert code(printed) == code(source)
+
+
+def test_pb_source_prints_the_dask_program_for_numpy_arguments():
+    def f(x):
+        return np.sum(np.sqrt(x))
+
+    source = pb.source(f, np.ones(3), backend="dask")
+    assert "da.sqrt(x)" in source and "dask.compute(" in source
+    assert "np.sqrt" in pb.source(f, np.ones(3))

@@ -7,7 +7,7 @@ Dask program and for dask-glm's hand-written loss and gradient (``dask_glm.famil
 computed together as its L-BFGS does, its parameters scattered), with 1 and 2 workers; the NumPy
 backend's rows per second on an in-memory slice (the per-row floor: no reading, no scheduling);
 the tasks per call (the graph the scheduler receives) and the peak resident memory of each
-worker. Then a GP's negative log likelihood and gradient with the blocked Cholesky against the
+worker (sampled by its monitor). Then a GP's negative log likelihood and gradient with the blocked Cholesky against the
 NumPy backend on one machine. Times are medians of the repeats; this machine is shared, so they are
 noisy, and the page cache may hold the files (the "disk" is then memory, read through ``np.load``).
 """
@@ -15,7 +15,6 @@ noisy, and the page cache may hold the files (the "disk" is then memory, read th
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
 import tempfile
@@ -77,8 +76,10 @@ def tasks_per_call(fn, *args) -> int:
     return sum(counted)
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peak_rss_mb(dask_worker) -> float:
+    """The largest resident memory the worker's monitor sampled (every 0.5 s; ``ru_maxrss`` would be
+    the parent's: Linux keeps it across fork and exec)."""
+    return max(dask_worker.monitor.quantities["memory"]) / 2**20
 
 
 def median_time(fn, repeats: int) -> float:
@@ -161,26 +162,29 @@ def main() -> None:
     parser.add_argument("--gp-block", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("logistic", "gp"), default=None)
     a = parser.parse_args()
     if a.quick:
         a.rows, a.chunk, a.gp_n, a.gp_block, a.repeats = 400_000, 50_000, 600, 200, 2
     directory = tempfile.mkdtemp(prefix="pullback-dask-")
     try:
-        t = time.perf_counter()
-        write(directory, a.rows, a.features, a.chunk)
-        gb = a.rows * (a.features + 1) * 8 / 1e9
-        print(f"## Dask backend (`python -m benchmarks.dask`)\n\nLogistic regression value and gradient over "
-              f"{a.rows:,} rows x {a.features} features ({gb:.2f} GB as .npy chunks of {a.chunk:,} rows, "
-              f"written in {time.perf_counter() - t:.0f} s), workers of one thread and a {a.memory_limit} memory "
-              f"limit each; medians of {a.repeats} calls.\n")
-        for row in [*logistic_rows(directory, a.rows, a.features, a.memory_limit, a.repeats),
-                    numpy_floor(directory, min(a.chunk, 200_000), a.features, a.repeats * 3)]:
-            print(row, flush=True)
-        print(f"\nGP negative log likelihood and gradient (RBF kernel, 3 hyperparameters), n = {a.gp_n:,}, "
-              f"X chunked in {a.gp_block}-row blocks (K in {a.gp_block} x {a.gp_block} blocks); medians of "
-              f"{a.repeats} calls.\n")
-        for row in gp_rows(a.gp_n, a.gp_block, a.repeats):
-            print(row, flush=True)
+        print("## Dask backend (`python -m benchmarks.dask`)\n")
+        if a.only != "gp":
+            t = time.perf_counter()
+            write(directory, a.rows, a.features, a.chunk)
+            gb = a.rows * (a.features + 1) * 8 / 1e9
+            print(f"Logistic regression value and gradient over {a.rows:,} rows x {a.features} features ({gb:.2f} GB "
+                  f"as .npy chunks of {a.chunk:,} rows, written in {time.perf_counter() - t:.0f} s), workers of one "
+                  f"thread and a {a.memory_limit} memory limit each; medians of {a.repeats} calls.\n")
+            for row in [*logistic_rows(directory, a.rows, a.features, a.memory_limit, a.repeats),
+                        numpy_floor(directory, min(a.chunk, 200_000), a.features, a.repeats * 3)]:
+                print(row, flush=True)
+        if a.only != "logistic":
+            print(f"\nGP negative log likelihood and gradient (RBF kernel, 3 hyperparameters), n = {a.gp_n:,}, "
+                  f"X chunked in {a.gp_block}-row blocks (K in {a.gp_block} x {a.gp_block} blocks); medians of "
+                  f"{a.repeats} calls.\n")
+            for row in gp_rows(a.gp_n, a.gp_block, a.repeats):
+                print(row, flush=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

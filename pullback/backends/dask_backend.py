@@ -543,3 +543,21 @@ def _ger(ctx, eqn, ins, outs):
     alpha = float(eqn.params.get("alpha", 1.0))
     outer = s.call("da.outer", x if alpha == 1.0 else s.binop(x, "*", s.number(alpha)), y)
     return s.binop(a, "+", outer)
+
+
+@emits(la.gesvd_p)
+def _gesvd(ctx, eqn, ins, outs):
+    """``da.linalg.svd`` (TSQR, then LAPACK on the small R) for a tall matrix in row chunks or a wide one in
+    column chunks; one LAPACK call on one chunk. The signs are Dask's (u and v flipped together)."""
+    (at,) = eqn.inputs
+    c = chunks_of(ctx.values[id(at)])
+    if _single(c) or at.type.dtype.kind == "c":
+        return _one_task(ctx, eqn, ins, outs)
+    m, n = at.type.shape[-2:]
+    if not ((len(c[1]) == 1 and min(c[0]) >= n) or (len(c[0]) == 1 and min(c[1]) >= m)):
+        where = f" (at {ctx.where})" if ctx.where else ""
+        raise ChunkingError(f"gesvd (svd){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; Dask's "
+                            "SVD needs a tall matrix in row chunks (one column chunk, each at least as tall as the "
+                            "matrix is wide) or a wide one in column chunks: rechunk it, or to one chunk "
+                            "(x.rechunk(-1))")
+    return [s.assign(outs, s.call("da.linalg.svd", ins[0]))]

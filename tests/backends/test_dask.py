@@ -258,3 +258,27 @@ def test_pb_source_prints_the_dask_program_for_numpy_arguments():
     source = pb.source(f, np.ones(3), backend="dask")
     assert "da.sqrt(x)" in source and "dask.compute(" in source
     assert "np.sqrt" in pb.source(f, np.ones(3))
+
+
+def test_svd_lstsq_and_normal_equations_on_row_chunks(rng):
+    """SVD of a tall matrix in row chunks is Dask's TSQR SVD; lstsq traces to QR (TSQR); the normal
+    equations' d x d solve is one task (LU)."""
+    def nuclear(X):
+        return np.sum(np.linalg.svd(X, compute_uv=False))
+
+    def lstsq(X, y):
+        return np.sum(np.linalg.lstsq(X, y)[0] ** 2)
+
+    def normal(X, y):
+        return np.sum(np.linalg.solve(X.T @ X, X.T @ y) ** 2)
+
+    X, y = rng.standard_normal((400, 4)), rng.standard_normal(400)
+    Xd, yd = da.from_array(X, chunks=(100, 4)), da.from_array(y, chunks=100)
+    for fn, args in [(nuclear, (X,)), (lstsq, (X, y)), (normal, (X, y))]:
+        f = pb.differentiate(fn)
+        value, grad = f.value_and_grad(*((Xd, yd)[:len(args)]))
+        value0, grad0 = f.value_and_grad(*args)
+        np.testing.assert_allclose(value, value0, rtol=1e-10)
+        np.testing.assert_allclose(grad, grad0, rtol=1e-8, atol=1e-12)
+    assert "da.linalg.svd(X)" in pb.differentiate(nuclear).source(Xd)
+    assert "dask.delayed(" in pb.differentiate(normal).source(Xd, yd)

@@ -8,9 +8,10 @@ time, naming the primitive, the user's line and the chunking that works, before 
 
 - Elementwise work, broadcasting and products print as ``dask.array`` calls (blockwise tasks);
   reductions and contractions over a chunked axis are Dask's tree reductions.
-- Linear algebra prints ``dask.array.linalg``: TSQR ``qr``, blocked ``cholesky``,
+- Linear algebra prints ``dask.array.linalg``: TSQR ``qr`` and ``svd``, blocked ``cholesky``,
   ``solve_triangular`` (on square blocks, the right-hand side's rows chunked as the matrix's
-  columns); on a single chunk each is one task calling LAPACK.
+  columns); on a single chunk each is one task calling LAPACK. Triangular products, ``potri``
+  (a blocked solve in an identity), ``syrk`` and ``ger`` are blocked products.
 - Any other primitive whose operands are each one chunk (a d x d Gram matrix, a reduced result)
   runs as one task: the NumPy backend's statements, in a nested function called through
   ``dask.delayed``. On chunked operands it is refused, naming the primitive.

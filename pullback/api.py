@@ -385,6 +385,9 @@ class differentiate(_ByFunction):
         arrays chunked as ``da.from_array(a, chunks)`` (the chunks are then part of the signature)."""
         if self.backend == "dask" or (self.backend is None and any(map(is_dask, leaves))):
             return tuple(dask_backend.chunked(a, self.chunks) for a in leaves)
+        if self.backend == "numpy" and any(map(is_dask, leaves)):
+            raise TypeError("backend='numpy' was given a Dask array: compute it first (x.compute()) if it fits in "
+                            "memory, or leave backend unset (Dask arrays run the Dask program)")
         return leaves
 
     def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:

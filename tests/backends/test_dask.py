@@ -282,3 +282,10 @@ def test_svd_lstsq_and_normal_equations_on_row_chunks(rng):
         np.testing.assert_allclose(grad, grad0, rtol=1e-8, atol=1e-12)
     assert "da.linalg.svd(X)" in pb.differentiate(nuclear).source(Xd)
     assert "dask.delayed(" in pb.differentiate(normal).source(Xd, yd)
+
+
+def test_backend_option_is_checked():
+    with pytest.raises(ValueError, match="backend must be"):
+        pb.differentiate(logistic, backend="spark")
+    with pytest.raises(TypeError, match="backend='numpy' was given a Dask array"):
+        pb.differentiate(logistic, backend="numpy").value_and_grad(np.zeros(2), da.ones((4, 2)), da.ones(4))

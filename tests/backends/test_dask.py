@@ -291,3 +291,21 @@ def test_backend_option_is_checked():
         pb.differentiate(logistic, backend="spark")
     with pytest.raises(TypeError, match="backend='numpy' was given a Dask array"):
         pb.differentiate(logistic, backend="numpy").value_and_grad(np.zeros(2), da.ones((4, 2)), da.ones(4))
+
+
+def test_example_fits_data_read_from_disk(client, tmp_path):
+    """examples/dask_logistic.py at a small size: .npy chunks on disk, fitted through the cluster."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+    import dask_logistic
+
+    w_true = dask_logistic.write_dataset(str(tmp_path), n=20_000, d=4, rows_per_chunk=5_000)
+    X, y = da.from_npy_stack(f"{tmp_path}/X"), da.from_npy_stack(f"{tmp_path}/y")
+    fit = dask_logistic.fit(X, y)
+    ref = scipy.optimize.minimize(dask_logistic.loss.value_and_grad, np.zeros(4), args=(X.compute(), y.compute()),
+                                  jac=True, method="L-BFGS-B")
+    assert fit.success
+    np.testing.assert_allclose(fit.x, ref.x, rtol=1e-5, atol=1e-7)
+    assert np.linalg.norm(fit.x - w_true) < 0.5 * np.linalg.norm(w_true)

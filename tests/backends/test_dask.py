@@ -309,3 +309,22 @@ def test_example_fits_data_read_from_disk(client, tmp_path):
     assert fit.success
     np.testing.assert_allclose(fit.x, ref.x, rtol=1e-5, atol=1e-7)
     assert np.linalg.norm(fit.x - w_true) < 0.5 * np.linalg.norm(w_true)
+
+
+def test_one_compute_per_call_reads_each_chunk_once(rng):
+    """value_and_grad hands the scheduler one graph, in which each chunk of the data is one task."""
+    X, y = _data(rng, n=800)
+    Xd, yd = da.from_array(X, chunks=(200, 5)), da.from_array(y, chunks=200)
+    graphs = []
+
+    def get(dsk, keys, **kwargs):
+        graphs.append(dict(dsk.__dask_graph__() if hasattr(dsk, "__dask_graph__") else dsk))
+        return dask.threaded.get(dsk, keys, **kwargs)
+
+    f = pb.differentiate(logistic)
+    f.value_and_grad(np.zeros(5), Xd, yd)  # compiled
+    with dask.config.set(scheduler=get):
+        f.value_and_grad(np.zeros(5), Xd, yd)
+    assert len(graphs) == 1
+    reads = [k for k in graphs[0] if isinstance(k, tuple) and k[0] in (Xd.name, yd.name)]
+    assert sorted(reads) == sorted([(Xd.name, i, 0) for i in range(4)] + [(yd.name, i) for i in range(4)])

@@ -261,6 +261,8 @@ class differentiate(_ByFunction):
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
     A long Python loop, which tracing unrolls, is rolled back into a ``scan`` (``transforms.reroll``:
     compile time then depends on the loop's body, not its length); ``reroll=False`` keeps it unrolled.
+    Dask arrays run the Dask program (printed for their chunks, computed by one ``dask.compute``);
+    ``backend="dask"`` runs it for NumPy arguments too, chunked as ``da.from_array(x, chunks)``.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 

@@ -21,11 +21,13 @@ time, naming the primitive, the user's line and the chunking that works, before 
 - Constants (arrays the function reads from its scope) are Dask arrays persisted once per
   ``distributed`` client (``wrap``): each call's graph names them, never carries them.
 
-Loops (``scan``, ``while``) are not printed for Dask: their bodies' operands have no chunks here.
+Control flow (``scan``, ``while``, ``cond``) is not printed for Dask: a loop's steps or a branch's
+predicate would be computed while the graph is built. Checkpoints and custom rules print in place.
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 import weakref
 from collections.abc import Sequence
@@ -37,7 +39,7 @@ import numpy as np
 from pullback.backends import numpy_backend as npb
 from pullback.backends import render
 from pullback.backends import syntax as s
-from pullback.ir.core import Var
+from pullback.ir.core import Literal, Var
 from pullback.primitives import linalg as la
 from pullback.primitives import rank_update as rk
 from pullback.primitives import structural as st
@@ -95,6 +97,7 @@ class Dask:
 
         ctx.use("da")
         ctx.use("dask")
+        _bodies(ctx, program)
         chunks = list(self.input_chunks)
         for v in program.inputs:
             c = chunks[len(ctx.values) % len(chunks)] if chunks else None
@@ -135,6 +138,8 @@ def constant(value):
     """A closed-over array as a Dask array (persisted per client at the first call: ``wrap``)."""
     import dask.array as da
 
+    if not isinstance(value, np.ndarray | np.generic):  # an object used by reference (a draw's generator)
+        return value
     value = np.asarray(value)
     return da.from_array(value, chunks=constant_chunks(value)) if value.ndim else value
 
@@ -181,11 +186,45 @@ def _client():
 # --- printing -------------------------------------------------------------------------------------
 
 class Context(npb.Context):
-    """NumPy's context, with each value's placeholder (its chunks), filled as equations print."""
+    """NumPy's context, with each value's placeholder (its chunks), filled as equations print, and the
+    values that inlined bodies' inputs and the results of their equations stand for."""
 
     def __init__(self, fresh=None):
         super().__init__(fresh)
         self.values: dict[int, Any] = {}
+        self.alias: dict[int, Any] = {}
+
+
+_CONTROL = frozenset({"scan", "while", "cond"})
+_INLINED = frozenset({"checkpoint", "custom_jvp_call", "custom_vjp_call"})  # bodies printed in place
+
+
+def _bodies(ctx: Context, program) -> None:
+    """Refuse control flow (a loop's steps, a branch's predicate, would be computed while the graph is
+    built); note what inlined bodies' inputs and their equations' results stand for."""
+    for eqn in program.eqns:
+        name = eqn.prim.name
+        if name in _CONTROL:
+            where = f" (at {os.path.basename(eqn.source.filename)}:{eqn.source.lineno})" if eqn.source else ""
+            raise NotImplementedError(f"{name}{where} is not printed for Dask: a loop's steps or a branch's "
+                                      "predicate would be computed while the graph is built; write it as array "
+                                      "operations (np.where for a branch), or run it with the NumPy backend")
+        if name in _INLINED:
+            body = eqn.params["body"]
+            for v, a in zip(body.inputs, eqn.inputs):
+                ctx.alias[id(v)] = a
+            for v, out in zip(eqn.outputs, body.outputs):
+                ctx.alias[id(v)] = out
+            _bodies(ctx, body)
+
+
+def _value(ctx: Context, a):
+    """The placeholder of ``a`` (through the aliases of inlined bodies); a literal's value; None if unknown."""
+    while isinstance(a, Var) and id(a) not in ctx.values and id(a) in ctx.alias:
+        a = ctx.alias[id(a)]
+    if isinstance(a, Literal):
+        return np.asarray(a.value, a.dtype)
+    return ctx.values.get(id(a))
 
 
 def returned(ctx: Context, ret: cst.BaseExpression) -> cst.BaseExpression:
@@ -245,11 +284,7 @@ def _describe(chunks) -> str:
 
 def _operand_chunks(ctx: Context, eqn) -> list:
     """Each operand's chunks (None for scalars and literals)."""
-    out = []
-    for a in eqn.inputs:
-        v = ctx.values.get(id(a)) if isinstance(a, Var) else None
-        out.append(chunks_of(v))
-    return out
+    return [chunks_of(_value(ctx, a)) if isinstance(a, Var) else None for a in eqn.inputs]
 
 
 def _single(chunks) -> bool:
@@ -266,14 +301,14 @@ def _run(ctx: Context, eqn, ins, outs, stmts: list) -> None:
     ns: dict[str, Any] = {"np": np, "da": da, "dask": dask, "scipy": scipy}
     for a, e in zip(eqn.inputs, ins):
         if isinstance(a, Var):
-            if id(a) not in ctx.values:
-                raise NotImplementedError(f"{eqn.prim.name}: an operand has no chunks (a loop's body?): loops "
-                                          "(scan, while) are not printed for Dask")
-            ns[e.value] = ctx.values[id(a)]
+            value = _value(ctx, a)
+            if value is None:
+                raise AssertionError(f"{eqn.prim.name}: an operand the Dask backend has no placeholder for")
+            ns[e.value] = value
     code = textwrap.dedent(render.body(stmts))
     try:
         exec(compile(code, "<dask placeholder>", "exec"), ns)
-    except (ValueError, NotImplementedError, TypeError, IndexError) as e:
+    except Exception as e:  # Dask's own checks raise ValueError, NotImplementedError, TypeError, AssertionError ...
         where = f" (at {ctx.where})" if ctx.where else ""
         chunks = ", ".join(_describe(c) for c in _operand_chunks(ctx, eqn) if c is not None)
         raise ChunkingError(f"{eqn.prim.name}{where}: Dask cannot build it on operands chunked {chunks}: {e}") from e
@@ -283,11 +318,19 @@ def _run(ctx: Context, eqn, ins, outs, stmts: list) -> None:
 
 
 def _emitter(printer):
-    """An emitter that prints with ``printer`` and records the results' placeholders."""
+    """An emitter that prints with ``printer`` and records the results' placeholders. Where Dask's
+    own call cannot take operands that are one chunk each (a batch of matrices, a gather Dask does
+    not index), the NumPy statements run as one task instead."""
 
     def emit(ctx, eqn, ins, outs):
-        stmts = _statements(printer(ctx, eqn, ins, outs), outs)
-        _run(ctx, eqn, ins, outs, stmts)
+        try:
+            stmts = _statements(printer(ctx, eqn, ins, outs), outs)
+            _run(ctx, eqn, ins, outs, stmts)
+        except ChunkingError:
+            if printer is _one_task or not all(_single(c) for c in _operand_chunks(ctx, eqn)):
+                raise
+            stmts = _statements(_one_task(ctx, eqn, ins, outs), outs)
+            _run(ctx, eqn, ins, outs, stmts)
         return stmts
 
     return emit
@@ -318,8 +361,8 @@ from pullback.primitives import reductions as red  # noqa: E402
 _AS_NUMPY = [p for p in vars(ew).values() if isinstance(p, type(ew.exp_p)) and p in npb.EMITTERS]
 _AS_NUMPY += [red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p,
               red.reduce_or_p, cum.cumsum_p, cum.cumprod_p, con.dot_general_p, st.broadcast_in_dim_p, st.reshape_p,
-              st.slice_p, st.concatenate_p, st.tril_p, st.triu_p, st.convert_element_type_p, st.iota_p, st.eye_p,
-              st.add_transpose_p, fft_.fft_p, ix.gather_p]
+              st.slice_p, st.concatenate_p, st.tril_p, st.triu_p, st.convert_element_type_p, st.iota_p,
+              fft_.fft_p, ix.gather_p]
 for _p in _AS_NUMPY:
     EMITTERS[_p] = _emitter(_renamed(npb.EMITTERS[_p]))
 
@@ -369,6 +412,30 @@ def _one_task(ctx, eqn, ins, outs):
 
 
 
+@emits(st.eye_p)
+def _eye(ctx, eqn, ins, outs):
+    """``da.eye(n, k=k, dtype=...)``; a rectangular one sliced from the square (Dask 2026.8 builds a graph
+    with a missing block for ``da.eye(n, M=m)``, m > n)."""
+    (n, m), k = eqn.params["shape"], eqn.params["k"]
+    eye = s.call("da.eye", s.number(max(n, m)), **({"k": s.number(k)} if k else {}), dtype=s.dtype(eqn.params["dtype"]))
+    if m == n:
+        return eye
+    return s.subscript(eye, [s.slice_(None, n, None), s.slice_(None, m, None)])
+
+
+@emits(st.add_transpose_p)
+def _add_transpose(ctx, eqn, ins, outs):
+    return s.binop(ins[0], "+", s.attribute(ins[0], "T"))
+
+
+@emits(ew.nan_to_num_p)
+def _nan_to_num(ctx, eqn, ins, outs):
+    """NumPy's nan_to_num in each block (``da.nan_to_num`` takes no replacement values)."""
+    p = eqn.params
+    kw = {k: s.number(p[k]) for k in ("nan", "posinf", "neginf") if p[k] is not None and (k != "nan" or p[k] != 0)}
+    return s.call("da.map_blocks", s.dotted("np.nan_to_num"), ins[0], **kw)
+
+
 @emits(st.transpose_p)
 def _transpose(ctx, eqn, ins, outs):
     perm = eqn.params["permutation"]
@@ -393,7 +460,7 @@ def _add_diagonal(ctx, eqn, ins, outs):
     if vt.type.ndim:
         return s.binop(x, "+", s.call("da.diag", v))
     n = xt.type.shape[0]
-    block = ctx.values[id(xt)].chunks[0][0] if n else 1
+    block = _value(ctx, xt).chunks[0][0] if n else 1
     eye = s.call("da.eye", s.number(n), chunks=s.number(block), dtype=s.dtype(xt.type.dtype))
     return s.binop(x, "+", s.binop(v, "*", eye))
 
@@ -427,14 +494,16 @@ def _triangle(ctx, a, t, lower: bool, unit: bool) -> cst.BaseExpression:
     """The ``lower``/upper triangle of ``a`` (its unit diagonal, if ``unit``)."""
     if not unit:
         return s.call("da.tril" if lower else "da.triu", a)
-    n = t.type.shape[-1]
-    block = ctx.values[id(t)].chunks[0][0] if n else 1
-    return s.binop(s.call("da.tril" if lower else "da.triu", a, s.number(-1 if lower else 1)), "+",
-                   s.call("da.eye", s.number(n), chunks=s.number(block), dtype=s.dtype(t.type.dtype)))
+    m, n = t.type.shape[-2:]
+    block = _value(ctx, t).chunks[0][0] if m else 1
+    eye = s.call("da.eye", s.number(max(m, n)), chunks=s.number(block), dtype=s.dtype(t.type.dtype))
+    if m != n:  # sliced from the square (see ``_eye``)
+        eye = s.subscript(eye, [s.slice_(None, m, None), s.slice_(None, n, None)])
+    return s.binop(s.call("da.tril" if lower else "da.triu", a, s.number(-1 if lower else 1)), "+", eye)
 
 
 def _square_blocks(ctx, eqn, v, what: str) -> None:
-    c = chunks_of(ctx.values[id(v)])
+    c = chunks_of(_value(ctx, v))
     if c is not None and len(c[0]) > 1 and not (c[0] == c[1] and len(set(c[0][:-1])) <= 1):
         where = f" (at {ctx.where})" if ctx.where else ""
         raise ChunkingError(f"{eqn.prim.name}{where}: {what} of shape {v.type.shape} is chunked {_describe(c)}; "
@@ -448,7 +517,7 @@ def _potrf(ctx, eqn, ins, outs):
     Dask raises ``LinAlgError`` for a matrix that is not positive definite; ``info`` is not computed."""
     if 1 not in ctx.unused:
         return _one_task(ctx, eqn, ins, outs)
-    c = chunks_of(ctx.values[id(eqn.inputs[0])])
+    c = chunks_of(_value(ctx, eqn.inputs[0]))
     if c is not None and len(c[0]) > 1 and len(set(c[0] + c[1])) != 1:
         where = f" (at {ctx.where})" if ctx.where else ""
         raise ChunkingError(f"potrf (cholesky){where}: a matrix of shape {eqn.inputs[0].type.shape} chunked "
@@ -498,7 +567,7 @@ def _potri(ctx, eqn, ins, outs):
     (l,), (lt,) = ins, eqn.inputs
     n, dt = lt.type.shape[-1], lt.type.dtype
     _square_blocks(ctx, eqn, lt, "the Cholesky factor")
-    block = ctx.values[id(lt)].chunks[0][0] if n else 1
+    block = _value(ctx, lt).chunks[0][0] if n else 1
     inv = s.name(ctx.fresh("l_inv"))
     eye = s.call("da.eye", s.number(n), chunks=s.number(block), dtype=s.dtype(dt))
     left = s.method(inv, "conj") if dt.kind == "c" else inv
@@ -512,7 +581,7 @@ def _geqrf(ctx, eqn, ins, outs):
     tall as the matrix is wide), one LAPACK call on one chunk. R's signs are TSQR's (a valid QR)."""
     (at,) = eqn.inputs
     m, n = at.type.shape[-2:]
-    c = chunks_of(ctx.values[id(at)])
+    c = chunks_of(_value(ctx, at))
     if c is not None and len(c[0]) > 1 and (len(c[1]) > 1 or min(c[0]) < n or m < n):
         where = f" (at {ctx.where})" if ctx.where else ""
         raise ChunkingError(f"geqrf (qr){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; Dask's "
@@ -551,7 +620,7 @@ def _gesvd(ctx, eqn, ins, outs):
     """``da.linalg.svd`` (TSQR, then LAPACK on the small R) for a tall matrix in row chunks or a wide one in
     column chunks; one LAPACK call on one chunk. The signs are Dask's (u and v flipped together)."""
     (at,) = eqn.inputs
-    c = chunks_of(ctx.values[id(at)])
+    c = chunks_of(_value(ctx, at))
     if _single(c) or at.type.dtype.kind == "c":
         return _one_task(ctx, eqn, ins, outs)
     m, n = at.type.shape[-2:]
@@ -562,3 +631,18 @@ def _gesvd(ctx, eqn, ins, outs):
                             "matrix is wide) or a wide one in column chunks: rechunk it, or to one chunk "
                             "(x.rechunk(-1))")
     return [s.assign(outs, s.call("da.linalg.svd", ins[0]))]
+
+
+from pullback.primitives import random as rnd  # noqa: E402
+
+
+def _draw(ctx, eqn, ins, outs):
+    """A draw runs on the client as NumPy's does, advancing the caller's generator at each call; its
+    NumPy array joins the graph as a constant of that call."""
+    stmts = _statements(npb.EMITTERS[eqn.prim](ctx, eqn, ins, outs), outs)
+    for v in eqn.outputs:
+        ctx.values[id(v)] = np.zeros(v.type.shape, v.type.dtype)
+    return stmts
+
+
+EMITTERS[rnd.draw_p] = _draw

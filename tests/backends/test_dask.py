@@ -328,3 +328,43 @@ def test_one_compute_per_call_reads_each_chunk_once(rng):
     assert len(graphs) == 1
     reads = [k for k in graphs[0] if isinstance(k, tuple) and k[0] in (Xd.name, yd.name)]
     assert sorted(reads) == sorted([(Xd.name, i, 0) for i in range(4)] + [(yd.name, i) for i in range(4)])
+
+
+from tests import sample  # noqa: E402
+from tests.primitives.cases import make_arg  # noqa: E402
+from tests.primitives.test_forward import CASES  # noqa: E402
+
+CONTROL = ("scan", "while", "cond")
+
+
+ROWS = ("one chunk", "two row chunks")
+# the sampled cases alternate between the two chunkings; --runslow runs every case in both
+PRIMITIVE_CASES = [pytest.param(p.values[0], rows, id=f"{p.id}-{rows}", marks=p.marks)
+                   for k, p in enumerate(sample.cases(CASES, salt=5))
+                   for j, rows in enumerate(ROWS) if sample.full() or j == k % 2]
+
+
+@pytest.mark.parametrize(("case", "rows"), PRIMITIVE_CASES)
+def test_every_primitive_prints_for_dask_or_says_why(case, rows, rng):
+    """Each primitive's program on Dask arrays gives NumPy's result, or is refused at print time: control
+    flow, and chunkings Dask cannot take (a ChunkingError naming the primitive)."""
+    args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
+    reference = pb.jit(case.fn)(*args)
+    dargs = [da.from_array(a, chunks=tuple(max(1, -(-n // 2)) if rows != "one chunk" and i == 0 else -1
+                                           for i, n in enumerate(a.shape))) if isinstance(a, np.ndarray) and a.ndim
+             else a for a in args]
+    names = {e.prim.name for e in pb.make_ir(case.fn)(*args).eqns}
+    with dask.config.set(scheduler="sync"):
+        if names & set(CONTROL):
+            with pytest.raises(NotImplementedError, match="is not printed for Dask"):
+                pb.jit(case.fn)(*dargs)
+            return
+        try:
+            out = pb.jit(case.fn)(*dargs)
+        except ChunkingError as e:
+            assert rows != "one chunk", e
+            return
+    tol = 1e-4 if case.dtype in ("float32", "complex64") else 1e-8
+    outs, refs = (out, reference) if isinstance(reference, tuple) else ((out,), (reference,))
+    for o, r in zip(outs, refs):
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=tol, atol=tol * 1e-2)

@@ -12,9 +12,10 @@ time, naming the primitive, the user's line and the chunking that works, before 
   ``solve_triangular`` (on square blocks, the right-hand side's rows chunked as the matrix's
   columns); on a single chunk each is one task calling LAPACK. Triangular products, ``potri``
   (a blocked solve in an identity), ``syrk`` and ``ger`` are blocked products.
-- Any other primitive whose operands are each one chunk (a d x d Gram matrix, a reduced result)
-  runs as one task: the NumPy backend's statements, in a nested function called through
-  ``dask.delayed``. On chunked operands it is refused, naming the primitive.
+- Any other primitive whose operands are each one chunk, or smaller than one of Dask's chunks
+  (a d x d Gram matrix, a reduced result, a batch of small matrices), runs as one task: the NumPy
+  backend's statements, in a nested function called through ``dask.delayed``. On larger chunked
+  operands it is refused, naming the primitive.
 - The program is functional (no update in place, no ``out=``, no overwrite flags) and ends in one
   ``dask.compute`` of all its results together, so the data is read once per call; the results are
   NumPy arrays.
@@ -287,6 +288,20 @@ def _operand_chunks(ctx: Context, eqn) -> list:
     return [chunks_of(_value(ctx, a)) if isinstance(a, Var) else None for a in eqn.inputs]
 
 
+def _gatherable(ctx: Context, eqn) -> bool:
+    """Whether the operands can be gathered into one task: each one chunk, or smaller than one chunk of
+    Dask's configured size (``array.chunk-size``; pads and concatenations split small arrays too)."""
+    import dask
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(dask.config.get("array.chunk-size"))
+    for a in eqn.inputs:
+        v = _value(ctx, a) if isinstance(a, Var) else None
+        if not _single(chunks_of(v)) and v.nbytes > limit:
+            return False
+    return True
+
+
 def _single(chunks) -> bool:
     return chunks is None or all(len(c) <= 1 for c in chunks)
 
@@ -327,7 +342,7 @@ def _emitter(printer):
             stmts = _statements(printer(ctx, eqn, ins, outs), outs)
             _run(ctx, eqn, ins, outs, stmts)
         except ChunkingError:
-            if printer is _one_task or not all(_single(c) for c in _operand_chunks(ctx, eqn)):
+            if printer is _one_task or not _gatherable(ctx, eqn):
                 raise
             stmts = _statements(_one_task(ctx, eqn, ins, outs), outs)
             _run(ctx, eqn, ins, outs, stmts)
@@ -376,17 +391,29 @@ def emits(*prims):
     return register
 
 
+def matrices(fn):
+    """Dask's linear algebra takes matrices: a batch of them runs as one task (``_one_task``)."""
+
+    def emit(ctx, eqn, ins, outs):
+        if any(isinstance(a, Var) and a.type.ndim > 2 for a in eqn.inputs):
+            return _one_task(ctx, eqn, ins, outs)
+        return fn(ctx, eqn, ins, outs)
+
+    emit.__doc__ = fn.__doc__
+    return emit
+
+
 def _one_task(ctx, eqn, ins, outs):
-    """The NumPy backend's statements for ``eqn`` in a nested function, run as one task on operands
-    that are one chunk each (``dask.delayed``); the results are single-chunk arrays."""
-    chunks = _operand_chunks(ctx, eqn)
-    if not all(_single(c) for c in chunks):
+    """The NumPy backend's statements for ``eqn`` in a nested function, run as one task (``dask.delayed``,
+    which gathers each operand's chunks) on operands that are one chunk each or smaller than one chunk
+    of Dask's configured size; the results are single-chunk arrays."""
+    if not _gatherable(ctx, eqn):
         where = f" (at {ctx.where})" if ctx.where else ""
-        shown = ", ".join(_describe(c) for c in chunks if c is not None)
+        shown = ", ".join(_describe(c) for c in _operand_chunks(ctx, eqn) if c is not None)
         raise ChunkingError(
             f"{eqn.prim.name}{where} has no chunked form in the Dask backend; its operands are chunked {shown}. "
-            "It runs as one task on operands that are one chunk each: rechunk them (x.rechunk(-1)) if they fit "
-            "in a worker's memory, or reduce them first")
+            "It runs as one task on operands that are one chunk each, or smaller than Dask's array.chunk-size: "
+            "rechunk them (x.rechunk(-1)) if they fit in a worker's memory, or reduce them first")
     names = [e.value for a, e in zip(eqn.inputs, ins) if isinstance(a, Var)]
     params = list(dict.fromkeys(names))
     reusable, ctx.reusable = ctx.reusable, frozenset()  # never overwrite a chunk Dask holds
@@ -512,6 +539,7 @@ def _square_blocks(ctx, eqn, v, what: str) -> None:
 
 
 @emits(la.potrf_p)
+@matrices
 def _potrf(ctx, eqn, ins, outs):
     """``da.linalg.cholesky``: one LAPACK call on one chunk; blocked (square blocks of one size) on several.
     Dask raises ``LinAlgError`` for a matrix that is not positive definite; ``info`` is not computed."""
@@ -527,6 +555,7 @@ def _potrf(ctx, eqn, ins, outs):
 
 
 @emits(la.trsm_p)
+@matrices
 def _trsm(ctx, eqn, ins, outs):
     """``da.linalg.solve_triangular`` (on square blocks of the matrix, the right-hand side's rows chunked as
     its columns; a single-chunk matrix solves a row-chunked right-hand side block by block). A right-side
@@ -551,6 +580,7 @@ def _trsm(ctx, eqn, ins, outs):
 
 
 @emits(la.trmm_p)
+@matrices
 def _trmm(ctx, eqn, ins, outs):
     """alpha op(T) B or alpha B op(T): the triangle (``da.tril``/``da.triu``) times B, a blocked product."""
     p = eqn.params
@@ -562,6 +592,7 @@ def _trmm(ctx, eqn, ins, outs):
 
 
 @emits(la.potri_p)
+@matrices
 def _potri(ctx, eqn, ins, outs):
     """(L L^H)^{-1} = L^{-H} L^{-1}: one blocked triangular solve in an identity (in L's blocks), then a product."""
     (l,), (lt,) = ins, eqn.inputs
@@ -576,6 +607,7 @@ def _potri(ctx, eqn, ins, outs):
 
 
 @emits(la.geqrf_p)
+@matrices
 def _geqrf(ctx, eqn, ins, outs):
     """``da.linalg.qr``: TSQR for a tall matrix in row chunks (one column chunk, each row chunk at least as
     tall as the matrix is wide), one LAPACK call on one chunk. R's signs are TSQR's (a valid QR)."""
@@ -591,6 +623,7 @@ def _geqrf(ctx, eqn, ins, outs):
 
 
 @emits(la.gelqf_p)
+@matrices
 def _gelqf(ctx, eqn, ins, outs):
     """LQ of A is the transposed QR of A^T (TSQR for a wide matrix in column chunks)."""
     (a,), (l, q) = ins, outs
@@ -600,6 +633,7 @@ def _gelqf(ctx, eqn, ins, outs):
 
 
 @emits(la.syrk_p)
+@matrices
 def _syrk(ctx, eqn, ins, outs):
     (a,) = ins
     h = s.method(a, "conj") if eqn.inputs[0].type.dtype.kind == "c" else a
@@ -607,6 +641,7 @@ def _syrk(ctx, eqn, ins, outs):
 
 
 @emits(rk.ger_p)
+@matrices
 def _ger(ctx, eqn, ins, outs):
     """A + alpha x y^T, the outer product blockwise."""
     a, x, y = ins
@@ -616,6 +651,7 @@ def _ger(ctx, eqn, ins, outs):
 
 
 @emits(la.gesvd_p)
+@matrices
 def _gesvd(ctx, eqn, ins, outs):
     """``da.linalg.svd`` (TSQR, then LAPACK on the small R) for a tall matrix in row chunks or a wide one in
     column chunks; one LAPACK call on one chunk. The signs are Dask's (u and v flipped together)."""

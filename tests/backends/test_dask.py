@@ -158,32 +158,35 @@ def test_small_dense_linalg_on_a_reduced_result_is_one_task(client, rng):
 
 
 def test_bad_chunkings_are_refused_before_any_data_is_read():
+    """Operands larger than one of Dask's chunks (128 MiB) that a blocked algorithm cannot take as chunked."""
     f = pb.differentiate(gp_nll)
     theta = np.zeros(3)
-    with pytest.raises(ChunkingError, match=r"potrf \(cholesky\).*square blocks of one size"):
-        f.value_and_grad(theta, _unreadable((50, 2), (20, 2)), _unreadable((50,), 20))  # blocks 20, 20, 10
+    with pytest.raises(ChunkingError, match=r"potrf \(cholesky\).*square blocks of one size"):  # 2000, 2000, 1000
+        f.value_and_grad(theta, _unreadable((5000, 2), (2000, 2)), _unreadable((5000,), 2000))
     g = pb.differentiate(lstsq_norm)
     with pytest.raises(ChunkingError, match=r"geqrf \(qr\).*TSQR needs a tall matrix in row chunks"):
-        g.value_and_grad(_unreadable((400, 4), (100, 2)), _unreadable((400,), 100))
+        g.value_and_grad(_unreadable((1_000_000, 40), (250_000, 20)), _unreadable((1_000_000,), 250_000))
 
     def sorted_sum(x):
         return np.sum(np.sort(x) * np.arange(x.shape[0]))
 
-    with pytest.raises(ChunkingError, match=r"sort .*no chunked form.*rechunk"):
-        pb.differentiate(sorted_sum).value_and_grad(_unreadable((40,), 10))
+    with pytest.raises(ChunkingError, match=r"sort .*no chunked form.*rechunk"):  # 256 MB: not gathered
+        pb.differentiate(sorted_sum).value_and_grad(_unreadable((1 << 25,), 1 << 22))
 
 
 def test_chunks_are_part_of_the_signature(rng):
-    """One shape, two chunkings: the blocked Cholesky prints for square blocks, and a chunking it cannot
-    take is refused for that chunking alone."""
+    """One shape, two chunkings, two programs: the blocked Cholesky for square blocks of one size, one
+    LAPACK task for blocks it cannot take (K is small enough to gather)."""
     X, y = rng.standard_normal((40, 2)), rng.standard_normal(40)
     theta = np.array([0.0, 0.2, -1.0])
     f = pb.differentiate(gp_nll)
     with dask.config.set(scheduler="threads"):
-        v1, g1 = f.value_and_grad(theta, da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20))
-        with pytest.raises(ChunkingError):
-            f.value_and_grad(theta, da.from_array(X, chunks=(15, 2)), da.from_array(y, chunks=15))
-        v2, g2 = f.value_and_grad(theta, da.from_array(X, chunks=(40, 2)), da.from_array(y, chunks=40))
+        square = (da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20))
+        uneven = (da.from_array(X, chunks=(15, 2)), da.from_array(y, chunks=15))  # blocks 15, 15, 10
+        assert "da.linalg.cholesky(" in f.source(theta, *square)
+        assert "potrf_task" in f.source(theta, *uneven) and "da.linalg.cholesky(" not in f.source(theta, *uneven)
+        v1, g1 = f.value_and_grad(theta, *square)
+        v2, g2 = f.value_and_grad(theta, *uneven)
     np.testing.assert_allclose([v1, *g1], [v2, *g2], rtol=1e-10)
 
 

@@ -79,7 +79,7 @@ def tasks_per_call(fn, *args) -> int:
 def _peak_rss_mb(dask_worker) -> float:
     """The largest resident memory the worker's monitor sampled (every 0.5 s; ``ru_maxrss`` would be
     the parent's: Linux keeps it across fork and exec)."""
-    return max(dask_worker.monitor.quantities["memory"]) / 2**20
+    return max(dask_worker.monitor.quantities["memory"], default=0) / 2**20  # a restarted worker: none yet
 
 
 def median_time(fn, repeats: int) -> float:

@@ -91,9 +91,10 @@ class StageClock:
     @contextlib.contextmanager
     def installed(self):
         """Wrap the stages where their callers look them up; undo on exit."""
-        from pullback import api
+        from pullback.api import stages as ad
+        from pullback.api import transforms as api
         from pullback.backends import codegen, compiler, memory, render
-        from pullback.transforms import ad, simplify
+        from pullback.opt import simplify
 
         patches = [(api, "trace", "trace"), (ad, "jvp", "jvp"),
                    (ad, "partial_eval", "partial_eval"), (ad, "transpose", "transpose"), (ad, "simplify", "simplify"),

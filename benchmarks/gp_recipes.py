@@ -25,11 +25,11 @@ import time
 import tracemalloc
 
 import numpy as np
+import pullback.linalg as pl
 import scipy.linalg
 from scipy.linalg import blas, lapack
 
 import pullback as pb
-import pullback.linalg as pl
 from benchmarks.handwritten import mirror_lower
 
 

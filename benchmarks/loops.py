@@ -7,7 +7,7 @@ peak memory the NumPy arrays of one gradient call reach (tracemalloc), for ``pb.
 with ``checkpoint=True`` (blocks of sqrt T), JAX's ``lax.scan`` under ``jit`` and PyTorch eager (a Python
 loop, ``.backward()``) when installed. The compile overhead is the first call less one steady call.
 The reference is a hand-written NumPy gradient (``grad_numpy``: the forward loop keeps what the
-backward loop's adjoint formulas read), checked against pullback's in tests/test_loops.py; the
+backward loop's adjoint formulas read), checked against pullback's in tests/primitives/test_scan.py; the
 likelihood alone in NumPy/SciPy (no gradient) is shown for scale. Peak memory is what tracemalloc
 sees, NumPy's allocations: not JAX's or PyTorch's (n/a). Every implementation's first result is checked
 against the hand-written gradient's.

@@ -1,12 +1,8 @@
 """pullback: source-to-source automatic differentiation for numerical Python."""
 
-from pullback import (
-    integrate,  # noqa: F401  (pb.integrate.solve_ivp)
-    linalg,  # noqa: F401  (pb.linalg.cholesky without importing pullback.linalg)
-    tree,  # noqa: F401  (pb.tree.register_dataclass)
-)
-from pullback import numpy_api as _numpy_api  # noqa: F401  (teaches tracers NumPy)
-from pullback.api import (
+from pullback import tree
+from pullback.api.export import export
+from pullback.api.transforms import (
     differentiate,
     grad,
     hessian,
@@ -22,13 +18,14 @@ from pullback.api import (
     vjp,
     vmap,
 )
-from pullback.custom import custom_jvp, custom_vjp, stop_gradient
 from pullback.errors import ConcretizationError, LinAlgError, PullbackError, TracingError
-from pullback.export import export
+from pullback.frontend import integrate, linalg
+from pullback.frontend import numpy as _numpy_api  # noqa: F401  (teaches tracers NumPy)
+from pullback.frontend.custom import custom_jvp, custom_vjp, stop_gradient
+from pullback.frontend.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 from pullback.ir.core import Program
 from pullback.ir.types import ShapeDtypeStruct
 from pullback.ir.verify import VerificationError, verify
-from pullback.loops import checkpoint, cond, fori_loop, scan, switch, while_loop
 
 __all__ = [
     "ConcretizationError", "LinAlgError", "Program", "PullbackError", "ShapeDtypeStruct", "TracingError",

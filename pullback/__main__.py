@@ -6,7 +6,7 @@
 The stages: ``ir`` (the traced program), ``primal``, ``jvp``, ``vjp``, ``grad``, ``hessian``
 (and ``jacfwd``, ``jacrev``). An ``--arg`` is a type: the program is traced from shapes and dtypes
 alone, never from arrays of that size. ``--argnums`` picks the differentiated arguments. With ``-o`` the
-program is written as a standalone module (``pullback.export``: its constants in an ``.npz``
+program is written as a standalone module (``pullback.api.export``: its constants in an ``.npz``
 beside it); otherwise it is printed.
 """
 

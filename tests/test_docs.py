@@ -17,7 +17,7 @@ import pullback as pb
 ROOT = Path(__file__).parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # the modules defining the names in pullback.__all__ (checked below, so a new public module is not missed)
-PUBLIC_MODULES = ["pullback.api", "pullback.loops", "pullback.custom", "pullback.export", "pullback.errors",
+PUBLIC_MODULES = ["pullback.api.transforms", "pullback.frontend.loops", "pullback.frontend.custom", "pullback.api.export", "pullback.errors",
                   "pullback.ir.verify", "pullback.ir.core", "pullback.ir.types", "pullback.linalg",
                   "pullback.integrate"]
 

@@ -30,9 +30,9 @@ def _kind(obj) -> str:
     if isinstance(obj, types.ModuleType):
         return "module"
     module = getattr(obj, "__module__", "")
-    if module == "pullback.loops":
+    if module == "pullback.frontend.loops":
         return "loop"
-    if module == "pullback.custom":
+    if module == "pullback.frontend.custom":
         return "custom"
     if isinstance(obj, type) and (issubclass(obj, BaseException) or module.startswith("pullback.ir")):
         return "type"

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from pullback.backends import codegen, errstate, numpy_backend
+from pullback.backends import codegen, errstate
+from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.core import Program
 
 _counter = itertools.count()

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pullback.ad.dce import dce
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Primitive, Program, Var
 from pullback.primitives import elementwise as ew
-from pullback.transforms.dce import dce
 
 fused_p = Primitive("fused", multiple_results=True, registered=False)  # made while printing only
 WITH_BODIES.add(fused_p)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Params, Program, Var
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
-from pullback.transforms.substitute import substitute
 
 
 def prepare(program: Program) -> Program:

@@ -14,7 +14,7 @@ letter, so they cannot collide with a name, a number or one of our messages. The
 emitter asks for (``ctx.fresh``) are recorded in order and drawn again, in the same order, for
 each repetition, so the namer's state evolves exactly as it would emitting each equation afresh.
 An emitter whose fresh-name hints depend on the names themselves cannot be a template: such
-kinds are emitted afresh every time. ``tests/test_compile_time.py`` checks that printing with
+kinds are emitted afresh every time. ``tests/api/test_compile_time.py`` checks that printing with
 and without templates gives the same text.
 """
 

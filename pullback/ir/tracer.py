@@ -2,7 +2,7 @@
 
 A ``Tracer`` stands for an IR value. NumPy's protocols (``__array_ufunc__``,
 ``__array_function__``) and Python's operators on it are implemented by
-``pullback.numpy_api``, which lowers them to primitives through ``bind``.
+``pullback.frontend.numpy``, which lowers them to primitives through ``bind``.
 Tracing state is thread-local; transforms re-use ``bind`` to trace rules.
 """
 
@@ -89,13 +89,13 @@ class Builder:
         # A user function's trace lifts the tracers of enclosing traces it meets into extra
         # inputs (closure conversion): id(outer var) -> (inner var, outer tracer). None: not allowed.
         self.captures: dict[int, tuple[Var, Tracer]] | None = None
-        # the user's NumPy/SciPy function being lowered (``numpy.max``), set by numpy_api's
+        # the user's NumPy/SciPy function being lowered (``numpy.max``), set by the front end's
         # dispatch: shape errors from ``bind`` name it rather than the primitive
         self.lowering: str | None = None
         # arrays np.eye/np.identity made while this trace ran: id -> (array, k); the reference keeps the id valid
         self.eyes: dict[int, tuple[np.ndarray, int]] = {}
         # random generators the traced code made (``np.random.default_rng(0)``): id -> (generator,
-        # seeded); their draws are the same at every call (numpy_api.random)
+        # seeded); their draws are the same at every call (frontend.numpy.random)
         self.generators: dict[int, tuple[Any, bool]] = {}
         # arrays the traced code reads from its scope (``scope_arrays`` of each function it runs): id ->
         # array. NumPy's and SciPy's functions called on them trace them as constants, re-read at every call
@@ -103,7 +103,7 @@ class Builder:
         self.scopes: dict[tuple, tuple] = {}  # ids -> the functions (and instances) whose scopes were read
         # NumPy arrays the traced code made (``np.zeros``, ...: id -> (weak reference, line)), and those of
         # them, or other arrays it made, that index assignment gave traced values: id -> (array, its tracer),
-        # which every later read of the array stands for (numpy_api.construct)
+        # which every later read of the array stands for (frontend.construct)
         self.made: dict[int, tuple[Any, SourceInfo | None]] = {}
         self.buffers: dict[int, tuple[np.ndarray, Tracer]] = {}
         # the traced function's inputs and, when it was called on concrete arguments, their values
@@ -112,7 +112,7 @@ class Builder:
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
         self.arguments: dict[Var, tuple[str, int | None]] = {}
-        # integer scalars' forms, affine in traced integers (numpy_api.integers): what makes
+        # integer scalars' forms, affine in traced integers (frontend.numpy.integers): what makes
         # ``x[it * b:(it + 1) * b]`` a slice of static length
         self.affine: dict[Var, Any] = {}
 
@@ -205,8 +205,8 @@ def example_value(x: Tracer):
     builder = x.builder
     if not builder.examples:
         return None
+    from pullback.ad.dce import dce
     from pullback.backends.compiler import compile_program
-    from pullback.transforms.dce import dce
 
     # an input that is a tracer of an enclosing trace (a nested grad), or one captured from it, has
     # the value the enclosing trace's example gives it
@@ -268,7 +268,7 @@ def eye(n: int, m: int | None = None, k: int = 0, dtype=np.float64) -> np.ndarra
 
 def record_eye(value, k: int = 0) -> None:
     """Note that ``np.eye``/``np.identity`` made ``value`` while this thread traces (called from the
-    user's traced code: numpy_api.construct)."""
+    user's traced code: frontend.construct)."""
     stack = getattr(_state, "stack", None)
     if stack and isinstance(value, np.ndarray) and isinstance(k, int | np.integer):
         stack[-1].eyes[id(value)] = (value, int(k))
@@ -282,7 +282,7 @@ def _call(fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
     return fn(*args, **kwargs)
 
 
-# How a trace calls the user's function: the front end (numpy_api.construct) sets it to call the
+# How a trace calls the user's function: the front end (frontend.construct) sets it to call the
 # function's converted copy, so that NumPy's and SciPy's names in it reach pullback.
 CALL_USER: Callable[[Callable, Sequence[Any], dict], Any] = _call
 
@@ -402,7 +402,7 @@ class Tracer:
 
     __slots__ = ("ssa", "builder", "weak", "view", "version")
     __array_priority__ = 1000
-    _numpy_api: ModuleType  # pullback.numpy_api, installed when it is imported
+    _numpy_api: ModuleType  # pullback.frontend.numpy, installed when it is imported
 
     def __init__(self, var: Var, builder: Builder, weak: bool = False):
         self.ssa = var  # the IR value this array stands for (not ``var``: that is NumPy's x.var())
@@ -427,7 +427,7 @@ class Tracer:
 
     @property
     def _api(self) -> ModuleType:
-        """pullback.numpy_api, through which every NumPy operation on a tracer goes: the one place
+        """pullback.frontend.numpy, through which every NumPy operation on a tracer goes: the one place
         that refuses a tracer whose trace has ended (or runs on another thread)."""
         if not _running(self.builder):
             raise escaped(self)
@@ -472,7 +472,7 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         self._api.refuse_conversion(self)
 
-    # --- NumPy protocols and operators: see pullback.numpy_api -------------
+    # --- NumPy protocols and operators: see pullback.frontend.numpy -------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return self._api.array_ufunc(ufunc, method, inputs, kwargs)
 
@@ -483,7 +483,7 @@ class Tracer:
         return self._api.indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
-        """``x[key] = value`` rebinds this tracer to an updated copy (see ``numpy_api.indexing``)."""
+        """``x[key] = value`` rebinds this tracer to an updated copy (see ``frontend.numpy.indexing``)."""
         self._api.indexing.setitem(self, key, value)
 
     at = property(lambda self: self._api.indexing.IndexUpdates(self))
@@ -776,7 +776,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
     arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
-    from pullback import numpy_api  # noqa: F401  (installs Tracer._numpy_api)
+    from pullback.frontend import numpy as numpy_api  # noqa: F401  (installs Tracer._numpy_api)
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names

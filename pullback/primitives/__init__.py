@@ -1,7 +1,6 @@
 """Primitives by family. Importing this package registers all of them (a family is added
 by importing it here, one line each)."""
 
-import pullback.primitives.banded  # noqa: F401
 import pullback.primitives.contractions  # noqa: F401
 import pullback.primitives.control  # noqa: F401
 import pullback.primitives.cumulative  # noqa: F401
@@ -9,9 +8,10 @@ import pullback.primitives.custom  # noqa: F401
 import pullback.primitives.elementwise  # noqa: F401
 import pullback.primitives.fft  # noqa: F401
 import pullback.primitives.indexing  # noqa: F401
-import pullback.primitives.linalg_extra  # noqa: F401
+import pullback.primitives.linalg.banded  # noqa: F401
+import pullback.primitives.linalg.matrix_functions  # noqa: F401
+import pullback.primitives.linalg.rank_update  # noqa: F401
 import pullback.primitives.random  # noqa: F401
-import pullback.primitives.rank_update  # noqa: F401
 import pullback.primitives.reductions  # noqa: F401
 import pullback.primitives.signal  # noqa: F401
 import pullback.primitives.special  # noqa: F401

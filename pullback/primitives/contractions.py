@@ -59,9 +59,9 @@ shape_rules[dot_general_p] = _dot_general
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import defjvp  # noqa: E402
-from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.ad.jvp import defjvp  # noqa: E402
+from pullback.ad.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 defjvp(dot_general_p, lambda t, x, y, ans, dims: lax.dot_general(t, y, dims),
        lambda t, x, y, ans, dims: lax.dot_general(x, t, dims))
@@ -98,7 +98,7 @@ transpose_rules[dot_general_p] = _dot_general_t
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import at_front, batch_rules, unbatched_axis  # noqa: E402
+from pullback.ad.batch import at_front, batch_rules, unbatched_axis  # noqa: E402
 
 
 def _dot_general_b(args, bdims, *, dims: DotDims):

@@ -44,6 +44,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from pullback.ad import dce as dce_
+from pullback.ad import jvp as jvp_
+from pullback.ad import partial_eval as pe
+from pullback.ad.cse import cse
+from pullback.ad.jvp import Zero, jvp, jvp_rules
+from pullback.ad.transpose import Linear, cotangent_hint, transpose, transpose_rules
 from pullback.errors import TracingError
 from pullback.ir.core import (
     WITH_BODIES,
@@ -59,12 +65,6 @@ from pullback.ir.core import (
 )
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, located, new_trace, rename, tracing
 from pullback.ir.types import ArrayType, StackType, is_inexact
-from pullback.transforms import dce as dce_
-from pullback.transforms import jvp as jvp_
-from pullback.transforms import partial_eval as pe
-from pullback.transforms.cse import cse
-from pullback.transforms.jvp import Zero, jvp, jvp_rules
-from pullback.transforms.transpose import Linear, cotangent_hint, transpose, transpose_rules
 
 scan_p = Primitive("scan", multiple_results=True)
 WITH_BODIES.add(scan_p)
@@ -244,7 +244,7 @@ def _scan_jvp(primals, tangents, *, body: Program, length: int | None, reverse: 
                + p_out[num_carry:] + [t for t, z in zip(t_out[num_carry:], y_nz) if z])
     new_body = Program(tuple(inputs), j.eqns, tuple(outputs), j.constvars, j.constvals, name=body.name)
 
-    from pullback import lax
+    from pullback.primitives import lax
 
     def tangent(t, p):
         return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
@@ -369,8 +369,8 @@ _MASKS: dict[Primitive, object] = {scan_p: _scan_unknown}
 
 def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool, num_consts: int,
                     num_carry: int):
-    from pullback import lax
-    from pullback.transforms.simplify import simplify  # simplify imports this module
+    from pullback.opt.simplify import simplify  # simplify imports this module
+    from pullback.primitives import lax
 
     count, args = _counted(args, length)
     cs, ks, xs = _split(args, num_consts, num_carry)
@@ -621,7 +621,7 @@ _MASKS[checkpoint_p] = lambda eqn, unknown: _unknown_outputs(eqn.params["body"],
 
 
 def _checkpoint_transpose(cts, *args, body: Program):
-    from pullback import lax
+    from pullback.primitives import lax
 
     lin = [isinstance(a, Linear) for a in args]
     # the body recomputes forward values from its non-linear inputs: split that part off (a loop in the
@@ -718,7 +718,7 @@ def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_cons
     tangent_vars = [Var(c.ssa.type if isinstance(c, Tracer) else c.type) for c, z in zip(carry, k_nz) if z]
     new_cond = Program(cond.inputs + tuple(tangent_vars), cond.eqns, cond.outputs, name=cond.name)
 
-    from pullback import lax
+    from pullback.primitives import lax
 
     def tangent(t, p):
         return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
@@ -913,7 +913,7 @@ def _cond_unknown(eqn: Eqn, unknown_inputs: list[bool]) -> list[bool]:
 def zeros_like_stack(x):
     """A stack of zeros as long as the stack ``x``, each entry shaped as its (a stack's tangent that is
     zero, where one must be made: a scan over ``x``'s steps)."""
-    from pullback import lax
+    from pullback.primitives import lax
 
     elem = x.ssa.type.elem
     body = _closed_program([elem], lambda e: [zeros_like_stack(e[0]) if isinstance(elem, StackType)
@@ -986,7 +986,7 @@ _MASKS[cond_p] = _cond_unknown
 
 
 def _cond_transpose(cts, index, *args, branches):
-    from pullback import lax
+    from pullback.primitives import lax
 
     lin = [isinstance(a, Linear) for a in args]
     cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
@@ -1020,9 +1020,7 @@ dce_.dce_rules[cond_p] = _cond_dce
 # a fixed point, as for nonzero tangents). A batched value's batch axis is first (after the step
 # axis for stacked xs and ys).
 
-from pullback import lax  # noqa: E402
-from pullback.primitives import reductions as red  # noqa: E402
-from pullback.transforms.batch import (  # noqa: E402
+from pullback.ad.batch import (  # noqa: E402
     at_front,
     batch,
     batch_rules,
@@ -1030,6 +1028,8 @@ from pullback.transforms.batch import (  # noqa: E402
     broadcasts_of,
     moveaxis,
 )
+from pullback.primitives import lax  # noqa: E402
+from pullback.primitives import reductions as red  # noqa: E402
 
 
 def _batched_body(body: Program, batched_in: Sequence[bool], batched_out: Sequence[bool], size: int) -> Program:

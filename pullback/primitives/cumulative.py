@@ -41,10 +41,10 @@ shape_rules[reduce_prod_p] = _reduce_prod
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
+from pullback.ad.jvp import defjvp, deflinear  # noqa: E402
+from pullback.ad.transpose import transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 from pullback.primitives.contractions import DotDims  # noqa: E402
-from pullback.transforms.jvp import defjvp, deflinear  # noqa: E402
-from pullback.transforms.transpose import transpose_rules  # noqa: E402
 
 deflinear(cumsum_p)
 transpose_rules[cumsum_p] = lambda ct, x, *, axis, reverse: (lax.cumsum(ct, axis, not reverse),)
@@ -112,7 +112,7 @@ defjvp(cumprod_p, _cumprod_jvp)
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import unary_axes  # noqa: E402
+from pullback.ad.batch import unary_axes  # noqa: E402
 
 unary_axes(cumsum_p, "axis", removed=False)
 unary_axes(cumprod_p, "axis", removed=False)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pullback.ad.jvp import Zero, jvp_rules
+from pullback.ad.transpose import Linear, transpose_rules
 from pullback.errors import TracingError
 from pullback.ir.core import WITH_BODIES, Primitive, Program, ShapeError, shape_rules
 from pullback.ir.tracer import Tracer, bind
 from pullback.ir.types import ArrayType, is_inexact
-from pullback.transforms.jvp import Zero, jvp_rules
-from pullback.transforms.transpose import Linear, transpose_rules
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
@@ -45,7 +45,7 @@ def _type(x) -> ArrayType:
 
 
 def _tangent(t, p):
-    from pullback import lax
+    from pullback.primitives import lax
 
     return lax.zeros(_type(p)) if isinstance(t, Zero) else t
 
@@ -99,7 +99,7 @@ jvp_rules[custom_lin_p] = _lin_jvp
 
 
 def _lin_transpose(cts, *args, bwd: Callable, num_res: int, out_types):
-    from pullback import lax
+    from pullback.primitives import lax
 
     cts = [lax.zeros(t) if isinstance(c, Zero) else c for c, t in zip(cts, out_types)]
     grads = bwd(list(args[:num_res]), cts)  # the user's bwd, traced here
@@ -113,9 +113,9 @@ transpose_rules[custom_lin_p] = _lin_transpose
 
 # --- batching: the function's program by the batching transform, the user's rule under vmap ---------
 
+from pullback.ad.batch import at_front, batch, batch_rules, batch_size  # noqa: E402
 from pullback.ir.core import Literal  # noqa: E402
 from pullback.primitives.control import close  # noqa: E402
-from pullback.transforms.batch import at_front, batch, batch_rules, batch_size  # noqa: E402
 
 
 def _batch_call(prim, args, dims, body: Program, rule: Callable, num_consts: int, batched_rule: Callable):
@@ -133,7 +133,7 @@ def _batch_call(prim, args, dims, body: Program, rule: Callable, num_consts: int
 
 
 def _vmapped_jvp_rule(rule: Callable, arg_axes: tuple) -> Callable:
-    from pullback.api import vmap
+    from pullback.api.transforms import vmap
 
     def batched(primals, tangents):
         n, box = len(primals), []
@@ -151,7 +151,7 @@ def _vmapped_jvp_rule(rule: Callable, arg_axes: tuple) -> Callable:
 
 
 def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
-    from pullback.api import vmap
+    from pullback.api.transforms import vmap
 
     def batched(primals):
         box = []
@@ -176,7 +176,7 @@ def _vmapped_vjp_rule(rule: Callable, arg_axes: tuple) -> Callable:
             g = vmap(one, in_axes=0, out_axes=0)(*res_values, *cts)
             g = list(g) if isinstance(g, tuple) else [g]
             # an argument the batch did not vary gets the sum of the batch's cotangents
-            from pullback import lax
+            from pullback.primitives import lax
 
             return [lax.reduce_sum(c, (0,)) if axis is None else c for c, axis in zip(g, diff_axes)]
 

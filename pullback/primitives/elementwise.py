@@ -193,10 +193,10 @@ shape_rules[select_p] = _select_rule
 # --- differentiation rules --------------------------------------------------------------
 # Written in lax (traced code), so each rule's output is IR and can be differentiated again.
 
-from pullback import lax  # noqa: E402
+from pullback.ad.jvp import Zero, defjvp, deflinear, defzero, jvp_rules  # noqa: E402
+from pullback.ad.transpose import Linear, transpose_rules  # noqa: E402
 from pullback.ir.tracer import bind  # noqa: E402
-from pullback.transforms.jvp import Zero, defjvp, deflinear, defzero, jvp_rules  # noqa: E402
-from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 deflinear(neg_p)
 defjvp(add_p, lambda t, x, y, ans: t, lambda t, x, y, ans: t)
@@ -459,7 +459,7 @@ jvp_rules[clip_p] = _clip_jvp
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import elementwise as _batch_elementwise  # noqa: E402
+from pullback.ad.batch import elementwise as _batch_elementwise  # noqa: E402
 
 for _p in [v for v in globals().values() if isinstance(v, Primitive)]:  # every primitive here is elementwise
     _batch_elementwise(_p)

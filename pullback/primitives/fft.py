@@ -96,9 +96,9 @@ shape_rules[fft_p] = _fft
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import deflinear  # noqa: E402
-from pullback.transforms.transpose import transpose_rules  # noqa: E402
+from pullback.ad.jvp import deflinear  # noqa: E402
+from pullback.ad.transpose import transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 deflinear(fft_p)  # every kind is (real-)linear: the tangent's transform is the transform's tangent
 
@@ -166,6 +166,6 @@ transpose_rules[fft_p] = _fft_t
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import unary_axes  # noqa: E402
+from pullback.ad.batch import unary_axes  # noqa: E402
 
 unary_axes(fft_p, "axes", removed=False)

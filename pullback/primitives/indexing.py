@@ -249,10 +249,10 @@ shape_rules[argmax_p] = shape_rules[argmin_p] = _argextremum
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
+from pullback.ad.jvp import Zero, defzero, instantiate, jvp_rules  # noqa: E402
+from pullback.ad.transpose import Linear, transpose_rules  # noqa: E402
 from pullback.ir.tracer import bind  # noqa: E402
-from pullback.transforms.jvp import Zero, defzero, instantiate, jvp_rules  # noqa: E402
-from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 
 def _gather_jvp(primals, tangents, **params):
@@ -375,7 +375,7 @@ for _p in (argsort_p, argmax_p, argmin_p):
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import at_front, batch_rules, batch_size, moveaxis, unary_axes  # noqa: E402
+from pullback.ad.batch import at_front, batch_rules, batch_size, moveaxis, unary_axes  # noqa: E402
 
 unary_axes(sort_p, "axis", removed=False)
 unary_axes(argsort_p, "axis", removed=False)

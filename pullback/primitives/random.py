@@ -6,7 +6,7 @@ the k-th eager call would. Its operands are the arrays among the call's argument
 about the call (the method, static arguments, the result's type) is a param. It is in ``EFFECTS``:
 no pass drops, merges, hoists or reorders it. Its result has no derivative: a differentiable
 parameter enters by reparameterisation, outside the draw (``loc + scale * standard_normal``,
-``numpy_api.random``).
+``frontend.numpy.random``).
 
     program f(mu: f64[]):
       eps: f64[3] = draw[rs.standard_normal((3,))]
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pullback.ad.jvp import defzero
 from pullback.ir.core import EFFECTS, Opaque, Primitive, shape_rules
 from pullback.ir.types import ArrayType
-from pullback.transforms.jvp import defzero
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,9 @@ shape_rules[reduce_and_p] = shape_rules[reduce_or_p] = _reduce_rule("b")
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import defjvp, deflinear, defzero  # noqa: E402
-from pullback.transforms.transpose import transpose_rules  # noqa: E402
+from pullback.ad.jvp import defjvp, deflinear, defzero  # noqa: E402
+from pullback.ad.transpose import transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 deflinear(reduce_sum_p)
 
@@ -57,7 +57,7 @@ transpose_rules[reduce_sum_p] = lambda ct, x, *, axes: (lax.broadcast_in_dim(ct,
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import unary_axes  # noqa: E402
+from pullback.ad.batch import unary_axes  # noqa: E402
 
 for _p in (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p):
     unary_axes(_p, "axes", removed=True)

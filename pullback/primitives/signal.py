@@ -78,9 +78,9 @@ shape_rules[correlate_p] = _shape
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import defjvp  # noqa: E402
-from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.ad.jvp import defjvp  # noqa: E402
+from pullback.ad.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 # bilinear: d(a * b) = da * b + a * db
 defjvp(convolve_p, lambda t, a, b, ans, *, mode, method: lax.convolve(t, b, mode, method),
@@ -128,7 +128,7 @@ transpose_rules[correlate_p] = _transpose(correlate_p)
 
 # --- batching: per batch element (see ``batch.per_element``) --------------------------------------
 
-from pullback.transforms.batch import per_element  # noqa: E402
+from pullback.ad.batch import per_element  # noqa: E402
 
 for _p in (convolve_p, correlate_p):
     per_element(_p)

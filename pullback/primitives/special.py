@@ -91,10 +91,10 @@ shape_rules[stop_gradient_p] = lambda x: ArrayType(x.shape, x.dtype)
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
+from pullback.ad.jvp import defjvp, defzero  # noqa: E402
 from pullback.errors import TracingError  # noqa: E402
 from pullback.ir.tracer import current_builder, located  # noqa: E402
-from pullback.transforms.jvp import defjvp, defzero  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 defzero(stop_gradient_p)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -263,7 +263,7 @@ defjvp(betainc_p, _no_derivative("betainc", "a"), _no_derivative("betainc", "b")
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import elementwise as _batch_elementwise  # noqa: E402
+from pullback.ad.batch import elementwise as _batch_elementwise  # noqa: E402
 
 for _p in [v for v in globals().values() if isinstance(v, Primitive)]:  # every primitive here is elementwise
     _batch_elementwise(_p)

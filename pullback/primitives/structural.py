@@ -215,9 +215,9 @@ def _eye(*, dtype: np.dtype, shape: tuple[int, int], k: int):
 
 # --- differentiation rules --------------------------------------------------------------
 
-from pullback import lax  # noqa: E402
-from pullback.transforms.jvp import defjvp, deflinear, defzero  # noqa: E402
-from pullback.transforms.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.ad.jvp import defjvp, deflinear, defzero  # noqa: E402
+from pullback.ad.transpose import Linear, transpose_rules  # noqa: E402
+from pullback.primitives import lax  # noqa: E402
 
 for _p in (broadcast_in_dim_p, reshape_p, transpose_p, slice_p, pad_p, concatenate_p, diagonal_p, diag_embed_p,
            add_diagonal_p, add_transpose_p, tril_p, triu_p):
@@ -287,7 +287,7 @@ transpose_rules[convert_element_type_p] = _convert_t
 
 # --- batching rules ---------------------------------------------------------------------
 
-from pullback.transforms.batch import (  # noqa: E402
+from pullback.ad.batch import (  # noqa: E402
     at_front,
     batch_rules,
     batch_size,

@@ -13,7 +13,7 @@ import pytest
 
 import pullback as pb
 from pullback import linalg as pla
-from pullback.primitives import linalg as la
+from pullback.primitives.linalg import factorizations as la
 from tests import sample
 from tests.primitives.cases import make_arg
 from tests.primitives.test_forward import CASES
@@ -89,7 +89,7 @@ PRINTED = sample.cases(CASES, salt=3)  # tests/primitives/test_forward.py checks
 @pytest.mark.parametrize("case", PRINTED)
 def test_every_primitive_and_its_gradient_print_for_cupy(case, rng):
     args = [make_arg(rng, s, case.dtype, case.positive) for s in case.shapes]
-    from pullback.backends.cupy_backend import lacks
+    from pullback.backends.cupy.backend import lacks
 
     if any(lacks(e) for e in pb.make_ir(case.fn)(*args).eqns):  # CuPy lacks the routine: a clear error
         with pytest.raises(NotImplementedError, match="no CuPy emitter"):

@@ -19,7 +19,7 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 
-from pullback.backends.dask_backend import ChunkingError  # noqa: E402
+from pullback.backends.dask.backend import ChunkingError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import numpy as np
 from hypothesis import given
 
 import pullback as pb
-from pullback.backends import numpy_backend
 from pullback.backends.compiler import compile_program
-from tests.test_random_programs import _loss_of, examples, programs
+from pullback.backends.numpy import backend as numpy_backend
+from tests.regressions.test_random_programs import _loss_of, examples, programs
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 

@@ -3,11 +3,11 @@ printed gradient source (golden)."""
 
 import numpy as np
 import pytest
+from pullback.testing import check_grads
 
 import pullback as pb
-from pullback.testing import check_grads
+from tests.api.test_transforms import fd_grad
 from tests.conftest import check_golden
-from tests.test_api import fd_grad
 
 
 def scalar_fn(x, y):

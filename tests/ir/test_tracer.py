@@ -19,7 +19,7 @@ def _line_of(fn, text: str) -> str:
 
 
 def test_control_flow_on_traced_value_names_user_line():
-    """A ``return`` from inside a loop on a traced value is not converted (tests/test_control_flow.py
+    """A ``return`` from inside a loop on a traced value is not converted (tests/frontend/test_control_flow.py
     converts the rest): the refusal names the line."""
     def f(x):
         while True:
@@ -64,7 +64,7 @@ _asarray = np.asarray  # bound before any trace
 
 
 def test_np_asarray_bound_before_the_trace_reaches_pullback():
-    """``np.asarray(x)`` in the user's code returns ``x`` (tests/test_construct.py), also through a
+    """``np.asarray(x)`` in the user's code returns ``x`` (tests/frontend/test_construct.py), also through a
     name bound before the trace: the converted code finds NumPy's function by identity."""
     def f(x):
         return _asarray(x) + 1

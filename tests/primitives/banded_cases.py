@@ -1,4 +1,4 @@
-"""Cases for ``pullback.primitives.banded`` (``scipy.linalg.solve_banded`` and the storage
+"""Cases for ``pullback.primitives.linalg.banded`` (``scipy.linalg.solve_banded`` and the storage
 transpose its derivatives use), collected by the forward, JVP and transpose suites."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from pullback import lax
+from pullback.primitives import lax
 from tests.primitives.cases import Case
 
 C = "complex128"

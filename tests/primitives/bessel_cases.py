@@ -1,7 +1,7 @@
 """The Bessel functions of scipy.special (pullback/primitives/special.py) against SciPy itself:
 J and I of orders 0, 1 and n on the whole real line, and every function of a real order on x > 0
 (where SciPy defines J_v, Y_v, I_v and K_v for non-integral v). Orders are constants here; a
-traced order, whose tangent has no closed form, is tested in tests/test_special.py. The last
+traced order, whose tangent has no closed form, is tested in tests/primitives/test_special.py. The last
 gamma functions (gammasgn, rgamma) and complex erf/erfc are here too."""
 
 from __future__ import annotations

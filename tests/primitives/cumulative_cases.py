@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pullback import lax
+from pullback.primitives import lax
 from tests.primitives.cases import Case
 
 CASES = [

@@ -1,4 +1,4 @@
-"""Cases for custom_jvp and custom_vjp calls (their rules are tested in tests/test_custom.py)."""
+"""Cases for custom_jvp and custom_vjp calls (their rules are tested in tests/frontend/test_custom.py)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Solves at the factors (``pullback.primitives.factored``): getrs, getri and potrs called on the
+"""Solves at the factors (``pullback.primitives.linalg.factor_solves``): getrs, getri and potrs called on the
 factors directly (so their rules in the factors, which second-order programs use, meet finite
 differences too), and the composites solve, inv, slogdet, logdet that differentiate at the solve."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from pullback import lax
 from pullback import linalg as pla
 from pullback.ir.tracer import bind
-from pullback.primitives import linalg as la
+from pullback.primitives import lax
+from pullback.primitives.linalg import factorizations as la
 from tests.primitives.cases import Case
 from tests.primitives.linalg_cases import H, spd
 

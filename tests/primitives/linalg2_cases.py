@@ -1,4 +1,4 @@
-"""Cases for the linear algebra of ``pullback.primitives.linalg_extra`` (det, the general
+"""Cases for the linear algebra of ``pullback.primitives.linalg.matrix_functions`` (det, the general
 eigenproblem, ...), collected by the forward, JVP and transpose suites."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from pullback import lax
 from pullback import linalg as pla
+from pullback.primitives import lax
 from tests.primitives.cases import Case
 
 

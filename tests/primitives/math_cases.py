@@ -1,4 +1,4 @@
-"""Elementwise math (pullback/numpy_api/ufuncs.py) against NumPy: rounding, remainders,
+"""Elementwise math (pullback/frontend/numpy/ufuncs.py) against NumPy: rounding, remainders,
 inverse trigonometric and hyperbolic functions, other log bases, NaN-aware and complex
 extrema, clip. Inputs are mapped into each function's domain by the case itself, so finite
 differences may probe any direction."""

@@ -1,7 +1,7 @@
-"""scipy.special on traced arrays (pullback/numpy_api/special.py) against SciPy itself. Each
+"""scipy.special on traced arrays (pullback/frontend/scipy/special.py) against SciPy itself. Each
 case maps its standard-normal inputs into the function's domain, so finite differences may probe
 any direction; arguments without a derivative (gammainc's ``a``, betainc's ``a`` and ``b``) are
-constants here and are tested in tests/test_special.py."""
+constants here and are tested in tests/primitives/test_special.py."""
 
 from __future__ import annotations
 

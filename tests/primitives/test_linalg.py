@@ -8,10 +8,10 @@ import inspect
 import numpy as np
 import pytest
 import scipy.linalg
+from pullback.testing import check_grads
 
 import pullback as pb
 from pullback import linalg as pla
-from pullback.testing import check_grads
 from tests.primitives.linalg_cases import phase, spd, sym
 
 rng = np.random.default_rng(42)
@@ -222,7 +222,7 @@ def test_shape_errors_at_trace_time():
 
 
 def test_scipy_functions_name_their_pullback_equivalent():
-    """SciPy functions that do not trace by their own names (tests/test_scipy_linalg_names.py has
+    """SciPy functions that do not trace by their own names (tests/frontend/test_scipy_linalg_names.py has
     those that do) say what to use instead."""
     with pytest.raises(TypeError, match="use pullback.linalg.eig instead"):
         pb.make_ir(lambda a: scipy.linalg.eig(a))(np.eye(3))

@@ -1,0 +1,184 @@
+"""Forward mode: a program computing outputs and output tangents.
+
+Before::
+
+    program f(x: f64[3]):
+      y: f64[3] = sin x
+      return y
+
+After ``jvp``::
+
+    program f_jvp(x: f64[3], x_dot: f64[3]):
+      y: f64[3] = sin x
+      t: f64[3] = cos x
+      y_dot: f64[3] = mul x_dot t
+      return y, y_dot
+
+Each primitive's rule is ordinary traced code over other primitives (``lax``), so
+its output is IR. A tangent that is known to be zero is ``Zero``: never
+materialised, and an equation whose tangent inputs are all ``Zero`` emits no
+tangent code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pullback.ir.core import Literal, Primitive, Program, Var
+from pullback.ir.tracer import Tracer, bind, new_trace, rename
+from pullback.ir.types import ArrayType, is_inexact
+
+
+@dataclass(frozen=True, slots=True)
+class Zero:
+    """A symbolic zero tangent (or cotangent) of the given type."""
+
+    type: ArrayType
+
+    shape = property(lambda self: self.type.shape)
+    dtype = property(lambda self: self.type.dtype)
+
+
+def instantiate(t, like_type: ArrayType | None = None):
+    """A materialised zero for ``Zero``; anything else unchanged."""
+    from pullback.primitives import lax
+
+    return lax.zeros(t.type) if isinstance(t, Zero) else t
+
+
+# Zeros of the types ``lax.zeros`` cannot make from the type alone, made like a primal value: a stack
+# (a loop's records, as long as the loop ran), by type -> fn(primal) -> its zero tangent
+zeros_of: dict[type, Callable] = {}
+
+
+def instantiate_like(t, primal):
+    """``instantiate``, where a zero of a stack is made as long as ``primal``."""
+    if isinstance(t, Zero) and type(t.type) in zeros_of:
+        return zeros_of[type(t.type)](primal)
+    return instantiate(t)
+
+
+# rule(primals, tangents, **params) -> (primal_out, tangent_out); tangents may be Zero
+JvpRule = Callable[..., tuple]
+jvp_rules: dict[Primitive, JvpRule] = {}
+
+
+def tangent_type(t: ArrayType) -> ArrayType | None:
+    """Tangents exist for inexact (float, complex) values only."""
+    return t if is_inexact(t.dtype) else None
+
+
+# --- helpers that give the common shapes of rule a one-line form ---------------------------
+
+
+def defjvp(prim: Primitive, *partials: Callable | None) -> None:
+    """``partials[i](t_i, *primals, ans=..., **params)`` is input i's contribution; the
+    rule sums the contributions of the inputs whose tangent is not Zero."""
+    from pullback.primitives import lax
+
+    def rule(primals, tangents, **params):
+        ans = bind(prim, *primals, **params)
+        out = None
+        for partial, t in zip(partials, tangents):
+            if partial is None or isinstance(t, Zero):
+                continue
+            term = partial(t, *primals, ans=ans, **params)
+            out = term if out is None else lax.add(out, term)
+        return ans, Zero(ans.ssa.type) if out is None else out
+
+    jvp_rules[prim] = rule
+
+
+def deflinear(prim: Primitive) -> None:
+    """A primitive linear in all its operands: the tangent is the primitive applied to the
+    tangents (Zero operands materialised only when another tangent is not Zero)."""
+
+    def rule(primals, tangents, **params):
+        ans = bind(prim, *primals, **params)
+        if all(isinstance(t, Zero) for t in tangents):
+            return ans, Zero(ans.ssa.type)
+        return ans, bind(prim, *(instantiate(t) for t in tangents), **params)
+
+    jvp_rules[prim] = rule
+
+
+def defzero(prim: Primitive) -> None:
+    """Outputs that are piecewise constant (comparisons, sign, iota): zero tangent."""
+
+    def rule(primals, tangents, **params):
+        ans = bind(prim, *primals, **params)
+        outs = ans if prim.multiple_results else (ans,)
+        zeros = tuple(Zero(o.ssa.type) for o in outs)
+        return ans, zeros if prim.multiple_results else zeros[0]
+
+    jvp_rules[prim] = rule
+
+
+# --- the transform --------------------------------------------------------------------------
+
+
+def _tangent_hint(hint: str) -> str:
+    return f"{hint}_dot" if hint else ""
+
+
+def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
+    """``program(*primals) -> outs`` to ``jvp(*primals, *tangents) -> (*outs, *out_tangents)``.
+
+    ``wrt[i]`` says whether input i gets a tangent input (default: every inexact input).
+    Output tangents that are Zero are materialised, since a program returns arrays.
+    """
+    if wrt is None:
+        wrt = [tangent_type(v.type) is not None for v in program.inputs]
+    hints: dict[int, str] = {}
+    with new_trace() as builder:
+        primal: dict[int, object] = {}
+        tangent: dict[int, object] = {}
+        tangent_inputs = []
+        for v, w in zip(program.inputs, wrt):
+            primal[id(v)] = Tracer(v, builder)
+            if w:
+                if tangent_type(v.type) is None:
+                    raise TypeError(f"cannot differentiate with respect to {v.hint or 'an input'} of dtype {v.dtype}")
+                t = Var(v.type, _tangent_hint(v.hint))
+                tangent_inputs.append(t)
+                tangent[id(v)] = Tracer(t, builder)
+        for v, c in zip(program.constvars, program.constvals):
+            builder.consts[id(c)] = (v, c)
+            primal[id(v)] = Tracer(v, builder)
+
+        def read(a, env, zero):
+            if isinstance(a, Literal):
+                return a if env is primal else Zero(a.type)
+            found = env.get(id(a))
+            return Zero(a.type) if found is None and zero else found
+
+        for eqn in program.eqns:
+            builder.source = eqn.source
+            ps = [read(a, primal, False) for a in eqn.inputs]
+            ts = [read(a, tangent, True) for a in eqn.inputs]
+            if all(isinstance(t, Zero) for t in ts):
+                outs, touts = bind(eqn.prim, *ps, **eqn.params), None
+            else:
+                rule = jvp_rules.get(eqn.prim)
+                if rule is None:
+                    raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
+                outs, touts = rule(ps, ts, **eqn.params)
+            outs = outs if eqn.prim.multiple_results else (outs,)
+            touts = (None,) * len(outs) if touts is None else (touts if eqn.prim.multiple_results else (touts,))
+            for v, o, t in zip(eqn.outputs, outs, touts):
+                primal[id(v)] = o
+                if v.hint and not o.ssa.hint:
+                    hints.setdefault(id(o.ssa), v.hint)
+                if t is not None and not isinstance(t, Zero) and tangent_type(v.type) is not None:
+                    tangent[id(v)] = t
+                    if v.hint and not t.ssa.hint:
+                        hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
+        builder.source = None
+        outs = [read(a, primal, False) for a in program.outputs]
+        touts = [instantiate_like(read(a, tangent, True), o) for a, o in zip(program.outputs, outs)]
+        out_atoms = tuple(builder.atom(o) for o in outs + touts)
+    constvars, constvals = builder.constants()
+    result = Program(program.inputs + tuple(tangent_inputs), tuple(builder.eqns), out_atoms, constvars, constvals,
+                     name=f"{program.name}_jvp")
+    return rename(result, hints)

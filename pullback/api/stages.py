@@ -1,0 +1,186 @@
+"""Reverse mode as ``transpose(linearize(f))``; nobody writes a VJP by hand.
+
+``linearize`` is ``partial_eval`` after ``jvp``: a known program (outputs and
+residuals) and a linear program (tangents in, tangents out). ``vjp`` transposes the
+linear program and appends it to the known one, so the result is one function: the
+forward pass keeps residuals as locals, the backward pass follows.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from pullback.ad.cse import cse
+from pullback.ad.dce import dce
+from pullback.ad.jvp import jvp
+from pullback.ad.partial_eval import Split, partial_eval
+from pullback.ad.transpose import transpose
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var, effectful
+from pullback.opt.canonical import canonical
+from pullback.opt.contraction_order import reorder_contractions
+from pullback.opt.readers import single_readers
+from pullback.opt.schedule import readers_first
+from pullback.opt.simplify import Settled, checked_once, simplify
+from pullback.opt.structure import structure
+from pullback.primitives import structural as st
+
+
+def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
+    """Simplify, CSE, structure, contraction order, single-reader rewrites and DCE; sub-programs
+    (loop bodies) before the program around them, and again those that simplifying it changed (it
+    may move operands into them). ``settled``: see ``simplify``. ``final=False``, for a program that
+    will be optimised again once it is complete (the steps of building a gradient), only simplifies
+    and runs CSE: the passes after those look at the whole program, so they run once, on the last one."""
+    done: set[int] = set()
+    settled = settled if settled is not None else Settled()
+    simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
+    if not final:
+        return simplified
+    late = single_readers(reorder_contractions(cse(structure(simplified))))
+    if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
+        late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
+    return readers_first(checked_once(dce(late)))
+
+
+def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
+    """``program`` with the sub-programs of its equations optimised (``done``: those already are)."""
+    def opt(v):
+        if not isinstance(v, Program) or id(v) in done:
+            return v
+        new = optimize(v, final=final)
+        done.add(id(new))
+        return new
+
+    if not any(e.prim in WITH_BODIES for e in program.eqns):
+        return program
+    eqns = tuple(e if e.prim not in WITH_BODIES else Eqn(
+        e.prim, e.inputs, e.outputs, Params({k: opt(v) for k, v in e.params.items()}), e.source)
+        for e in program.eqns)
+    return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name)
+
+
+def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
+    """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents.
+    The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
+    n_tangents = sum(wrt)
+    m = len(program.outputs)
+    # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones
+    program = dce(cse(canonical(program)))
+    j = jvp(program, wrt)
+    if n_aux:
+        j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)
+    split = partial_eval(j, [False] * len(program.inputs) + [True] * n_tangents, [False] * m + [True] * (m - n_aux))
+    # Not optimised here: the residuals must stay the very Vars both programs name.
+    return Split(split.known, Program(split.unknown.inputs, split.unknown.eqns, split.unknown.outputs,
+                                      split.unknown.constvars, split.unknown.constvals,
+                                      name=f"{program.name}_linear"), split.n_residuals)
+
+
+def transpose_linear(split: Split, settled: Settled | None = None, final: bool = True) -> Program:
+    """(residuals..., out cotangents...) -> tangent-input cotangents (``settled``, ``final``: see
+    ``simplify``, ``optimize``)."""
+    n_linear = len(split.unknown.inputs) - split.n_residuals
+    t = transpose(split.unknown, [False] * split.n_residuals + [True] * n_linear)
+    return optimize(Program(t.inputs, t.eqns, t.outputs, t.constvars, t.constvals, name=t.name.replace(
+        "_linear_transpose", "_transpose")), settled, final)
+
+
+def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
+    seen: dict[int, tuple[Var, object]] = {}
+    for p in programs:
+        for v, c in zip(p.constvars, p.constvals):
+            seen.setdefault(id(v), (v, c))
+    return tuple(v for v, _ in seen.values()), tuple(c for _, c in seen.values())
+
+
+def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled | None = None,
+        final: bool = True) -> Program:
+    """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``; the
+    last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``, ``final``: see ``simplify``,
+    ``optimize``)."""
+    split = linearize(program, wrt, n_aux)
+    settled = settled if settled is not None else Settled()  # the backward pass, simplified, is then reread
+    t = transpose_linear(split, settled, final=False)  # only where the forward pass defines what it reads
+    m = len(program.outputs)
+    cts = t.inputs[split.n_residuals:]
+    constvars, constvals = _merge_consts(split.known, t)
+    outputs = split.known.outputs[:m] + t.outputs
+    eqns = sink(split.known.eqns + t.eqns, len(split.known.eqns), outputs)
+    return optimize(Program(program.inputs + cts, eqns, outputs, constvars, constvals, name=f"{program.name}_vjp"),
+                    settled, final)
+
+
+def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
+    """Move forward equations (before ``boundary``) that only the backward pass reads to just
+    before their first use: residuals are then computed where they are needed and die sooner.
+
+    Walking the forward equations from the last, one that nothing left in the forward pass reads
+    goes just before its first reader (a backward equation or one sunk already), after those sunk
+    there before it. That order is a forest: each sunk equation hangs under its first reader, and
+    its position key (a path: a backward equation's index, then the order of arrival under each
+    reader, with a reader after all it holds) compares readers without moving anything, so the
+    list is rebuilt once, linear in the equations for the shallow forests residuals make."""
+    eqns = tuple(eqns)
+    pinned = {id(a) for a in outputs}
+    producer = {id(v): i for i, eqn in enumerate(eqns[:boundary]) for v in eqn.outputs}
+    readers: list[set[int]] = [set() for _ in range(boundary)]
+    for j, eqn in enumerate(eqns):
+        for a in eqn.inputs:
+            i = producer.get(id(a))
+            if i is not None:
+                readers[i].add(j)
+    last = sys.maxsize  # a reader's key ends with it: it follows the equations sunk under it
+    path: dict[int, tuple[int, ...]] = {j: (j,) for j in range(boundary, len(eqns))}
+    held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
+    for i in reversed(range(boundary)):
+        if (not readers[i] or any(id(v) in pinned for v in eqns[i].outputs) or any(j not in path for j in readers[i])
+                or effectful(eqns[i])):
+            continue  # unread, an output, read by the forward pass, or an effect (effects keep their order): it stays
+        first = min(readers[i], key=lambda j: path[j] + (last,))
+        below = held.setdefault(first, [])
+        path[i] = path[first] + (len(below),)
+        below.append(i)
+    order = [i for i in range(boundary) if i not in path]
+    stack = [(j, False) for j in reversed(range(boundary, len(eqns)))]
+    while stack:  # each reader after the equations it holds, in arrival order, each after its own
+        j, expanded = stack.pop()
+        if expanded or j not in held:
+            order.append(j)
+            continue
+        stack.append((j, True))
+        stack.extend((k, False) for k in reversed(held[j]))
+    return tuple(eqns[k] for k in order)
+
+
+def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
+    """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output, of size 1
+    and any shape, as autograd takes it; the ``n_aux`` others are auxiliary values, returned as they are):
+    the VJP seeded with 1."""
+    assert len(program.outputs) == 1 + n_aux
+    settled = Settled()  # what simplifying the VJP learnt: with the seed set, only what reads it is rewritten again
+    v = vjp(program, wrt, n_aux, settled, final=False)  # sunk and simplified with the seed still an input
+    seed = v.inputs[-1]
+    one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
+              Params({"shape": seed.type.shape, "broadcast_dimensions": ()}))
+    n_fwd = _forward_length(v, seed)
+    eqns = v.eqns[:n_fwd] + (one,) + v.eqns[n_fwd:]
+    return optimize(Program(v.inputs[:-1], eqns, v.outputs, v.constvars, v.constvals, name=f"{program.name}_grad"),
+                    settled)
+
+
+def _forward_length(program: Program, seed: Var) -> int:
+    """The index of the first equation that reads the cotangent seed."""
+    for i, eqn in enumerate(program.eqns):
+        if any(a is seed for a in eqn.inputs):
+            return i
+    return len(program.eqns)
+
+
+def is_real_scalar(program: Program) -> bool:
+    """One real output of one element (``f64[]``, ``f64[1]``, ``f64[1,1]``: a loss summed with
+    ``keepdims`` is still one number, as autograd and PyTorch take it)."""
+    return len(program.outputs) == 1 and program.outputs[0].type.size == 1 and np.dtype(
+        program.outputs[0].dtype).kind == "f"

@@ -1,0 +1,1 @@
+"""The NumPy/SciPy backend: how each primitive prints as Python, one module per family."""

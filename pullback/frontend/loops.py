@@ -1,0 +1,327 @@
+"""Control flow that stays control flow: ``scan``, ``fori_loop``, ``while_loop``, ``cond``, ``switch``
+and ``checkpoint``, with JAX's semantics.
+
+Called on concrete arrays outside any trace they simply run. Inside a trace the body is traced
+once into a typed sub-program, so a loop of 10,000 steps costs what one step costs to compile, and
+the printed code is a Python ``for`` loop (see ``primitives.control``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pullback.errors import TracingError
+from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
+from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
+from pullback.tree import flatten, unflatten
+
+
+def _slice_example(x):
+    """A stand-in for one step's slice of ``x`` (only its shape and dtype are read)."""
+    shape, dtype = (x.ssa.type.shape, x.ssa.type.dtype) if isinstance(x, Tracer) else (np.shape(x), np.asarray(x).dtype)
+    if not shape:
+        raise TracingError(located("scan: xs must be arrays with a leading axis to scan over, got a 0-d value"))
+    return np.empty(shape[1:], dtype)
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         checkpoint: int | bool | None = None):
+    """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``; returns ``(carry, ys)``.
+
+    ``init`` and ``xs`` are arrays or tuples, lists and dicts of arrays; ``ys`` stacks each
+    step's ``y`` along a new leading axis (``y`` may be None). With ``xs=None``, ``length`` gives
+    the number of steps. ``reverse=True`` runs from the last step to the first, as JAX's
+    ``lax.scan`` does.
+
+    ``checkpoint=k`` runs the steps in blocks of ``k``, each block checkpointed: reverse mode keeps
+    one carry per block and recomputes a block's steps when it gets to it, so it stores about
+    ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
+    forward steps twice. ``checkpoint=True`` takes ``k = ceil(sqrt(T))``.
+
+    >>> def cumulative_sum_of_squares(x):
+    ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)
+    ...     return total
+    >>> float(cumulative_sum_of_squares(np.array([1.0, 2.0, 3.0])))
+    14.0
+    >>> pb.grad(cumulative_sum_of_squares)(np.array([1.0, 2.0, 3.0])).tolist()
+    [2.0, 4.0, 6.0]
+    """
+    x_leaves, x_tree = flatten(xs)  # xs=None: no leaves
+    lengths = {np.shape(x)[0] for x in x_leaves if np.ndim(x)}
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) != 1:
+        raise ValueError(located("scan: give xs with a common leading axis, or length when xs is None; "
+                                 f"got leading lengths {sorted(lengths)}" if lengths else "scan: give xs or length"))
+    (n,) = lengths
+    if checkpoint is not None and checkpoint is not False and tracing():
+        k = math.isqrt(max(n - 1, 0)) + 1 if checkpoint is True else int(checkpoint)
+        if k < 1:
+            raise ValueError(located(f"scan: checkpoint must be a positive block length, got {checkpoint}"))
+        return _scan_blocks(f, init, xs, x_leaves, x_tree, n, reverse, k)
+    if not tracing():
+        return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
+
+    from pullback.primitives import lax
+
+    carry_leaves, carry_tree = flatten(init)
+    carry_leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in carry_leaves]
+
+    def step(carry, x):
+        out = call_user(f, carry, x)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TracingError(located("scan: the body must return a pair (carry, y)"))
+        return out
+
+    carry_ex = unflatten(carry_tree, carry_leaves)
+    x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves])
+    body, captures, (_, (out_carry_tree, y_tree)) = trace_closed(step, [carry_ex, x_ex], name="step",
+                                                                  arg_names=_arg_names(f, 2), scope=f)
+    if out_carry_tree != carry_tree:
+        raise TracingError(located("scan: the body returns a carry of a different structure than init"))
+    nk = len(carry_leaves)
+    for i, (a, b) in enumerate(zip(body.in_types[len(captures):len(captures) + nk], body.out_types[:nk])):
+        if a != b:
+            raise TracingError(located(
+                f"scan: carry component {i} enters the body as {a} but the body returns {b}; "
+                "the carry must keep its shape and dtype (cast init, e.g. np.float32(0.0))"))
+    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
+    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+
+
+def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
+    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest."""
+    from pullback.frontend import numpy as api
+
+    q, r = divmod(n, k)
+
+    def run(carry, part, steps):
+        return scan(f, carry, part, length=steps, reverse=reverse)
+
+    def blocks(carry):
+        if not q:
+            return carry, None
+        part = None if xs is None else unflatten(x_tree, [api.reshape(x[:q * k], (q, k, *x.shape[1:]))
+                                                          for x in x_leaves])
+        carry, ys = scan(checkpoint(lambda c, xb: run(c, xb, k)), carry, part, length=q, reverse=reverse)
+        if ys is None:
+            return carry, None
+        leaves, tree = flatten(ys)
+        return carry, unflatten(tree, [api.reshape(y, (q * k, *y.shape[2:])) for y in leaves])
+
+    def tail(carry):
+        if not r:
+            return carry, None
+        part = None if xs is None else unflatten(x_tree, [x[q * k:] for x in x_leaves])
+        return checkpoint(lambda c, xt: run(c, xt, r))(carry, part)
+
+    if reverse:
+        carry, ys_tail = tail(init)
+        carry, ys_main = blocks(carry)
+    else:
+        carry, ys_main = blocks(init)
+        carry, ys_tail = tail(carry)
+    if ys_main is None or ys_tail is None:
+        return carry, ys_main if ys_tail is None else ys_tail
+    main_leaves, tree = flatten(ys_main)
+    tail_leaves, _ = flatten(ys_tail)
+    return carry, unflatten(tree, [api.concatenate([a, b]) for a, b in zip(main_leaves, tail_leaves)])
+
+
+def _scan_empty(f, init, xs):
+    """No steps: the carry is ``init``; the stacked results are empty, shaped by tracing the body."""
+    from pullback.api.transforms import jit
+
+    no_ys: list[bool] = []
+
+    def run(init):
+        carry, ys = scan(f, init, xs, length=0)
+        no_ys.append(ys is None)
+        return carry if ys is None else (carry, ys)
+
+    out = jit(run)(init)
+    return (out, None) if no_ys[0] else out
+
+
+def _scan_python(f, init, xs, x_leaves, x_tree, n: int, reverse: bool):
+    carry, ys = init, []
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        x = unflatten(x_tree, [x[t] for x in x_leaves]) if xs is not None else None
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys or ys[0] is None:
+        return carry, None
+    leaves = [flatten(y)[0] for y in ys]
+    _, tree = flatten(ys[0])
+    return carry, unflatten(tree, [np.stack([y[i] for y in leaves]) for i in range(len(leaves[0]))])
+
+
+def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
+    """``body_fun(i, val) -> val`` for ``i`` in ``range(lower, upper)``; returns the final ``val``.
+
+    With Python integers as bounds it is a ``scan`` over the step index (a ``for`` loop of a known
+    number of steps); with traced bounds (``n`` an argument of the function), a ``while_loop`` over
+    ``(i, val)``. Both differentiate in forward and reverse mode.
+
+    >>> def power(x):  # x ** 5 by a loop
+    ...     return pb.fori_loop(0, 4, lambda i, acc: acc * x, x)
+    >>> float(power(2.0)), float(pb.grad(power)(2.0))
+    (32.0, 80.0)
+    """
+    if isinstance(lower, Tracer) or isinstance(upper, Tracer):
+        def step(c):
+            i, val = c
+            return i + 1, body_fun(i, val)
+
+        from pullback.primitives import lax
+
+        if any(isinstance(b, Tracer) and np.dtype(b.dtype).kind not in "iu" for b in (lower, upper)):
+            raise TracingError(located("fori_loop: the bounds must be integers"))
+        start = lower if isinstance(lower, Tracer) else lax.full((), int(lower), upper.dtype)
+        return while_loop(lambda c: c[0] < upper, step, (start, init_val))[1]
+    lower, upper = int(lower), int(upper)
+    if not tracing():
+        val = init_val
+        for i in range(lower, upper):
+            val = body_fun(i, val)
+        return val
+    from pullback.frontend.numpy import integers
+    from pullback.primitives import lax
+
+    steps = max(upper - lower, 0)
+    index = lax.iota(np.int64, (steps,), 0)
+    if lower:
+        index = lax.add(index, lower)
+
+    def step(val, i):
+        integers.bound(i, lower, upper - 1)  # x[i * b:(i + 1) * b] in range needs no check
+        return body_fun(i, val), None
+
+    carry, _ = scan(step, init_val, index, length=steps)
+    return carry
+
+
+def checkpoint(f: Callable) -> Callable:
+    """``f`` whose intermediate values are recomputed in the backward pass rather than kept from the
+    forward one (rematerialisation): reverse mode then stores ``f``'s inputs alone. Wrapping a scan's
+    step keeps one carry per step instead of every intermediate of every step.
+
+    >>> step = pb.checkpoint(lambda h: np.tanh(2.0 * h))
+    >>> g = pb.grad(lambda h: np.sum(step(step(h))))(np.zeros(3))
+    >>> g.tolist()  # d/dh tanh(2 tanh(2h)) at 0
+    [4.0, 4.0, 4.0]
+    """
+
+    @functools.wraps(f)
+    def checkpointed(*args):
+        if not tracing():
+            return f(*args)
+        body, captures, out_tree = trace_closed(f, list(args), getattr(f, "__name__", "f"))
+        body, drawn = hoist_effects(body)  # random draws: once, not again when recomputed
+        leaves = [x for a in args for x in flatten(a)[0]]
+        return unflatten(out_tree, make_checkpoint(body, [*drawn, *captures, *leaves]))
+
+    return checkpointed
+
+
+_rematerialised = checkpoint  # (``while_loop``'s argument of that name hides the function)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint: bool = False):
+    """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``.
+
+    Forward and reverse mode differentiate through it. In reverse mode the loop records each
+    step's residuals in Python lists as it runs, and the backward pass walks them in reverse, in a
+    ``for`` loop over the steps it counted. ``checkpoint=True`` records the carry alone, once per
+    step, and the backward pass recomputes each step's residuals from it (the forward step runs
+    twice, for memory of one carry per step). Random draws in the body are made once per forward
+    step, and recorded, never drawn again.
+
+    >>> def double_until_big(x):  # the number of steps depends on x
+    ...     return pb.while_loop(lambda v: np.sum(v) < 10.0, lambda v: 2.0 * v, x)
+    >>> double_until_big(np.ones(2)).tolist()
+    [8.0, 8.0]
+    >>> out, out_dot = pb.jvp(double_until_big, (np.ones(2),), (np.ones(2),))
+    >>> out_dot.tolist()
+    [8.0, 8.0]
+    >>> pb.grad(lambda x: np.sum(double_until_big(x)))(np.ones(2)).tolist()
+    [8.0, 8.0]
+    """
+    if not tracing():
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+        return val
+    return traced_while(cond_fun, body_fun, init_val, checkpoint)
+
+
+def traced_while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint: bool = False,
+                 names: Sequence[str] | None = None):
+    """``while_loop`` in a trace; ``names`` names the carry (``[""]`` with a dict carry: its keys, as the
+    converted Python ``while`` of ``frontend.control_flow`` names the user's variables)."""
+    from pullback.primitives import lax
+
+    leaves, tree = flatten(init_val)
+    leaves = [lax.full((), c, np.asarray(c).dtype) if is_python_scalar(c) else c for c in leaves]
+    init_val = unflatten(tree, leaves)
+    cond, cond_caps, cond_tree = trace_closed(cond_fun, [init_val], "cond", arg_names=names)
+    if len(cond.outputs) != 1 or cond.out_types[0].shape != () or cond.out_types[0].dtype != np.bool_:
+        raise TracingError(located(f"while_loop: cond_fun must return a boolean scalar, got "
+                                   f"{', '.join(map(str, cond.out_types))}"))
+    step = _rematerialised(body_fun) if checkpoint else body_fun
+    body, body_caps, body_tree = trace_closed(step, [init_val], "body", arg_names=names)
+    if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
+        raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
+                                   "of init_val"))
+    outs = make_while(cond, body, cond_caps, body_caps, leaves)
+    return unflatten(tree, outs)
+
+
+def switch(index: Any, branches: list[Callable], *operands: Any):
+    """``branches[clip(index, 0, len(branches) - 1)](*operands)``; only the chosen branch runs (and is
+    differentiated).
+
+    >>> def f(i, x):
+    ...     return np.sum(pb.switch(i, [np.sin, np.cos, lambda v: v**2], x))
+    >>> float(f(2, np.array([3.0]))), pb.grad(f, argnums=1)(2, np.array([3.0])).tolist()
+    (9.0, [6.0])
+    """
+    if not branches:
+        raise ValueError(located("switch: give at least one branch"))
+    if not isinstance(index, Tracer):  # a value known when tracing: the choice is made now
+        return branches[min(max(int(index), 0), len(branches) - 1)](*operands)
+    traced = [trace_closed(br, list(operands), getattr(br, "__name__", "branch")) for br in branches]
+    trees = {t for _, _, t in traced}
+    types = {p.out_types for p, _, _ in traced}
+    if len(trees) != 1 or len(types) != 1:
+        raise TracingError(located("cond/switch: the branches must return values of the same structure, shapes "
+                                   "and dtypes"))
+    leaves = [x for a in operands for x in flatten(a)[0]]
+    if np.dtype(index.dtype).kind not in "biu" or index.shape != ():
+        raise TracingError(located(f"cond/switch: the index must be a boolean or integer scalar, got {index.dtype}"
+                                   f"{list(index.shape)}"))
+    outs = make_cond(index, [p for p, _, _ in traced], leaves, own=[captures for _, captures, _ in traced])
+    return unflatten(traced[0][2], outs)
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any):
+    """``true_fun(*operands) if pred else false_fun(*operands)``, with a traced ``pred``: only the
+    branch taken runs, and is differentiated (unlike ``np.where``, which computes both).
+
+    >>> def safe_log(x):  # log x, or 0 where x <= 0, without evaluating log there
+    ...     return pb.cond(x > 0, np.log, lambda v: 0.0 * v, x)
+    >>> float(pb.grad(safe_log)(2.0)), float(pb.grad(safe_log)(-1.0))
+    (0.5, 0.0)
+    """
+    if not isinstance(pred, Tracer):  # a value known when tracing: the choice is made now
+        return true_fun(*operands) if pred else false_fun(*operands)
+    if pred.dtype != np.bool_:
+        raise TracingError(located(f"cond: pred must be a boolean scalar, got {pred.ssa.type}"))
+    return switch(pred, [false_fun, true_fun], *operands)

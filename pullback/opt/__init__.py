@@ -1,0 +1,2 @@
+"""Floor 4, the optimiser: algebraic and structure-aware simplification, canonical forms of
+factorisations, rerolling, contraction order, scheduling."""

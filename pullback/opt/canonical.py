@@ -1,0 +1,252 @@
+"""Canonical forms before structure (DESIGN, turn 3): every spelling of one factorisation is
+brought to one form on the primal program, before derivatives are taken, so that the structure
+passes meet one pattern whatever the user wrote.
+
+- **The lower Cholesky factor.** pullback factorises A = L L^H only (``potrf``); the upper factor
+  that SciPy's ``cholesky``/``cho_factor`` return by default is ``U = L^H``, a transpose. A triangular
+  solve or product with a transposed operand, ``op(L^H)``, is the same call on ``L`` with the other
+  triangle and the other ``trans`` (``op(L^H) = L^H`` when op is N, ``L`` when op is C), and
+  ``diag(L^H) = conj(diag(L))``: so the upper spellings become the lower one, and the transpose dies.
+  The rule holds for any matrix, not only Cholesky factors.
+- **One factorisation per matrix.** ``potrf`` of A and of A^H (its two triangles, e.g.
+  ``cholesky(A)`` beside ``solve(A, b, assume_a='pos')``, which reads the upper one) are one
+  factorisation of a Hermitian A; their tangents agree already (both see dA's Hermitian part).
+  A matrix that the program factorises with a checked ``potrf`` is Hermitian positive definite
+  wherever the program runs past it (the user asserts the symmetry: LAPACK reads one triangle),
+  so its LU needs no pivoting and ``getrf`` is not needed for its
+  determinant: ``log|det A| = 2 sum log L_ii`` (``po_logdet``, differentiated as A^{-1} by potri, as
+  ``lu_logabsdet`` is by getri), the sign is +1 (U_ii = L_ii^2 > 0, no swaps). A ``getrf`` whose
+  every use is its determinant (``lu_logabsdet``, ``det``, the diagonal and pivots that slogdet's sign
+  reads) is replaced so; any other use (an LU solve or inverse, whose derivative sees dA's
+  non-Hermitian part) keeps it.
+"""
+
+from __future__ import annotations
+
+from pullback.ad.cse import cse
+from pullback.ad.dce import dce
+from pullback.ir.core import Eqn, Literal, Params, Program, Var, output_types
+from pullback.ir.types import ArrayType
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.primitives.linalg import factor_solves as fa
+from pullback.primitives.linalg import factorizations as la
+from pullback.primitives.linalg import matrix_functions as lx
+
+Trans = la.Trans
+
+
+def _swaps_last(eqn: Eqn | None) -> bool:
+    if eqn is None or eqn.prim is not st.transpose_p:
+        return False
+    n = len(eqn.params["permutation"])
+    return n >= 2 and eqn.params["permutation"] == (*range(n - 2), n - 1, n - 2)
+
+
+class _Canon:
+    def __init__(self, program: Program):
+        self.program = program
+        self.defs: dict[int, Eqn] = {}
+        self.uses: dict[int, list[Eqn]] = {}
+        for e in program.eqns:
+            for v in e.outputs:
+                self.defs[id(v)] = e
+            for a in e.inputs:
+                if isinstance(a, Var):
+                    self.uses.setdefault(id(a), []).append(e)
+        self.dropped: set[int] = set()
+        self.returned = {id(a) for a in program.outputs if isinstance(a, Var)}
+
+    def adjoint_of(self, t) -> tuple[Var, bool] | None:
+        """(x, conjugated) when ``t`` is ``x^T`` (False) or ``x^H`` (True; real: a transpose is both)."""
+        d = self.defs.get(id(t)) if isinstance(t, Var) else None
+        if _swaps_last(d):
+            x = d.inputs[0]
+            dx = self.defs.get(id(x)) if isinstance(x, Var) else None
+            if dx is not None and dx.prim is ew.conj_p:
+                return dx.inputs[0], True
+            return x, x.dtype.kind != "c"
+        if d is not None and d.prim is ew.conj_p:
+            inner = self.defs.get(id(d.inputs[0])) if isinstance(d.inputs[0], Var) else None
+            if _swaps_last(inner):
+                return inner.inputs[0], True
+        return None
+
+    # --- the lower factor ------------------------------------------------------------------------
+    def triangular(self, eqn: Eqn) -> Eqn | None:
+        """``op(X^T)`` or ``op(X^H)`` as ``op'(X)`` with the other triangle."""
+        found = self.adjoint_of(eqn.inputs[0])
+        if found is None:
+            return None
+        x, conjugated = found
+        trans, real = eqn.params["trans"], x.dtype.kind != "c"
+        if real:
+            new = Trans.T if trans == Trans.N else Trans.N
+        elif conjugated:  # op(X^H): N -> C, C -> N; T would be conj(X)
+            new = {Trans.N: Trans.C, Trans.C: Trans.N}.get(trans)
+        else:  # op(X^T): N -> T, T -> N; C would be conj(X)
+            new = {Trans.N: Trans.T, Trans.T: Trans.N}.get(trans)
+        if new is None:
+            return None
+        params = Params({**eqn.params, "lower": not eqn.params["lower"], "trans": new})
+        return Eqn(eqn.prim, (x, *eqn.inputs[1:]), eqn.outputs, params, eqn.source)
+
+    def diagonal(self, eqn: Eqn) -> list[Eqn] | None:
+        """``diag(X^T) = diag(X)``, ``diag(X^H) = conj(diag(X))`` (``diag(X)`` for a Cholesky factor: real)."""
+        if eqn.params["offset"] != 0:
+            return None
+        found = self.adjoint_of(eqn.inputs[0])
+        if found is None:
+            return None
+        x, conjugated = found
+        (out,) = eqn.outputs
+        factor = self.defs.get(id(x))
+        real_diagonal = factor is not None and factor.prim is la.potrf_p and factor.outputs[0] is x  # LAPACK's
+        if not conjugated or x.dtype.kind != "c" or real_diagonal:
+            return [Eqn(st.diagonal_p, (x,), (out,), eqn.params, eqn.source)]
+        d = Var(out.type, "diagonal")
+        return [Eqn(st.diagonal_p, (x,), (d,), eqn.params, eqn.source),
+                Eqn(ew.conj_p, (d,), (out,), Params(), eqn.source)]
+
+    # --- one factorisation -----------------------------------------------------------------------
+    def cholesky_of(self) -> dict[int, Eqn]:
+        """Matrix (by id) -> a checked potrf of it (of A, or of A^H: the other triangle)."""
+        found: dict[int, Eqn] = {}
+        for e in self.program.eqns:
+            if e.prim is not la.potrf_p or not e.params["check"]:
+                continue
+            a = e.inputs[0]
+            adj = self.adjoint_of(a)
+            if adj is not None and adj[1]:
+                found.setdefault(id(adj[0]), e)
+            found.setdefault(id(a), e)
+        return found
+
+    def determinant_only(self, getrf: Eqn) -> bool:
+        """Every use of getrf's outputs is one that a pivot-free LU of a positive definite A answers."""
+        packed, piv, perm, info = getrf.outputs
+        if any(id(v) in self.returned for v in getrf.outputs):
+            return False
+        for e in self.uses.get(id(packed), ()):
+            if e.prim is st.diagonal_p and e.params["offset"] == 0:
+                continue
+            if e.prim is fa.lu_logabsdet_p and e.inputs[0] is getrf.inputs[0]:
+                continue
+            if e.prim is lx.det_p and e.inputs[0] is getrf.inputs[0]:
+                continue
+            return False
+        return True
+
+    def run(self) -> Program:
+        chol = None
+        eqns: list[Eqn] = []
+        replace: dict[int, object] = {}
+        factored: dict[tuple, Eqn] = {}  # (matrix, params) -> its first potrf, of either triangle
+        changed = False
+        for eqn in self.program.eqns:
+            if id(eqn) in self.dropped:
+                continue
+            if eqn.prim in (la.trsm_p, la.trmm_p):
+                new = self.triangular(eqn)
+                if new is not None:
+                    eqns.append(new)
+                    changed = True
+                    continue
+            elif eqn.prim is st.diagonal_p:
+                new_list = self.diagonal(eqn)
+                if new_list is not None:
+                    eqns.extend(new_list)
+                    changed = True
+                    continue
+            elif eqn.prim is la.potrf_p:
+                base = self.adjoint_of(eqn.inputs[0])
+                key = id(base[0]) if base is not None and base[1] else id(eqn.inputs[0])
+                first = factored.setdefault((key, eqn.params), eqn)
+                if first is not eqn:  # A's other triangle, factorised again
+                    replace.update(zip(map(id, eqn.outputs), first.outputs))
+                    changed = True
+                    continue
+            elif eqn.prim is la.getrf_p:
+                chol = self.cholesky_of() if chol is None else chol
+                potrf = chol.get(id(eqn.inputs[0]))
+                if potrf is not None and self.determinant_only(eqn):
+                    eqns.extend(self.merged(eqn, potrf, replace))
+                    changed = True
+                    continue
+            eqns.append(eqn)
+        if not changed:
+            return self.program
+        out = _substituted(Program(self.program.inputs, tuple(eqns), self.program.outputs, self.program.constvars,
+                                   self.program.constvals, self.program.name), replace)
+        return dce(cse(out))
+
+    def merged(self, getrf: Eqn, potrf: Eqn, replace: dict[int, object]) -> list[Eqn]:
+        """The potrf (again: CSE merges it with the program's own, which may come later) and, in place
+        of getrf's outputs, the pivot-free LU's: U_ii = L_ii^2, no swaps, info 0; logdet from L."""
+        a = getrf.inputs[0]
+        src = getrf.source
+        out: list[Eqn] = []
+        factor_in = potrf.inputs[0]
+        dp = self.defs.get(id(factor_in)) if isinstance(factor_in, Var) else None
+        chain: list[Eqn] = []
+        while dp is not None and factor_in is not a and dp.prim in (st.transpose_p, ew.conj_p):
+            chain.append(dp)  # the adjoint of A that potrf reads, rebuilt here
+            factor_in = dp.inputs[0]
+            dp = self.defs.get(id(factor_in)) if isinstance(factor_in, Var) else None
+        out.extend(reversed(chain))
+        l, info = (Var(v.type, v.hint) for v in potrf.outputs)
+        out.append(Eqn(la.potrf_p, potrf.inputs, (l, info), potrf.params, potrf.source))
+        packed, piv, perm, linfo = getrf.outputs
+        d = Var(ArrayType(l.shape[:-1], l.dtype), "diagonal")
+        out.append(Eqn(st.diagonal_p, (l,), (d,), Params({"offset": 0}), src))
+        u = Var(d.type, "pivots")
+        out.append(Eqn(ew.mul_p, (d, d), (u,), Params(), src))
+        for e in self.uses.get(id(packed), ()):
+            self.dropped.add(id(e))  # its output is replaced by what follows
+            if e.prim is st.diagonal_p:
+                replace[id(e.outputs[0])] = u
+            elif e.prim is fa.lu_logabsdet_p:
+                replace[id(e.outputs[0])] = self.logdet(a, l, out, src)
+            else:  # det
+                ld = self.logdet(a, l, out, src)
+                value = Var(ld.type, "det")
+                out.append(Eqn(ew.exp_p, (ld,), (value,), Params(), src))
+                if value.dtype != e.outputs[0].dtype:
+                    conv = Var(e.outputs[0].type, "det")
+                    out.append(Eqn(st.convert_element_type_p, (value,), (conv,),
+                                   Params({"new_dtype": e.outputs[0].dtype}), src))
+                    value = conv
+                replace[id(e.outputs[0])] = value
+        for v in (piv, perm):
+            index = Var(v.type, "index")
+            out.append(Eqn(st.iota_p, (), (index,), Params({"dtype": v.dtype, "shape": v.shape,
+                                                           "dimension": v.type.ndim - 1}), src))
+            replace[id(v)] = index
+        zero = Var(linfo.type, "info")
+        out.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, linfo.dtype),), (zero,),
+                       Params({"shape": linfo.shape, "broadcast_dimensions": ()}), src))
+        replace[id(linfo)] = zero
+        return out
+
+    @staticmethod
+    def logdet(a, l: Var, out: list[Eqn], src) -> Var:
+        (t,) = output_types(fa.po_logdet_p, (a, l), {})
+        v = Var(t, "logdet")
+        out.append(Eqn(fa.po_logdet_p, (a, l), (v,), Params(), src))
+        return v
+
+
+def _substituted(program: Program, replace: dict[int, object]) -> Program:
+    from pullback.ad.substitute import substitute
+
+    return substitute(program, replace)
+
+
+def canonical(program: Program) -> Program:
+    """``program`` with the factorisations' spellings brought to one form (the module docstring);
+    ``program`` itself when there is nothing to bring."""
+    if not any(e.prim in (la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p) for e in program.eqns):
+        return program
+    merged = cse(program)
+    out = _Canon(merged).run()
+    return program if out is merged else out

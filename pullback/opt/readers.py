@@ -1,0 +1,135 @@
+"""Rewrites that are only worth making when a value has a single reader, which ``simplify`` (reading
+upstream definitions alone) cannot know:
+
+- the transpose of a product that nothing else reads is the product taken the other way round,
+  ``(a b)^T = b^T a^T``, so ``t = a @ b; u = t.T`` prints as one product (a transposed view is free to
+  make, but reads as a detour; a product read twice would be computed twice);
+- a real scalar literal times (or the negation of) a triangular solve or product that nothing else
+  reads, or such a solve or product of a scaled operand that nothing else reads, is one call with
+  the scalar in BLAS's alpha (``dtrsm(0.5, L, x)``): no pass over the array, no temporary. (Simplify
+  moves scalars out of solves, so that solves of ``b`` and of ``0.5 b`` share one; those it shared
+  have several readers here and keep their scaling.)
+
+Before::
+
+    t: f64[3,2] = dot_general[((0,), (0,))] a b
+    u: f64[2,3] = transpose[(1, 0)] t          ->    u = dot_general[((0,), (0,))] b a
+
+    s: f64[3,3] = trsm[left=True, ...] l x
+    v: f64[3,3] = mul s 0.5                    ->    v = trsm[left=True, ..., alpha=0.5] l x
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pullback.ad.dce import dce
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.primitives import contractions as con
+from pullback.primitives import elementwise as ew
+from pullback.primitives import structural as st
+from pullback.primitives.linalg import factorizations as la
+
+# primitives with BLAS's alpha, linear in this operand
+_ALPHA = {la.trsm_p: 1, la.trmm_p: 1}
+
+
+def single_readers(program: Program) -> Program:
+    """``program`` with the products read only by a transpose taken the other way round, and the
+    scalings of triangular solves and products read by nothing else folded into their alpha."""
+    return _alpha(_swapped(program))
+
+
+def _swapped(program: Program) -> Program:
+    """``program`` with the products read only by a transpose taken the other way round."""
+    products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p}
+    transposed = {id(e.inputs[0]) for e in program.eqns if e.prim is st.transpose_p and id(e.inputs[0]) in products}
+    if not transposed:
+        return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in transposed)
+    readers.update(id(a) for a in program.outputs if id(a) in transposed)
+    eqns = [_swapped_product(e, products, readers) if e.prim is st.transpose_p else e for e in program.eqns]
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
+    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                       program.name))
+
+
+def _swapped_product(eqn: Eqn, products: dict[int, Eqn], readers: Counter) -> Eqn:
+    """``transpose(a . b)`` as ``b . a`` when the transpose swaps the two operands' free axes."""
+    d = products.get(id(eqn.inputs[0]))
+    if d is None or readers[id(eqn.inputs[0])] != 1:
+        return eqn
+    dims: con.DotDims = d.params["dims"]
+    a, b = d.inputs
+    nb = len(dims.lhs_batch)
+    nl = a.type.ndim - nb - len(dims.lhs_contract)
+    nr = b.type.ndim - nb - len(dims.rhs_contract)
+    if not nl or not nr:  # a vector's product: nothing to swap
+        return eqn
+    swap = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+    if eqn.params["permutation"] != swap:
+        return eqn
+    turned = con.DotDims(dims.rhs_contract, dims.lhs_contract, dims.rhs_batch, dims.lhs_batch)
+    return Eqn(con.dot_general_p, (b, a), eqn.outputs, Params({**d.params, "dims": turned}), eqn.source)
+
+
+def _scaling(eqn: Eqn | None) -> tuple[Var, float] | None:
+    """``(x, c)`` when ``eqn`` is ``x * c`` (or ``c * x``) for a real scalar literal ``c``, or ``-x`` (c = -1),
+    ``x`` as large as the result."""
+    if eqn is None or eqn.outputs[0].dtype.kind not in "fc":
+        return None
+    out = eqn.outputs[0]
+    if eqn.prim is ew.neg_p:
+        x, c = eqn.inputs[0], -1.0
+    elif eqn.prim is ew.mul_p:
+        x, y = eqn.inputs
+        x, y = (y, x) if isinstance(x, Literal) else (x, y)
+        if not isinstance(y, Literal) or isinstance(y.value, bool) or complex(y.value).imag != 0:
+            return None
+        c = float(complex(y.value).real)
+    else:
+        return None
+    return (x, c) if isinstance(x, Var) and x.type == out.type else None
+
+
+def _alpha(program: Program) -> Program:
+    """Scalings of triangular solves and products (their results, or their right-hand sides) folded into
+    BLAS's alpha where the scaled or unscaled intermediate has no other reader."""
+    if not any(e.prim in _ALPHA for e in program.eqns):
+        return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
+    readers.update(id(a) for a in program.outputs)
+    defs: dict[int, Eqn] = {}
+    eqns = []
+    for eqn in program.eqns:
+        new = eqn
+        if eqn.prim in _ALPHA:  # op(x c): alpha c
+            k = _ALPHA[eqn.prim]
+            b = eqn.inputs[k]
+            scaled = _scaling(defs.get(id(b))) if isinstance(b, Var) and readers[id(b)] == 1 else None
+            if scaled is not None:
+                x, c = scaled
+                new = _scaled(eqn, tuple(x if j == k else a for j, a in enumerate(eqn.inputs)), eqn.outputs, c,
+                              eqn.source)
+        elif (scaled := _scaling(eqn)) is not None:  # op(x) c: alpha c
+            y, c = scaled
+            d = defs.get(id(y))
+            if d is not None and d.prim in _ALPHA and readers[id(y)] == 1:
+                new = _scaled(d, d.inputs, eqn.outputs, c, d.source)
+        eqns.append(new)
+        if len(new.outputs) == 1:
+            defs[id(new.outputs[0])] = new
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
+    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                       program.name))
+
+
+def _scaled(eqn: Eqn, inputs, outputs, c: float, source) -> Eqn:
+    """``eqn``'s primitive on ``inputs`` into ``outputs``, its alpha times ``c`` (absent when 1)."""
+    params = dict(eqn.params)
+    alpha = params.pop("alpha", 1.0) * c
+    if alpha != 1.0:
+        params["alpha"] = alpha
+    return Eqn(eqn.prim, inputs, outputs, Params(params), source)

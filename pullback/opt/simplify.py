@@ -1,0 +1,864 @@
+"""Local algebraic simplification, to a fixed point.
+
+- a broadcast of a scalar literal (a *fill*) feeding an elementwise operation is the
+  literal; an elementwise operation on literals and fills alone is folded into a fill, and so
+  is the sum of a fill;
+- scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, ``(x c1) c2`` is ``x (c1 c2)``;
+- ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``, ``0 + x`` are ``x``; ``0 - x`` is ``-x``;
+  ``x * 0`` and ``0 * x`` are zeros (for zero literals that rules introduce);
+- ``-(-x)`` is ``x``; a transpose of a transpose composes; a reshape of a reshape is
+  one reshape; identity reshapes, transposes, broadcasts and conversions vanish;
+- signs move on to the sum that absorbs them (transposed subtractions make negations of
+  cotangents): ``a + (-b)`` is ``a - b``, a scaling, transpose, triangle, sum or elementwise
+  product of ``-x`` is the negated one of ``x``, and so is a contraction of ``-a`` (an outer
+  product, which sums nothing, negates its smaller side);
+- a contraction of ``x.T`` contracts ``x`` on the other axis; a symmetric matrix (``x + x.T``,
+  ``a a^T``, potri, ...) is its own transpose, so symmetrising it doubles it;
+- diagonal matrices stay vectors: ``x * eye`` is ``diag_embed(diagonal(x))``, the diagonal
+  of a broadcast scalar is a broadcast scalar, the sum of a ``diag_embed`` sums its vector,
+  and ``x + diag_embed(v)`` or ``x + I`` updates n entries of x (``add_diagonal``), as in ``K + s I``;
+- ``x + x.T`` of a square matrix is ``add_transpose(x)``, which the backend can block;
+- ``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``, a rank-1 update of x's buffer;
+- pads of adjacent slabs of one axis, added, are one pad of their concatenation (no pad at
+  all when the slabs cover the axis), and a concatenation of a concatenation along the same
+  axis is one: the transpose of splitting an array into slices (``np.split``, ``np.roll``,
+  ``np.repeat``) is then a concatenation of the cotangents, not a sum of zero-padded copies;
+- a triangular solve with a factor of a checked Cholesky (or its transpose) skips its
+  zero-diagonal check: the factorisation succeeded, so the diagonal is positive (on a GPU
+  the check is a device-to-host synchronisation).
+
+``checked_once``, run last (``ad.optimize``), drops the range check of a window at a traced start
+(``dynamic_slice``, ``dynamic_update_slice``) that an earlier equation of the same program made: the
+tangent's and the cotangent's windows repeat the primal's check.
+
+Each pass after the first rewrites only the equations of which something read (an operand's
+definition or fill, or an equation further upstream looked up through ``defs``) was redefined
+since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
+lookups are recorded, and keep nothing derived from them between equations.
+
+Before::
+
+    z_bar: f64[] = broadcast_in_dim[shape=(), broadcast_dimensions=()] 1.0
+    t: f64[3] = mul x z_bar            ->    t is x
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pullback.ad.dce import dce
+from pullback.ad.substitute import substitute
+from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.ir.types import ArrayType
+from pullback.opt.outer import OUTER_REWRITES, outer_rewrite
+from pullback.primitives import contractions as con
+from pullback.primitives import control
+from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
+from pullback.primitives import reductions as red
+from pullback.primitives import special as sp
+from pullback.primitives import structural as st
+from pullback.primitives.lax import FOLD
+from pullback.primitives.linalg import factor_solves as fa
+from pullback.primitives.linalg import factorizations as la
+from pullback.primitives.linalg import rank_update as rk
+
+_ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_p, ew.min_p, ew.eq_p, ew.ne_p,
+                       ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p}
+
+
+_NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
+_RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
+
+
+def _fold(prim, ins, fills: dict[int, Literal]) -> Literal | None:
+    if prim not in FOLD:
+        return None
+    values = [a if isinstance(a, Literal) else fills.get(id(a)) for a in ins]
+    if any(v is None for v in values):
+        return None
+    with np.errstate(all="ignore"):
+        result = FOLD[prim](*(np.asarray(v.value, v.dtype) for v in values))
+    return Literal.of(result, result.dtype)
+
+
+def _is(a, value) -> bool:
+    return isinstance(a, Literal) and not isinstance(a.value, bool) and a.value == value
+
+
+def simplify(program: Program, settled: Settled | None = None) -> Program:
+    """``program`` rewritten to a fixed point. ``settled``, given, is what an earlier simplification
+    (of a program sharing equations with this one) learnt: equations it kept are not rewritten again
+    unless something they read has changed; it is updated for the next caller."""
+    settled = settled if settled is not None else Settled()
+    for i in range(10):
+        stepped = _step(program, settled)
+        if i and _same(stepped, program):  # nothing rewritten: ``program`` is already free of dead code
+            return program
+        new = dce(stepped)
+        if _same(new, program):
+            return new
+        program = new
+    return program
+
+
+class Settled:
+    """What one step learnt for the next: the equations it kept as they were, all those it
+    produced (those the equations after them saw), and, per equation rewritten, the vars whose
+    definitions (``defs``) and fills that rewriting read. A rewrite reads nothing else but its
+    operands, so an equation kept by the last step is kept again, unread, unless the definition
+    of one of its operands or of a var it read has changed since: the steps after the first cost
+    what changed, not the program's length."""
+
+    __slots__ = ("kept", "seen", "reads", "alive")
+
+    def __init__(self):
+        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
+        self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
+        self.seen: set[int] = set()  # ids of all equations of the step's result
+        self.reads: dict[int, tuple[int, ...]] = {}  # id of an equation -> the vars its last rewriting read
+
+
+def checked_once(program: Program) -> Program:
+    """``program`` with each window at a traced start unchecked where an earlier equation checked the
+    same start against the same bound: the program's equations run in order, so the first check
+    raised already (a body's equations are another program, checked on their own)."""
+    seen: set[tuple[int, int]] = set()
+    eqns = list(program.eqns)
+    for i, e in enumerate(eqns):
+        if e.prim not in (ix.dynamic_slice_p, ix.dynamic_update_slice_p) or not e.params["check"]:
+            continue
+        p = e.params
+        starts = e.inputs[len(e.inputs) - len(p["axes"]):]
+        keys = {(id(s), e.inputs[0].shape[a] - n) for s, a, n in zip(starts, p["axes"], p["sizes"])
+                if isinstance(s, Var)}
+        if keys <= seen:
+            eqns[i] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "check": False}), e.source)
+        seen |= keys
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+def _same(a: Program, b: Program) -> bool:
+    return len(a.eqns) == len(b.eqns) and all(x is y for x, y in zip(a.eqns, b.eqns))
+
+
+class _Reads(dict):
+    """``defs`` or ``fills``: every key looked up is logged, so that a step knows what each rewrite read."""
+
+    __slots__ = ("note",)
+
+    def __init__(self, log: list[int]):
+        super().__init__()
+        self.note = log.append
+
+    def get(self, key, default=None):
+        self.note(key)
+        return _get(self, key, default)
+
+    def __getitem__(self, key):
+        self.note(key)
+        return _getitem(self, key)
+
+    def __contains__(self, key):
+        self.note(key)
+        return _contains(self, key)
+
+
+_get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
+
+
+def _step(program: Program, settled: Settled | None = None) -> Program:
+    """One rewriting pass; ``settled`` (updated for the next pass) skips the equations the last
+    pass kept whose upstream is unchanged."""
+    log: list[int] = []
+    fills: dict[int, Literal] = _Reads(log)  # vars that are broadcasts of a scalar literal
+    defs: dict[int, Eqn] = _Reads(log)
+    replace: dict[int, object] = {}
+    eqns: list[Eqn] = []
+    settled = settled or Settled()
+    kept_before, seen_before, reads = settled.kept, settled.seen, settled.reads
+    kept: set[int] = set()
+    changed: set[int] = set()  # vars defined otherwise than the equations after them saw in the last pass
+
+    def sub(a):
+        while isinstance(a, Var) and id(a) in replace:
+            a = replace[id(a)]
+        return a
+
+    define, keep, isdisjoint = dict.__setitem__, kept.add, changed.isdisjoint
+    for eqn in program.eqns:
+        if id(eqn) in kept_before and (not changed or (isdisjoint(map(id, eqn.inputs))
+                                                       and isdisjoint(reads[id(eqn)]))):
+            out = eqn.outputs[0]  # kept by the last pass, and what it read then is unchanged
+            if eqn.prim is st.broadcast_in_dim_p and type(eqn.inputs[0]) is Literal:
+                define(fills, id(out), eqn.inputs[0])
+            eqns.append(eqn)
+            define(defs, id(out), eqn)
+            keep(id(eqn))
+            continue
+        n = len(eqns)
+        log.clear()
+        _visit(eqn, eqns, fills, defs, replace, sub)
+        reads[id(eqn)] = tuple(log)
+        if len(eqns) == n + 1 and eqns[-1] is eqn and id(eqn.outputs[0]) not in replace:
+            kept.add(id(eqn))
+            if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
+                continue
+        changed.update(map(id, eqn.outputs))
+    settled.kept, settled.seen, settled.alive = kept, {id(e) for e in eqns}, tuple(eqns)
+    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                              program.name), replace)
+
+
+def _sourced(result, source):
+    """A rewrite's equations keep the user's line of the equation they replace (its comment, and the line
+    the equations transposed from them name)."""
+    if source is None or not isinstance(result, Eqn | list):
+        return result
+    fix = [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source)
+           for e in (result if isinstance(result, list) else [result])]
+    return fix if isinstance(result, list) else fix[0]
+
+
+def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
+           sub) -> None:
+    """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
+    ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
+    prim, p = eqn.prim, eqn.params
+    (out, *_) = eqn.outputs
+    if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
+        lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
+        if any(lit is not None for lit in lits) and any(
+            isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
+        ):  # keep one array operand: it carries the shape
+            ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
+    folded = _fold(prim, ins, fills)
+    if folded is not None:  # an operation on constants alone is a constant
+        ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+        c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+        count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+        ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
+        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+    if prim is control.scan_p:
+        found = control.invariant_carries(eqn, ins)
+        if found is not None:
+            eqn, same = found
+            ins = eqn.inputs
+            replace.update(same)
+        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found else None)
+        if result is not None:
+            eqns.append(result)
+            return
+    result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+    if result is not None:
+        result = _sourced(result, eqn.source)
+        if isinstance(result, list):
+            eqns.extend(result)
+            defs.update((id(e.outputs[0]), e) for e in result)
+        elif isinstance(result, Eqn):
+            eqns.append(result)
+            defs[id(out)] = result
+        else:
+            replace[id(out)] = result
+        return
+    new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
+    if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
+        fills[id(out)] = ins[0]
+    eqns.append(new)
+    defs[id(out)] = new
+
+
+def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
+    """An atom that ``out`` equals, replacement equations defining ``out`` (one, or a list
+    ending with it), or None: the first answer of the rules for ``prim`` (``_RULES``)."""
+    for rule in _RULES.get(prim, ()):
+        result = rule(prim, ins, p, out, defs, fill_of)
+        if result is not None:
+            return result
+    return None
+
+
+def _same_type(a, out: Var) -> bool:
+    return isinstance(a, Var) and a.type == out.type
+
+
+def _identity(prim, ins, p, out, defs, fill_of):  # stop_gradient is the identity, once derivatives are taken
+    return ins[0]
+
+
+def _neutral(prim, ins, p, out, defs, fill_of):  # x * 1, 1 * x, x + 0, 0 + x
+    x, y = ins
+    if _is(y, _NEUTRAL[prim]) and _same_type(x, out):
+        return x
+    if _is(x, _NEUTRAL[prim]) and _same_type(y, out):
+        return y
+    return None
+
+
+def _times_zero(prim, ins, p, out, defs, fill_of):
+    x, y = ins
+    if _is(x, 0) or _is(y, 0):
+        return Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (out,),
+                   Params({"shape": out.shape, "broadcast_dimensions": ()}))
+    return None
+
+
+def _real_conjugate_transpose(prim, ins, p, out, defs, fill_of):
+    if p["trans"] == la.Trans.C and ins[0].dtype.kind != "c":
+        return Eqn(prim, ins, (out,), Params({**p, "trans": la.Trans.T}))  # one spelling of a real transpose: CSE
+    return None
+
+
+def _unchecked_solve(prim, ins, p, out, defs, fill_of):
+    if p["check"] and _checked_cholesky_factor(ins[0], defs):
+        return Eqn(prim, ins, (out,), Params({**p, "check": False}))
+    return None
+
+
+def _outer_by_fill(prim, ins, p, out, defs, fill_of):
+    if p["dims"] != con.DotDims((), ()):
+        return None
+    x, y = ins
+    for scalar, other in ((x, y), (y, x)):  # an outer product with a scalar fill is a scaling
+        literal = fill_of(scalar) if isinstance(scalar, Var) else None
+        if literal is not None and isinstance(other, Var) and _same_type(other, out):
+            return Eqn(ew.mul_p, (other, literal), (out,))
+    return None
+
+
+def _negated_operand(prim, ins, p, out, defs, fill_of):
+    negated = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    k = next((k for k, d in enumerate(negated) if d is not None and d.prim is ew.neg_p
+              and (_contracted(ins[0], p["dims"]) > 1 or ins[k].type.size > out.type.size)), None)
+    if k is None:
+        return None
+    # (-a) . b = -(a . b): the sign moves on, to the sum that absorbs it (it costs a pass over the result
+    # at most, a fraction of the contraction's; an outer product negates its smaller side)
+    inner = Var(out.type, out.hint)
+    operands = tuple(negated[k].inputs[0] if j == k else a for j, a in enumerate(ins))
+    return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+
+
+def _outer(prim, ins, p, out, defs, fill_of):  # Kronecker-structured values
+    return outer_rewrite(prim, ins, p, out, defs)
+
+
+def _unit_contraction(prim, ins, p, out, defs, fill_of):
+    return _identity_contraction(ins, p["dims"], out, defs)
+
+
+def _diagonal(prim, ins, p, out, defs, fill_of):
+    return _diagonal_rewrite(prim, ins, p, out, defs)
+
+
+def _scaling(prim, ins, p, out, defs, fill_of):
+    return _scaling_rewrite(prim, ins, p, out, defs)
+
+
+def _pads(prim, ins, p, out, defs, fill_of):
+    return _adjacent_pads(ins, out, defs)
+
+
+def _flat_concatenate(prim, ins, p, out, defs, fill_of):
+    dim = p["dimension"]
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    if any(d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim for d in ds):
+        flat = tuple(x for a, d in zip(ins, ds) for x in (
+            d.inputs if d is not None and d.prim is st.concatenate_p and d.params["dimension"] == dim else (a,)))
+        return Eqn(st.concatenate_p, flat, (out,), p)
+    return None
+
+
+def _whole_from_slices(prim, ins, p, out, defs, fill_of):
+    """``concatenate`` of one array's consecutive slices along the axis, covering it: the array (a
+    loop's stacked results, read a row at a time and stacked again)."""
+    dim = p["dimension"]
+    ds = [defs.get(id(a)) if type(a) is Var else None for a in ins]
+    if any(d is None or d.prim is not st.slice_p for d in ds):
+        return None
+    whole = ds[0].inputs[0]
+    if not _same_type(whole, out):
+        return None
+    at = 0
+    for d in ds:
+        start, limit, strides = d.params["start_indices"], d.params["limit_indices"], d.params["strides"]
+        if d.inputs[0] is not whole or any(s != 1 for s in strides) or start[dim] != at or any(
+                a != dim and (start[a], limit[a]) != (0, n) for a, n in enumerate(whole.shape)):
+            return None
+        at = limit[dim]
+    return whole if at == whole.shape[dim] else None
+
+
+def _divide_by_one(prim, ins, p, out, defs, fill_of):
+    return ins[0] if _is(ins[1], 1) and _same_type(ins[0], out) else None
+
+
+def _triangle_of_triangular(prim, ins, p, out, defs, fill_of):
+    if _same_type(ins[0], out) and _triangular(ins[0], prim is st.tril_p, p["k"], defs):
+        return ins[0]  # the triangle of a triangular value, such as a Cholesky factor's tangent L Phi
+    return None
+
+
+def _subtract_zero(prim, ins, p, out, defs, fill_of):
+    x, y = ins
+    if _is(y, 0) and _same_type(x, out):
+        return x
+    if _is(x, 0) and _same_type(y, out):
+        return Eqn(ew.neg_p, (y,), (out,))
+    return None
+
+
+def _double_negation(prim, ins, p, out, defs, fill_of):
+    d = defs.get(id(ins[0]))
+    return d.inputs[0] if d is not None and d.prim is ew.neg_p else None
+
+
+def _transposes(prim, ins, p, out, defs, fill_of):
+    perm = p["permutation"]
+    d = defs.get(id(ins[0]))
+    if d is not None and d.prim is st.transpose_p:
+        inner = d.params["permutation"]
+        perm = tuple(inner[i] for i in perm)
+        src = d.inputs[0]
+        if perm == tuple(range(len(perm))):
+            return src
+        return Eqn(st.transpose_p, (src,), (out,), Params({"permutation": perm}))
+    return ins[0] if perm == tuple(range(len(perm))) else None
+
+
+def _reshape(prim, ins, p, out, defs, fill_of):
+    d = defs.get(id(ins[0]))
+    src = d.inputs[0] if d is not None and d.prim is st.reshape_p else ins[0]
+    if isinstance(src, Var) and src.shape == out.shape:
+        return src
+    return Eqn(st.reshape_p, (src,), (out,), p) if src is not ins[0] else None
+
+
+def _identity_broadcast(prim, ins, p, out, defs, fill_of):
+    if _same_type(ins[0], out) and p["broadcast_dimensions"] == tuple(range(out.type.ndim)):
+        return ins[0]
+    return None
+
+
+def _same_type_conversion(prim, ins, p, out, defs, fill_of):
+    return ins[0] if _same_type(ins[0], out) else None
+
+
+def _rank_one_update(ins, out: Var, defs: dict[int, Eqn]) -> Eqn | None:
+    """``x + outer(u, v)`` of a large matrix is ``ger(x, u, v)``: the outer product added into x's
+    buffer (when x is dead), not materialised as a second matrix of its own."""
+    if out.type.ndim != 2 or out.type.size < rk.MIN_SIZE or out.dtype.kind not in "fc":
+        return None
+    for x, y in (ins, ins[::-1]):
+        d = defs.get(id(y)) if isinstance(y, Var) else None
+        if (isinstance(x, Var) and x.type == out.type and d is not None and d.prim is con.dot_general_p
+                and d.params["dims"] == con.DotDims((), ()) and all(
+                    isinstance(a, Var) and a.type.ndim == 1 and a.dtype == out.dtype for a in d.inputs)):
+            return Eqn(rk.ger_p, (x, *d.inputs), (out,))
+    return None
+
+
+def _rank_one(prim, ins, p, out, defs, fill_of):
+    return _rank_one_update(ins, out, defs)
+
+
+def _triangular(a, lower: bool, k: int, defs: dict[int, Eqn], depth: int = 16) -> bool:
+    """Whether ``a`` is zero outside its lower (``lower``) or upper triangle shifted by ``k`` (``np.tril(a, k)
+    == a``), by construction: a triangle, a diagonal, sums, negations and scalings of those, and triangular
+    products and solves (a triangular factor keeps a triangular operand triangular)."""
+    d = defs.get(id(a)) if isinstance(a, Var) and depth else None
+    if d is None:
+        return False
+    sign = 1 if lower else -1
+
+    def tri(x):
+        return _triangular(x, lower, k, defs, depth - 1)
+
+    if d.prim in (st.tril_p, st.triu_p):
+        return (d.prim is st.tril_p) == lower and sign * d.params["k"] <= sign * k
+    if d.prim is st.diag_embed_p:
+        return sign * d.params["offset"] <= sign * k and d.params["shape"][0] == d.params["shape"][1]
+    if d.prim is st.add_diagonal_p:
+        return sign * k >= 0 and tri(d.inputs[0])
+    if d.prim in (ew.add_p, ew.sub_p):
+        return all(tri(x) if isinstance(x, Var) else _is(x, 0) for x in d.inputs)
+    if d.prim is ew.neg_p:
+        return tri(d.inputs[0])
+    if d.prim is ew.mul_p:  # by a scalar
+        x, y = d.inputs
+        return any(tri(u) and (isinstance(w, Literal) or w.type.ndim == 0) for u, w in ((x, y), (y, x)))
+    if d.prim in (la.trmm_p, la.trsm_p) and k == 0 and not d.params["unit_diagonal"]:
+        # op(A) B or B op(A) (and their solves) with op(A) triangular on the same side keeps B's triangle
+        q = d.params
+        same_side = q["lower"] == (q["trans"] == la.Trans.N) if lower else q["lower"] != (q["trans"] == la.Trans.N)
+        return same_side and tri(d.inputs[1])
+    return False
+
+
+def _slab(d: Eqn | None, out: Var) -> tuple[int, int, int] | None:
+    """(axis, start, stop) when ``d`` pads its operand into ``out`` along one axis alone, with stride 1."""
+    if d is None or d.prim is not st.pad_p or d.outputs[0].type != out.type:
+        return None
+    p = d.params
+    partial = [i for i, (n, a, b, k) in enumerate(zip(out.shape, p["start_indices"], p["limit_indices"],
+                                                      p["strides"])) if (a, b, k) != (0, n, 1)]
+    if len(partial) != 1 or p["strides"][partial[0]] != 1:
+        return None
+    axis = partial[0]
+    return axis, p["start_indices"][axis], p["limit_indices"][axis]
+
+
+def _adjacent_pads(ins, out: Var, defs: dict[int, Eqn]):
+    """``pad(a) + pad(b)`` of adjacent slabs of one axis: one pad of ``concatenate(a, b)``, or
+    the concatenation itself when it fills the axis."""
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    slabs = [_slab(d, out) for d in ds]
+    if None in slabs or slabs[0][0] != slabs[1][0]:
+        return None
+    (axis, s0, e0), (_, s1, e1) = slabs
+    if e0 != s1 and e1 != s0:
+        return None
+    parts = (ds[0].inputs[0], ds[1].inputs[0]) if e0 == s1 else (ds[1].inputs[0], ds[0].inputs[0])
+    start, stop = min(s0, s1), max(e0, e1)
+    concat = Eqn(st.concatenate_p, parts, (out,), Params({"dimension": axis}))
+    if (start, stop) == (0, out.shape[axis]):
+        return concat
+    shape = out.shape[:axis] + (stop - start,) + out.shape[axis + 1:]
+    joined = Var(ArrayType(shape, out.dtype))
+    n = out.type.ndim
+    return [Eqn(st.concatenate_p, parts, (joined,), Params({"dimension": axis})),
+            Eqn(st.pad_p, (joined,), (out,), Params({
+                "shape": out.shape, "start_indices": tuple(start if i == axis else 0 for i in range(n)),
+                "limit_indices": tuple(stop if i == axis else out.shape[i] for i in range(n)),
+                "strides": (1,) * n}))]
+
+
+def _scaled(a, defs: dict[int, Eqn]) -> tuple[object, Literal] | None:
+    """``(x, c)`` when ``a`` is ``x * c`` (or ``c * x``) for a scalar literal ``c``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim is not ew.mul_p:
+        return None
+    x, y = d.inputs
+    if isinstance(y, Literal) and not isinstance(x, Literal):
+        return x, y
+    if isinstance(x, Literal) and not isinstance(y, Literal):
+        return y, x
+    return None
+
+
+_SOLVES = {la.trsm_p: 1, fa.potrs_p: 1, fa.getrs_p: 2}  # linear in this operand
+
+
+def _scaling_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
+    """Scalar factors fold: ``x c1 + x c2`` is ``x (c1 + c2)``, ``(x c1) c2`` is ``x (c1 c2)``, and
+    a solve of ``b c`` is ``solve(b) c``, so that
+    the cotangent of ``0.5 * z @ z``, ``0.5 z + 0.5 z``, is ``z`` (floats only: exact for powers of
+    two, within a rounding otherwise)."""
+    if out.dtype.kind not in "fc":
+        return None
+    if prim is ew.add_p:  # x c1 + x c2 = x (c1 + c2), a bare x counting as x 1
+        (x, c1), (y, c2) = [_scaled(a, defs) or (a, None) for a in ins]
+        if x is y and isinstance(x, Var) and x.type == out.type:
+            c1, c2 = (np.asarray(1 if c is None else c.value, out.dtype) for c in (c1, c2))
+            value = c1 + c2
+            return Eqn(ew.mul_p, (x, Literal.of(value.item(), out.dtype)), (out,))
+    if prim in _SOLVES:  # a solve of a scaled right-hand side is the scaled solve: solves of b and of 0.5 b share
+        k, pre = _SOLVES[prim], []
+        d = defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+        inner = _scaled(ins[k], defs)
+        if inner is None and d is not None and d.prim is st.reshape_p:  # a vector made a column
+            inner = _scaled(d.inputs[0], defs)
+            if inner is not None and inner[0].type == d.inputs[0].type:
+                column = Var(ins[k].type, ins[k].hint)
+                pre, inner = [Eqn(st.reshape_p, (inner[0],), (column,), d.params)], (column, inner[1])
+        if inner is not None and inner[0].type == ins[k].type:
+            solved = Var(out.type, out.hint)
+            operands = tuple(inner[0] if j == k else a for j, a in enumerate(ins))
+            return [*pre, Eqn(prim, operands, (solved,), p), Eqn(ew.mul_p, (solved, inner[1]), (out,))]
+    if prim is ew.mul_p:
+        x, y = ins
+        c2, other = (y, x) if isinstance(y, Literal) else (x, y) if isinstance(x, Literal) else (None, None)
+        inner = _scaled(other, defs) if c2 is not None else None
+        if inner is not None and inner[0].type == out.type:
+            base, c1 = inner
+            value = np.asarray(c1.value, out.dtype) * np.asarray(c2.value, out.dtype)
+            return Eqn(ew.mul_p, (base, Literal.of(value.item(), out.dtype)), (out,))
+    return None
+
+
+def _checked_cholesky_factor(a, defs: dict[int, Eqn]) -> bool:
+    """``a`` is L, or L transposed, of a potrf that raises unless it succeeded."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is not None and d.prim is st.transpose_p:
+        a = d.inputs[0]
+        d = defs.get(id(a)) if isinstance(a, Var) else None
+    return d is not None and d.prim is la.potrf_p and d.params["check"] and a is d.outputs[0]
+
+
+def _is_square_eye(d: Eqn | None, out: Var) -> bool:
+    return (d is not None and d.prim is st.eye_p and d.params["k"] == 0 and out.type.ndim == 2
+            and out.shape[0] == out.shape[1])
+
+
+def _identity_contraction(ins, dims: con.DotDims, out: Var, defs: dict[int, Eqn]):
+    """``x . I`` (I an ``eye``, square, contracted on one axis, no batch axes) is ``x`` with the
+    contracted axis in I's other axis's place: a transpose at most; ``x . diag(v)`` is the same
+    after scaling that axis of ``x`` by ``v``. The identity seeds of Jacobians meet their first
+    contraction here and vanish (Laue's unit tensor), and diagonal matrices stay vectors."""
+    if dims.lhs_batch or len(dims.lhs_contract) != 1:
+        return None
+    for k in (0, 1):
+        a = ins[k]
+        d = defs.get(id(a)) if isinstance(a, Var) else None
+        scale = d.inputs[0] if _diag_embedded(d, a) else None
+        if not isinstance(a, Var) or (scale is None and not _is_square_eye(d, a)):
+            continue
+        x = ins[1 - k]
+        axis = (dims.rhs_contract if k == 0 else dims.lhs_contract)[0]
+        free = [i for i in range(x.type.ndim) if i != axis]
+        perm = tuple([axis, *free] if k == 0 else [*free, axis])
+        eqns = []
+        if scale is not None:
+            b = Var(x.type)
+            scaled = Var(x.type, "scaled")
+            eqns = [Eqn(st.broadcast_in_dim_p, (scale,), (b,), Params({"shape": x.shape,
+                                                                       "broadcast_dimensions": (axis,)})),
+                    Eqn(ew.mul_p, (x, b), (scaled,))]
+            x = scaled
+        if perm == tuple(range(len(perm))):
+            if not eqns:
+                return x
+            eqns[-1] = Eqn(ew.mul_p, eqns[-1].inputs, (out,))
+            return eqns
+        return [*eqns, Eqn(st.transpose_p, (x,), (out,), Params({"permutation": perm}))]
+    return None
+
+
+def _diag_embedded(d: Eqn | None, out: Var) -> bool:
+    return (d is not None and d.prim is st.diag_embed_p and d.params["offset"] == 0 and d.inputs[0].type.ndim == 1
+            and out.type.ndim == 2 and out.shape[0] == out.shape[1] and d.outputs[0].type == out.type)
+
+
+def _diagonal_rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn]):
+    """The rules that keep diagonal matrices as vectors (see the module docstring)."""
+
+    def same(a) -> bool:
+        return _same_type(a, out)
+
+    ds = [defs.get(id(a)) if isinstance(a, Var) else None for a in ins]
+    if prim is ew.mul_p:
+        for k in (0, 1):
+            x = ins[1 - k]
+            if _is_square_eye(ds[k], out) and same(x):
+                d = Var(ArrayType(out.shape[:1], out.dtype), "diagonal")
+                return [Eqn(st.diagonal_p, (x,), (d,), Params({"offset": 0})),
+                        Eqn(st.diag_embed_p, (d,), (out,), Params({"shape": out.shape, "offset": 0}))]
+    if prim is st.diagonal_p and ds[0] is not None and ds[0].prim is st.broadcast_in_dim_p \
+            and ds[0].inputs[0].type == out.type and p["offset"] == 0 and ins[0].type.ndim == 2 \
+            and ds[0].params["broadcast_dimensions"] in ((0,), (1,)):  # a vector down rows or columns
+        return ds[0].inputs[0]
+    if prim is st.diagonal_p and ds[0] is not None and ds[0].prim is st.broadcast_in_dim_p \
+            and ds[0].inputs[0].type.ndim == 0:
+        params = Params({"shape": out.shape, "broadcast_dimensions": ()})
+        return Eqn(st.broadcast_in_dim_p, ds[0].inputs, (out,), params)
+    if prim is red.reduce_sum_p and ds[0] is not None and ds[0].prim is st.diag_embed_p \
+            and len(p["axes"]) == ins[0].type.ndim:
+        v = ds[0].inputs[0]
+        return Eqn(red.reduce_sum_p, (v,), (out,), Params({"axes": tuple(range(v.type.ndim))}))
+    if prim is ew.add_p:
+        for k in (0, 1):
+            x = ins[1 - k]
+            if _diag_embedded(ds[k], out) and same(x):
+                v = ds[k].inputs[0]
+                dv = defs.get(id(v)) if isinstance(v, Var) else None
+                if dv is not None and dv.prim is st.broadcast_in_dim_p and dv.inputs[0].type.ndim == 0:
+                    v = dv.inputs[0]  # the same scalar all along the diagonal
+                return Eqn(st.add_diagonal_p, (x, v), (out,))
+            if _is_square_eye(ds[k], out) and same(x):  # x + I
+                return Eqn(st.add_diagonal_p, (x, Literal.of(1, out.dtype)), (out,))
+            if (ds[k] is not None and ds[k].prim is st.transpose_p and ds[k].inputs[0] is x and same(x)
+                    and out.type.ndim == 2 and out.shape[0] == out.shape[1]):
+                return Eqn(st.add_transpose_p, (x,), (out,))
+    return None
+
+
+def _transposed_operand(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """A contraction of ``x.T`` contracts ``x`` on the other axes, when that keeps the order of the
+    result's axes: ``a @ (b.T).T`` is ``a @ b``, and ``t = B.T; S @ t`` prints ``S @ B.T``."""
+    if prim is not con.dot_general_p:
+        return None
+    dims: con.DotDims = p["dims"]
+    for k in (0, 1):
+        d = defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+        if d is None or d.prim is not st.transpose_p:
+            continue
+        perm = d.params["permutation"]
+        contract, batch = (dims.lhs_contract, dims.lhs_batch) if k == 0 else (dims.rhs_contract, dims.rhs_batch)
+        free = [perm[j] for j in con.free_axes(len(perm), contract, batch)]
+        if free != sorted(free):
+            continue
+        moved = (tuple(perm[j] for j in contract), tuple(perm[j] for j in batch))
+        new = con.DotDims(moved[0], dims.rhs_contract, moved[1], dims.rhs_batch) if k == 0 else \
+            con.DotDims(dims.lhs_contract, moved[0], dims.lhs_batch, moved[1])
+        operands = (d.inputs[0], ins[1]) if k == 0 else (ins[0], d.inputs[0])
+        return Eqn(prim, operands, (out,), Params({**p, "dims": new}))
+    return None
+
+
+def _negated(a, defs: dict[int, Eqn]):
+    """``x`` when ``a`` is ``-x``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    return d.inputs[0] if d is not None and d.prim is ew.neg_p else None
+
+
+def _signs(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """Negations fold into the arithmetic that reads them: ``a + (-b)`` is ``a - b``, ``(-a) + b`` is
+    ``b - a``, ``a - (-b)`` is ``a + b``, ``(-a) - b`` is ``-(a + b)``; ``(-x) c`` and ``-(x c)`` are
+    ``x (-c)`` for a literal ``c``, and ``x (-1)`` is ``-x``; a transpose, reshape, triangle or sum of
+    ``-x``, or a product or quotient of it with an array as large, is the negated one of ``x`` (no
+    larger: the sign moves on at no cost, to a sum that absorbs it). Transposing a subtraction makes
+    such negations of cotangents."""
+    if prim in (ew.add_p, ew.sub_p) and all(isinstance(a, Var) and a.type == out.type for a in ins):
+        a, b = ins
+        if any(_diagonal_matrix(defs.get(id(v)), out) for v in ins):
+            return None  # x + diag(v) updates x's diagonal (``_diagonal_rewrite``)
+        if (x := _negated(a, defs)) is not None and (y := _negated(b, defs)) is not None:
+            if prim is ew.sub_p:  # (-x) - (-y) = y - x
+                return Eqn(ew.sub_p, (y, x), (out,))
+            inner = Var(out.type, out.hint)  # (-x) + (-y) = -(x + y)
+            return [Eqn(ew.add_p, (x, y), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
+        if (x := _negated(b, defs)) is not None:
+            return Eqn(ew.sub_p if prim is ew.add_p else ew.add_p, (a, x), (out,))
+        if prim is ew.add_p and (x := _negated(a, defs)) is not None:
+            return Eqn(ew.sub_p, (b, x), (out,))
+        if (x := _negated(a, defs)) is not None:  # (-a) - b = -(a + b): the sign moves on
+            inner = Var(out.type, out.hint)
+            return [Eqn(ew.add_p, (x, b), (inner,)), Eqn(ew.neg_p, (inner,), (out,))]
+    if prim is ew.mul_p and out.dtype.kind in "fc":
+        for k in (0, 1):
+            if isinstance(ins[1 - k], Literal) and (x := _negated(ins[k], defs)) is not None and x.type == out.type:
+                return Eqn(ew.mul_p, (x, Literal.of(-ins[1 - k].value, out.dtype)), (out,))
+    if prim is ew.neg_p and out.dtype.kind in "fc" and (scaled := _scaled(ins[0], defs)) is not None \
+            and scaled[0].type == out.type:
+        return Eqn(ew.mul_p, (scaled[0], Literal.of(-scaled[1].value, out.dtype)), (out,))
+    if prim is ew.mul_p and out.dtype.kind in "fc":
+        for k in (0, 1):
+            if _is(ins[1 - k], -1) and isinstance(ins[k], Var) and ins[k].type == out.type:
+                return Eqn(ew.neg_p, (ins[k],), (out,))
+    if prim in _SAME_SIZE_LINEAR and (x := _negated(ins[0], defs)) is not None:
+        inner = Var(out.type, out.hint)  # the sign moves on, towards the sum that absorbs it
+        return [Eqn(prim, (x, *ins[1:]), (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    if prim in (ew.mul_p, ew.div_p) and out.dtype.kind in "fc" and all(
+            isinstance(a, Var) and a.type == out.type for a in ins):
+        if (x := _negated(ins[0], defs)) is not None and (y := _negated(ins[1], defs)) is not None:
+            return Eqn(prim, (x, y), (out,), p)  # (-a) (-b) = a b
+        for k in (0, 1):
+            if (x := _negated(ins[k], defs)) is not None:  # (-a) b = -(a b), as large
+                inner = Var(out.type, out.hint)
+                operands = (x, ins[1]) if k == 0 else (ins[0], x)
+                return [Eqn(prim, operands, (inner,), p), Eqn(ew.neg_p, (inner,), (out,))]
+    return None
+
+
+# linear, and no larger than their operand: a sign moved past them costs no more
+_SAME_SIZE_LINEAR = {st.transpose_p, st.reshape_p, st.tril_p, st.triu_p, red.reduce_sum_p}
+
+
+def _contracted(lhs: Var, dims: con.DotDims) -> int:
+    """How many products each entry of a contraction sums."""
+    return math.prod(lhs.shape[a] for a in dims.lhs_contract)
+
+
+def _diagonal_matrix(d: Eqn | None, out: Var) -> bool:
+    return _is_square_eye(d, out) or _diag_embedded(d, out)
+
+
+
+def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
+    """Whether the square matrix ``a`` equals its transpose by construction: ``x + x.T``, ``x x^T``,
+    potri and syrk of real factors, a diagonal, and sums, negations, scalings, diagonal updates and
+    symmetric rank-1 updates (``ger(S, x, x)``) of those."""
+    d = defs.get(id(a)) if isinstance(a, Var) and depth and a.type.ndim == 2 else None
+    if d is None or a.shape[0] != a.shape[1]:
+        return False
+
+    def sym(x) -> bool:
+        return _symmetric(x, defs, depth - 1)
+
+    if d.prim in (st.add_transpose_p, st.diag_embed_p) or _is_square_eye(d, a):
+        return d.prim is not st.diag_embed_p or d.params["offset"] == 0
+    if d.prim in (la.potri_p, la.syrk_p):
+        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
+    if d.prim is con.dot_general_p:
+        x, y = d.inputs
+        return x is y and not d.params["dims"].lhs_batch and d.params["dims"].lhs_contract == \
+            d.params["dims"].rhs_contract and x.type.ndim == 2
+    if d.prim in (ew.add_p, ew.sub_p):
+        return all(sym(x) for x in d.inputs)
+    if d.prim in (ew.neg_p, st.add_diagonal_p):
+        return sym(d.inputs[0])
+    if d.prim is ew.mul_p:
+        x, y = d.inputs
+        return any(sym(u) and (isinstance(w, Literal) or w.type.ndim == 0) for u, w in ((x, y), (y, x)))
+    if d.prim is rk.ger_p:
+        return d.inputs[1] is d.inputs[2] and sym(d.inputs[0])
+    if d.prim is st.broadcast_in_dim_p:
+        return d.inputs[0].type.ndim == 0 if isinstance(d.inputs[0], Var) else True
+    return False
+
+
+def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
+    """A symmetric matrix (``_symmetric``) is its own transpose: symmetrising it doubles it, transposing it
+    is itself, and a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares)."""
+    if prim is st.add_transpose_p and _symmetric(ins[0], defs):
+        return Eqn(ew.mul_p, (ins[0], Literal.of(2, out.dtype)), (out,))
+    if prim is st.transpose_p and p["permutation"] == (1, 0) and _symmetric(ins[0], defs):
+        return ins[0]
+    if prim is con.dot_general_p and not p["dims"].lhs_batch and len(p["dims"].lhs_contract) == 1:
+        dims: con.DotDims = p["dims"]
+        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
+            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
+        if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
+            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
+    return None
+
+
+# Each primitive's rewrites, in the order they are tried (``_rewrite``): a rule sees only the equations of
+# the primitives it is listed for, so an equation costs the rules that can rewrite it.
+_CHAIN = [
+    (_identity, {sp.stop_gradient_p}),
+    (_neutral, set(_NEUTRAL)),
+    (_times_zero, {ew.mul_p}),
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}),
+    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}),
+    (_unchecked_solve, {la.trsm_p}),
+    (_outer_by_fill, {con.dot_general_p}),
+    (_negated_operand, {con.dot_general_p}),
+    (_transposed_operand, {con.dot_general_p}),
+    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p}),
+    (_outer, OUTER_REWRITES),
+    (_unit_contraction, {con.dot_general_p}),
+    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),
+    (_pads, {ew.add_p}),
+    (_rank_one, {ew.add_p}),
+    (_flat_concatenate, {st.concatenate_p}),
+    (_whole_from_slices, {st.concatenate_p}),
+    (_divide_by_one, {ew.div_p}),
+    (_triangle_of_triangular, {st.tril_p, st.triu_p}),
+    (_subtract_zero, {ew.sub_p}),
+    (_double_negation, {ew.neg_p}),
+    (_transposes, {st.transpose_p}),
+    (_reshape, {st.reshape_p}),
+    (_identity_broadcast, {st.broadcast_in_dim_p}),
+    (_same_type_conversion, {st.convert_element_type_p}),
+]
+_RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}

@@ -32,6 +32,8 @@ from pullback.api import stages as ad
 from pullback.backends import errstate, numba_loops
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
+from pullback.backends.dask import backend as dask_backend
+from pullback.backends.dask.backend import chunks_of, is_dask
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.errors import LinAlgError
 from pullback.ir.core import Literal, Program
@@ -115,6 +117,9 @@ class Staged:
         fn = self._fn or self._compile()
         if self.backend is numpy_backend:  # NumPy's floating-point warnings at the user's lines
             fn = errstate.attributed(fn)
+        wrap = getattr(self.backend, "wrap", None)  # Dask: constants persisted once per client
+        if wrap is not None:
+            fn = wrap(fn)
         # the generated NumPy code makes the Python scalars it must into arrays itself (codegen.scalar_inputs)
         as_array: tuple[int, ...] = ()
         asarray = getattr(self.backend, "asarray", np.asarray)
@@ -201,6 +206,8 @@ def _signature_of(a):
         return t
     if is_cupy(a):
         return a.shape, a.dtype, "cuda"
+    if is_dask(a):  # a program per chunking: printing follows the chunks
+        return a.shape, a.dtype, "dask", chunks_of(a)
     if t is ShapeDtypeStruct:  # traced without an example value: a program apart from the arrays'
         return a.shape, a.dtype, t
     return t
@@ -241,6 +248,8 @@ def _static_key(v, i: int | str):
 
 def _backend_for(leaves: tuple, names=None):
     """CuPy arguments run the CuPy program, NumPy ones the NumPy program; never both."""
+    if any(map(is_dask, leaves)):
+        return dask_backend.for_leaves(leaves)
     gpu = [is_cupy(a) for a in leaves]
     if not any(gpu):
         return numpy_backend
@@ -291,6 +300,8 @@ class differentiate(_ByFunction):
     ``compile`` picks the loops (``scan``, ``fori_loop``, ``while_loop``) printed as functions compiled by
     Numba, when it is installed: ``"auto"`` (the default, or ``$PULLBACK_COMPILE``) those of many small
     steps, ``"numba"`` all it can compile, ``"numpy"`` none (see ``backends.numba_loops``).
+    Dask arrays run the Dask program (printed for their chunks, computed by one ``dask.compute``);
+    ``backend="dask"`` runs it for NumPy arguments too, chunked as ``da.from_array(x, chunks)``.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -307,20 +318,28 @@ class differentiate(_ByFunction):
 
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
-                static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str | None = None):
+                static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str | None = None,
+                backend: str | None = None, chunks: Any = "auto"):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
-                                     static_argnames=static_argnames, reroll=reroll, compile=compile)
+                                     static_argnames=static_argnames, reroll=reroll, compile=compile, backend=backend,
+                                     chunks=chunks)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
                  has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True,
-                 compile: str | None = None):
+                 compile: str | None = None, backend: str | None = None, chunks: Any = "auto"):
         functools.update_wrapper(self, fn)
         self.fn = fn
         # which loops print as functions compiled by Numba, when it is installed (``numba_loops``); None:
         # $PULLBACK_COMPILE, else "auto"
         self.compile = None if compile is None else numba_loops.check_mode(compile)
+        if backend not in (None, "numpy", "dask"):
+            raise ValueError(f"backend must be None (by the arguments: NumPy, CuPy or Dask arrays), 'numpy' or 'dask', "
+                             f"got {backend!r}")
+        # backend="dask": NumPy arguments become Dask arrays of these chunks (da.from_array's), as Dask arguments
+        # do by themselves
+        self.backend, self.chunks = backend, chunks
         self.argnums = argnums
         # as JAX infers them: a static parameter is static whether passed by position or by name
         self._params = _positional_params(fn) if _as_tuple(static_argnums) or static_argnames else None
@@ -343,7 +362,8 @@ class differentiate(_ByFunction):
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
                 "static_argnums": self.static_argnums, "has_aux": self.has_aux,
-                "static_argnames": self.static_argnames, "reroll": self.reroll, "compile": self.compile}
+                "static_argnames": self.static_argnames, "reroll": self.reroll, "compile": self.compile,
+                "backend": self.backend, "chunks": self.chunks}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -397,13 +417,23 @@ class differentiate(_ByFunction):
             if type(a) in _CONTAINERS or is_node(a):  # (a NamedTuple, a registered class, an unregistered dataclass)
                 break
         else:
-            return tuple(map(at_boundary, dyn)), None
+            return self._placed(tuple(map(at_boundary, dyn))), None
         trees, leaves = [], []
         for a in dyn:
             arg_leaves, tree = flatten(a)
             leaves += arg_leaves
             trees.append(tree)
-        return tuple(map(at_boundary, leaves)), tuple(trees)
+        return self._placed(tuple(map(at_boundary, leaves))), tuple(trees)
+
+    def _placed(self, leaves: tuple) -> tuple:
+        """The leaves on the backend that runs them: with ``backend="dask"`` or beside a Dask array, NumPy
+        arrays chunked as ``da.from_array(a, chunks)`` (the chunks are then part of the signature)."""
+        if self.backend == "dask" or (self.backend is None and any(map(is_dask, leaves))):
+            return tuple(dask_backend.chunked(a, self.chunks) for a in leaves)
+        if self.backend == "numpy" and any(map(is_dask, leaves)):
+            raise TypeError("backend='numpy' was given a Dask array: compute it first (x.compute()) if it fits in "
+                            "memory, or leave backend unset (Dask arrays run the Dask program)")
+        return leaves
 
     def _leaf_ranges(self, args: tuple, trees: tuple | None) -> dict[int, range]:
         """Argument position -> the range of its leaves among the program's inputs."""
@@ -619,7 +649,7 @@ class differentiate(_ByFunction):
         flat = self._flat(args)
         staged = self._stage(kind, args, flat)
         concrete = all((type(a) is np.ndarray and a.dtype.isnative) or type(a) in _SCALARS for a in args)
-        if concrete and not staged.captures and not self.static_argnums:
+        if concrete and getattr(staged.backend, "FAST_PATH", True) and not staged.captures and not self.static_argnums:
             self._runners[(kind, *map(_signature_of, args))] = staged.runner()
         return staged(*flat[0])
 
@@ -823,15 +853,26 @@ class differentiate(_ByFunction):
     def ir(self, *args, stage: str = "grad", **kwargs) -> Program:
         return self._stage(stage, self._pack(args, kwargs) if kwargs else args).program
 
+    def with_backend(self, backend: str | None) -> differentiate:
+        """This function, its options kept, on another backend (``"dask"``)."""
+        new = self.__copy__()
+        new.backend = backend
+        return new
+
     def constants(self, *args, program: str = "grad", **kwargs) -> dict[str, Any]:
         """The arrays the generated source of a stage takes as keyword-only parameters, by name
         (the very objects: what a saved program needs besides the arguments)."""
         return self._stage(program, self._pack(args, kwargs) if kwargs else args).constants
 
-    def source(self, *args, program: str = "grad", device: str = "cpu", compressed: bool = False, **kwargs) -> str:
+    def source(self, *args, program: str = "grad", device: str = "cpu", compressed: bool = False,
+               backend: str | None = None, **kwargs) -> str:
         """The generated source of a stage; ``device="cuda"`` prints the CuPy program for
         arguments of these shapes (no GPU, nor CuPy, is needed to read it). ``program="hessian",
-        compressed=True`` is the ``"hessian_factors"`` stage: the compressed Hessian's factors."""
+        compressed=True`` is the ``"hessian_factors"`` stage: the compressed Hessian's factors.
+        ``backend="dask"`` prints the Dask program (for Dask arguments' chunks, NumPy ones chunked
+        by ``chunks``; Dask arguments print it by themselves)."""
+        if backend == "dask" and self.backend != "dask":
+            return self.with_backend("dask").source(*args, program=program, compressed=compressed, **kwargs)
         staged = self._stage("hessian_factors" if compressed and program == "hessian" else program,
                              self._pack(args, kwargs) if kwargs else args)
         if device == "cpu":
@@ -1120,8 +1161,10 @@ def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),
     return jit(fn, static_argnums, static_argnames).ir
 
 
-def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu") -> str:
-    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy).
+def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu",
+           backend: str | None = None) -> str:
+    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy;
+    ``backend="dask"``: for Dask, NumPy arguments chunked by ``da.from_array``'s ``"auto"``).
 
     >>> def f(x):
     ...     return np.sum(np.sqrt(x))
@@ -1135,7 +1178,7 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
         total = np.sum(sqrt)
         return total
     """
-    return jit(fn, static_argnums).source(*args, device=device)
+    return jit(fn, static_argnums).source(*args, device=device, backend=backend)
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),

@@ -235,7 +235,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         dead = _worth_freeing(last, prog) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),
                              min_size=1 if compiled[0] else memory.MIN_SIZE)
-                 if in_place and (not plain or compiled[0]) else {})
+                 if in_place and (not plain or compiled[0]) and not getattr(backend, "FUNCTIONAL", False) else {})
         if compiled[0]:  # elementwise updates only (Numba has no ``np.add.at``), ``out`` passed by position
             reuse = {i: ks for i, ks in reuse.items() if _elementwise_update(prog.eqns[i], backend)}
         if not compiled[0]:  # Numba's lists hold one type: stacks are preallocated there
@@ -385,7 +385,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
-    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend))
+    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx))
     if constants:
         body.insert(0, _docstring(program, constants))
     func = _function(fn_name, params, constants, body, notes)
@@ -427,7 +427,7 @@ def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[P
     return program, notes
 
 
-def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleType) -> cst.BaseStatement:
+def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleType, ctx) -> cst.BaseStatement:
     """``return`` of the outputs, fresh where one would share memory with another or an input, in the
     structure of ``out_tree`` where it prints."""
     for k in aliased_outputs(program):
@@ -438,6 +438,9 @@ def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleTy
         ret = outputs[0] if len(outputs) == 1 else s.tuple_(outputs)
     if isinstance(ret, cst.Tuple) and len(outputs) > 1:
         ret = ret.with_changes(lpar=[], rpar=[])
+    finish = getattr(backend, "returned", None)  # Dask: the results computed together, ``dask.compute(...)``
+    if finish is not None:
+        ret = finish(ctx, ret)
     return s.statement(cst.Return(ret))
 
 

@@ -627,6 +627,11 @@ def is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy") and hasattr(a, "__cuda_array_interface__")
 
 
+def _is_dask(a) -> bool:
+    """A Dask array, recognised without importing Dask."""
+    return type(a).__module__.startswith("dask.array") and hasattr(a, "chunks") and hasattr(a, "dask")
+
+
 def is_python_scalar(x) -> bool:
     """Whether ``x`` is weakly typed under NEP 50: Python's own bool, int, float or complex, by
     exact type (``np.float64`` subclasses ``float`` yet is a strong float64)."""
@@ -666,7 +671,7 @@ def input_type(x) -> tuple[ArrayType, bool]:
         if not _running(x.builder):
             raise escaped(x)
         return x.ssa.type, x.weak
-    if is_cupy(x):  # traced like NumPy's
+    if is_cupy(x) or _is_dask(x):  # traced like NumPy's (a Dask array's values are never read)
         return ArrayType(x.shape, np.dtype(x.dtype)), False
     if type(x) is ShapeDtypeStruct:  # a type alone: the trace has no example value for it
         return x.type, False

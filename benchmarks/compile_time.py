@@ -22,13 +22,14 @@ import contextlib
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.harness import replace_section
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## compile time against program length (first call of the gradient)"
@@ -251,15 +252,7 @@ def stage_rows(kind: str, size: int) -> list[str]:
 
 def write(section: list[str]) -> None:
     """Replace (or add) this benchmark's section of RESULTS.md, keeping the rest."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    block = "\n".join(section) + "\n"
-    pattern = re.compile(re.escape(HEADING) + r".*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block + "\n", text, count=1)
-    else:
-        marker = "## Discussion"
-        text = text.replace(marker, block + "\n" + marker, 1) if marker in text else text.rstrip("\n") + "\n\n" + block
-    RESULTS.write_text(text)
+    replace_section(RESULTS, HEADING, section)
 
 
 def main(argv=None) -> None:

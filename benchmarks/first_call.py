@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.harness import replace_section
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## first call against one eager autograd call (`python -m benchmarks.first_call`)"
@@ -153,15 +154,7 @@ def table(repeats: int) -> list[str]:
 
 def write(section: list[str]) -> None:
     """Replace (or add) this benchmark's section of RESULTS.md, keeping the rest."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    block = "\n".join(section) + "\n"
-    pattern = re.compile(re.escape(HEADING) + r".*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block + "\n", text, count=1)
-    else:
-        marker = "## Discussion"
-        text = text.replace(marker, block + "\n" + marker, 1) if marker in text else text.rstrip("\n") + "\n\n" + block
-    RESULTS.write_text(text)
+    replace_section(RESULTS, HEADING, section)
 
 
 def main(argv=None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -106,3 +107,32 @@ def append_results(heading: str, description: str, table: str) -> None:
     load = os.getloadavg()[0]
     with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
         f.write(f"\n## {heading}\n\n{description}; load average {load:.1f} at the end of the run.\n\n{table}\n")
+
+
+def replace_section(results, heading: str, section: list[str]) -> None:
+    """Replace (or add) one benchmark's section of a results file (``results``, a Path), keeping the rest:
+    the section runs from ``heading`` to the next ``## `` heading."""
+    text = results.read_text() if results.exists() else "# Benchmark results\n"
+    block = "\n".join(section) + "\n"
+    pattern = re.compile(re.escape(heading) + r".*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block + "\n", text, count=1)
+    else:
+        marker = "## Discussion"
+        text = text.replace(marker, block + "\n" + marker, 1) if marker in text else text.rstrip("\n") + "\n\n" + block
+    results.write_text(text)
+
+
+def median_ms(fn, args, repeats: int = 21) -> float:
+    """The median time of ``fn(*args)`` in ms, after one warm-up call (JAX's results waited for)."""
+    out = fn(*args)
+    if hasattr(out, "block_until_ready"):
+        out.block_until_ready()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn(*args)
+        if hasattr(out, "block_until_ready"):
+            out.block_until_ready()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3

@@ -22,30 +22,20 @@
 from __future__ import annotations
 
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 import pullback as pb
+from benchmarks.harness import median_ms
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 import laue_hessians as laue  # noqa: E402
 
 
 def best_ms(fn, args, repeats: int = 5) -> float:
-    out = fn(*args)
-    if hasattr(out, "block_until_ready"):
-        out.block_until_ready()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn(*args)
-        if hasattr(out, "block_until_ready"):
-            out.block_until_ready()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e3
+    return median_ms(fn, args, repeats)
 
 
 def factorisation(U, V, T):

@@ -6,12 +6,11 @@ PyTorch, in one run; median of 21 calls after a warm-up."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.sparse
 
 import pullback as pb
+from benchmarks.harness import median_ms
 
 
 def loss(U, V, rows, cols, y):
@@ -33,19 +32,6 @@ def hand_sparse(U, V, rows, cols, y):
     R = scipy.sparse.csr_array((r, (rows, cols)), shape=(U.shape[0], V.shape[0]))
     return R @ V, R.T @ U
 
-
-def median_ms(fn, args, repeats: int = 21) -> float:
-    out = fn(*args)
-    if hasattr(out, "block_until_ready"):
-        out.block_until_ready()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn(*args)
-        if hasattr(out, "block_until_ready"):
-            out.block_until_ready()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e3
 
 
 def main() -> None:

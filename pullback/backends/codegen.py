@@ -24,27 +24,41 @@ from pullback.backends import fusion, layout, lines, memory, merged, numba_loops
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
-from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Program, SourceInfo, Var, sub_programs
+from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Primitive, Program, SourceInfo, Var, sub_programs
 from pullback.ir.names import RESERVED, Namer
 from pullback.ir.types import StackType
+from pullback.primitives import contractions as con
+from pullback.primitives import control as ctrl
+from pullback.primitives import custom
+from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
+from pullback.primitives import reductions as red
+from pullback.primitives import structural as st
+from pullback.primitives.linalg import factorizations as la
 from pullback.tree import LEAF
 
-# Outputs of multi-result operations, by position.
-OUTPUT_HINTS = {"potrf": ("l", "info"), "gelqf": ("l", "q"), "geqrf": ("q", "r"), "syevd": ("w", "v"),
-                "gesvd": ("u", "s", "vh"), "getrf": ("lu", "piv", "perm", "info"),
-                "getc2": ("lu", "rperm", "cperm", "sign", "info")}
+# Outputs of multi-result operations, by position (families with printers of their own add theirs).
+OUTPUT_HINTS: dict[Primitive, tuple[str, ...]] = {
+    la.potrf_p: ("l", "info"), la.gelqf_p: ("l", "q"), la.geqrf_p: ("q", "r"), la.syevd_p: ("w", "v"),
+    la.gesvd_p: ("u", "s", "vh"), la.getrf_p: ("lu", "piv", "perm", "info"),
+    la.getc2_p: ("lu", "rperm", "cperm", "sign", "info")}
 
-# Unnamed intermediates are named after the operation that made them.
-TEMP_HINTS = {
-    "broadcast_in_dim": "bcast", "convert_element_type": "cast", "dot_general": "dot", "reduce_sum": "total",
-    "reduce_max": "largest", "reduce_min": "smallest", "integer_pow": "power", "concatenate": "concat",
-    "transpose": "transposed", "reshape": "reshaped", "slice": "part", "select": "chosen", "diag_embed": "diag",
-    "add_diagonal": "shifted", "add_transpose": "symmetric", "rem": "remainder", "floor_divide": "quotient",
-    "round": "rounded", "clip": "clipped",
-    "and": "both", "or": "either", "xor": "differ", "not": "inverted",
-    "gather": "picked", "scatter": "updated", "dynamic_slice": "window", "dynamic_update_slice": "updated",
-    "scatter_add": "accumulated", "sort": "ordered", "argsort": "order", "argmax": "imax", "argmin": "imin",
+# Unnamed intermediates are named after the operation that made them (by default, its name).
+TEMP_HINTS: dict[Primitive, str] = {
+    st.broadcast_in_dim_p: "bcast", st.convert_element_type_p: "cast", con.dot_general_p: "dot",
+    red.reduce_sum_p: "total", red.reduce_max_p: "largest", red.reduce_min_p: "smallest", ew.integer_pow_p: "power",
+    st.concatenate_p: "concat", st.transpose_p: "transposed", st.reshape_p: "reshaped", st.slice_p: "part",
+    ew.select_p: "chosen", st.diag_embed_p: "diag", st.add_diagonal_p: "shifted", st.add_transpose_p: "symmetric",
+    ew.rem_p: "remainder", ew.floor_divide_p: "quotient", ew.round_p: "rounded", ew.clip_p: "clipped",
+    ew.and_p: "both", ew.or_p: "either", ew.xor_p: "differ", ew.not_p: "inverted",
+    ix.gather_p: "picked", ix.scatter_p: "updated", ix.dynamic_slice_p: "window", ix.dynamic_update_slice_p: "updated",
+    ix.scatter_add_p: "accumulated", ix.sort_p: "ordered", ix.argsort_p: "order", ix.argmax_p: "imax",
+    ix.argmin_p: "imin",
 }
+
+
+def _temp_name(prim: Primitive) -> str:
+    return TEMP_HINTS.get(prim, prim.name)
 
 
 def _temp_hint(eqn: Eqn, namer: Namer) -> str:
@@ -52,12 +66,12 @@ def _temp_hint(eqn: Eqn, namer: Namer) -> str:
     fixed indices (``u_0`` for ``u[0]``), else after its operation."""
     a = eqn.inputs[0] if eqn.inputs else None
     if isinstance(a, Var) and a in namer:
-        if eqn.prim.name == "transpose" and eqn.outputs[0].type.ndim == 2:
+        if eqn.prim is st.transpose_p and eqn.outputs[0].type.ndim == 2:
             return namer[a].lstrip("_") + "_T"
-        index = eqn.params.get("index") if eqn.prim.name == "gather" and len(eqn.inputs) == 1 else None
+        index = eqn.params.get("index") if eqn.prim is ix.gather_p and len(eqn.inputs) == 1 else None
         if index and len(index) <= 2 and all(type(i).__name__ == "Int" for i in index):
             return "_".join([namer[a].lstrip("_"), *(str(i.value) for i in index)])
-    return TEMP_HINTS.get(eqn.prim.name, eqn.prim.name)
+    return _temp_name(eqn.prim)
 
 
 @dataclass(frozen=True)
@@ -102,11 +116,13 @@ def _structure(treedef, leaves) -> s.Expr:
 # operators). A Python scalar argument stays a Python scalar through operators (``x < y`` is a
 # bool), so a value derived from one may reach an operation printed as a method (``.astype``,
 # ``.reshape``), which Python scalars lack.
-SCALAR_SAFE = frozenset({
-    "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
-    "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
-    "ge", "integer_pow", "select", "broadcast_in_dim",
-    "dynamic_slice", "dynamic_update_slice",  # scalars only as starts: slice bounds
+SCALAR_SAFE: frozenset[Primitive] = frozenset({
+    *(getattr(ew, f"{name}_p") for name in (
+        "neg", "sign", "exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "logistic",
+        "abs", "real", "imag", "conj", "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt",
+        "ge", "integer_pow", "select")),
+    st.broadcast_in_dim_p,
+    ix.dynamic_slice_p, ix.dynamic_update_slice_p,  # scalars only as starts: slice bounds
 })
 
 
@@ -120,7 +136,7 @@ def scalar_inputs(program: Program) -> list[Var]:
         found = [roots[id(a)] for a in eqn.inputs if isinstance(a, Var) and id(a) in roots]
         if not found:
             continue
-        if eqn.prim.name not in SCALAR_SAFE:
+        if eqn.prim not in SCALAR_SAFE:
             needed.update(*found)
             continue
         for v in eqn.outputs:
@@ -218,7 +234,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
         if k is None:
             fallback = _temp_hint(eqn, namer)
-            hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+            hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
             outs = [namer.name(v, v.hint, h) for v, h in zip(eqn.outputs, hints)]
         else:
             outs = [namer[v] for v in eqn.outputs]
@@ -251,9 +267,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         _name_initial_carries(prog, namer, seeds)
         for i, vs in last.items():  # the result of an equation nothing reads: ``_x``
             outs = prog.eqns[i].outputs
-            if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim.name not in _NESTED:
-                prim = prog.eqns[i].prim.name
-                hint = TEMP_HINTS.get(prim, prim)
+            if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim not in _NESTED:
+                hint = _temp_name(prog.eqns[i].prim)
                 namer.unused(outs[0], outs[0].hint or hint, hint)
         for i, eqn in enumerate(prog.eqns):
             if eqn.source not in comments:
@@ -267,7 +282,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
             k = _in_place_operand(eqn, ctx.reusable, backend)
             layout.record(eqn, order_rules, ctx.fortran, k, fortran)
-            printer = _NESTED.get(eqn.prim.name)
+            printer = _NESTED.get(eqn.prim)
             # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
             returned_update = (k is not None and printer is None and id(eqn.outputs[0]) in returned
                                and eqn.prim not in memory.UPDATES)
@@ -292,7 +307,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             if printer is not None:  # an equation holding sub-programs prints them in place
                 for body, first, count in _operands_of_bodies(eqn):  # inputs standing for operands: their order
                     fortran.update(id(body.inputs[j - first]) for j in ctx.fortran if first <= j < first + count)
-                if eqn.prim.name == "cond":  # an operand dying here is each branch's to overwrite
+                if eqn.prim is ctrl.cond_p:  # an operand dying here is each branch's to overwrite
                     free.update(id(br.inputs[j - 1]) for br in eqn.params["branches"] for j in ctx.reusable if j)
                 stmts = printer(eqn, ins, nest)
             elif returned_update:
@@ -307,7 +322,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     stmts = [_positional_out(st) for st in stmts]
             else:
                 fallback = _temp_hint(eqn, namer)
-                hints = OUTPUT_HINTS.get(eqn.prim.name, (fallback,) * len(eqn.outputs))
+                hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
                 emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
@@ -504,20 +519,20 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
     """A value made only to start a loop's carry (``np.zeros`` of a cotangent's sum) takes the carry's
     name where it is made, ``A_bar_sum = np.zeros((2, 2))``, rather than a name of its own and
     ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place."""
-    if not any(e.prim.name in ("scan", "while") for e in prog.eqns):
+    if not any(e.prim is ctrl.scan_p or e.prim is ctrl.while_p for e in prog.eqns):
         return
     readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
     readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
     made = {id(e.outputs[0]): e for e in prog.eqns if len(e.outputs) == 1}
     for e in prog.eqns:
         p = e.params
-        if e.prim.name == "scan":
+        if e.prim is ctrl.scan_p:
             first = p["num_consts"] + (p["length"] is None)
             body, carry = p["body"], range(p["num_carry"])
             inputs = [body.inputs[p["num_consts"] + k] for k in carry]
             outputs = body.outputs[:p["num_carry"]]
             operands = e.inputs[first:first + p["num_carry"]]
-        elif e.prim.name == "while":
+        elif e.prim is ctrl.while_p:
             body, nbc = p["body"], p["num_body_consts"]
             inputs = list(body.inputs[nbc:])
             outputs = body.outputs[:len(inputs)]
@@ -526,7 +541,7 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
             continue
         for v, new, a in zip(inputs, outputs, operands):
             d = made.get(id(a)) if isinstance(a, Var) else None
-            if (d is None or readers[id(a)] != 1 or new is v or a in namer or d.prim.name in _NESTED
+            if (d is None or readers[id(a)] != 1 or new is v or a in namer or d.prim in _NESTED
                     or d.prim in memory.UPDATES or not v.hint):
                 continue
             namer.name(a, v.hint, "carry")
@@ -551,8 +566,8 @@ def _result_hints(body: Program) -> dict[int, str]:
     several by its position (``lu``, ``piv`` of a ``getrf``): the lists of a loop's records are named so."""
     hints = {}
     for e in body.eqns:
-        fallback = TEMP_HINTS.get(e.prim.name, e.prim.name)
-        for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim.name, (fallback,) * len(e.outputs))):
+        fallback = _temp_name(e.prim)
+        for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim, (fallback,) * len(e.outputs))):
             hints[id(v)] = h
     return hints
 
@@ -576,7 +591,7 @@ def _name_new_carries(body: Program, nc: int, nk: int, namer: Namer) -> list[Var
         if not isinstance(a, Var) or returned[id(a)] != 1 or id(a) not in defined or a in namer:
             continue
         e = body.eqns[defined[id(a)]]
-        if (e.prim in memory.UPDATES or e.prim.name in _NESTED or len(e.outputs) != 1 or id(c) in recorded
+        if (e.prim in memory.UPDATES or e.prim in _NESTED or len(e.outputs) != 1 or id(c) in recorded
                 or last_read.get(id(c), -1) > defined[id(a)]):
             continue
         namer.alias(a, c)
@@ -683,7 +698,7 @@ def _made_afresh(body: Program, nk: int) -> list[bool]:
     for y in body.outputs[nk:]:
         r = root.get(id(y), id(y)) if isinstance(y, Var) else None
         fresh.append(r in made and r not in carried and (made[r].prim not in WITH_BODIES or (
-            isinstance(y.type, StackType) and made[r].prim.name in ("while", "scan"))))
+            isinstance(y.type, StackType) and made[r].prim in (ctrl.while_p, ctrl.scan_p))))
     return fresh
 
 
@@ -695,7 +710,7 @@ def _listed_stacks(prog: Program) -> set[int]:
     ``_made_afresh``)."""
     only_sliced: dict[int, bool] = {}
     for e in prog.eqns:
-        if e.prim.name == "scan":
+        if e.prim is ctrl.scan_p:
             xs_from = e.params["num_consts"] + e.params["num_carry"] + (e.params["length"] is None)
         else:
             xs_from = len(e.inputs)
@@ -707,7 +722,7 @@ def _listed_stacks(prog: Program) -> set[int]:
             only_sliced[id(a)] = False
     out: set[int] = set()
     for e in prog.eqns:
-        if e.prim.name != "scan":
+        if e.prim is not ctrl.scan_p:
             continue
         nk = e.params["num_carry"]
         for v, fresh in zip(e.outputs[nk:], _made_afresh(e.params["body"], nk)):
@@ -838,11 +853,11 @@ def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return stmts
 
 
-# Equations that hold sub-programs, by primitive name: they print them in place.
-_NESTED: dict[str, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
-    "scan": _scan, "while": _while, "cond": _cond,
-    "checkpoint": _inline_body, "custom_jvp_call": _inline_body, "custom_vjp_call": _inline_body,
-    "fused": _fused, "njit": _njit,
+# Equations that hold sub-programs: they print them in place.
+_NESTED: dict[Primitive, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
+    ctrl.scan_p: _scan, ctrl.while_p: _while, ctrl.cond_p: _cond,
+    ctrl.checkpoint_p: _inline_body, custom.custom_jvp_call_p: _inline_body, custom.custom_vjp_call_p: _inline_body,
+    fusion.fused_p: _fused, numba_loops.njit_p: _njit,
 }
 
 
@@ -909,12 +924,12 @@ def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
     """(sub-program, position of the operand its first input stands for, how many inputs do) for the
     sub-programs whose leading inputs are the equation's operands as they are: a branch's, an inlined
     body's, a scan's constants (its carries change from step to step)."""
-    p, name = eqn.params, eqn.prim.name
-    if name == "cond":
+    p, prim = eqn.params, eqn.prim
+    if prim is ctrl.cond_p:
         return [(br, 1, len(br.inputs)) for br in p["branches"]]
-    if name in ("checkpoint", "custom_jvp_call", "custom_vjp_call"):
+    if prim in (ctrl.checkpoint_p, custom.custom_jvp_call_p, custom.custom_vjp_call_p):
         return [(p["body"], 0, len(p["body"].inputs))]
-    if name == "scan":
+    if prim is ctrl.scan_p:
         return [(p["body"], int(p["length"] is None), p["num_consts"])]
     return []
 
@@ -929,7 +944,7 @@ def _elementwise_update(eqn: Eqn, backend: ModuleType) -> bool:
     """Whether the equation can update an operand in place as an elementwise ufunc or operator (an array's:
     Numba's 0-d values are scalars)."""
     return (eqn.prim not in memory.UPDATES and eqn.prim in getattr(backend, "IN_PLACE", {})
-            and eqn.prim.name != "add_diagonal" and eqn.outputs[0].type.ndim > 0)
+            and eqn.prim is not st.add_diagonal_p and eqn.outputs[0].type.ndim > 0)
 
 
 def _positional_out(stmt: cst.BaseStatement) -> cst.BaseStatement:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pullback.ir.core import WITH_BODIES, Literal, Program, Var, makes_view
 from pullback.ir.types import ArrayType
+from pullback.primitives import control as ctrl
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
@@ -57,7 +58,7 @@ def buffer_roots(program: Program) -> dict[int, int]:
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
         elif eqn.prim in WITH_BODIES:  # sub-programs printed in place: a result may be (a view of) an operand
-            for v, src in (_scan_carry_sources(eqn) if eqn.prim.name == "scan" else _aliased_operands(eqn)):
+            for v, src in (_scan_carry_sources(eqn) if eqn.prim is ctrl.scan_p else _aliased_operands(eqn)):
                 root[id(v)] = root.get(id(src), id(src))
     return root
 
@@ -74,8 +75,8 @@ def _aliased_operands(eqn):
         operand = {id(w): a for w, a in zip(body.inputs, operands)}
         sources.append([operand.get(body_root.get(id(out), id(out))) if isinstance(out, Var) else None
                         for out in body.outputs])
-    outputs = eqn.outputs[:len(eqn.outputs) - p["num_ys"]] if eqn.prim.name == "while" else eqn.outputs
-    initial = operands[len(operands) - len(outputs):] if eqn.prim.name == "while" else ()  # (records: new lists)
+    outputs = eqn.outputs[:len(eqn.outputs) - p["num_ys"]] if eqn.prim is ctrl.while_p else eqn.outputs
+    initial = operands[len(operands) - len(outputs):] if eqn.prim is ctrl.while_p else ()  # (records: new lists)
     for k, v in enumerate(outputs):
         found = [src[k] for src in sources if isinstance(src[k], Var)]
         if initial and isinstance(initial[k], Var):

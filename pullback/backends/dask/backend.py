@@ -41,6 +41,8 @@ from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.backends.numpy import backend as npb
 from pullback.ir.core import Literal, Var
+from pullback.primitives import control as ctrl
+from pullback.primitives import custom
 from pullback.primitives import structural as st
 from pullback.primitives.linalg import factorizations as la
 from pullback.primitives.linalg import rank_update as rk
@@ -196,8 +198,8 @@ class Context(npb.Context):
         self.alias: dict[int, Any] = {}
 
 
-_CONTROL = frozenset({"scan", "while", "cond"})
-_INLINED = frozenset({"checkpoint", "custom_jvp_call", "custom_vjp_call"})  # bodies printed in place
+_CONTROL = frozenset({ctrl.scan_p, ctrl.while_p, ctrl.cond_p})
+_INLINED = frozenset({ctrl.checkpoint_p, custom.custom_jvp_call_p, custom.custom_vjp_call_p})  # printed in place
 
 
 def _bodies(ctx: Context, program) -> None:
@@ -205,12 +207,12 @@ def _bodies(ctx: Context, program) -> None:
     built); note what inlined bodies' inputs and their equations' results stand for."""
     for eqn in program.eqns:
         name = eqn.prim.name
-        if name in _CONTROL:
+        if eqn.prim in _CONTROL:
             where = f" (at {os.path.basename(eqn.source.filename)}:{eqn.source.lineno})" if eqn.source else ""
             raise NotImplementedError(f"{name}{where} is not printed for Dask: a loop's steps or a branch's "
                                       "predicate would be computed while the graph is built; write it as array "
                                       "operations (np.where for a branch), or run it with the NumPy backend")
-        if name in _INLINED:
+        if eqn.prim in _INLINED:
             body = eqn.params["body"]
             for v, a in zip(body.inputs, eqn.inputs):
                 ctx.alias[id(v)] = a

@@ -483,8 +483,9 @@ def _getc2(ctx, eqn, ins, outs):
 from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
 from pullback.primitives.linalg import matrix_functions as lx  # noqa: E402
 
-OUTPUT_HINTS["geev"] = ("w", "v")
-TEMP_HINTS.update({"expm_frechet": "frechet", "trsyl": "sylvester", "sqrtm": "root", "pivots_to_permutation": "perm"})
+OUTPUT_HINTS[lx.geev_p] = ("w", "v")
+TEMP_HINTS.update({lx.expm_frechet_p: "frechet", lx.trsyl_p: "sylvester", lx.sqrtm_p: "root",
+                   lx.pivots_to_permutation_p: "perm"})
 
 
 def _det(ctx, eqn, ins, outs):

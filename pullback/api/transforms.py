@@ -1112,7 +1112,7 @@ def _dynamic(n: int, static_argnums: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(i for i in range(n) if i not in static)
 
 
-class jit(differentiate):
+class jit(_ByFunction):
     """``fn`` traced, printed and compiled once per argument signature, then called directly.
 
     >>> fast = pb.jit(lambda x, n: np.sum(x ** n), static_argnums=1)
@@ -1122,28 +1122,63 @@ class jit(differentiate):
     True
     """
 
-    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
-                 static_argnames: str | Sequence[str] = (), compile: str | None = None):
-        super().__init__(fn, static_argnums=static_argnums, static_argnames=static_argnames, compile=compile)
-
     def __new__(cls, fn=None, static_argnums=(), static_argnames=(), compile=None):
         if fn is None:  # @jit(static_argnames=...)
             return functools.partial(cls, static_argnums=static_argnums, static_argnames=static_argnames,
                                      compile=compile)
         return object.__new__(cls)
 
+    def __init__(self, fn: Callable, static_argnums: int | Sequence[int] = (),
+                 static_argnames: str | Sequence[str] = (), compile: str | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        # the staging (traces, caches, programs per signature) of ``differentiate``, used for its primal
+        # program only: a jitted function has no derivative methods of its own (``pb.grad(jit(f))`` has)
+        self._staging = differentiate(fn, static_argnums=static_argnums, static_argnames=static_argnames,
+                                      compile=compile)
+
     def _options(self) -> dict[str, Any]:
         return {"static_argnums": self.static_argnums, "static_argnames": self.static_argnames,
                 "compile": self.compile}
 
-    def source(self, *args, program: str = "primal", device: str = "cpu", **kwargs) -> str:
-        return super().source(*args, program=program, device=device, **kwargs)
+    def __call__(self, *args, **kwargs):
+        return self._staging(*args, **kwargs)
 
-    def constants(self, *args, program: str = "primal", **kwargs) -> dict[str, Any]:
-        return super().constants(*args, program=program, **kwargs)
+    def source(self, *args, device: str = "cpu", **kwargs) -> str:
+        """The printed program (what a call runs), for arguments like ``args``."""
+        return self._staging.source(*args, program="primal", device=device, **kwargs)
 
-    def ir(self, *args, stage: str = "primal", **kwargs) -> Program:
-        return super().ir(*args, stage=stage, **kwargs)
+    def constants(self, *args, **kwargs) -> dict[str, Any]:
+        """The arrays the printed program takes as keyword-only constants, by name."""
+        return self._staging.constants(*args, program="primal", **kwargs)
+
+    def ir(self, *args, **kwargs) -> Program:
+        """The traced program (pullback's IR), for arguments like ``args``."""
+        return self._staging.ir(*args, stage="primal", **kwargs)
+
+    @property
+    def static_argnums(self):
+        return self._staging.static_argnums
+
+    @property
+    def static_argnames(self):
+        return self._staging.static_argnames
+
+    @property
+    def compile(self):
+        return self._staging.compile
+
+    @property
+    def _programs(self):  # the staging's caches, as tests and tools inspect them
+        return self._staging._programs
+
+    @property
+    def _runners(self):
+        return self._staging._runners
+
+    @property
+    def _stages(self):
+        return self._staging._stages
 
 
 def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),

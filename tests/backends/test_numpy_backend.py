@@ -23,7 +23,7 @@ def test_generated_source_golden():
 def test_source_is_registered_with_linecache_and_inspect():
     f = pb.jit(loss)
     f(np.ones(3), np.ones(3))
-    compiled = f._stage("primal", (np.ones(3), np.ones(3)))._fn
+    compiled = f._staging._stage("primal", (np.ones(3), np.ones(3)))._fn
     src = inspect.getsource(compiled)
     assert src.startswith("def loss(x, y):")
     assert "".join(linecache.getlines(compiled.__code__.co_filename)) == compiled.__pullback_source__
@@ -56,7 +56,7 @@ def test_runtime_error_traceback_shows_the_generated_line():
 
     f = pb.jit(matmul)
     f(np.ones((2, 2)), np.ones((2, 2)))
-    compiled = f._stage("primal", (np.ones((2, 2)), np.ones((2, 2))))._fn
+    compiled = f._staging._stage("primal", (np.ones((2, 2)), np.ones((2, 2))))._fn
     with pytest.raises(ValueError) as e:
         compiled(np.ones((2, 3)), np.ones((2, 3)))  # shapes the program was not traced for
     text = "".join(traceback.format_exception(e.value))

@@ -80,6 +80,11 @@ def available() -> bool:
     return True
 
 
+# Operations Numba compiles on arrays but not on a 0-d value (``np.clip`` of a float64 scalar is a
+# TypingError), found by the randomised loop bodies of tests/backends/test_numba_loops.py
+SCALAR_UNSUPPORTED = frozenset({elementwise.clip_p})
+
+
 def compile_errors() -> tuple[type[BaseException], ...]:
     """What a Numba function raises when it cannot compile what it was given."""
     if not available():
@@ -98,7 +103,8 @@ def _eqns(program: Program) -> Iterator[Eqn]:
 
 def obstacle(eqn: Eqn) -> str | None:
     """Why Numba cannot compile the loop ``eqn`` (None if it can): a primitive it does not know (the
-    LAPACK calls, random draws), or values of unknown length (a while loop's recorded steps)."""
+    LAPACK calls, random draws), values of unknown length (a while loop's recorded steps), or a 0-d value
+    given to an operation Numba types for arrays only (``SCALAR_UNSUPPORTED``)."""
     for e in [eqn, *_eqns(eqn.params.get("body") or eqn.params["cond"])]:
         if e.prim not in COMPILABLE:
             return f"Numba cannot compile {e.prim.name}"
@@ -106,6 +112,8 @@ def obstacle(eqn: Eqn) -> str | None:
             return "its steps are recorded in a list of unknown length"
         if any(isinstance(v, Opaque) for v in e.params.values()):
             return f"{e.prim.name} uses a Python object"
+        if e.prim in SCALAR_UNSUPPORTED and any(isinstance(a, Var) and a.type.shape == () for a in e.inputs):
+            return f"Numba cannot compile {e.prim.name} of a 0-d value"
     return None
 
 

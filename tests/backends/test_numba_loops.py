@@ -250,3 +250,20 @@ def test_a_division_by_zero_in_a_compiled_loop_is_inf_as_in_numpy():
         want = pb.jit(f, compile="numpy")(np.float64(2.0))
     got = pb.jit(f, compile="numba")
     assert np.isnan(want) and np.isnan(got(np.float64(2.0))) and _compiled(got.source(np.float64(2.0)))
+
+
+def test_clip_of_a_0d_carry_stays_numpy_saying_why():
+    """Found by the random loop bodies: Numba cannot type ``np.clip`` of the scalar it passes for a 0-d
+    carry; the loop stays NumPy up front, with the reason printed, rather than failing at its first call."""
+    def looped(c0):
+        def body(c, x):
+            return np.clip(c, -1.0, 1.0) * 0.5 + x, c
+        return pb.scan(body, c0, np.linspace(0.0, 1.0, 5))[0]
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    want = x
+    for t in np.linspace(0.0, 1.0, 5):
+        want = np.clip(want, -1.0, 1.0) * 0.5 + t
+    np.testing.assert_allclose(f(x), want, rtol=1e-12)
+    assert "stays NumPy: Numba cannot compile clip of a 0-d value" in f.source(x, program="primal")

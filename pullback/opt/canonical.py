@@ -52,6 +52,8 @@ def _swaps_last(eqn: Eqn | None) -> bool:
 
 
 class _Canon:
+    REWRITES: dict = {}  # primitive -> its rewrites (below, once the methods exist)
+
     def __init__(self, program: Program):
         self.program = program
         self.defs: dict[int, Eqn] = {}
@@ -189,31 +191,12 @@ class _Canon:
         for eqn in self.program.eqns:
             if id(eqn) in self.dropped:
                 continue
-            if eqn.prim is la.trsm_p:
-                solve = self.lu_solve(eqn)
-                if solve is not None:
-                    eqns.append(solve)
-                    changed = True
-                    continue
-            if eqn.prim in (la.trsm_p, la.trmm_p):
-                new = self.triangular(eqn)
-                if new is not None:
-                    eqns.append(new)
-                    changed = True
-                    continue
-            elif eqn.prim is ew.log_p:
-                new = self.log_abs_det(eqn)
-                if new is not None:
-                    eqns.append(new)
-                    changed = True
-                    continue
-            elif eqn.prim is st.diagonal_p:
-                new_list = self.diagonal(eqn)
-                if new_list is not None:
-                    eqns.extend(new_list)
-                    changed = True
-                    continue
-            elif eqn.prim is la.potrf_p:
+            new = next((r for rule in self.REWRITES.get(eqn.prim, ()) if (r := rule(self, eqn)) is not None), None)
+            if new is not None:
+                eqns.extend(new if isinstance(new, list) else [new])
+                changed = True
+                continue
+            if eqn.prim is la.potrf_p:
                 base = self.adjoint_of(eqn.inputs[0])
                 key = id(base[0]) if base is not None and base[1] else id(eqn.inputs[0])
                 first = factored.setdefault((key, eqn.params), eqn)
@@ -293,6 +276,14 @@ class _Canon:
         v = Var(t, "logdet")
         out.append(Eqn(fa.po_logdet_p, (a, l), (v,), Params(), src))
         return v
+
+
+# The rewrites of one equation, by its primitive, tried in order: each returns the equation(s) that
+# replace it, or None where its pattern does not hold.
+_Canon.REWRITES = {
+    la.trsm_p: (_Canon.lu_solve, _Canon.triangular), la.trmm_p: (_Canon.triangular,),
+    ew.log_p: (_Canon.log_abs_det,), st.diagonal_p: (_Canon.diagonal,),
+}
 
 
 def _substituted(program: Program, replace: dict[int, object]) -> Program:

@@ -126,12 +126,7 @@ class Staged:
         if getattr(self.backend, "SCALARS_AS_ARRAYS", False):
             as_array = tuple(range(len(self.program.inputs)))
 
-        numba_errors = numba_loops.compile_errors() if "@numba.njit" in (self._source or "") else ()
-        instead: list[Callable] = []  # the NumPy runner, once a loop failed to compile (callers keep this one)
-
         def run(*args):
-            if instead:
-                return instead[0](*args)
             if as_array:
                 args = tuple(asarray(a) if i in as_array else a for i, a in enumerate(args))
             try:
@@ -140,12 +135,26 @@ class Staged:
                 if isinstance(e, LinAlgError):
                     raise
                 raise LinAlgError(str(e)) from None
-            except numba_errors as e:  # a loop Numba could not compile (for these layouts): NumPy from now on
+
+        self._run = run if "@numba.njit" not in (self._source or "") else self._falling_back(run)
+        return self._run
+
+    def _falling_back(self, run: Callable) -> Callable:
+        """``run``, which calls loops compiled by Numba, replaced by the NumPy program for good once a loop
+        fails to compile (for these layouts); callers that kept this runner reach the new one through it."""
+        numba_errors = numba_loops.compile_errors()
+        instead: list[Callable] = []
+
+        def run_or_numpy(*args):
+            if instead:
+                return instead[0](*args)
+            try:
+                return run(*args)
+            except numba_errors as e:
                 instead.append(self._without_numba(e))
                 return instead[0](*args)
 
-        self._run = run
-        return run
+        return run_or_numpy
 
     def _without_numba(self, error: BaseException) -> Callable:
         """The runner of this program printed without Numba, which replaces the one that failed."""

@@ -162,8 +162,6 @@ _MASKS[cond_p] = _cond_unknown
 
 
 def _cond_transpose(cts, index, *args, branches):
-    from pullback.primitives import lax
-
     lin = [isinstance(a, Linear) for a in args]
     cts = [lax.zeros(c.type) if isinstance(c, Zero) else c for c in cts]
     new = [transpose(br, lin) for br in branches]

@@ -216,8 +216,6 @@ def _scan_jvp(primals, tangents, *, body: Program, length: int | None, reverse: 
                + p_out[num_carry:] + [t for t, z in zip(t_out[num_carry:], y_nz) if z])
     new_body = Program(tuple(inputs), j.eqns, tuple(outputs), j.constvars, j.constvals, name=body.name)
 
-    from pullback.primitives import lax
-
     def tangent(t, p):
         return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
 
@@ -335,8 +333,6 @@ BODY_PASS: Callable[[Program], Program] = _unchanged
 
 def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool, num_consts: int,
                     num_carry: int):
-    from pullback.primitives import lax
-
     count, args = _counted(args, length)
     cs, ks, xs = _split(args, num_consts, num_carry)
     c_lin = [isinstance(a, Linear) for a in cs]
@@ -518,8 +514,6 @@ def with_fills(eqn: Eqn, ins: tuple, fill_of) -> Eqn | None:
 def zeros_like_stack(x):
     """A stack of zeros as long as the stack ``x``, each entry shaped as its (a stack's tangent that is
     zero, where one must be made: a scan over ``x``'s steps)."""
-    from pullback.primitives import lax
-
     elem = x.ssa.type.elem
     body = _closed_program([elem], lambda e: [zeros_like_stack(e[0]) if isinstance(elem, StackType)
                                               else lax.zeros(elem)], "zeros")

@@ -116,8 +116,6 @@ def _while_jvp(primals, tangents, *, cond: Program, body: Program, num_cond_cons
     tangent_vars = [Var(c.ssa.type if isinstance(c, Tracer) else c.type) for c, z in zip(carry, k_nz) if z]
     new_cond = Program(cond.inputs + tuple(tangent_vars), cond.eqns, cond.outputs, name=cond.name)
 
-    from pullback.primitives import lax
-
     def tangent(t, p):
         return lax.zeros(p.ssa.type if isinstance(p, Tracer) else p.type) if isinstance(t, Zero) else t
 

@@ -294,10 +294,6 @@ class _ByFunction:
         return self.__copy__()
 
 
-STAGES = ("primal", "jvp", "known", "linear", "transpose", "vjp", "grad", "jacfwd", "jacrev", "jacobian", "hessian",
-          "hessian_factors")
-
-
 class differentiate(_ByFunction):
     """A function made differentiable: call it (compiled), or ask for ``grad``,
     ``value_and_grad``, ``jvp``, ``vjp``, ``linearize``; read any stage with
@@ -902,7 +898,7 @@ BUILDERS: dict[str, Callable[..., Staged]] = {
     "jacobian": differentiate._build_jacobian, "hessian": differentiate._build_jacobian,
     "hessian_factors": differentiate._build_hessian_factors,
 }
-assert tuple(BUILDERS) == STAGES
+STAGES = tuple(BUILDERS)
 
 
 def _closed(primal: Staged, program: Program, treedef=None) -> Staged:

@@ -134,9 +134,22 @@ class Builder:
             refuse_subclass(value)
             if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
                 value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
-            var = Var(ArrayType.of(value), self.const_names.get(key, "c"))
+            var = Var(ArrayType.of(value), self.const_names.get(key) or self._origin_name(value))
             self.consts[key] = (var, value)
         return self.consts[key][0]
+
+    def _origin_name(self, value) -> str:
+        """A constant's name from where it came from: a view of a named array is named after it
+        (``L.T`` is ``L_T``, ``W[:2]`` is ``W_view``); an anonymous array is ``c``."""
+        base = value.base if type(value) is np.ndarray else None
+        while base is not None and id(base) not in self.const_names:
+            base = base.base if type(base) is np.ndarray else None
+        if base is None:
+            return "c"
+        name = self.const_names[id(base)]
+        if value.shape == base.shape[::-1] and value.strides == base.strides[::-1] and value.ndim > 1:
+            return f"{name}_T"
+        return f"{name}_view"
 
     def read(self, value: np.ndarray) -> Tracer:
         """A captured array as a traced constant: work on it is the program's, re-run at every call."""

@@ -245,3 +245,20 @@ def test_arrays_made_from_shapes_print_as_the_call_that_makes_them():
     eps, g = 1e-6, d.grad(x)
     fd = [(weighted_positions(x + eps * e) - weighted_positions(x - eps * e)) / (2 * eps) for e in np.eye(4)]
     np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+L_CAPTURED = np.tril(np.arange(1.0, 10.0).reshape(3, 3)) + 3 * np.eye(3)
+
+
+def through_views(x):
+    return np.sum(L_CAPTURED.T @ x) + np.sum(L_CAPTURED[:2] @ x)
+
+
+def test_views_of_captured_arrays_are_named_after_them():
+    """A captured array's view (``L.T``, ``L[:2]``) is a keyword constant named after the array
+    (``L_CAPTURED_T``, ``L_CAPTURED_view``), not ``c``; the gradient is NumPy's."""
+    x = np.array([1.0, -2.0, 0.5])
+    d = pb.differentiate(through_views)
+    src = d.source(x)
+    assert "L_CAPTURED_T" in src and "L_CAPTURED_view" in src and "*, c" not in src
+    np.testing.assert_allclose(d.grad(x), L_CAPTURED.sum(axis=1) + L_CAPTURED[:2].sum(axis=0))

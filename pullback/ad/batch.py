@@ -155,7 +155,7 @@ def batch(program: Program, in_axes: Sequence[int | None], size: int,
     out_axes = [0] * len(program.outputs) if out_axes is None else list(out_axes)
     inputs = []
     hints: dict[int, str] = {}
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         env: dict[int, tuple[object, int | None]] = {}
         for v, axis in zip(program.inputs, in_axes):
             axis = _normalise(axis, v.type.ndim + 1)

@@ -128,7 +128,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     if wrt is None:
         wrt = [tangent_type(v.type) is not None for v in program.inputs]
     hints: dict[int, str] = {}
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         primal: dict[int, object] = {}
         tangent: dict[int, object] = {}
         tangent_inputs = []

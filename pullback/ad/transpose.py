@@ -70,7 +70,7 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
     """
     linear: set[int] = {id(v) for v, lin in zip(program.inputs, linear_inputs) if lin}
     hints: dict[int, str] = {}
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         env: dict[int, object] = {}  # values of the non-linear vars
         for v, lin in zip(program.inputs, linear_inputs):
             if not lin:

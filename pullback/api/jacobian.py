@@ -19,15 +19,17 @@ from pullback.ad.batch import batch
 from pullback.ad.jvp import jvp
 from pullback.api import stages as ad
 from pullback.ir.core import Literal, Program
-from pullback.ir.tracer import Tracer, bind, new_trace
+from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.opt.scalings import collect_scalings
 from pullback.opt.simplify import keeping_stop_gradients
 
 
-def call(program: Program, args: Sequence) -> list:
+def call(program: Program, args: Sequence, hints: dict[int, str]) -> list:
     """Evaluate ``program`` on ``args`` (tracers or literals) inside the current trace; its
-    constants become constants of the trace under their own vars."""
+    constants become constants of the trace under their own vars. Its values' names go into
+    ``hints`` (applied by ``_finish``), and an equation without a line of its own takes the
+    current one, the user's function's (never the line that asked for the Jacobian)."""
     from pullback.ir.tracer import current_builder
 
     builder = current_builder()
@@ -39,11 +41,15 @@ def call(program: Program, args: Sequence) -> list:
     def read(a):
         return a if isinstance(a, Literal) else env[id(a)]
 
+    saved = builder.source
     for eqn in program.eqns:
-        builder.source = eqn.source
+        builder.source = eqn.source or saved
         outs = bind(eqn.prim, *map(read, eqn.inputs), **eqn.params)
         for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
             env[id(v)] = o
+            if v.hint and isinstance(o, Tracer) and not o.ssa.hint:
+                hints.setdefault(id(o.ssa), v.hint)
+    builder.source = saved
     return [read(a) for a in program.outputs]
 
 
@@ -62,7 +68,8 @@ def identity_seeds(types: Sequence[ArrayType]) -> list:
     return seeds
 
 
-def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType]) -> tuple[list, tuple[int, ...]]:
+def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType],
+            hints: dict[int, str]) -> tuple[list, tuple[int, ...]]:
     """``linear`` (its last inputs linear, one per type in ``seeded``) applied to the identity
     seeds, and the batch shape its outputs lead with: ``(N,)``, or the seeded value's own shape
     when there is one seeded value of several axes (batched once per axis over the factored unit
@@ -73,15 +80,15 @@ def _seeded(linear: Program, fixed: list, seeded: Sequence[ArrayType]) -> tuple[
     size = sum(t.size for t in seeded)
     if size == 1:
         ones = [lax.full(t.shape, 1, t.dtype) for t in seeded]
-        outs = call(linear, fixed + ones)
+        outs = call(linear, fixed + ones, hints)
         return [x if isinstance(x, Literal) else lax.reshape(x, (1, *x.shape)) for x in outs], (1,)
     if len(seeded) == 1 and seeded[0].ndim > 1:
         batched = linear
         for n in reversed(seeded[0].shape):  # the first axis outermost
             batched = batch(batched, [None] * len(fixed) + [0], n)
-        return call(batched, fixed + [unit_tensor(seeded[0])]), seeded[0].shape
+        return call(batched, fixed + [unit_tensor(seeded[0])], hints), seeded[0].shape
     batched = batch(linear, [None] * len(fixed) + [0] * len(seeded), size)
-    return call(batched, fixed + identity_seeds(seeded)), (size,)
+    return call(batched, fixed + identity_seeds(seeded), hints), (size,)
 
 
 def unit_tensor(t: ArrayType):
@@ -116,11 +123,11 @@ def _check_inexact(values, what: str) -> None:
                             "real and imaginary parts as separate real arrays)")
 
 
-def _finish(program: Program, builder, results, name: str) -> Program:
+def _finish(program: Program, builder, results, name: str, hints: dict[int, str]) -> Program:
     out_atoms = tuple(builder.atom(r) for r in results)
     constvars, constvals = builder.constants()
-    result = ad.optimize(Program(program.inputs, tuple(builder.eqns), out_atoms, constvars, constvals,
-                                 name=f"{program.name}_{name}"))
+    built = Program(program.inputs, tuple(builder.eqns), out_atoms, constvars, constvals, name=f"{program.name}_{name}")
+    result = ad.optimize(rename(built, hints) if hints else built)
     return ad.optimize(collect_scalings(result))
 
 
@@ -133,10 +140,11 @@ def jacfwd(program: Program, wrt: Sequence[bool]) -> Program:
     _check_inexact(wrt_vars, "inputs")
     _check_inexact(program.outputs, "outputs")
     m = len(program.outputs)
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         builder.source = _last_line(program)  # seeds and reshapes: not the caller's line
         ins = [Tracer(v, builder) for v in program.inputs]
-        touts, lead = _seeded(jvp(program, wrt), ins, [v.type for v in wrt_vars])
+        hints: dict[int, str] = {}
+        touts, lead = _seeded(jvp(program, wrt), ins, [v.type for v in wrt_vars], hints)
         builder.source = _last_line(program)
         results = []
         for o, t in zip(program.outputs, touts[m:]):  # t: (*lead, *o.shape)
@@ -147,7 +155,7 @@ def jacfwd(program: Program, wrt: Sequence[bool]) -> Program:
                 part = lax.transpose(part, (*range(nb, part.ndim), *range(nb)))
                 results.append(lax.reshape(part, (*o.shape, *v.shape)))
                 offset += v.type.size
-        return _finish(program, builder, results, "jacfwd")
+        return _finish(program, builder, results, "jacfwd", hints)
 
 
 def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
@@ -161,11 +169,12 @@ def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
     m = len(program.outputs)
     split = ad.linearize(program, wrt)
     transposed = ad.transpose_linear(split)
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         builder.source = _last_line(program)
         ins = [Tracer(v, builder) for v in program.inputs]
-        residuals = call(split.known, ins)[m:]
-        cts, _ = _seeded(transposed, residuals, program.out_types)  # each (*lead, *in.shape)
+        hints: dict[int, str] = {}
+        residuals = call(split.known, ins, hints)[m:]
+        cts, _ = _seeded(transposed, residuals, program.out_types, hints)  # each (*lead, *in.shape)
         builder.source = _last_line(program)
         results, offset = [], 0
         for o in program.outputs:
@@ -174,7 +183,7 @@ def jacrev(program: Program, wrt: Sequence[bool]) -> Program:
                 part = c if m == 1 else lax.slice_axis(c, 0, offset, offset + k)
                 results.append(lax.reshape(part, (*o.shape, *v.shape)))
             offset += k
-        return _finish(program, builder, results, "jacrev")
+        return _finish(program, builder, results, "jacrev", hints)
 
 
 def hessian(program: Program, wrt: Sequence[bool]) -> Program:
@@ -188,12 +197,14 @@ def hessian(program: Program, wrt: Sequence[bool]) -> Program:
 def joined(program: Program, other: Program) -> Program:
     """``program``'s outputs and then ``other``'s, computed from the same inputs (a Jacobian and
     the auxiliary values of ``has_aux``); shared work is computed once."""
-    with new_trace() as builder:
+    with new_trace(replay=True) as builder:
         ins = [Tracer(v, builder) for v in program.inputs]
-        outs = call(program, ins) + call(other, ins)
+        hints: dict[int, str] = {}
+        outs = call(program, ins, hints) + call(other, ins, hints)
         constvars, constvals = builder.constants()
-        return ad.optimize(Program(program.inputs, tuple(builder.eqns), tuple(builder.atom(o) for o in outs),
-                                   constvars, constvals, program.name))
+        built = Program(program.inputs, tuple(builder.eqns), tuple(builder.atom(o) for o in outs),
+                        constvars, constvals, program.name)
+        return ad.optimize(rename(built, hints))
 
 
 def _renamed(program: Program, name: str) -> Program:

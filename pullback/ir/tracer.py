@@ -109,6 +109,7 @@ class Builder:
         # the traced function's inputs and, when it was called on concrete arguments, their values
         # (see ``frontend.examples``)
         self.inputs: tuple[Var, ...] = ()
+        self.replay = False  # see ``new_trace``
         self.transformed = False  # the traced callable is a transform of pullback's (``callables.described``)
         # names for values that code other than the user's made in this trace, applied when it ends: an
         # inlined program's values (at their own lines), a loop body's invariants hoisted out of it
@@ -121,7 +122,7 @@ class Builder:
         self.affine: dict[Var, Any] = {}
 
     def location(self) -> SourceInfo | None:
-        return self.source if self.source is not None else user_location()
+        return self.source if self.source is not None or self.replay else user_location()
 
     def constants(self) -> tuple[tuple[Var, ...], tuple]:
         """The program's constant vars and their values."""
@@ -271,11 +272,15 @@ def tracing() -> bool:
 
 
 @contextmanager
-def new_trace():
+def new_trace(replay: bool = False):
+    """A trace on the stack. ``replay``: a transform re-binding a program's equations at their own lines,
+    where an equation without a line has none (not the line of whatever code called the transform)."""
     builder = Builder()
     stack = _state.__dict__.setdefault("stack", [])
+    builder.replay = replay
     if stack:  # a sub-program of a rule (det's branches) comes from the rule's equation, as the rule's own do
         builder.source = stack[-1].source
+        builder.replay = replay or stack[-1].replay
     stack.append(builder)
     try:
         yield builder
@@ -319,7 +324,8 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
     def read(a):
         return env.get(id(a), a) if isinstance(a, Var) else a
 
-    saved = builder.source
+    saved, replay = builder.source, builder.replay
+    builder.replay = replay or (sources and saved is None)  # a line-less equation: no line, not the caller's
     for eqn in program.eqns:
         if sources:
             builder.source = eqn.source or saved
@@ -328,7 +334,7 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
             env[id(v)] = o
             if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
                 hints.setdefault(id(o.ssa), v.hint)
-    builder.source = saved
+    builder.source, builder.replay = saved, replay
     return [read(a) for a in program.outputs]
 
 
@@ -752,7 +758,9 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
                       name=name or fname)
     if builder.inlined_hints:
         program = rename(program, builder.inlined_hints)
-    return name_from_source(program), treedef
+    # a transform's trace holds programs already named by their own traces, at the user's lines:
+    # naming by those lines' targets again would name a derivative after the value it differentiates
+    return (program if builder.transformed else name_from_source(program)), treedef
 
 
 def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,

@@ -262,3 +262,24 @@ def test_views_of_captured_arrays_are_named_after_them():
     src = d.source(x)
     assert "L_CAPTURED_T" in src and "L_CAPTURED_view" in src and "*, c" not in src
     np.testing.assert_allclose(d.grad(x), L_CAPTURED.sum(axis=1) + L_CAPTURED[:2].sum(axis=0))
+
+
+def squashed(w, x):
+    z = np.tanh(x @ w)
+    return np.sum(z ** 2)
+
+
+@pytest.mark.parametrize("form", ["jacrev", "jacfwd", "hessian"])
+def test_composed_transforms_keep_the_functions_names_and_lines(form):
+    """``pb.jacrev(f)``, ``pb.jacfwd(f)``, ``pb.hessian(f)`` print ``f``'s names on the values they name
+    (``z`` is the tanh, not a derivative) and quote only ``f``'s lines, never the caller's."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(squashed)
+    own = set(range(first, first + len(lines)))
+    w, x = np.array([0.3, -0.2, 0.1]), np.arange(12.0).reshape(4, 3) / 10
+    src = pb.source(getattr(pb, form)(squashed), w, x)
+    quoted = [int(m) for m in re.findall(r"# test_printed_programs\.py:(\d+)", src)]
+    assert quoted and set(quoted) <= own, (quoted, own)
+    assert re.search(r"^    z = np\.tanh\(", src, re.M)
+    assert not re.search(r"^    z(_\d+)? = (?!np\.tanh)", src, re.M), src

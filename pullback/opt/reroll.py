@@ -50,6 +50,8 @@ from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
+from pullback.primitives.contractions import dot_general_p
+from pullback.primitives.reductions import reduce_sum_p
 
 MIN_STEPS = 4  # copies of the body, at least
 MIN_EQNS = 1_000  # equations in the run, at least
@@ -72,6 +74,7 @@ def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQN
         loop = _find(program, min_steps, min_eqns, signatures)
         if loop is None:
             break
+        program, loop = _fold_first(program, loop)
         program = _rolled(program, loop, min_steps, min_eqns)
     return program
 
@@ -79,8 +82,9 @@ def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQN
 # --- finding a run -------------------------------------------------------------------------
 
 
-def _signature(eqn: Eqn) -> tuple:
-    """What two copies of one equation share: a slice's window moves from step to step, its size does not."""
+def _signature(eqn: Eqn, loose: bool = False) -> tuple:
+    """What two copies of one equation share: a slice's window moves from step to step, its size does not.
+    ``loose``: a number may stand where another copy reads a value (a carry's initial value)."""
     params = eqn.params
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
@@ -88,7 +92,7 @@ def _signature(eqn: Eqn) -> tuple:
         params = (tuple(type(e) if type(e) is ix.Int else e for e in params["index"]), params.get("unique_indices"))
     source = eqn.source  # (its fields: compared in C, not by the dataclass's methods)
     return (eqn.prim, params, source and source.filename, source and source.lineno,
-            tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
+            tuple([a.type if type(a) is Var or loose else (Literal, a.type) for a in eqn.inputs]),
             tuple([v.type for v in eqn.outputs]))
 
 
@@ -421,6 +425,121 @@ def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
     return loop.sliced[i] == d
 
 
+# --- the first step, folded in --------------------------------------------------------------
+
+# what the copy of a step the user's program never ran may compute (the last step's share of the next
+# step's start, see ``_fold_first``): arithmetic that cannot fail or warn but by overflow, no effect
+_SAFE_EXTRA = frozenset({ew.add_p, ew.sub_p, ew.mul_p, ew.neg_p, dot_general_p, reduce_sum_p, st.transpose_p,
+                         st.broadcast_in_dim_p, st.reshape_p, st.slice_p, st.concatenate_p})
+
+
+def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
+    """``program`` and ``loop`` with the step before the loop folded into it where that step differs
+    from the loop's only by the values that feed it, else both unchanged.
+
+    A loop written ``mu = A @ f if t else f`` (or any loop whose first step starts from the initial
+    values rather than computing them) traces a step 0 without the step's first equations, and one that
+    accumulates into ``nll = 0.0`` a step 0 without the addition of zero; the run of equal copies then
+    starts at step 1. Step 0 is aligned with the end of the loop's step, backwards: the equations it lacks
+    at the start make the step start later (the loop is cut after them, so that they end each step and
+    feed the next one, as a person writes ``mu_h, S_hh = A @ f, ...`` at the end of the loop body), and
+    an addition of a carry it lacks is put back as ``0 + x`` (the carry starts from zero). The last
+    step's share of the next step's start, which the program never computed, is computed and left
+    unread (safe arithmetic only, ``_SAFE_EXTRA``). The copies so made are checked as any run is
+    (``_check``): the folded loop reads only what a loop can, or nothing changes."""
+    eqns = program.eqns
+    p, k, m = loop.start, loop.period, loop.steps
+    first = eqns[p:p + k]
+    matched: dict[int, int] = {}  # body equation -> its equation in step 0
+    skipped: list[int] = []  # body equations step 0 lacks: additions of a carry (from zero)
+    i, j = k - 1, p - 1
+    while i >= 0 and j >= 0:
+        if _signature(first[i], True) == _signature(eqns[j], True):
+            matched[i] = j
+            j -= 1
+        elif first[i].prim is ew.add_p and any((i, q) in loop.carry_of for q in (0, 1)):
+            skipped.append(i)
+        else:
+            break
+        i -= 1
+    s = i + 1  # step 0 lacks the body's equations before this one
+    if not matched or (s and m < 2):
+        return program, loop
+    pos = loop.pos
+    made: dict[int, object] = {}  # id of a var of the loop's first copy -> its counterpart in step 0
+
+    def counterpart(a, at: tuple[int, int]):
+        """Step 0's value for the body's operand ``a`` (at ``at``); None if there is none to tell."""
+        if type(a) is Literal:
+            return a
+        if at in loop.tables or at in loop.literals:
+            return None
+        where = pos.get(id(a))
+        if where is None:
+            return a  # from before the run, the same in every copy
+        if where[0] != 0:
+            return None
+        return made.get(id(a))
+
+    update: list[Eqn] = []  # step 0 as a copy of the body from ``s``
+    for i in range(s, k):
+        e = first[i]
+        if i in skipped:
+            q = 0 if (i, 0) in loop.carry_of else 1
+            x = counterpart(e.inputs[1 - q], (i, 1 - q))
+            out = e.outputs[0]
+            if x is None or x.type != out.type or (i, 1 - q) in loop.carry_of:
+                return program, loop
+            zero = Var(out.type, out.hint)
+            ins = [Literal.of(0, out.dtype), x] if q == 0 else [x, Literal.of(0, out.dtype)]
+            update.append(Eqn(ew.add_p, tuple(ins), (zero,), e.params, e.source))
+            made[id(out)] = zero
+            continue
+        f = eqns[matched[i]]
+        ins = list(f.inputs)
+        for q, a in enumerate(e.inputs):
+            owner = pos.get(id(a)) if type(a) is Var else None
+            if owner is not None and owner[0] == 0 and owner[1] in skipped:  # reads a sum step 0 lacks
+                zero = update[owner[1] - s]  # ``0 + x``: step 0 reads x here
+                if ins[q] is not zero.inputs[1 if type(zero.inputs[0]) is Literal else 0]:
+                    return program, loop
+                ins[q] = zero.outputs[0]
+        update.append(f if ins == list(f.inputs) else Eqn(f.prim, tuple(ins), f.outputs, f.params, f.source))
+        made.update((id(v), w) for v, w in zip(e.outputs, f.outputs))
+
+    extra: list[Eqn] = []  # the last step's share of the next step's start
+    last = p + (m - 1) * k
+    mine: dict[int, Var] = {}
+    for i in range(s):
+        e = first[i]
+        if e.prim not in _SAFE_EXTRA or i in loop.sliced or i in loop.placed:
+            return program, loop
+        ins = []
+        for q, a in enumerate(e.inputs):
+            carry = loop.carry_of.get((i, q))
+            if carry is not None:
+                ins.append(eqns[last + carry[0]].outputs[carry[1]])
+            elif (i, q) in loop.literals or (i, q) in loop.tables:
+                return program, loop
+            elif type(a) is Var and id(a) in pos:
+                if id(a) not in mine:
+                    return program, loop
+                ins.append(mine[id(a)])
+            else:
+                ins.append(a)
+        outs = tuple(Var(v.type, v.hint) for v in e.outputs)
+        mine.update(zip(map(id, e.outputs), outs))
+        extra.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
+
+    start, end = p - len(matched), p + m * k
+    new = eqns[:start] + tuple(update) + eqns[p:end] + tuple(extra) + eqns[end:]
+    folded = Program(program.inputs, new, program.outputs, program.constvars, program.constvals, program.name)
+    checked = _check(new, start, k, m + 1, _Before(new, dict(zip(map(id, program.constvars), program.constvals))))
+    if checked.steps != m + 1:
+        return program, loop
+    return folded, checked
+
+
 # --- rolling it ----------------------------------------------------------------------------
 
 
@@ -487,10 +606,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
         start, limit = list(prm["start_indices"]), list(prm["limit_indices"])
         limit[d] = start[d] + m
         shape = tuple(limit[a] - start[a] if a == d else e0.outputs[0].shape[a] for a in range(len(start)))
-        xs = Var(ArrayType(shape, array.dtype), array.hint)
-        before.append(Eqn(st.slice_p, (array,), (xs,), Params({"start_indices": tuple(start),
-                                                               "limit_indices": tuple(limit),
-                                                               "strides": prm["strides"]}), e0.source))
+        if shape == array.shape:  # every window of the array, in order: the array itself
+            xs = array
+        else:
+            xs = Var(ArrayType(shape, array.dtype), array.hint)
+            before.append(Eqn(st.slice_p, (array,), (xs,), Params({"start_indices": tuple(start),
+                                                                   "limit_indices": tuple(limit),
+                                                                   "strides": prm["strides"]}), e0.source))
         if d:
             perm = (d, *(a for a in range(len(shape)) if a != d))
             moved = Var(ArrayType(tuple(shape[a] for a in perm), array.dtype), array.hint)
@@ -577,12 +699,12 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                    tuple(body_outputs), name=f"{program.name}_step")
     body = reroll(body, min_steps, min_eqns)
     inits = []
-    for a in carry_init:  # a literal, or the type of a carry that starts from zeros
+    for a, c, (l, _) in zip(carry_init, carry_in, carry_src):  # a literal, or the type of a carry from zeros
         if type(a) is not Var:
-            v = Var(a.type if type(a) is Literal else a)
+            v = Var(a.type if type(a) is Literal else a, c.hint)
             fill = a if type(a) is Literal else Literal.of(0, a.dtype)
             before.append(Eqn(st.broadcast_in_dim_p, (fill,), (v,),
-                              Params({"shape": v.shape, "broadcast_dimensions": ()})))
+                              Params({"shape": v.shape, "broadcast_dimensions": ()}), first[l].source))
             a = v
         inits.append(a)
     scan = Eqn(control.scan_p, (*const_args, *inits, *xs_outer), (*carry_out, *ys_outer),

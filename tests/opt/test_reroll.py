@@ -59,16 +59,20 @@ def test_the_unrolled_kalman_filter_is_one_loop_and_matches_unrolled_and_scan():
     rolled = agree(kf.kalman_nll_unrolled, args, (0, 1, 2, 3))
     primal = rolled.ir(*args, stage="primal")
     assert scans(primal) == 1 and len(primal.eqns) < 80
-    # the first step (t = 0, no prediction) stays before the loop; the loop is the other 39 steps
-    assert next(e for e in primal.eqns if e.prim is scan_p).params["length"] == 39
+    # the first step (t = 0: no prediction, nll from 0.0) is folded in: the loop starts from mu0 and S0 and
+    # is cut after the update, the prediction ending each step (the last one's is computed and not read)
+    assert next(e for e in primal.eqns if e.prim is scan_p).params["length"] == 40
     value, grads = rolled.value_and_grad(*args)
     v_scan, g_scan = kf.nll.value_and_grad(*args)
     np.testing.assert_allclose(value, v_scan, rtol=1e-12)
     for a, b in zip(grads, g_scan):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     source = rolled.source(*args)
-    assert "for t in range(39):" in source and "for t in range(38, -1, -1):" in source
-    assert "# kalman_filter.py" in source.split("for t in range(39):")[1]  # the user's lines, in the loop
+    assert "for t in range(40):" in source and "for t in range(39, -1, -1):" in source
+    assert "# kalman_filter.py" in source.split("for t in range(40):")[1]  # the user's lines, in the loop
+    assert "mu_h = mu0" in source and "S_hh = S0" in source and "nll = np.zeros((), dtype=np.float64)" in source
+    # the step body once forward and once backward: one Cholesky, one error check, one transposed Cholesky
+    assert source.count("dpotrf(") == 1 and source.count("if info") == 1 and source.count("dtrmm(") == 1
 
 
 def test_the_gradient_does_not_grow_with_the_number_of_steps():

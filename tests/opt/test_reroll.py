@@ -196,3 +196,62 @@ def test_arrays_from_the_users_scope_read_each_step(short_loops):
     assert scans(primal) == 1
     assert [v.shape for v in primal.constvars if v.shape[:1] == (6,)] == [(6, 3)]  # rows: one table
     np.testing.assert_allclose(rolled(x), f(x), rtol=1e-13)
+
+
+def _scan_length(program) -> int:
+    return next(e for e in program.eqns if e.prim is scan_p).params["length"]
+
+
+def test_a_first_step_fed_by_initial_values_is_folded_into_the_loop(short_loops):
+    """Step 0 lacks the step's first equation (``u = a * x if t else x``) and the addition of zero to the
+    total: it is the loop's first step all the same, started from ``x0`` and 0 (no step printed before the
+    loop); the last step's ``a * x``, which the program never computed, is computed and not read."""
+    def f(a, x0, xs):
+        x, total = x0, 0.0
+        for t in range(6):
+            u = a * x if t else x
+            y = np.sin(u) + xs[t]
+            total = total + np.sum(y * y)
+            x = y
+        return total
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 6
+    assert not any(e.prim.name == "sin" for e in primal.eqns)  # no step before the loop
+    np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+    check_grads(rolled.fn, args, order=1)
+    code = [line for line in rolled.source(*args).splitlines() if not line.lstrip().startswith("#")]
+    assert sum("np.sin(" in line for line in code) == 1  # the step once
+
+
+def test_a_first_step_whose_missing_start_could_fail_stays_before_the_loop(short_loops):
+    """Folding would compute the start of a step after the last (here a logarithm, which may warn): the
+    first step stays before the loop, and the values are those of the unrolled program."""
+    def f(a, x0):
+        x = x0
+        for t in range(6):
+            u = np.log(a * x) if t else x
+            x = np.sin(u) + 2.0
+        return np.sum(x)
+
+    args = (0.7, RNG.uniform(1.0, 2.0, 3))
+    rolled = agree(f, args, (0, 1))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 5
+    check_grads(rolled.fn, args, order=1)
+
+
+def test_a_first_step_computing_otherwise_is_not_folded(short_loops):
+    """Step 0 computes ``2 * x`` where later steps compute ``a * x``, on the same line: not the same step
+    fed other values, so it stays before the loop."""
+    def f(a, x0):
+        x = x0
+        for t in range(6):
+            x = np.sin(a * x if t else 2.0 * x) + 1.0
+        return np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3))
+    rolled = agree(f, args, (0, 1))
+    assert _scan_length(rolled.ir(*args, stage="primal")) == 5

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
+from pullback.ir.core import Eqn, Var
 from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
@@ -79,6 +80,15 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     if not tracing():
         return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
 
+    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(f, init, x_leaves, x_tree)
+    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
+    nk = len(carry_leaves)
+    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+
+
+def _traced_step(f, init, x_leaves, x_tree):
+    """``f(carry, x)`` traced as a scan's body: (the body, the values it captures, the carry's leaves
+    and structure, the structure of its ``y``)."""
     from pullback.primitives import lax
 
     carry_leaves, carry_tree = flatten(init)
@@ -102,15 +112,46 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
             raise TracingError(located(
                 f"scan: carry component {i} enters the body as {a} but the body returns {b}; "
                 "the carry must keep its shape and dtype (cast init, e.g. np.float32(0.0))"))
-    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
-    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+    return body, captures, carry_leaves, carry_tree, y_tree
+
+
+def _scan_ragged_blocks(f, init, n: int, reverse: bool, k: int):
+    """``n`` steps of ``f`` (no xs; ``f`` returns no ``y``) in ``ceil(n / k)`` checkpointed blocks, the last
+    one shorter: one loop over the blocks, and in each a loop of ``min(k, n - i * k)`` steps, a number
+    known when it runs, so that the step is printed once however ``k`` divides ``n``."""
+    from pullback.frontend import numpy as api
+    from pullback.primitives import lax
+
+    def block(carry, i):
+        steps = _named(api.minimum(k, n - i * k), "steps")
+        body, captures, carry_leaves, carry_tree, _ = _traced_step(f, carry, [], flatten(None)[1])
+        outs = make_scan(body, captures, carry_leaves, [], length=None, reverse=reverse, count=steps)
+        return unflatten(carry_tree, outs), None
+
+    blocks = _named(lax.iota(np.int64, (-(-n // k),), 0), "blocks")
+    return scan(checkpoint(block), init, blocks, reverse=reverse)
+
+
+def _named(x: Tracer, hint: str) -> Tracer:
+    """``x``, just made by the last equation of its trace, printed under the name ``hint``."""
+    eqns = x.builder.eqns
+    e = eqns[-1]
+    if e.outputs == (x.ssa,) and x.view is None:
+        x.ssa = Var(x.ssa.type, hint)
+        eqns[-1] = Eqn(e.prim, e.inputs, (x.ssa,), e.params, e.source)
+    return x
 
 
 def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
-    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest."""
+    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest
+    (without xs and ys, one loop of blocks, the last shorter: ``_scan_ragged_blocks``)."""
     from pullback.frontend import numpy as api
 
     q, r = divmod(n, k)
+    if r and q and not x_leaves:
+        body, _, carry_leaves, _, _ = _traced_step(f, init, [], x_tree)  # (to see whether f returns a y)
+        if len(body.outputs) == len(carry_leaves):
+            return _scan_ragged_blocks(f, init, n, reverse, k)
 
     def run(carry, part, steps):
         return scan(f, carry, part, length=steps, reverse=reverse)

@@ -32,8 +32,9 @@ def _slice_example(x):
 
 def block_length(n: int) -> int:
     """The block length of ``checkpoint=True`` over ``n`` steps: the divisor of ``n`` nearest ``sqrt(n)``
-    within a factor 1.5 of it (equal blocks: two nested loops, no shorter last block whose steps print
-    again; it stores at most 9% more than ``2 sqrt(n)`` states), else ``ceil(sqrt(n))``."""
+    within a factor 1.5 of it (equal blocks: two nested loops of fixed lengths, the steps kept in arrays;
+    it stores at most 9% more than ``2 sqrt(n)`` states), else ``ceil(sqrt(n))`` (a shorter last block:
+    see ``scan``)."""
     root = math.sqrt(n)
     near = [k for k in range(max(1, math.ceil(root / 1.5)), math.floor(root * 1.5) + 1) if n % k == 0]
     if near:
@@ -54,7 +55,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     one carry per block and recomputes a block's steps when it gets to it, so it stores about
     ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
     forward steps twice. ``checkpoint=True`` takes ``k`` near ``sqrt(T)``, a divisor of ``T`` where one is
-    near enough (``block_length``), so that the blocks are equal and the step prints once per pass.
+    near enough (``block_length``), so that the blocks are equal and the step prints once per pass. Where
+    ``k`` does not divide ``T`` and the scan has no ``xs`` and no ``ys``, the blocks are one loop too, the
+    last one shorter (``for _ in range(steps)``, ``steps = min(k, T - i k)``); with ``xs`` or ``ys``
+    the shorter last block is a block of its own, its steps printed again.
 
     >>> def cumulative_sum_of_squares(x):
     ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)

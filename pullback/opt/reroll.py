@@ -31,6 +31,10 @@ step recomputes (a helper's ``1 - mask``) are one value to the check, and hoiste
 loops are rolled in the body in turn. A long run that is not rolled is reported in the log
 (``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
 
+A first step that lacks the step's first equations (``mu = A @ f if t else f``: it starts from the
+initial values) or the addition of a carry that starts from zero (``nll = 0.0``) is folded into the loop
+(``_fold_first``), so that no step is printed before it.
+
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
 compile and lets the optimiser work across steps. ``differentiate(f, reroll=False)`` keeps every
 loop unrolled.

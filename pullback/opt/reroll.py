@@ -32,7 +32,7 @@ loops are rolled in the body in turn. A long run that is not rolled is reported 
 (``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
 
 A first step that lacks the step's first equations (``mu = A @ f if t else f``: it starts from the
-initial values) or the addition of a carry that starts from zero (``nll = 0.0``) is folded into the loop
+initial values) or reads a number where later steps read a carry (``nll = 0.0``) is folded into the loop
 (``_fold_first``), so that no step is printed before it.
 
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
@@ -443,73 +443,25 @@ def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
 
     A loop written ``mu = A @ f if t else f`` (or any loop whose first step starts from the initial
     values rather than computing them) traces a step 0 without the step's first equations, and one that
-    accumulates into ``nll = 0.0`` a step 0 without the addition of zero; the run of equal copies then
-    starts at step 1. Step 0 is aligned with the end of the loop's step, backwards: the equations it lacks
-    at the start make the step start later (the loop is cut after them, so that they end each step and
-    feed the next one, as a person writes ``mu_h, S_hh = A @ f, ...`` at the end of the loop body), and
-    an addition of a carry it lacks is put back as ``0 + x`` (the carry starts from zero). The last
-    step's share of the next step's start, which the program never computed, is computed and left
-    unread (safe arithmetic only, ``_SAFE_EXTRA``). The copies so made are checked as any run is
-    (``_check``): the folded loop reads only what a loop can, or nothing changes."""
+    accumulates into ``nll = 0.0`` a step 0 reading the number 0.0 where later steps read the sum so far;
+    the run of equal copies then starts at step 1. Step 0 is aligned with the end of the loop's step,
+    backwards, a number standing where the step reads a value: the equations it lacks at the start make
+    the step start later (the loop is cut after them, so that they end each step and feed the next one,
+    as a person writes ``mu_h, S_hh = A @ f, ...`` at the end of the loop body), and a number it reads
+    for a carry is the carry's initial value. The last step's share of the next step's start, which the
+    program never computed, is computed and left unread (safe arithmetic only, ``_SAFE_EXTRA``). The
+    copies so made are checked as any run is (``_check``): the folded loop reads only what a loop can,
+    or nothing changes."""
     eqns = program.eqns
     p, k, m = loop.start, loop.period, loop.steps
     first = eqns[p:p + k]
-    matched: dict[int, int] = {}  # body equation -> its equation in step 0
-    skipped: list[int] = []  # body equations step 0 lacks: additions of a carry (from zero)
     i, j = k - 1, p - 1
-    while i >= 0 and j >= 0:
-        if _signature(first[i], True) == _signature(eqns[j], True):
-            matched[i] = j
-            j -= 1
-        elif first[i].prim is ew.add_p and any((i, q) in loop.carry_of for q in (0, 1)):
-            skipped.append(i)
-        else:
-            break
-        i -= 1
-    s = i + 1  # step 0 lacks the body's equations before this one
-    if not matched or (s and m < 2):
+    while i >= 0 and j >= 0 and _signature(first[i], True) == _signature(eqns[j], True):
+        i, j = i - 1, j - 1
+    s, start = i + 1, j + 1  # step 0 (from ``start``) lacks the body's equations before ``s``
+    if start == p:
         return program, loop
     pos = loop.pos
-    made: dict[int, object] = {}  # id of a var of the loop's first copy -> its counterpart in step 0
-
-    def counterpart(a, at: tuple[int, int]):
-        """Step 0's value for the body's operand ``a`` (at ``at``); None if there is none to tell."""
-        if type(a) is Literal:
-            return a
-        if at in loop.tables or at in loop.literals:
-            return None
-        where = pos.get(id(a))
-        if where is None:
-            return a  # from before the run, the same in every copy
-        if where[0] != 0:
-            return None
-        return made.get(id(a))
-
-    update: list[Eqn] = []  # step 0 as a copy of the body from ``s``
-    for i in range(s, k):
-        e = first[i]
-        if i in skipped:
-            q = 0 if (i, 0) in loop.carry_of else 1
-            x = counterpart(e.inputs[1 - q], (i, 1 - q))
-            out = e.outputs[0]
-            if x is None or x.type != out.type or (i, 1 - q) in loop.carry_of:
-                return program, loop
-            zero = Var(out.type, out.hint)
-            ins = [Literal.of(0, out.dtype), x] if q == 0 else [x, Literal.of(0, out.dtype)]
-            update.append(Eqn(ew.add_p, tuple(ins), (zero,), e.params, e.source))
-            made[id(out)] = zero
-            continue
-        f = eqns[matched[i]]
-        ins = list(f.inputs)
-        for q, a in enumerate(e.inputs):
-            owner = pos.get(id(a)) if type(a) is Var else None
-            if owner is not None and owner[0] == 0 and owner[1] in skipped:  # reads a sum step 0 lacks
-                zero = update[owner[1] - s]  # ``0 + x``: step 0 reads x here
-                if ins[q] is not zero.inputs[1 if type(zero.inputs[0]) is Literal else 0]:
-                    return program, loop
-                ins[q] = zero.outputs[0]
-        update.append(f if ins == list(f.inputs) else Eqn(f.prim, tuple(ins), f.outputs, f.params, f.source))
-        made.update((id(v), w) for v, w in zip(e.outputs, f.outputs))
 
     extra: list[Eqn] = []  # the last step's share of the next step's start
     last = p + (m - 1) * k
@@ -535,8 +487,8 @@ def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
         mine.update(zip(map(id, e.outputs), outs))
         extra.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
 
-    start, end = p - len(matched), p + m * k
-    new = eqns[:start] + tuple(update) + eqns[p:end] + tuple(extra) + eqns[end:]
+    end = p + m * k
+    new = eqns[:end] + tuple(extra) + eqns[end:]
     folded = Program(program.inputs, new, program.outputs, program.constvars, program.constvals, program.name)
     checked = _check(new, start, k, m + 1, _Before(new, dict(zip(map(id, program.constvars), program.constvals))))
     if checked.steps != m + 1:

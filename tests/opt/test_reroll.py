@@ -203,7 +203,7 @@ def _scan_length(program) -> int:
 
 
 def test_a_first_step_fed_by_initial_values_is_folded_into_the_loop(short_loops):
-    """Step 0 lacks the step's first equation (``u = a * x if t else x``) and the addition of zero to the
+    """Step 0 lacks the step's first equation (``u = a * x if t else x``) and reads the number 0.0 for the
     total: it is the loop's first step all the same, started from ``x0`` and 0 (no step printed before the
     loop); the last step's ``a * x``, which the program never computed, is computed and not read."""
     def f(a, x0, xs):

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
-from pullback.ir.core import Eqn, Var
 from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
@@ -137,12 +136,8 @@ def _scan_ragged_blocks(f, init, n: int, reverse: bool, k: int):
 
 
 def _named(x: Tracer, hint: str) -> Tracer:
-    """``x``, just made by the last equation of its trace, printed under the name ``hint``."""
-    eqns = x.builder.eqns
-    e = eqns[-1]
-    if e.outputs == (x.ssa,) and x.view is None:
-        x.ssa = Var(x.ssa.type, hint)
-        eqns[-1] = Eqn(e.prim, e.inputs, (x.ssa,), e.params, e.source)
+    """``x``, printed under the name ``hint`` (a value pullback's code made, not the user's)."""
+    x.builder.inlined_hints[id(x.ssa)] = hint
     return x
 
 

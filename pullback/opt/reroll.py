@@ -78,7 +78,7 @@ def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQN
         loop = _find(program, min_steps, min_eqns, signatures)
         if loop is None:
             break
-        program, loop = _fold_first(program, loop)
+        program, loop = _fold_last(*_fold_first(program, loop))
         program = _rolled(program, loop, min_steps, min_eqns)
     return program
 
@@ -461,39 +461,78 @@ def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
     s, start = i + 1, j + 1  # step 0 (from ``start``) lacks the body's equations before ``s``
     if start == p:
         return program, loop
-    pos = loop.pos
+    last, end = p + (m - 1) * k, p + m * k
+    if s and _read_after(program, end, eqns[last:last + s]):
+        return program, loop  # the last step's start, read after the loop, would be stacked for every step
+    extra = _step_after(eqns, loop, range(s), {})  # the last step's share of a step after it
+    if extra is None:
+        return program, loop
+    return _extended(program, eqns[:end] + tuple(extra) + eqns[end:], start, k, m + 1, loop)
 
-    extra: list[Eqn] = []  # the last step's share of the next step's start
-    last = p + (m - 1) * k
-    mine: dict[int, Var] = {}
-    for i in range(s):
+
+def _fold_last(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
+    """``program`` and ``loop`` with the step after the loop folded into it where that step is the start
+    of one, else both unchanged: a loop whose last step lacks the step's last equations (the loop cut so
+    that they come last in the step, or ``if t < T - 1``) is all its steps, the last one computing them
+    too, unread (safe arithmetic only, as in ``_fold_first``)."""
+    eqns = program.eqns
+    p, k, m = loop.start, loop.period, loop.steps
+    first, last, end = eqns[p:p + k], p + (m - 1) * k, p + m * k
+    s = 0
+    while s < k and end + s < len(eqns) and _signature(first[s], True) == _signature(eqns[end + s], True):
+        s += 1
+    if not s or s == k or _read_after(program, end + s, eqns[last:end]):
+        return program, loop  # (values of the old last step read after the loop would be stacked)
+    own = {id(v): w for i in range(s) for v, w in zip(first[i].outputs, eqns[end + i].outputs)}
+    extra = _step_after(eqns, loop, range(s, k), own)
+    if extra is None:
+        return program, loop
+    return _extended(program, eqns[:end + s] + tuple(extra) + eqns[end + s:], p, k, m + 1, loop)
+
+
+def _read_after(program: Program, at: int, made: tuple[Eqn, ...]) -> bool:
+    """Whether the equations from ``at`` or the program's outputs read a value ``made`` makes."""
+    ids = {id(v) for e in made for v in e.outputs}
+    return any(id(a) in ids for e in program.eqns[at:] for a in e.inputs) or any(id(a) in ids for a in program.outputs)
+
+
+def _step_after(eqns, loop: _Loop, body: range, own: dict[int, Var]) -> list[Eqn] | None:
+    """Copies of the body's equations ``body`` for a step after the loop's last: carries read from the last
+    step, the step's own values from ``own`` (and the copies made), the rest as the body reads it. None
+    where one would compute what may fail (``_SAFE_EXTRA``) or read a window or number of a step that
+    has none."""
+    first, pos, last = eqns[loop.start:loop.start + loop.period], loop.pos, loop.start + (loop.steps - 1) * loop.period
+    made = []
+    for i in body:
         e = first[i]
         if e.prim not in _SAFE_EXTRA or i in loop.sliced or i in loop.placed:
-            return program, loop
+            return None
         ins = []
         for q, a in enumerate(e.inputs):
             carry = loop.carry_of.get((i, q))
             if carry is not None:
                 ins.append(eqns[last + carry[0]].outputs[carry[1]])
             elif (i, q) in loop.literals or (i, q) in loop.tables:
-                return program, loop
+                return None
             elif type(a) is Var and id(a) in pos:
-                if id(a) not in mine:
-                    return program, loop
-                ins.append(mine[id(a)])
+                if id(a) not in own:
+                    return None
+                ins.append(own[id(a)])
             else:
                 ins.append(a)
         outs = tuple(Var(v.type, v.hint) for v in e.outputs)
-        mine.update(zip(map(id, e.outputs), outs))
-        extra.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
+        own.update(zip(map(id, e.outputs), outs))
+        made.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
+    return made
 
-    end = p + m * k
-    new = eqns[:end] + tuple(extra) + eqns[end:]
-    folded = Program(program.inputs, new, program.outputs, program.constvars, program.constvals, program.name)
-    checked = _check(new, start, k, m + 1, _Before(new, dict(zip(map(id, program.constvars), program.constvals))))
-    if checked.steps != m + 1:
+
+def _extended(program: Program, eqns: tuple[Eqn, ...], start: int, k: int, m: int, loop: _Loop):
+    """The program of ``eqns`` and its loop of ``m`` steps from ``start``, if its copies read as a loop's
+    (``_check``); else ``program`` and ``loop`` as they were."""
+    checked = _check(eqns, start, k, m, _Before(eqns, dict(zip(map(id, program.constvars), program.constvals))))
+    if checked.steps != m:
         return program, loop
-    return folded, checked
+    return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name), checked
 
 
 # --- rolling it ----------------------------------------------------------------------------

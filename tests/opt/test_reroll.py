@@ -243,9 +243,9 @@ def test_a_first_step_whose_missing_start_could_fail_stays_before_the_loop(short
     check_grads(rolled.fn, args, order=1)
 
 
-def test_a_first_step_computing_otherwise_is_not_folded(short_loops):
-    """Step 0 computes ``2 * x`` where later steps compute ``a * x``, on the same line: not the same step
-    fed other values, so it stays before the loop."""
+def test_what_a_first_step_computes_otherwise_stays_before_the_loop(short_loops):
+    """Step 0 computes ``2 * x`` where later steps compute ``a * x``, on the same line: that product alone
+    stays before the loop, which starts from it, ``a * x`` ending each of the 6 steps."""
     def f(a, x0):
         x = x0
         for t in range(6):
@@ -254,4 +254,44 @@ def test_a_first_step_computing_otherwise_is_not_folded(short_loops):
 
     args = (0.7, RNG.standard_normal(3))
     rolled = agree(f, args, (0, 1))
-    assert _scan_length(rolled.ir(*args, stage="primal")) == 5
+    primal = rolled.ir(*args, stage="primal")
+    assert _scan_length(primal) == 6
+    outside = [e.prim.name for e in primal.eqns if e.prim is not scan_p]
+    assert "sin" not in outside and outside.count("mul") == 1  # 2.0 * x0
+    np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+
+
+def test_a_first_step_is_not_folded_where_the_last_steps_start_is_read_after_the_loop(short_loops):
+    """Folded, the last step's ``u = a * x`` would end the step before it, and reading it after the loop
+    would keep every step's ``u``: the first step stays before the loop instead."""
+    def f(a, x0, xs):
+        x = x0
+        for t in range(6):
+            u = a * x if t else x
+            x = np.sin(u) + xs[t]
+        return np.sum(u) + np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert _scan_length(primal) == 5
+    assert not any(v.shape[:1] == (5,) or v.shape[:1] == (6,) for e in primal.eqns if e.prim is scan_p
+                   for v in e.outputs)  # no stacked outputs
+
+
+def test_a_last_step_without_the_steps_end_is_folded_into_the_loop(short_loops):
+    """Cut so that ``u = a * x`` ends each step (the fewest values cross there), the loop's last step lacks
+    it: the loop is all 6 steps all the same, the last one computing an ``a * x`` nothing reads."""
+    def f(a, x0, xs):
+        x = x0
+        for t in range(6):
+            u = a * x if t else x
+            x = np.sin(u) + xs[t]
+        return np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 6
+    assert not any(e.prim.name == "sin" for e in primal.eqns)  # no step before or after the loop
+    check_grads(rolled.fn, args, order=1)

@@ -430,10 +430,10 @@ def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
     return loop.sliced[i] == d
 
 
-# --- the first step, folded in --------------------------------------------------------------
+# --- the first and last steps, folded in ----------------------------------------------------
 
-# what the copy of a step the user's program never ran may compute (the last step's share of the next
-# step's start, see ``_fold_first``): arithmetic that cannot fail or warn but by overflow, no effect
+# what the copy of a step the user's program never ran may compute (the last step's share of a step after
+# it, see ``_fold_first`` and ``_fold_last``): arithmetic that cannot fail or warn but by overflow, no effect
 _SAFE_EXTRA = frozenset({ew.add_p, ew.sub_p, ew.mul_p, ew.neg_p, dot_general_p, reduce_sum_p, st.transpose_p,
                          st.broadcast_in_dim_p, st.reshape_p, st.slice_p, st.concatenate_p})
 

@@ -631,6 +631,9 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         return [s.assign([s.name(namer.name(v, v.hint, "empty"))], cst.List([])) for v in eqn.outputs]  # no steps
     steps: s.Expr = s.number(length) if length is not None else (
         s.call("len", ins[0]) if isinstance(eqn.inputs[0].type, StackType) else ins[0])  # as many steps as a stack
+    if length is None and isinstance(eqn.inputs[0], Var) and not isinstance(eqn.inputs[0].type, StackType) \
+            and getattr(nest.backend, "SCALARS_AS_ARRAYS", False):
+        steps = s.call("int", steps)  # a count on the device (CuPy has no __index__: no implicit copy to the host)
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)

@@ -31,8 +31,9 @@ def _slice_example(x):
 
 def block_length(n: int) -> int:
     """The block length of ``checkpoint=True`` over ``n`` steps: the divisor of ``n`` nearest ``sqrt(n)``
-    within a factor 1.5 of it (equal blocks: two nested loops, no shorter last block whose steps print
-    again; it stores at most 9% more than ``2 sqrt(n)`` states), else ``ceil(sqrt(n))``."""
+    within a factor 1.5 of it (equal blocks: two nested loops of fixed lengths, the steps kept in arrays;
+    it stores at most 9% more than ``2 sqrt(n)`` states), else ``ceil(sqrt(n))`` (a shorter last block:
+    see ``scan``)."""
     root = math.sqrt(n)
     near = [k for k in range(max(1, math.ceil(root / 1.5)), math.floor(root * 1.5) + 1) if n % k == 0]
     if near:
@@ -53,7 +54,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     one carry per block and recomputes a block's steps when it gets to it, so it stores about
     ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
     forward steps twice. ``checkpoint=True`` takes ``k`` near ``sqrt(T)``, a divisor of ``T`` where one is
-    near enough (``block_length``), so that the blocks are equal and the step prints once per pass.
+    near enough (``block_length``), so that the blocks are equal and the step prints once per pass. Where
+    ``k`` does not divide ``T`` and the scan has no ``xs`` and no ``ys``, the blocks are one loop too, the
+    last one shorter (``for _ in range(steps)``, ``steps = min(k, T - i k)``); with ``xs`` or ``ys``
+    the shorter last block is a block of its own, its steps printed again.
 
     >>> def cumulative_sum_of_squares(x):
     ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)
@@ -79,6 +83,15 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     if not tracing():
         return _scan_python(f, init, xs, x_leaves, x_tree, n, reverse) if n else _scan_empty(f, init, xs)
 
+    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(f, init, x_leaves, x_tree)
+    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
+    nk = len(carry_leaves)
+    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+
+
+def _traced_step(f, init, x_leaves, x_tree):
+    """``f(carry, x)`` traced as a scan's body: (the body, the values it captures, the carry's leaves
+    and structure, the structure of its ``y``)."""
     from pullback.primitives import lax
 
     carry_leaves, carry_tree = flatten(init)
@@ -102,15 +115,42 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
             raise TracingError(located(
                 f"scan: carry component {i} enters the body as {a} but the body returns {b}; "
                 "the carry must keep its shape and dtype (cast init, e.g. np.float32(0.0))"))
-    outs = make_scan(body, captures, carry_leaves, x_leaves, length=n, reverse=reverse)
-    return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+    return body, captures, carry_leaves, carry_tree, y_tree
+
+
+def _scan_ragged_blocks(f, init, n: int, reverse: bool, k: int):
+    """``n`` steps of ``f`` (no xs; ``f`` returns no ``y``) in ``ceil(n / k)`` checkpointed blocks, the last
+    one shorter: one loop over the blocks, and in each a loop of ``min(k, n - i * k)`` steps, a number
+    known when it runs, so that the step is printed once however ``k`` divides ``n``."""
+    from pullback.frontend import numpy as api
+    from pullback.primitives import lax
+
+    def block(carry, i):
+        steps = _named(api.minimum(k, n - i * k), "steps")
+        body, captures, carry_leaves, carry_tree, _ = _traced_step(f, carry, [], flatten(None)[1])
+        outs = make_scan(body, captures, carry_leaves, [], length=None, reverse=reverse, count=steps)
+        return unflatten(carry_tree, outs), None
+
+    blocks = _named(lax.iota(np.int64, (-(-n // k),), 0), "blocks")
+    return scan(checkpoint(block), init, blocks, reverse=reverse)
+
+
+def _named(x: Tracer, hint: str) -> Tracer:
+    """``x``, printed under the name ``hint`` (a value pullback's code made, not the user's)."""
+    x.builder.inlined_hints[id(x.ssa)] = hint
+    return x
 
 
 def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
-    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest."""
+    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest
+    (without xs and ys, one loop of blocks, the last shorter: ``_scan_ragged_blocks``)."""
     from pullback.frontend import numpy as api
 
     q, r = divmod(n, k)
+    if r and q and not x_leaves:
+        body, _, carry_leaves, _, _ = _traced_step(f, init, [], x_tree)  # (to see whether f returns a y)
+        if len(body.outputs) == len(carry_leaves):
+            return _scan_ragged_blocks(f, init, n, reverse, k)
 
     def run(carry, part, steps):
         return scan(f, carry, part, length=steps, reverse=reverse)

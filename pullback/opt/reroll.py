@@ -31,6 +31,11 @@ step recomputes (a helper's ``1 - mask``) are one value to the check, and hoiste
 loops are rolled in the body in turn. A long run that is not rolled is reported in the log
 (``pullback`` logger, INFO), with the first equation that reads otherwise than in the first step.
 
+A first step that lacks the step's first equations (``mu = A @ f if t else f``: it starts from the
+initial values) or reads a number where later steps read a carry (``nll = 0.0``) is folded into the loop
+(``_fold_first``), so that no step is printed before it; a last step lacking the step's last equations
+folds in likewise (``_fold_last``).
+
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
 compile and lets the optimiser work across steps. ``differentiate(f, reroll=False)`` keeps every
 loop unrolled.
@@ -50,6 +55,8 @@ from pullback.primitives import control
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
+from pullback.primitives.contractions import dot_general_p
+from pullback.primitives.reductions import reduce_sum_p
 
 MIN_STEPS = 4  # copies of the body, at least
 MIN_EQNS = 1_000  # equations in the run, at least
@@ -72,6 +79,7 @@ def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQN
         loop = _find(program, min_steps, min_eqns, signatures)
         if loop is None:
             break
+        program, loop = _fold_last(*_fold_first(program, loop))
         program = _rolled(program, loop, min_steps, min_eqns)
     return program
 
@@ -79,8 +87,9 @@ def reroll(program: Program, min_steps: int = MIN_STEPS, min_eqns: int = MIN_EQN
 # --- finding a run -------------------------------------------------------------------------
 
 
-def _signature(eqn: Eqn) -> tuple:
-    """What two copies of one equation share: a slice's window moves from step to step, its size does not."""
+def _signature(eqn: Eqn, loose: bool = False) -> tuple:
+    """What two copies of one equation share: a slice's window moves from step to step, its size does not.
+    ``loose``: a number may stand where another copy reads a value (a carry's initial value)."""
     params = eqn.params
     if eqn.prim is st.slice_p:
         params = (params["strides"], tuple(b - a for a, b in zip(params["start_indices"], params["limit_indices"])))
@@ -88,7 +97,7 @@ def _signature(eqn: Eqn) -> tuple:
         params = (tuple(type(e) if type(e) is ix.Int else e for e in params["index"]), params.get("unique_indices"))
     source = eqn.source  # (its fields: compared in C, not by the dataclass's methods)
     return (eqn.prim, params, source and source.filename, source and source.lineno,
-            tuple([a.type if type(a) is Var else (Literal, a.type) for a in eqn.inputs]),
+            tuple([a.type if type(a) is Var or loose else (Literal, a.type) for a in eqn.inputs]),
             tuple([v.type for v in eqn.outputs]))
 
 
@@ -421,6 +430,112 @@ def _window(e0: Eqn, ej: Eqn, j: int, loop: _Loop, i: int, pos: dict) -> bool:
     return loop.sliced[i] == d
 
 
+# --- the first and last steps, folded in ----------------------------------------------------
+
+# what the copy of a step the user's program never ran may compute (the last step's share of a step after
+# it, see ``_fold_first`` and ``_fold_last``): arithmetic that cannot fail or warn but by overflow, no effect
+_SAFE_EXTRA = frozenset({ew.add_p, ew.sub_p, ew.mul_p, ew.neg_p, dot_general_p, reduce_sum_p, st.transpose_p,
+                         st.broadcast_in_dim_p, st.reshape_p, st.slice_p, st.concatenate_p})
+
+
+def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
+    """``program`` and ``loop`` with the step before the loop folded into it where that step differs
+    from the loop's only by the values that feed it, else both unchanged.
+
+    A loop written ``mu = A @ f if t else f`` (or any loop whose first step starts from the initial
+    values rather than computing them) traces a step 0 without the step's first equations, and one that
+    accumulates into ``nll = 0.0`` a step 0 reading the number 0.0 where later steps read the sum so far;
+    the run of equal copies then starts at step 1. Step 0 is aligned with the end of the loop's step,
+    backwards, a number standing where the step reads a value: the equations it lacks at the start make
+    the step start later (the loop is cut after them, so that they end each step and feed the next one,
+    as a person writes ``mu_h, S_hh = A @ f, ...`` at the end of the loop body), and a number it reads
+    for a carry is the carry's initial value. The last step's share of the next step's start, which the
+    program never computed, is computed and left unread (safe arithmetic only, ``_SAFE_EXTRA``). The
+    copies so made are checked as any run is (``_check``): the folded loop reads only what a loop can,
+    or nothing changes."""
+    eqns = program.eqns
+    p, k, m = loop.start, loop.period, loop.steps
+    first = eqns[p:p + k]
+    i, j = k - 1, p - 1
+    while i >= 0 and j >= 0 and _signature(first[i], True) == _signature(eqns[j], True):
+        i, j = i - 1, j - 1
+    s, start = i + 1, j + 1  # step 0 (from ``start``) lacks the body's equations before ``s``
+    if start == p:
+        return program, loop
+    last, end = p + (m - 1) * k, p + m * k
+    if s and _read_after(program, end, eqns[last:last + s]):
+        return program, loop  # the last step's start, read after the loop, would be stacked for every step
+    extra = _step_after(eqns, loop, range(s), {})  # the last step's share of a step after it
+    if extra is None:
+        return program, loop
+    return _extended(program, eqns[:end] + tuple(extra) + eqns[end:], start, k, m + 1, loop)
+
+
+def _fold_last(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
+    """``program`` and ``loop`` with the step after the loop folded into it where that step is the start
+    of one, else both unchanged: a loop whose last step lacks the step's last equations (the loop cut so
+    that they come last in the step, or ``if t < T - 1``) is all its steps, the last one computing them
+    too, unread (safe arithmetic only, as in ``_fold_first``)."""
+    eqns = program.eqns
+    p, k, m = loop.start, loop.period, loop.steps
+    first, last, end = eqns[p:p + k], p + (m - 1) * k, p + m * k
+    s = 0
+    while s < k and end + s < len(eqns) and _signature(first[s], True) == _signature(eqns[end + s], True):
+        s += 1
+    if not s or s == k or _read_after(program, end + s, eqns[last:end]):
+        return program, loop  # (values of the old last step read after the loop would be stacked)
+    own = {id(v): w for i in range(s) for v, w in zip(first[i].outputs, eqns[end + i].outputs)}
+    extra = _step_after(eqns, loop, range(s, k), own)
+    if extra is None:
+        return program, loop
+    return _extended(program, eqns[:end + s] + tuple(extra) + eqns[end + s:], p, k, m + 1, loop)
+
+
+def _read_after(program: Program, at: int, made: tuple[Eqn, ...]) -> bool:
+    """Whether the equations from ``at`` or the program's outputs read a value ``made`` makes."""
+    ids = {id(v) for e in made for v in e.outputs}
+    return any(id(a) in ids for e in program.eqns[at:] for a in e.inputs) or any(id(a) in ids for a in program.outputs)
+
+
+def _step_after(eqns, loop: _Loop, body: range, own: dict[int, Var]) -> list[Eqn] | None:
+    """Copies of the body's equations ``body`` for a step after the loop's last: carries read from the last
+    step, the step's own values from ``own`` (and the copies made), the rest as the body reads it. None
+    where one would compute what may fail (``_SAFE_EXTRA``) or read a window or number of a step that
+    has none."""
+    first, pos, last = eqns[loop.start:loop.start + loop.period], loop.pos, loop.start + (loop.steps - 1) * loop.period
+    made = []
+    for i in body:
+        e = first[i]
+        if e.prim not in _SAFE_EXTRA or i in loop.sliced or i in loop.placed:
+            return None
+        ins = []
+        for q, a in enumerate(e.inputs):
+            carry = loop.carry_of.get((i, q))
+            if carry is not None:
+                ins.append(eqns[last + carry[0]].outputs[carry[1]])
+            elif (i, q) in loop.literals or (i, q) in loop.tables:
+                return None
+            elif type(a) is Var and id(a) in pos:
+                if id(a) not in own:
+                    return None
+                ins.append(own[id(a)])
+            else:
+                ins.append(a)
+        outs = tuple(Var(v.type, v.hint) for v in e.outputs)
+        own.update(zip(map(id, e.outputs), outs))
+        made.append(Eqn(e.prim, tuple(ins), outs, e.params, e.source))
+    return made
+
+
+def _extended(program: Program, eqns: tuple[Eqn, ...], start: int, k: int, m: int, loop: _Loop):
+    """The program of ``eqns`` and its loop of ``m`` steps from ``start``, if its copies read as a loop's
+    (``_check``); else ``program`` and ``loop`` as they were."""
+    checked = _check(eqns, start, k, m, _Before(eqns, dict(zip(map(id, program.constvars), program.constvals))))
+    if checked.steps != m:
+        return program, loop
+    return Program(program.inputs, eqns, program.outputs, program.constvars, program.constvals, program.name), checked
+
+
 # --- rolling it ----------------------------------------------------------------------------
 
 
@@ -487,10 +602,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
         start, limit = list(prm["start_indices"]), list(prm["limit_indices"])
         limit[d] = start[d] + m
         shape = tuple(limit[a] - start[a] if a == d else e0.outputs[0].shape[a] for a in range(len(start)))
-        xs = Var(ArrayType(shape, array.dtype), array.hint)
-        before.append(Eqn(st.slice_p, (array,), (xs,), Params({"start_indices": tuple(start),
-                                                               "limit_indices": tuple(limit),
-                                                               "strides": prm["strides"]}), e0.source))
+        if shape == array.shape:  # every window of the array, in order: the array itself
+            xs = array
+        else:
+            xs = Var(ArrayType(shape, array.dtype), array.hint)
+            before.append(Eqn(st.slice_p, (array,), (xs,), Params({"start_indices": tuple(start),
+                                                                   "limit_indices": tuple(limit),
+                                                                   "strides": prm["strides"]}), e0.source))
         if d:
             perm = (d, *(a for a in range(len(shape)) if a != d))
             moved = Var(ArrayType(tuple(shape[a] for a in perm), array.dtype), array.hint)
@@ -577,12 +695,12 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                    tuple(body_outputs), name=f"{program.name}_step")
     body = reroll(body, min_steps, min_eqns)
     inits = []
-    for a in carry_init:  # a literal, or the type of a carry that starts from zeros
+    for a, c, (l, _) in zip(carry_init, carry_in, carry_src):  # a literal, or the type of a carry from zeros
         if type(a) is not Var:
-            v = Var(a.type if type(a) is Literal else a)
+            v = Var(a.type if type(a) is Literal else a, c.hint)
             fill = a if type(a) is Literal else Literal.of(0, a.dtype)
             before.append(Eqn(st.broadcast_in_dim_p, (fill,), (v,),
-                              Params({"shape": v.shape, "broadcast_dimensions": ()})))
+                              Params({"shape": v.shape, "broadcast_dimensions": ()}), first[l].source))
             a = v
         inits.append(a)
     scan = Eqn(control.scan_p, (*const_args, *inits, *xs_outer), (*carry_out, *ys_outer),

@@ -160,6 +160,21 @@ def test_unchecked_factorisations_do_not_read_info_back(rng):
     assert "if info" not in source and "int(info)" not in source
 
 
+def test_a_step_count_on_the_device_is_read_back_for_range(rng):
+    """``checkpoint=True`` over 13 steps (blocks of 4, the last of 1) counts a block's steps on the device:
+    ``range`` takes ``int(steps)``, one read back per loop (CuPy arrays have no ``__index__``)."""
+    W = 0.5 * rng.standard_normal((3, 3))
+
+    def f(h0):
+        h, _ = pb.scan(lambda h, _: (np.sin(W @ h) + 0.5 * h, None), h0, None, length=13, checkpoint=True)
+        return np.sum(h ** 2)
+
+    source = pb.differentiate(f).source(rng.standard_normal(3), device="cuda")
+    check_cupy_source(source)
+    assert "for _ in range(int(steps)):" in source and "range(int(steps) - 1, -1, -1)" in source
+    assert "range(steps" not in source
+
+
 def test_unknown_device_is_an_error(rng):
     with pytest.raises(ValueError, match="device must be"):
         pb.jit(np.sin).source(np.ones(3), device="tpu")

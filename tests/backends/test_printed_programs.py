@@ -97,6 +97,41 @@ def test_rk4_checkpointed_golden():
     assert len(src.splitlines()) < 500  # 1,244 lines when a tail block printed the step again, twice
 
 
+def test_rk4_checkpointed_prime_golden():
+    """997 steps (a prime: no divisor near sqrt(997)): 32 blocks of 32, the last of 29, as one loop over
+    the blocks and a loop of ``min(32, 997 - 32 i)`` steps in each, the step printed once forward, once
+    recomputed and once transposed, never again for the shorter block. The gradient matches the plain
+    scan's; what is kept is a carry per block and one block's steps (O(sqrt T))."""
+    src = rk4_source(steps=997, checkpoint=True)
+    check_golden("rk4_checkpointed_prime_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(32):", "range(steps):", "range(31, -1, -1):", "range(steps):", "range(steps - 1, -1, -1):"]
+    assert "steps = np.minimum(32, " in src
+    assert src.count("k2 = lotka_volterra") == 3 and len(src.splitlines()) < 400
+    assert "np.empty((32, 2)" in src and "997," not in src.replace("997 - ", "")  # nothing kept per step
+
+    def prey_at_end(theta, u0, checkpoint):
+        return seq.rk4_final_state(theta, u0, 1e-3, 997, checkpoint=checkpoint)[0]
+
+    v, g = pb.differentiate(lambda th, u: prey_at_end(th, u, True)).value_and_grad(THETA, U0)
+    v_plain, g_plain = pb.differentiate(lambda th, u: prey_at_end(th, u, None)).value_and_grad(THETA, U0)
+    np.testing.assert_allclose(v, v_plain, rtol=1e-14)
+    np.testing.assert_allclose(g, g_plain, rtol=1e-11)
+
+
+def test_kalman_rerolled_golden():
+    """The Kalman filter written as a Python loop (``mu_h = A @ f if t else f``), rerolled: one loop of all
+    30 steps from mu0, S0 and nll = 0, the prediction ending each step; no step 0 printed before it. The
+    step's body once forward and once backward, one Cholesky error check."""
+    src = kf.nll_unrolled.source(*kalman_args())
+    check_golden("kalman_rerolled_grad.py.txt", src)
+    assert _loop_lines(src) == ["for t in range(30):", "for t in range(29, -1, -1):"]
+    assert "mu_h = mu0" in src and "S_hh = S0" in src and "nll = np.zeros((), dtype=np.float64)" in src
+    assert src.count("dpotrf(") == 1 and src.count("if info") == 1 and src.count("dtrmm(") == 1
+    forward = src.split("for t in range(30):")[0]
+    assert "dpotrf" not in forward and "v[0]" not in forward and len(src.splitlines()) < 240
+
+
 @pytest.mark.parametrize("n, k", [(1000, 25), (30, 5), (100, 10), (97, 10), (1, 1), (2, 1), (10_000, 100)])
 def test_checkpoint_block_length(n, k):
     assert block_length(n) == k

@@ -59,16 +59,20 @@ def test_the_unrolled_kalman_filter_is_one_loop_and_matches_unrolled_and_scan():
     rolled = agree(kf.kalman_nll_unrolled, args, (0, 1, 2, 3))
     primal = rolled.ir(*args, stage="primal")
     assert scans(primal) == 1 and len(primal.eqns) < 80
-    # the first step (t = 0, no prediction) stays before the loop; the loop is the other 39 steps
-    assert next(e for e in primal.eqns if e.prim is scan_p).params["length"] == 39
+    # the first step (t = 0: no prediction, nll from 0.0) is folded in: the loop starts from mu0 and S0 and
+    # is cut after the update, the prediction ending each step (the last one's is computed and not read)
+    assert next(e for e in primal.eqns if e.prim is scan_p).params["length"] == 40
     value, grads = rolled.value_and_grad(*args)
     v_scan, g_scan = kf.nll.value_and_grad(*args)
     np.testing.assert_allclose(value, v_scan, rtol=1e-12)
     for a, b in zip(grads, g_scan):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     source = rolled.source(*args)
-    assert "for t in range(39):" in source and "for t in range(38, -1, -1):" in source
-    assert "# kalman_filter.py" in source.split("for t in range(39):")[1]  # the user's lines, in the loop
+    assert "for t in range(40):" in source and "for t in range(39, -1, -1):" in source
+    assert "# kalman_filter.py" in source.split("for t in range(40):")[1]  # the user's lines, in the loop
+    assert "mu_h = mu0" in source and "S_hh = S0" in source and "nll = np.zeros((), dtype=np.float64)" in source
+    # the step body once forward and once backward: one Cholesky, one error check, one transposed Cholesky
+    assert source.count("dpotrf(") == 1 and source.count("if info") == 1 and source.count("dtrmm(") == 1
 
 
 def test_the_gradient_does_not_grow_with_the_number_of_steps():
@@ -192,3 +196,102 @@ def test_arrays_from_the_users_scope_read_each_step(short_loops):
     assert scans(primal) == 1
     assert [v.shape for v in primal.constvars if v.shape[:1] == (6,)] == [(6, 3)]  # rows: one table
     np.testing.assert_allclose(rolled(x), f(x), rtol=1e-13)
+
+
+def _scan_length(program) -> int:
+    return next(e for e in program.eqns if e.prim is scan_p).params["length"]
+
+
+def test_a_first_step_fed_by_initial_values_is_folded_into_the_loop(short_loops):
+    """Step 0 lacks the step's first equation (``u = a * x if t else x``) and reads the number 0.0 for the
+    total: it is the loop's first step all the same, started from ``x0`` and 0 (no step printed before the
+    loop); the last step's ``a * x``, which the program never computed, is computed and not read."""
+    def f(a, x0, xs):
+        x, total = x0, 0.0
+        for t in range(6):
+            u = a * x if t else x
+            y = np.sin(u) + xs[t]
+            total = total + np.sum(y * y)
+            x = y
+        return total
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 6
+    assert not any(e.prim.name == "sin" for e in primal.eqns)  # no step before the loop
+    np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+    check_grads(rolled.fn, args, order=1)
+    code = [line for line in rolled.source(*args).splitlines() if not line.lstrip().startswith("#")]
+    assert sum("np.sin(" in line for line in code) == 1  # the step once
+
+
+def test_a_first_step_whose_missing_start_could_fail_stays_before_the_loop(short_loops):
+    """Folding would compute the start of a step after the last (here a logarithm, which may warn): the
+    first step stays before the loop, and the values are those of the unrolled program."""
+    def f(a, x0):
+        x = x0
+        for t in range(6):
+            u = np.log(a * x) if t else x
+            x = np.sin(u) + 2.0
+        return np.sum(x)
+
+    args = (0.7, RNG.uniform(1.0, 2.0, 3))
+    rolled = agree(f, args, (0, 1))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 5
+    check_grads(rolled.fn, args, order=1)
+
+
+def test_what_a_first_step_computes_otherwise_stays_before_the_loop(short_loops):
+    """Step 0 computes ``2 * x`` where later steps compute ``a * x``, on the same line: that product alone
+    stays before the loop, which starts from it, ``a * x`` ending each of the 6 steps."""
+    def f(a, x0):
+        x = x0
+        for t in range(6):
+            x = np.sin(a * x if t else 2.0 * x) + 1.0
+        return np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3))
+    rolled = agree(f, args, (0, 1))
+    primal = rolled.ir(*args, stage="primal")
+    assert _scan_length(primal) == 6
+    outside = [e.prim.name for e in primal.eqns if e.prim is not scan_p]
+    assert "sin" not in outside and outside.count("mul") == 1  # 2.0 * x0
+    np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+
+
+def test_a_first_step_is_not_folded_where_the_last_steps_start_is_read_after_the_loop(short_loops):
+    """Folded, the last step's ``u = a * x`` would end the step before it, and reading it after the loop
+    would keep every step's ``u``: the first step stays before the loop instead."""
+    def f(a, x0, xs):
+        x = x0
+        for t in range(6):
+            u = a * x if t else x
+            x = np.sin(u) + xs[t]
+        return np.sum(u) + np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert _scan_length(primal) == 5
+    assert not any(v.shape[:1] == (5,) or v.shape[:1] == (6,) for e in primal.eqns if e.prim is scan_p
+                   for v in e.outputs)  # no stacked outputs
+
+
+def test_a_last_step_without_the_steps_end_is_folded_into_the_loop(short_loops):
+    """Cut so that ``u = a * x`` ends each step (the fewest values cross there), the loop's last step lacks
+    it: the loop is all 6 steps all the same, the last one computing an ``a * x`` nothing reads."""
+    def f(a, x0, xs):
+        x = x0
+        for t in range(6):
+            u = a * x if t else x
+            x = np.sin(u) + xs[t]
+        return np.sum(x)
+
+    args = (0.7, RNG.standard_normal(3), RNG.standard_normal((6, 3)))
+    rolled = agree(f, args, (0, 1, 2))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 6
+    assert not any(e.prim.name == "sin" for e in primal.eqns)  # no step before or after the loop
+    check_grads(rolled.fn, args, order=1)

@@ -60,7 +60,7 @@ def test_the_wing_nests_its_jacobi_sweeps_in_the_loop_over_steps():
     outer = [e for e in scans(primal) if e.params["length"] == 4]
     assert len(outer) == 1 and len(scans(primal)) == 2  # the sweeps of the projection before the loop; the loop
     (inner,) = scans(outer[0].params["body"])
-    assert inner.params["length"] == 49  # the first sweep (of p = 0) differs
+    assert inner.params["length"] == 50  # all the sweeps: the first (of p = 0) folded in, p starting from 0
     verify(rolled.ir(x, stage="grad"))
     value, grad = rolled.value_and_grad(x)
     np.testing.assert_allclose(value, f(x), rtol=1e-12)

@@ -352,6 +352,42 @@ def test_scan_checkpointing_every_k_steps(k, reverse):
         assert _stacks(src, 10) == 0 and "np.empty((2, 3)" in src
 
 
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_checkpointing_a_prime_number_of_steps_prints_the_step_once(reverse):
+    """13 steps in blocks of 4 (no divisor of 13 near its square root): one loop over the 4 blocks, in
+    each a loop of min(4, 13 - 4 i) steps, so the step prints once forward, once recomputed and once
+    transposed (not again for a tail block). Values, JVP and gradient match the plain scan; the
+    gradient matches finite differences; nothing is stored per step of the 13."""
+    W = 0.5 * RNG.standard_normal((3, 3))
+    h0 = RNG.standard_normal(3)
+
+    def f(h0, W, checkpoint):
+        h, _ = pb.scan(lambda h, _: (np.sin(W @ h) + 0.5 * h, None), h0, None, length=13, reverse=reverse,
+                       checkpoint=checkpoint)
+        return np.sum(h ** 2)
+
+    args = (h0, W)
+    ck = pb.differentiate(lambda h0, W: f(h0, W, True), argnums=(0, 1))
+    plain = pb.differentiate(lambda h0, W: f(h0, W, None), argnums=(0, 1))
+    (v, g), (v_p, g_p) = ck.value_and_grad(*args), plain.value_and_grad(*args)
+    np.testing.assert_allclose(v, v_p, rtol=1e-14)
+    for a, b in zip(g, g_p):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    t = RNG.standard_normal(3)
+    np.testing.assert_allclose(pb.jvp(lambda h0: f(h0, W, True), (h0,), (t,))[1],
+                               pb.jvp(lambda h0: f(h0, W, None), (h0,), (t,))[1], rtol=1e-12)
+    check_grads(lambda h0, W: f(h0, W, True), args, order=1)
+    src = ck.source(*args)
+    loops = [line.strip() for line in src.splitlines() if line.lstrip().startswith("for ")]
+    up, down = ("range(4):", "range(steps):"), ("range(3, -1, -1):", "range(steps - 1, -1, -1):")
+    forward, backward = (down, up) if reverse else (up, down)
+    assert [line.split(" in ")[1] for line in loops] == [*forward, backward[0], forward[1], backward[1]], loops
+    assert "steps = np.minimum(4, " in src
+    assert sum("np.sin(" in line and not line.lstrip().startswith("#") for line in src.splitlines()) == 2
+    assert _stacks(src, 13) == 0 and "np.empty((4, 3)" in src  # a carry per block; a block's steps in lists
+
+
 # --- cond, switch, while_loop -----------------------------------------------------------------
 
 

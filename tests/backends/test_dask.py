@@ -252,6 +252,28 @@ def test_cond_on_a_dask_value(client, rng):
         np.testing.assert_allclose(grad, expected, rtol=1e-10)
 
 
+def test_switch_on_a_dask_index_selects_with_nested_where(rng):
+    """``pb.switch`` on an index computed from chunked data: ``cond`` clamps the index, and so do the
+    nested ``da.where``s (index <= 0, == 1, else)."""
+    def f(w, X):
+        i = np.sum(X @ w > 0.5) // 100
+        return np.sum(pb.switch(i, [np.sin, np.cos, lambda v: v ** 2], X @ w))
+
+    X = rng.standard_normal((600, 3))
+    Xd = da.from_array(X, chunks=(150, 3))
+    g = pb.differentiate(f)
+    seen = set()
+    for w in (np.array([0.1, 0.0, 0.0]), np.array([1.0, 0.2, 0.0]), np.array([3.0, 1.0, 0.2])):
+        seen.add(min(int(np.sum(X @ w > 0.5) // 100), 2))
+        assert "da.where(i <= 0, " in g.source(w, Xd)
+        with dask.config.set(scheduler="sync"):
+            value, grad = g.value_and_grad(w, Xd)
+        value0, grad0 = g.value_and_grad(w, X)
+        np.testing.assert_allclose(value, value0, rtol=1e-12)
+        np.testing.assert_allclose(grad, grad0, rtol=1e-10, atol=1e-12)
+    assert seen == {0, 1, 2}
+
+
 def test_while_loop_computes_its_predicate_at_each_step(rng):
     """A while loop on Dask values holds its carries (``persist``) and computes its predicate at each
     step, one round trip a step; the backward loop takes as many steps, reading the recorded residuals."""

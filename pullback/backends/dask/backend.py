@@ -22,8 +22,13 @@ time, naming the primitive, the user's line and the chunking that works, before 
 - Constants (arrays the function reads from its scope) are Dask arrays persisted once per
   ``distributed`` client (``wrap``): each call's graph names them, never carries them.
 
-Control flow (``scan``, ``while``, ``cond``) is not printed for Dask: a loop's steps or a branch's
-predicate would be computed while the graph is built. Checkpoints and custom rules print in place.
+Loops and branches print as a Dask user writes them (``codegen`` prints them; this module's hooks
+say how): a ``scan`` is a Python ``for`` building the graph, its stacked results lists of Dask arrays
+(``stack`` after the loop where the whole is read); a ``while`` on Dask values holds its carries and
+computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a ``cond`` on a Dask
+value selects with ``da.where`` or computes its predicate once (``Dask.branching``). Each sub-program
+prints on placeholders of what its inputs stand for (``_enter``). Checkpoints and custom rules print
+in place.
 """
 
 from __future__ import annotations
@@ -385,8 +390,7 @@ def returned(ctx: Context, ret: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def empty(t):
-    raise NotImplementedError("loops (scan, while) are not printed for Dask: write the loop over chunks "
-                              "as array operations, or run it with the NumPy backend")
+    raise AssertionError("the Dask backend preallocates nothing: a loop's stacked results are lists (``stack``)")
 
 
 def in_place(eqn, ins, k, where=""):

@@ -645,7 +645,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     made_by = _result_hints(body)
     kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
     stack = getattr(nest.backend, "stack", None)  # a functional backend (Dask): a list, stacked after the loop
-    stacked: list[tuple[cst.Name, cst.Name]] = []
+    stacked: list[tuple[cst.Name, cst.Name, Any]] = []
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
         listed = id(v) in nest.listed or isinstance(v.type, StackType)
         if listed and isinstance(y, Var) and id(y) in kept:
@@ -656,7 +656,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         copy = listed and id(v) not in nest.listed  # a stack's entry not made afresh: a copy
         if not listed and stack is not None:
-            stacked.append((name, s.name(namer.fresh(f"{name.value}_list"))))
+            stacked.append((name, s.name(namer.fresh(f"{name.value}_list")), v.type))
             name, listed = stacked[-1][1], True
         ys.append((name, y, copy))
         stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
@@ -687,7 +687,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     if not ys and not any(id(v) in used for v in xs):  # the step's index is read nowhere
         t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
-    stmts += [s.assign([name], stack(steps_list)) for name, steps_list in stacked]
+    stmts += [s.assign([name], stack(steps_list, t)) for name, steps_list, t in stacked]
     namer.release(index)
     for a in took:  # another loop over this body (the forward steps again) decides afresh
         namer.rebind(a, None)

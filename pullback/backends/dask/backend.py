@@ -299,7 +299,14 @@ def _stands_for(ctx: Context, vs, atoms) -> None:
 
 
 def _first(stack):
-    return stack[0]
+    """A step's slice of a stack (of a stack of no steps, a value of a slice's shape: no step runs)."""
+    if len(stack):
+        return stack[0]
+    if is_dask(stack):
+        import dask.array as da
+
+        return da.empty(stack.shape[1:], dtype=stack.dtype, chunks=-1)
+    return np.zeros(np.shape(stack)[1:], np.asarray(stack).dtype)
 
 
 def _stacked(t):
@@ -325,9 +332,11 @@ def da_empty(t):
     return da.empty(t.shape, dtype=t.dtype, chunks=-1)
 
 
-def stack(steps: cst.BaseExpression) -> cst.BaseExpression:
+def stack(steps: cst.BaseExpression, t) -> cst.BaseExpression:
     """``ys = da.stack(ys_list)``: a loop's stacked results, kept as a list of each step's arrays (functional:
-    no array preallocated and written step by step), stacked after the loop."""
+    no array preallocated and written step by step), stacked after the loop; of no steps, an empty array."""
+    if not t.shape[0]:
+        return s.call("da.zeros", s.ints(t.shape), dtype=s.dtype(t.dtype))
     return s.call("da.stack", steps)
 
 

@@ -687,7 +687,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     if not ys and not any(id(v) in used for v in xs):  # the step's index is read nowhere
         t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
-    stmts += [s.assign([name], stack(steps_list, t)) for name, steps_list, t in stacked]
+    stmts += [s.assign([name], stack(steps_list, typ)) for name, steps_list, typ in stacked]
     namer.release(index)
     for a in took:  # another loop over this body (the forward steps again) decides afresh
         namer.rebind(a, None)

@@ -145,7 +145,8 @@ class Dask:
         predicate reads, at the cost of the branch not taken, which is elementwise work on values the
         graph holds anyway. Other branches (a factorization, a loop) are too costly to run both: the
         predicate is computed first, once (``pred = pred.compute()``, a round trip; what it shares with
-        the results is computed again by the final ``dask.compute``), and the ``if`` takes one branch."""
+        the results is computed again by the final ``dask.compute``), and the ``if`` takes one branch;
+        the backward pass's ``if`` reads the computed predicate. (In a loop's step: once per step.)"""
         ctx, pred = self.ctx, eqn.inputs[0]
         if not is_dask(_value(ctx, pred)):
             return [], None
@@ -316,20 +317,14 @@ def _stacked(t):
     if isinstance(t, StackType):
         return lambda y: [y]
 
-    def stack(y):
-        if is_dask(y) and t.shape[0]:
-            import dask.array as da
+    def stacked(y):
+        import dask.array as da
 
-            return da.stack([y] * t.shape[0])
-        return np.zeros(t.shape, t.dtype) if not is_dask(y) else da_empty(t)
+        if not is_dask(y):
+            return np.zeros(t.shape, t.dtype)
+        return da.stack([y] * t.shape[0]) if t.shape[0] else da.empty(t.shape, dtype=t.dtype, chunks=-1)
 
-    return stack
-
-
-def da_empty(t):
-    import dask.array as da
-
-    return da.empty(t.shape, dtype=t.dtype, chunks=-1)
+    return stacked
 
 
 def stack(steps: cst.BaseExpression, t) -> cst.BaseExpression:

@@ -274,7 +274,7 @@ def test_switch_on_a_dask_index_selects_with_nested_where(rng):
     assert seen == {0, 1, 2}
 
 
-def test_while_loop_computes_its_predicate_at_each_step(rng):
+def test_while_loop_computes_its_predicate_at_each_step(client, rng):
     """A while loop on Dask values holds its carries (``persist``) and computes its predicate at each
     step, one round trip a step; the backward loop takes as many steps, reading the recorded residuals."""
     def shrink(w, X):
@@ -310,6 +310,8 @@ def test_while_loop_computes_its_predicate_at_each_step(rng):
     np.testing.assert_allclose(value, value0, rtol=1e-12)
     np.testing.assert_allclose(grad, grad0, rtol=1e-10)
     np.testing.assert_allclose(grad, _fd(lambda v: shrink(v, X), w, eps=1e-7), rtol=1e-5)
+    value, grad = f.value_and_grad(w, Xd)  # on the cluster: the carries persisted on the workers
+    np.testing.assert_allclose([value, *grad], [value0, *grad0], rtol=1e-10)
 
 
 def _shrunk(x):

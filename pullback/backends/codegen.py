@@ -645,6 +645,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     made_by = _result_hints(body)
     kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
     stack = getattr(nest.backend, "stack", None)  # a functional backend (Dask): a list, stacked after the loop
+    functional = getattr(nest.backend, "FUNCTIONAL", False)  # (whose arrays are never overwritten: no copies)
     stacked: list[tuple[cst.Name, cst.Name, Any]] = []
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
         listed = id(v) in nest.listed or isinstance(v.type, StackType)
@@ -654,7 +655,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         if listed and isinstance(y, Var):
             kept[id(y)] = v
         name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
-        copy = listed and id(v) not in nest.listed  # a stack's entry not made afresh: a copy
+        copy = listed and id(v) not in nest.listed and not functional  # a stack's entry not made afresh: a copy
         if not listed and stack is not None:
             stacked.append((name, s.name(namer.fresh(f"{name.value}_list")), v.type))
             name, listed = stacked[-1][1], True
@@ -778,8 +779,10 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     held = getattr(nest.backend, "while_carries", lambda names, values: [])
     stmts += held([nest.expr(v) for v in carry], eqn.inputs[ncc + nbc:]) + block(cond)
     loop = block(body)
+    functional = getattr(nest.backend, "FUNCTIONAL", False)  # (Dask's arrays are never overwritten: no copies)
     for name, y, fresh in records:  # before the carry is rebound: a record may be this step's carry
-        value = _fresh(nest.expr(y), y, nest.backend) if not fresh and isinstance(y, Var) else nest.expr(y)
+        value = (_fresh(nest.expr(y), y, nest.backend) if not fresh and not functional and isinstance(y, Var)
+                 else nest.expr(y))
         loop.append(s.statement(s.method(name, "append", value)))
     loop += _rebind(carry, body.outputs[:nk], nest)
     loop += held([nest.expr(v) for v in carry], body.outputs[:nk]) + block(cond)

@@ -255,7 +255,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         if compiled[0]:  # elementwise updates only (Numba has no ``np.add.at``), ``out`` passed by position
             reuse = {i: ks for i, ks in reuse.items() if _elementwise_update(prog.eqns[i], backend)}
         if not compiled[0]:  # Numba's lists hold one type: stacks are preallocated there
-            listed.update(_listed_stacks(prog))
+            listed.update(_listed_stacks(prog, functional=getattr(backend, "FUNCTIONAL", False)))
         factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
@@ -309,7 +309,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     fortran.update(id(body.inputs[j - first]) for j in ctx.fortran if first <= j < first + count)
                 if eqn.prim is ctrl.cond_p:  # an operand dying here is each branch's to overwrite
                     free.update(id(br.inputs[j - 1]) for br in eqn.params["branches"] for j in ctx.reusable if j)
+                enter = getattr(backend, "enter", None)  # Dask: what the sub-programs' values stand for
+                if enter is not None:
+                    enter(eqn)
                 stmts = printer(eqn, ins, nest)
+                if enter is not None:
+                    backend.leave(eqn)
             elif returned_update:
                 out = eqn.outputs[0]
                 named = s.assign([s.name(namer.name(out, out.hint, "t"))], ins[k])
@@ -642,6 +647,9 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     ys = []
     made_by = _result_hints(body)
     kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
+    stack = getattr(nest.backend, "stack", None)  # a functional backend (Dask): a list, stacked after the loop
+    functional = getattr(nest.backend, "FUNCTIONAL", False)  # (whose arrays are never overwritten: no copies)
+    stacked: list[tuple[cst.Name, cst.Name, Any]] = []
     for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
         listed = id(v) in nest.listed or isinstance(v.type, StackType)
         if listed and isinstance(y, Var) and id(y) in kept:
@@ -650,7 +658,11 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         if listed and isinstance(y, Var):
             kept[id(y)] = v
         name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
-        ys.append((name, y, listed and id(v) not in nest.listed))  # a stack's entry not made afresh: a copy
+        copy = listed and id(v) not in nest.listed and not functional  # a stack's entry not made afresh: a copy
+        if not listed and stack is not None:
+            stacked.append((name, s.name(namer.fresh(f"{name.value}_list")), v.type))
+            name, listed = stacked[-1][1], True
+        ys.append((name, y, copy))
         stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
                               if listed else nest.backend.empty(v.type)))
     index = namer.fresh("t")
@@ -679,6 +691,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     if not ys and not any(id(v) in used for v in xs):  # the step's index is read nowhere
         t = s.name("_")
     stmts.append(cst.For(target=t, iter=s.call("range", *bounds), body=cst.IndentedBlock(loop)))
+    stmts += [s.assign([name], stack(steps_list, typ)) for name, steps_list, typ in stacked]
     namer.release(index)
     for a in took:  # another loop over this body (the forward steps again) decides afresh
         namer.rebind(a, None)
@@ -705,12 +718,12 @@ def _made_afresh(body: Program, nk: int) -> list[bool]:
     return fresh
 
 
-def _listed_stacks(prog: Program) -> set[int]:
+def _listed_stacks(prog: Program, functional: bool = False) -> set[int]:
     """The stacked results of ``prog``'s loops that only later loops read, a step at a time (a forward
     loop's residuals, read by the backward loop): printed as a list of each step's array, as a person
     keeps them, not copied into an array preallocated once (a copy per residual per step, whose call
     costs more than the copy at small sizes). Only results that each step makes afresh (see
-    ``_made_afresh``)."""
+    ``_made_afresh``), but for a ``functional`` backend's (Dask's arrays are never overwritten)."""
     only_sliced: dict[int, bool] = {}
     for e in prog.eqns:
         if e.prim is ctrl.scan_p:
@@ -729,7 +742,7 @@ def _listed_stacks(prog: Program) -> set[int]:
             continue
         nk = e.params["num_carry"]
         for v, fresh in zip(e.outputs[nk:], _made_afresh(e.params["body"], nk)):
-            if only_sliced.get(id(v)) and fresh:
+            if only_sliced.get(id(v)) and (fresh or functional):
                 out.add(id(v))
     return out
 
@@ -765,13 +778,19 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         records.append((name, y, fresh))
     for v, c in zip(cond.inputs[ncc:ncc + nk], carry):
         namer.alias(v, c)
-    stmts += block(cond)
+    # a lazy backend (Dask) holds the carries computed before each test, and computes the test itself
+    held = getattr(nest.backend, "while_carries", lambda names, values: [])
+    stmts += held([nest.expr(v) for v in carry], eqn.inputs[ncc + nbc:]) + block(cond)
     loop = block(body)
+    functional = getattr(nest.backend, "FUNCTIONAL", False)  # (Dask's arrays are never overwritten: no copies)
     for name, y, fresh in records:  # before the carry is rebound: a record may be this step's carry
-        value = _fresh(nest.expr(y), y, nest.backend) if not fresh and isinstance(y, Var) else nest.expr(y)
+        value = (_fresh(nest.expr(y), y, nest.backend) if not fresh and not functional and isinstance(y, Var)
+                 else nest.expr(y))
         loop.append(s.statement(s.method(name, "append", value)))
-    loop += _rebind(carry, body.outputs[:nk], nest) + block(cond)
-    stmts.append(cst.While(test=nest.expr(cond.outputs[0]), body=cst.IndentedBlock(loop)))
+    loop += _rebind(carry, body.outputs[:nk], nest)
+    loop += held([nest.expr(v) for v in carry], body.outputs[:nk]) + block(cond)
+    test = getattr(nest.backend, "while_test", lambda pred, e: e)(cond.outputs[0], nest.expr(cond.outputs[0]))
+    stmts.append(cst.While(test=test, body=cst.IndentedBlock(loop)))
     for v, c in zip(eqn.outputs, carry):
         namer.alias(v, c)
         nest.escaped.add(id(c))
@@ -788,6 +807,13 @@ def _cond(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     a module-level function printed for it (``HELPER_MIN_EQNS``)."""
     branches, namer, expr = eqn.params["branches"], nest.namer, nest.expr
     names = [s.name(namer.name(v, v.hint, "branch")) for v in eqn.outputs]
+    lazy = getattr(nest.backend, "branching", None)  # a lazy backend (Dask): see its ``branching``
+    head, select = lazy(eqn, ins[0]) if lazy is not None else ([], None)
+    if select is not None:  # every branch, one after another, and their results selected by the index
+        stmts = []
+        for br in branches:
+            stmts += _bind_inputs(br.inputs, eqn.inputs[1:], ins[1:], namer) + nest.block(br)
+        return stmts + select(names, [[expr(a) for a in br.outputs] for br in branches])
     bodies = []
     for br in branches:
         if len(br.eqns) >= HELPER_MIN_EQNS and all(isinstance(e, cst.Name) or isinstance(a, Literal)
@@ -805,13 +831,13 @@ def _cond(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
         bodies.append(code or [s.statement(cst.Pass())])
     index = ins[0]
     if eqn.inputs[0].dtype == bool:
-        return [cst.If(test=index, body=cst.IndentedBlock(bodies[1]),
-                       orelse=cst.Else(body=cst.IndentedBlock(bodies[0])))]
+        return [*head, cst.If(test=index, body=cst.IndentedBlock(bodies[1]),
+                              orelse=cst.Else(body=cst.IndentedBlock(bodies[0])))]
     node: cst.If | cst.Else = cst.Else(body=cst.IndentedBlock(bodies[-1]))
     for k in range(len(branches) - 2, -1, -1):
         test = s.binop(index, "<=" if k == 0 else "==", s.number(k))
         node = cst.If(test=test, body=cst.IndentedBlock(bodies[k]), orelse=node)
-    return [node]
+    return [*head, node]
 
 
 def _inline_body(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:

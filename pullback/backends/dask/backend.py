@@ -22,13 +22,17 @@ time, naming the primitive, the user's line and the chunking that works, before 
 - Constants (arrays the function reads from its scope) are Dask arrays persisted once per
   ``distributed`` client (``wrap``): each call's graph names them, never carries them.
 
-Control flow (``scan``, ``while``, ``cond``) is not printed for Dask: a loop's steps or a branch's
-predicate would be computed while the graph is built. Checkpoints and custom rules print in place.
+Loops and branches print as a Dask user writes them (``codegen`` prints them; this module's hooks
+say how): a ``scan`` is a Python ``for`` building the graph, its stacked results lists of Dask arrays
+(``stack`` after the loop where the whole is read); a ``while`` on Dask values holds its carries and
+computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a ``cond`` on a Dask
+value selects with ``da.where`` or computes its predicate once (``Dask.branching``). Each sub-program
+prints on placeholders of what its inputs stand for (``_enter``). Checkpoints and custom rules print
+in place.
 """
 
 from __future__ import annotations
 
-import os
 import textwrap
 import weakref
 from collections.abc import Sequence
@@ -40,7 +44,8 @@ import numpy as np
 from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.backends.numpy import backend as npb
-from pullback.ir.core import Literal, Var
+from pullback.ir.core import Literal, Var, sub_programs
+from pullback.ir.types import StackType
 from pullback.primitives import control as ctrl
 from pullback.primitives import custom
 from pullback.primitives import structural as st
@@ -100,7 +105,7 @@ class Dask:
 
         ctx.use("da")
         ctx.use("dask")
-        _bodies(ctx, program)
+        self.ctx = ctx
         chunks = list(self.input_chunks)
         for v in program.inputs:
             c = chunks[len(ctx.values) % len(chunks)] if chunks else None
@@ -108,6 +113,48 @@ class Dask:
         for v, value in zip(program.constvars, program.constvals):
             ctx.values[id(v)] = (da.empty(np.shape(value), dtype=v.type.dtype, chunks=constant_chunks(value))
                                  if np.ndim(value) else np.zeros((), v.type.dtype))
+
+    def enter(self, eqn) -> None:
+        _enter(self.ctx, eqn)
+
+    def leave(self, eqn) -> None:
+        _leave(self.ctx, eqn)
+
+    def while_carries(self, names: list, values) -> list:
+        """``x, k = dask.persist(x, k)`` before a while loop's test: the carries that are Dask arrays, held
+        computed (on the workers, with a client), so that each step's test computes that step alone."""
+        held = [n for n, a in zip(names, values) if is_dask(_value(self.ctx, a))]
+        if not held:
+            return []
+        if len(held) == 1:
+            return [s.assign(held, s.method(held[0], "persist"))]
+        return [s.assign(held, s.call("dask.persist", *held))]
+
+    def while_test(self, pred, e):
+        """``while pred.compute():``: the predicate of a Dask value is computed at every step, a round trip
+        to the scheduler (each step's carries are already held: ``while_carries``)."""
+        return s.method(e, "compute") if is_dask(_value(self.ctx, pred)) else e
+
+    def branching(self, eqn, index) -> tuple[list, Any]:
+        """How a ``cond`` on a Dask value prints: (statements before the ``if``, None) or ([], a function
+        printing the selection of the branches' results, each branch printed one after another).
+
+        A predicate known on the client (a NumPy value) chooses as NumPy's ``if`` does. On a Dask value,
+        branches that are elementwise work, broadcasts and reductions are all put in the graph and their
+        results chosen with ``da.where`` (``select``): no round trip, no second pass over the data the
+        predicate reads, at the cost of the branch not taken, which is elementwise work on values the
+        graph holds anyway. Other branches (a factorization, a loop) are too costly to run both: the
+        predicate is computed first, once (``pred = pred.compute()``, a round trip; what it shares with
+        the results is computed again by the final ``dask.compute``), and the ``if`` takes one branch;
+        the backward pass's ``if`` reads the computed predicate. (In a loop's step: once per step.)"""
+        ctx, pred = self.ctx, eqn.inputs[0]
+        if not is_dask(_value(ctx, pred)):
+            return [], None
+        branches = eqn.params["branches"]
+        if all(e.prim in _SELECTABLE for br in branches for e in br.eqns):
+            return [], lambda names, values: _select(ctx, eqn, index, names, values)
+        ctx.values[id(_resolved(ctx, pred))] = np.zeros((), pred.type.dtype)  # a NumPy value from here on
+        return [s.assign([index], s.method(index, "compute"))], None
 
     def wrap(self, fn):
         run = wrap(fn)
@@ -196,35 +243,144 @@ class Context(npb.Context):
         super().__init__(fresh)
         self.values: dict[int, Any] = {}
         self.alias: dict[int, Any] = {}
+        self.derived: dict[int, tuple] = {}  # id -> (how, atom): placeholder how(placeholder of atom)
 
 
-_CONTROL = frozenset({ctrl.scan_p, ctrl.while_p, ctrl.cond_p})
 _INLINED = frozenset({ctrl.checkpoint_p, custom.custom_jvp_call_p, custom.custom_vjp_call_p})  # printed in place
 
 
-def _bodies(ctx: Context, program) -> None:
-    """Refuse control flow (a loop's steps, a branch's predicate, would be computed while the graph is
-    built); note what inlined bodies' inputs and their equations' results stand for."""
-    for eqn in program.eqns:
-        name = eqn.prim.name
-        if eqn.prim in _CONTROL:
-            where = f" (at {os.path.basename(eqn.source.filename)}:{eqn.source.lineno})" if eqn.source else ""
-            raise NotImplementedError(f"{name}{where} is not printed for Dask: a loop's steps or a branch's "
-                                      "predicate would be computed while the graph is built; write it as array "
-                                      "operations (np.where for a branch), or run it with the NumPy backend")
-        if eqn.prim in _INLINED:
-            body = eqn.params["body"]
-            for v, a in zip(body.inputs, eqn.inputs):
-                ctx.alias[id(v)] = a
-            for v, out in zip(eqn.outputs, body.outputs):
-                ctx.alias[id(v)] = out
-            _bodies(ctx, body)
+def _enter(ctx: Context, eqn) -> None:
+    """Note, as an equation holding sub-programs prints, what their inputs and its results stand for, so
+    that each equation in them prints on placeholders of its operands' chunks: a body's input is its
+    operand (a loop's carry its initial value, a step's ``x`` the first slice of ``xs``), a loop's final
+    carry its body's last, a stacked result the body's value stacked, a branch's result the first
+    branch's. (Set as each prints: two loops may share one body.)"""
+    p = eqn.params
+    if eqn.prim in _INLINED:
+        _stands_for(ctx, p["body"].inputs, eqn.inputs)
+        _stands_for(ctx, eqn.outputs, p["body"].outputs)
+    elif eqn.prim is ctrl.scan_p:
+        operands = eqn.inputs[1:] if p["length"] is None else eqn.inputs  # (the first: the number of steps)
+        nc, nk, body = p["num_consts"], p["num_carry"], p["body"]
+        _stands_for(ctx, body.inputs[:nc + nk], operands[:nc + nk])
+        for v, a in zip(body.inputs[nc + nk:], operands[nc + nk:]):
+            ctx.derived[id(v)] = (_first, a)
+        _stands_for(ctx, eqn.outputs[:nk], body.outputs[:nk])
+        for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
+            ctx.derived[id(v)] = (_stacked(v.type), y)
+    elif eqn.prim is ctrl.while_p:
+        cond, body, ncc, nbc = p["cond"], p["body"], p["num_cond_consts"], p["num_body_consts"]
+        carry = eqn.inputs[ncc + nbc:]
+        _stands_for(ctx, cond.inputs, [*eqn.inputs[:ncc], *carry])
+        _stands_for(ctx, body.inputs, eqn.inputs[ncc:])
+        nk = len(carry)
+        _stands_for(ctx, eqn.outputs[:nk], body.outputs[:nk])
+        for v, y in zip(eqn.outputs[nk:], body.outputs[nk:]):
+            ctx.derived[id(v)] = (_stacked(v.type), y)
+    elif eqn.prim is ctrl.cond_p:
+        for br in p["branches"]:
+            _stands_for(ctx, br.inputs, eqn.inputs[1:])
+        _stands_for(ctx, eqn.outputs, p["branches"][0].outputs)
+    for body in sub_programs(eqn):
+        for v in body.inputs:
+            ctx.values.pop(id(v), None)  # a slice made when another loop over this body printed
+
+
+def _leave(ctx: Context, eqn) -> None:
+    """The results' placeholders, fixed while the sub-programs' inputs stand for this equation's operands."""
+    for v in eqn.outputs:
+        value = _value(ctx, v)
+        if value is not None:
+            ctx.values[id(v)] = value
+
+
+def _stands_for(ctx: Context, vs, atoms) -> None:
+    for v, a in zip(vs, atoms):
+        ctx.alias[id(v)] = a
+
+
+def _first(stack):
+    """A step's slice of a stack (of a stack of no steps, a value of a slice's shape: no step runs)."""
+    if len(stack):
+        return stack[0]
+    if is_dask(stack):
+        import dask.array as da
+
+        return da.empty(stack.shape[1:], dtype=stack.dtype, chunks=-1)
+    return np.zeros(np.shape(stack)[1:], np.asarray(stack).dtype)
+
+
+def _stacked(t):
+    """The placeholder of a loop's stacked results from a step's: the step's stacked as many times as the
+    loop has steps (the array its list is stacked into after the loop), or a list of the step's (a stack
+    of a number of steps known when the loop runs, a while loop's records: read only a step at a time)."""
+    if isinstance(t, StackType):
+        return lambda y: [y]
+
+    def stacked(y):
+        import dask.array as da
+
+        if not is_dask(y):
+            return np.zeros(t.shape, t.dtype)
+        return da.stack([y] * t.shape[0]) if t.shape[0] else da.empty(t.shape, dtype=t.dtype, chunks=-1)
+
+    return stacked
+
+
+def stack(steps: cst.BaseExpression, t) -> cst.BaseExpression:
+    """``ys = da.stack(ys_list)``: a loop's stacked results, kept as a list of each step's arrays (functional:
+    no array preallocated and written step by step), stacked after the loop; of no steps, an empty array."""
+    if not t.shape[0]:
+        return s.call("da.zeros", s.ints(t.shape), dtype=s.dtype(t.dtype))
+    return s.call("da.stack", steps)
+
+
+def _select(ctx: Context, eqn, index, names: list, values: list[list]) -> list:
+    """``y = da.where(pred, y_then, y_else)`` (``da.where(index <= 0, y0, da.where(index == 1, y1, y2))``
+    for an integer index: ``cond`` clamps it) for each result; records the results' placeholders."""
+    import dask.array as da
+
+    branches, boolean = eqn.params["branches"], eqn.inputs[0].dtype == bool
+    p_index = _value(ctx, eqn.inputs[0])
+    stmts = []
+    for k, name in enumerate(names):
+        options = [vs[k] for vs in values]
+        placeholders = [_value(ctx, br.outputs[k]) for br in branches]
+        if boolean:
+            chosen, placeholder = s.call("da.where", index, options[1], options[0]), da.where(
+                p_index, placeholders[1], placeholders[0])
+        else:
+            chosen, placeholder = options[-1], placeholders[-1]
+            for j in range(len(options) - 2, -1, -1):
+                test = s.binop(index, "<=" if j == 0 else "==", s.number(j))
+                chosen = s.call("da.where", test, options[j], chosen)
+                placeholder = da.where(p_index <= j if j == 0 else p_index == j, placeholders[j], placeholder)
+        stmts.append(s.assign([name], chosen))
+        ctx.values[id(eqn.outputs[k])] = placeholder
+    return stmts
+
+
+def _resolved(ctx: Context, a):
+    """The atom whose placeholder ``a`` takes (through the aliases of sub-programs)."""
+    while isinstance(a, Var) and id(a) not in ctx.values and id(a) in ctx.alias:
+        a = ctx.alias[id(a)]
+    return a
 
 
 def _value(ctx: Context, a):
-    """The placeholder of ``a`` (through the aliases of inlined bodies); a literal's value; None if unknown."""
-    while isinstance(a, Var) and id(a) not in ctx.values and id(a) in ctx.alias:
-        a = ctx.alias[id(a)]
+    """The placeholder of ``a`` (through the aliases of sub-programs' inputs and results); a literal's
+    value; None if unknown."""
+    while isinstance(a, Var) and id(a) not in ctx.values:
+        if id(a) in ctx.derived:  # a step's slice of a stack, a loop's stacked results: made once, when read
+            how, of = ctx.derived[id(a)]
+            value = _value(ctx, of)
+            if value is None:
+                return None
+            ctx.values[id(a)] = how(value)
+        elif id(a) in ctx.alias:
+            a = ctx.alias[id(a)]
+        else:
+            return None
     if isinstance(a, Literal):
         return np.asarray(a.value, a.dtype)
     return ctx.values.get(id(a))
@@ -238,8 +394,7 @@ def returned(ctx: Context, ret: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def empty(t):
-    raise NotImplementedError("loops (scan, while) are not printed for Dask: write the loop over chunks "
-                              "as array operations, or run it with the NumPy backend")
+    raise AssertionError("the Dask backend preallocates nothing: a loop's stacked results are lists (``stack``)")
 
 
 def in_place(eqn, ins, k, where=""):
@@ -382,6 +537,13 @@ _AS_NUMPY += [red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_p
               fft_.fft_p, ix.gather_p]
 for _p in _AS_NUMPY:
     EMITTERS[_p] = _emitter(_renamed(npb.EMITTERS[_p]))
+
+# What a branch on a Dask value may hold to print as ``da.where`` of both branches (see ``Dask.branching``):
+# blockwise work and the reductions of its transposes (a broadcast's cotangent is summed), never a
+# factorization or a loop.
+_SELECTABLE = frozenset({*(p for p in vars(ew).values() if isinstance(p, type(ew.exp_p))),
+                         st.broadcast_in_dim_p, st.reshape_p, st.convert_element_type_p,
+                         red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p})
 
 
 def emits(*prims):

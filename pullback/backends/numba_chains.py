@@ -58,17 +58,22 @@ _REAL_ONLY = frozenset({ew.max_p, ew.min_p, ew.sign_p, ew.lt_p, ew.le_p, ew.gt_p
                         ew.isfinite_p})
 REDUCTIONS = frozenset({red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p})
 VIEWS = frozenset({st.broadcast_in_dim_p, st.reshape_p})
-# Computed by Numba's libm without vectorisation: 5 to 8 times NumPy's time per element (measured: 78 us
-# against 9.4 for np.exp of 15,000 float64, 2 cores, Numba 0.68 without SVML).
+# Computed by Numba's libm without vectorisation: 5 to 8 times NumPy's time per element (np.exp of 15,000
+# float64: 76 us against NumPy's 9.5; of 120,000: 590 against 100; Numba 0.68 without SVML, 2 cores).
 TRANSCENDENTAL = frozenset({ew.exp_p, ew.log_p, ew.log1p_p, ew.expm1_p, ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p,
                             ew.sinh_p, ew.cosh_p, ew.pow_p})
 
 # ``auto``: a chain is compiled when it has at least this many operations and operations times elements
 # reach ``AUTO_MIN_WORK`` (below that, the dispatches saved do not repay a compile of about a second),
-# and transcendental functions join a chain over at most ``AUTO_MAX_TRANSCENDENTAL`` elements.
+# and transcendental functions join a chain over at most ``AUTO_MAX_TRANSCENDENTAL`` elements: there
+# their extra time (under 150 us) is less than the passes fused save, a reduction over a short axis
+# above all (``np.sum(np.exp(a - m), axis=1)`` of 5000 x 3: 100 us in NumPy, 76 compiled). Measured on
+# the Gaussian mixture's gradient (benchmarks/small_steps.py), in one process on a loaded machine: 0.87
+# ms without exp and log in its chains, 0.72 with; 0.63 with chains down to 10,000 operations times
+# elements (its logsumexp's, 3 x 5000), against NumPy's 6.0.
 AUTO_MIN_OPERATIONS = 3
-AUTO_MIN_WORK = 50_000
-AUTO_MAX_TRANSCENDENTAL = 512
+AUTO_MIN_WORK = 10_000
+AUTO_MAX_TRANSCENDENTAL = 32_768
 
 
 def _dtypes_ok(eqn: Eqn) -> bool:

@@ -856,7 +856,8 @@ def _chain(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     body = eqn.params["body"]
     for v in body.outputs:
         nest.namer.name(v, v.hint, _temp_name(next(e.prim for e in body.eqns if any(o is v for o in e.outputs))))
-    name = nest.kernel(body, _NUMBA, "chain", lambda name: numba_chains.source(eqn, name, lambda v: nest.namer[v]))
+    name = nest.kernel(body, _NUMBA, "chain", lambda name: numba_chains.source(
+        eqn, name, lambda v: nest.namer[v], lambda where: (_comment(where) or (None,))[0]))
     return _compiled_call(eqn, name, ins, nest)
 
 

@@ -11,13 +11,14 @@ a reshape that only adds or drops axes of one element joins it as an index (``mu
 inside a loop over ``i, j, k``). Operands are read as NumPy broadcasts them (an axis of one element at
 index 0); values of the group read after it are stored into arrays the kernel returns.
 
-Which chains (``compile=``): ``"numba"`` every chain of two or more operations; ``"auto"`` those worth
-a compile (``worth_compiling``: several operations over moderate arrays) and without the functions
-that Numba's libm computes several times slower than NumPy's vectorised loops (``exp``, ``log``: a
-chain breaks there, and NumPy computes them, beyond ``AUTO_MAX_TRANSCENDENTAL`` elements);
-``"numpy"`` none. Matrix products and other BLAS calls never join a chain. Under ``"numba"``, an
-elementwise operation with no spelling here stays NumPy, said in the log and in a comment above the
-printed function. Numba cannot fail on what is printed here short of a bug; if it does, the program
+Which chains (``compile=``): ``"numba"`` every chain of two or more operations; ``"auto"`` those that
+a cost model measured on this machine says run faster compiled, by a margin worth a compile
+(``worth_compiling``: many operations, reductions over short axes), without the functions that Numba's
+libm computes several times slower than NumPy's vectorised loops (``exp``, ``tanh``: a chain breaks
+there, and NumPy computes them, beyond ``AUTO_MAX_TRANSCENDENTAL`` elements); ``"numpy"`` none.
+Matrix products and other BLAS calls never join a chain. Under ``"numba"``, an elementwise operation
+with no spelling here stays NumPy, said in the log and in a comment above the printed function. Numba
+cannot fail on what is printed here short of a bug; if it does, the program
 runs as NumPy (``Staged``'s fallback, as for loops).
 """
 
@@ -32,7 +33,7 @@ import numpy as np
 
 from pullback.ad.dce import dce
 from pullback.backends import syntax as s
-from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, Var
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.log import logger
 from pullback.primitives import elementwise as ew
@@ -58,22 +59,27 @@ _REAL_ONLY = frozenset({ew.max_p, ew.min_p, ew.sign_p, ew.lt_p, ew.le_p, ew.gt_p
                         ew.isfinite_p})
 REDUCTIONS = frozenset({red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p})
 VIEWS = frozenset({st.broadcast_in_dim_p, st.reshape_p})
-# Computed by Numba's libm without vectorisation: 5 to 8 times NumPy's time per element (np.exp of 15,000
-# float64: 76 us against NumPy's 9.5; of 120,000: 590 against 100; Numba 0.68 without SVML, 2 cores).
-TRANSCENDENTAL = frozenset({ew.exp_p, ew.log_p, ew.log1p_p, ew.expm1_p, ew.sin_p, ew.cos_p, ew.tan_p, ew.tanh_p,
-                            ew.sinh_p, ew.cosh_p, ew.pow_p})
-
-# ``auto``: a chain is compiled when it has at least this many operations and operations times elements
-# reach ``AUTO_MIN_WORK`` (below that, the dispatches saved do not repay a compile of about a second),
-# and transcendental functions join a chain over at most ``AUTO_MAX_TRANSCENDENTAL`` elements: there
-# their extra time (under 150 us) is less than the passes fused save, a reduction over a short axis
-# above all (``np.sum(np.exp(a - m), axis=1)`` of 5000 x 3: 100 us in NumPy, 76 compiled). Measured on
-# the Gaussian mixture's gradient (benchmarks/small_steps.py), in one process on a loaded machine: 0.87
-# ms without exp and log in its chains, 0.72 with; 0.63 with chains down to 10,000 operations times
-# elements (its logsumexp's, 3 x 5000), against NumPy's 6.0.
-AUTO_MIN_OPERATIONS = 3
-AUTO_MIN_WORK = 10_000
-AUTO_MAX_TRANSCENDENTAL = 32_768
+# ``auto`` chooses by a cost model, nanoseconds per element and microseconds per call, measured (float64,
+# 20,000 elements, in cache, Numba 0.68 without SVML, one process on the shared 2-core machine). NumPy's
+# transcendental functions are vectorised; Numba calls libm once per element: exp 0.63 against 4.6 ns,
+# tanh 1.2 against 12.3; sin, cos and sqrt cost the same in both. Arithmetic: a NumPy pass (a fresh
+# result) 0.5, an operation of a compiled loop 0.2. NumPy's sum over a short trailing axis (fewer than
+# ``_LONG_AXIS`` elements) or over a leading one runs at about 3.5 ns an element, 0.5 over long rows.
+_NUMPY_NS = {ew.exp_p: 0.63, ew.log_p: 0.78, ew.tanh_p: 1.2, ew.log1p_p: 0.96, ew.expm1_p: 0.94, ew.sin_p: 7.0,
+             ew.cos_p: 7.2, ew.tan_p: 8.0, ew.sqrt_p: 0.8, ew.pow_p: 10.0}
+_NUMBA_NS = {ew.exp_p: 4.6, ew.log_p: 4.4, ew.tanh_p: 12.3, ew.log1p_p: 9.8, ew.expm1_p: 9.1, ew.sin_p: 6.9,
+             ew.cos_p: 7.2, ew.tan_p: 8.0, ew.sqrt_p: 0.76, ew.pow_p: 10.0, ew.sinh_p: 10.0, ew.cosh_p: 10.0}
+_NUMPY_PASS_NS, _NUMBA_OP_NS, _NUMPY_SLOW_SUM_NS, _LONG_AXIS = 0.5, 0.2, 3.5, 16
+_NUMPY_CALL_US, _NUMBA_CALL_US, _NUMBA_OPERAND_US = 1.0, 0.5, 0.2
+# A function Numba computes over twice NumPy's time joins no chain over more than this many elements
+# (beyond, NumPy computes it between two chains); a chain is compiled where the model saves at least
+# ``AUTO_MIN_SAVED_US`` a call (a compile, about half a second, is repaid in 50,000 calls) and a fifth of
+# NumPy's time.
+AUTO_MAX_TRANSCENDENTAL = 256
+AUTO_MIN_SAVED_US = 10.0
+# Below this many elements a loop gains little over NumPy's dispatch: an operation this small that reads
+# a chain's result waits for the chain rather than closing it (``_waits``).
+WAIT_MAX_ELEMENTS = 256
 
 
 def _dtypes_ok(eqn: Eqn) -> bool:
@@ -94,7 +100,8 @@ def elementwise(eqn: Eqn, mode: str) -> bool:
     out = eqn.outputs[0].type
     if eqn.prim not in SPELLED or out.ndim == 0 or not _dtypes_ok(eqn):
         return False
-    return not (mode == "auto" and eqn.prim in TRANSCENDENTAL and out.size > AUTO_MAX_TRANSCENDENTAL)
+    slow = _NUMBA_NS.get(eqn.prim, 0.0) > 2 * _NUMPY_NS.get(eqn.prim, _NUMPY_PASS_NS)
+    return not (mode == "auto" and slow and out.size > AUTO_MAX_TRANSCENDENTAL)
 
 
 def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
@@ -131,13 +138,36 @@ def operations(eqns: list[Eqn]) -> int:
     return sum(e.prim not in VIEWS for e in eqns)
 
 
-def worth_compiling(group: _Group, mode: str) -> bool:
-    """``auto``'s choice (see ``AUTO_MIN_OPERATIONS``); ``numba``: any chain of two operations."""
-    n = operations(group.eqns)
+def costs(group: _Group) -> tuple[float, float]:
+    """The model's microseconds per call of the group's equations printed as NumPy and as one compiled
+    loop (see ``_NUMPY_NS``)."""
     size = int(np.prod(group.shape))
-    if size == 0 or n < 2:
+    numpy_us, numba_ns = 0.0, 0.0
+    for e in group.eqns:
+        if e.prim in VIEWS:
+            continue
+        if e.prim in REDUCTIONS:
+            x, axes = e.inputs[0].shape, sorted(e.params["axes"])
+            trailing = axes == list(range(len(x) - len(axes), len(x)))
+            long_rows = int(np.prod([x[k] for k in axes])) >= _LONG_AXIS or len(axes) == len(x)
+            per = _NUMPY_PASS_NS if trailing and long_rows else _NUMPY_SLOW_SUM_NS
+        else:
+            per = _NUMPY_NS.get(e.prim, _NUMPY_PASS_NS)
+        numpy_us += _NUMPY_CALL_US + size * per / 1000
+        numba_ns += _NUMBA_NS.get(e.prim, _NUMBA_OP_NS)
+    made = group.defined | group.reduced
+    operands = len({id(a) for e in group.eqns for a in e.inputs if isinstance(a, Var) and id(a) not in made})
+    return numpy_us, _NUMBA_CALL_US + _NUMBA_OPERAND_US * operands + size * numba_ns / 1000
+
+
+def worth_compiling(group: _Group, mode: str) -> bool:
+    """``auto``'s choice, by the cost model (``costs``); ``numba``: any chain of two operations."""
+    if int(np.prod(group.shape)) == 0 or operations(group.eqns) < 2:
         return False
-    return mode == "numba" or (n >= AUTO_MIN_OPERATIONS and n * size >= AUTO_MIN_WORK)
+    if mode == "numba":
+        return True
+    numpy_us, numba_us = costs(group)
+    return numpy_us - numba_us >= max(AUTO_MIN_SAVED_US, 0.2 * numpy_us)
 
 
 def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
@@ -177,7 +207,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
             end.reduced.update(id(v) for v in eqn.outputs)
             end.tainted.update(id(v) for v in eqn.outputs)
             owner.update((id(v), end) for v in eqn.outputs)
-        elif member(eqn) and not _waits(eqn, involved):
+        elif member(eqn) and (wait := _waits(eqn, involved)) is None:
             group = groups.get(eqn.outputs[0].shape)
             stale = group is not None and bool(reads & group.tainted)
             for g in involved:
@@ -188,8 +218,11 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
             group.eqns.append(eqn)
             group.defined.update(id(v) for v in eqn.outputs)
             owner.update((id(v), group) for v in eqn.outputs)
-        elif len(involved) == 1:
-            group = involved[0]
+        elif (wait := _waits(eqn, involved)) is not None or len(involved) == 1:
+            group = wait or involved[0]
+            for g in involved:  # (smaller groups it reads are printed now)
+                if g is not group:
+                    close(g)
             group.deferred.append(eqn)
             group.tainted.update(id(v) for v in eqn.outputs)
             owner.update((id(v), group) for v in eqn.outputs)
@@ -206,12 +239,14 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
                        program.name)), notes
 
 
-def _waits(eqn: Eqn, involved: list[_Group]) -> bool:
-    """Whether an operation that could start or join a chain of its shape waits instead, printed as
-    NumPy after the one larger chain it reads (a gradient's ``total_7 * exp`` of 3 x 8 after the loop
-    over 5000 x 3 x 8 that sums ``total_7``): that chain stays open for the reductions that follow."""
+def _waits(eqn: Eqn, involved: list[_Group]) -> _Group | None:
+    """For a small result (at most ``WAIT_MAX_ELEMENTS``), the one open group of larger arrays that the
+    equation reads, if any: the equation is printed as NumPy after that group's loop (a gradient's
+    ``total_7 * exp`` of 3 x 8 after the loop over 5000 x 3 x 8 that sums ``total_7``), which stays open
+    for the operations and reductions that follow; the smaller groups it reads are printed first."""
     size = eqn.outputs[0].type.size
-    return len(involved) == 1 and involved[0].shape != eqn.outputs[0].shape and int(np.prod(involved[0].shape)) > size
+    larger = [g for g in involved if int(np.prod(g.shape)) > size]
+    return larger[0] if len(larger) == 1 and size <= WAIT_MAX_ELEMENTS else None
 
 
 def _notes(program: Program, mode: str) -> list[str]:
@@ -263,9 +298,11 @@ def _scalar(eqn: Eqn, args: list[str]) -> str:
     return f"{args[1]} if {args[0]} else {args[2]}"
 
 
-def source(eqn: Eqn, name: str, names: Callable[[Var], str]) -> str:
+def source(eqn: Eqn, name: str, names: Callable[[Var], str],
+           comment: Callable[[SourceInfo | None], str | None] = lambda where: None) -> str:
     """The text of the Numba function for a ``chain`` equation: ``names`` gives its operands' and
-    results' names (the program's), the loop's scalars are named here."""
+    results' names (the program's), the loop's scalars are named here; ``comment``, the line above the
+    statements of each user line (``# model.py:7  t = ...``)."""
     body, shape = eqn.params["body"], eqn.params["shape"]
     params = [names(v) for v in body.inputs]
     arrays = {id(v): names(v) for v in body.outputs}
@@ -293,8 +330,13 @@ def source(eqn: Eqn, name: str, names: Callable[[Var], str]) -> str:
     def index(keep: list[int]) -> str:
         return ", ".join(idx[k] for k in keep)
 
+    said = None
     for e in body.eqns:
         v = e.outputs[0]
+        line = comment(e.source) if e.prim not in VIEWS else None
+        if line is not None and line != said:
+            inner.append(line)
+            said = line
         if e.prim in VIEWS:
             x = e.inputs[0]
             if isinstance(x, Literal) or x.type.ndim == 0:

@@ -6,7 +6,11 @@ largest shape but the one it keeps; ``auto``'s choice; what stays NumPy and says
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -329,3 +333,13 @@ def test_the_view_map_of_unit_axes():
     other = Var(ArrayType((4, 3), np.dtype("float64")))
     eqn = Eqn(structural.reshape_p, (x,), (other,), Params({"new_sizes": (4, 3)}))
     assert numba_chains.view_map(eqn) is None  # a reshape that moves entries: not an index
+
+
+def test_the_readme_shows_the_program_the_example_prints(tmp_path):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    printed = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if b.startswith("import numba\n")
+                   and "def chain(" in b)
+    example = Path(__file__).parents[2] / "examples" / "compiled_chains.py"
+    out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd(), "PULLBACK_CACHE_DIR": str(tmp_path)}).stdout
+    assert printed.strip() in out

@@ -25,6 +25,7 @@ runs as NumPy (``Staged``'s fallback, as for loops).
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 
@@ -380,11 +381,14 @@ def source(eqn: Eqn, name: str, names: Callable[[Var], str],
         pre[0].append(f"{arrays[id(v)]} = np.empty({_shape_text(v.shape)}, dtype={_dtype_text(v.dtype)})")
         inner.append(f"{arrays[id(v)]}[{index(list(range(r)))}] = {scalars[id(v)]}")
 
+    used = " ".join(inner + [line for lines in pre + post for line in lines])
+
     def nest(depth: int) -> list[str]:
         pad = "    " * (depth + 1)
         if depth == r:
             return [pad + line for line in inner]
-        return [*(pad + line for line in pre[depth]), f"{pad}for {idx[depth]} in range({shape[depth]}):",
+        counter = idx[depth] if re.search(rf"\b{idx[depth]}\b", used) else "_"  # (an axis only reduced over)
+        return [*(pad + line for line in pre[depth]), f"{pad}for {counter} in range({shape[depth]}):",
                 *nest(depth + 1), *(pad + line for line in post[depth])]
 
     lines = [f"def {name}({', '.join(params)}):", *nest(0)]

@@ -343,3 +343,14 @@ def test_the_readme_shows_the_program_the_example_prints(tmp_path):
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd(), "PULLBACK_CACHE_DIR": str(tmp_path)}).stdout
     assert printed.strip() in out
+
+
+def test_an_axis_only_summed_over_counts_with_an_underscore():
+    def f(x):
+        return np.sum(np.broadcast_to(x, (3, 4)) * 2.0 + 1.0, axis=0)
+
+    x = np.arange(4.0)
+    jitted = pb.jit(f, compile="numba")
+    np.testing.assert_allclose(jitted(x), f(x), rtol=1e-15)
+    src = jitted.source(x)
+    assert "for _ in range(3):" in src and "for j in range(4):" in src

@@ -13,7 +13,8 @@ index 0); values of the group read after it are stored into arrays the kernel re
 
 Which chains (``compile=``): ``"numba"`` every chain of two or more operations; ``"auto"`` those that
 a cost model measured on this machine says run faster compiled, by a margin worth a compile
-(``worth_compiling``: many operations, reductions over short axes), without the functions that Numba's
+(``worth_compiling``: many operations, reductions over short axes; none in a program where they would
+save under ``AUTO_MIN_PROGRAM_SAVED_US`` a call together), without the functions that Numba's
 libm computes several times slower than NumPy's vectorised loops (``exp``, ``tanh``: a chain breaks
 there, and NumPy computes them, beyond ``AUTO_MAX_TRANSCENDENTAL`` elements); ``"numpy"`` none.
 Matrix products and other BLAS calls never join a chain. Under ``"numba"``, an elementwise operation
@@ -78,6 +79,9 @@ _NUMPY_CALL_US, _NUMBA_CALL_US, _NUMBA_OPERAND_US = 1.0, 0.5, 0.2
 # NumPy's time.
 AUTO_MAX_TRANSCENDENTAL = 256
 AUTO_MIN_SAVED_US = 10.0
+# ... and only in a program whose chains save at least this much together: compiling costs 0.3 to 0.5 s
+# a chain on an idle machine the first time (3 s at a load of 17), 0.1 s from Numba's cache after.
+AUTO_MIN_PROGRAM_SAVED_US = 100.0
 # Below this many elements a loop gains little over NumPy's dispatch: an operation this small that reads
 # a chain's result waits for the chain rather than closing it (``_waits``).
 WAIT_MAX_ELEMENTS = 256
@@ -182,8 +186,14 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     groups: dict[tuple[int, ...], _Group] = {}
     owner: dict[int, _Group] = {}
 
+    saved = [0.0]  # the model's microseconds a call the compiled chains save together
+
     def close(group: _Group) -> None:
-        out.extend(_chain(group, consumers) if worth_compiling(group, mode) else group.eqns)
+        chosen = worth_compiling(group, mode)
+        if chosen:
+            numpy_us, numba_us = costs(group)
+            saved[0] += numpy_us - numba_us
+        out.extend(_chain(group, consumers) if chosen else group.eqns)
         out.extend(group.deferred)
         del groups[group.shape]
         for k in group.defined | group.tainted:
@@ -234,7 +244,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     for group in list(groups.values()):
         close(group)
     notes = _notes(program, mode) if mode == "numba" else []
-    if not any(e.prim is chain_p for e in out):
+    if not any(e.prim is chain_p for e in out) or (mode == "auto" and saved[0] < AUTO_MIN_PROGRAM_SAVED_US):
         return program, notes
     return dce(Program(program.inputs, tuple(out), program.outputs, program.constvars, program.constvals,
                        program.name)), notes

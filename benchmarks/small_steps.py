@@ -1,11 +1,14 @@
 """``python -m benchmarks.small_steps``: programs of many small steps, value and gradient per call, pullback's
-NumPy program and its loops compiled by Numba (``compile="numba"``) against JAX under ``jit``
-(``lax.scan``/``fori_loop``), in one run (also printed by ``python -m benchmarks.loops``):
+NumPy program, its loops and elementwise chains compiled by Numba (``compile="numba"``) and
+``compile="auto"``'s choice, against JAX under ``jit`` (``lax.scan``/``fori_loop``), in one run (also
+printed by ``python -m benchmarks.loops``; ``python -m benchmarks.small_steps mixture``: the programs
+whose name holds the words given):
 
 - Lotka-Volterra by RK4, ``pb.scan``, 100 steps, state of 2;
 - the heat equation, 128 points, 200 explicit steps, ``pb.fori_loop``;
 - the Kalman filter of ``examples/kalman_filter.py``, states of 2, 4 and 64, 200 steps;
-- a Gaussian mixture's log-likelihood (diagonal, 3 components) over 5000 x 8 data: no loop.
+- a Gaussian mixture's log-likelihood (diagonal, 3 components) over 5000 x 8 data: no loop, chains of
+  elementwise operations and the sums and maxima that end them (``backends/numba_chains``).
 
 First call: a fresh function object (trace, transform, print, compile, run; for Numba, compiling the
 loops into a fresh cache directory), beside JAX's first call (its tracing and XLA compile). "first call,
@@ -152,7 +155,8 @@ def _agrees(out, ref) -> bool:
         for g, r in zip(grads, ref_grads)))
 
 
-def main(repeats: int = 50) -> None:
+def main(repeats: int = 50, only: str = "") -> None:
+    """The table; ``only``: the programs whose name holds it (``python -m benchmarks.small_steps mixture``)."""
     os.environ["PULLBACK_CACHE_DIR"] = tempfile.mkdtemp(prefix="pullback-bench-")  # compiles from cold
     try:
         import jax
@@ -164,13 +168,15 @@ def main(repeats: int = 50) -> None:
     print("| program | implementation | first call, s | first call, cached, s | steady, ms per call | vs JAX |")
     print("|---|---|---|---|---|---|")
     for name, loss, args, argnums in cases(True):
+        if only.lower() not in name.lower():
+            continue
         rows = []
         reference = None
-        for label, mode in (("pullback, NumPy", "numpy"), ("pullback, Numba loops", "numba")):
+        for label, mode in (("pullback, NumPy", "numpy"), ("pullback, Numba", "numba"), ("pullback, auto", "auto")):
             def make(mode=mode, loss=loss, argnums=argnums):
                 return pb.differentiate(loss, argnums=argnums, compile=mode).value_and_grad
             first = _first(make, args)
-            cached = _first(make, args) if mode == "numba" else None
+            cached = _first(make, args) if mode != "numpy" else None
             steady, out = _timed(make(), args, repeats)
             reference = reference or out
             ok = "" if _agrees(out, reference) else " (DISAGREES)"
@@ -193,4 +199,4 @@ def main(repeats: int = 50) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(only=" ".join(sys.argv[1:]))

@@ -302,9 +302,11 @@ class differentiate(_ByFunction):
     positional arguments. Keyword arguments, as in JAX, are traced (dynamic) and not differentiated.
     A long Python loop, which tracing unrolls, is rolled back into a ``scan`` (``transforms.reroll``:
     compile time then depends on the loop's body, not its length); ``reroll=False`` keeps it unrolled.
-    ``compile`` picks the loops (``scan``, ``fori_loop``, ``while_loop``) printed as functions compiled by
-    Numba, when it is installed: ``"auto"`` (the default, or ``$PULLBACK_COMPILE``) those of many small
-    steps, ``"numba"`` all it can compile, ``"numpy"`` none (see ``backends.numba_loops``).
+    ``compile`` picks the loops (``scan``, ``fori_loop``, ``while_loop``) and the elementwise chains outside
+    them printed as functions compiled by Numba, when it is installed: ``"auto"`` (the default, or
+    ``$PULLBACK_COMPILE``) loops of many small steps and chains a measured cost model finds faster
+    compiled, ``"numba"`` all it can compile, ``"numpy"`` none (see ``backends.numba_loops`` and
+    ``backends.numba_chains``).
     Dask arrays run the Dask program (printed for their chunks, computed by one ``dask.compute``);
     ``backend="dask"`` runs it for NumPy arguments too, chunked as ``da.from_array(x, chunks)``.
 

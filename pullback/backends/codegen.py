@@ -20,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, lines, memory, merged, numba_loops, printed, render
+from pullback.backends import fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -355,10 +355,16 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
 
     compiled = [False]  # printing the body of a function compiled by Numba
 
-    def kernel(body: Program, decorator: cst.BaseExpression | None = None, hint: str = "fused") -> str:
+    def kernel(body: Program, decorator: cst.BaseExpression | None = None, hint: str = "fused",
+               text: Callable[[str], str] | None = None) -> str:
         """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy, ``decorator`` if given);
-        return its name."""
+        return its name. ``text``: the function's source, given its name (a Numba chain's loop)."""
         name = namer.fresh(hint, hint)
+        if text is not None:
+            kernels.append(cst.parse_statement(text(name)).with_changes(
+                decorators=[cst.Decorator(decorator)] if decorator is not None else [],
+                leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+            return name
         seen = last_comment[0]
         compiled[0] = decorator is not None
         try:
@@ -442,7 +448,10 @@ def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[P
     notes: list[str] = []
     if loops != "numpy":
         program, notes = numba_loops.outline(printed.prepare(program), loops)
-        if any(e.prim is numba_loops.njit_p for e in program.eqns):
+        if numba_loops.available():  # elementwise chains outside the loops (``numba_chains``)
+            program, chains = numba_chains.outline(program, loops)
+            notes += chains
+        if any(e.prim is numba_loops.njit_p or e.prim is numba_chains.chain_p for e in program.eqns):
             ctx.use("numba")
     return program, notes
 
@@ -867,9 +876,27 @@ def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     """``x, ys = loop(c, x0, xs)``: the call of the Numba function printed for a loop (see
     ``numba_loops``). 0-d operands go in as scalars of their dtype, and 0-d results come back as
     NumPy scalars (Numba returns Python's)."""
+    return _compiled_call(eqn, nest.kernel(eqn.params["body"], _NUMBA, "loop"), ins, nest)
+
+
+def _chain(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """``sub, total = chain(X, means, scale)``: the call of the Numba function printed for an elementwise
+    chain, an explicit loop over its elements (see ``numba_chains``)."""
     body = eqn.params["body"]
-    decorator = s.call("numba.njit", cache=cst.Name("True"), error_model=cst.SimpleString('"numpy"'))
-    name = nest.kernel(body, decorator, "loop")
+    for v in body.outputs:
+        nest.namer.name(v, v.hint, _temp_name(next(e.prim for e in body.eqns if any(o is v for o in e.outputs))))
+    name = nest.kernel(body, _NUMBA, "chain", lambda name: numba_chains.source(
+        eqn, name, lambda v: nest.namer[v], lambda where: (_comment(where) or (None,))[0]))
+    return _compiled_call(eqn, name, ins, nest)
+
+
+_NUMBA = s.call("numba.njit", cache=cst.Name("True"), error_model=cst.SimpleString('"numpy"'))
+
+
+def _compiled_call(eqn, name: str, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """``outs = name(ins)`` for a Numba function: 0-d operands in as scalars of their dtype, 0-d results
+    back as NumPy scalars (Numba returns Python's)."""
+    body = eqn.params["body"]
     args = [s.call(s.dtype(v.type.dtype), e) if isinstance(v, Var) and v.type.ndim == 0 else e
             for v, e in zip(body.inputs, ins)]
     outs = [s.name(nest.namer[v]) for v in eqn.outputs]
@@ -886,7 +913,7 @@ def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
 _NESTED: dict[Primitive, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
     ctrl.scan_p: _scan, ctrl.while_p: _while, ctrl.cond_p: _cond,
     ctrl.checkpoint_p: _inline_body, custom.custom_jvp_call_p: _inline_body, custom.custom_vjp_call_p: _inline_body,
-    fusion.fused_p: _fused, numba_loops.njit_p: _njit,
+    fusion.fused_p: _fused, numba_loops.njit_p: _njit, numba_chains.chain_p: _chain,
 }
 
 

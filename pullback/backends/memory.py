@@ -12,13 +12,20 @@ cheap, and a fresh name for every value reads better.
 
 from __future__ import annotations
 
-from pullback.ir.core import WITH_BODIES, Literal, Program, Var, makes_view
+from pullback.ir.core import WITH_BODIES, Literal, Primitive, Program, Var, makes_view
 from pullback.ir.types import ArrayType
 from pullback.primitives import control as ctrl
+from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 MIN_SIZE = 1 << 16
+# An elementwise operation continues a chain in the buffer of an operand that an elementwise operation
+# made from this size on, so that a chain of k operations allocates once: ``t = x * 2.0; t += y;
+# np.tanh(t, out=t)``. Measured (five operations, float64, one process, 2 loaded cores): 28.7 us fresh
+# against 19.1 in place at 15,000 elements, 8.1 against 6.2 at 4096, 3.4 against 2.5 at 1000.
+CHAIN_MIN_SIZE = 1 << 12
+_ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive))
 
 
 # operations that update a copy of their first operand (``out = x.copy(); out[key] = v``, ``K + s I``):
@@ -125,15 +132,20 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         for a in reads(eqn):
             if isinstance(a, Var):
                 last[root.get(id(a), id(a))] = i
+    made_elementwise = {id(v) for e in program.eqns if e.prim in _ELEMENTWISE for v in e.outputs}
+    chain_size = min(min_size, CHAIN_MIN_SIZE)
     reusable: dict[int, frozenset[int]] = {}
     for i, eqn in enumerate(program.eqns):
+        chain = eqn.prim in _ELEMENTWISE
         # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         update = eqn.prim in UPDATES
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
             if isinstance(a, Var) and type(a.type) is ArrayType  # (not a stack: a list)
-            and (a.type.size >= min_size or (update and a.type.ndim)) and (k == 0 or not update)
+            and (a.type.size >= min_size or (update and a.type.ndim)
+                 or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
+            and (k == 0 or not update)
             and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
             and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )

@@ -116,7 +116,8 @@ for _p, _op in [
 # first operand where Python has one, else the ufunc with ``out=``.
 IN_PLACE: dict[Primitive, tuple[str | None, str | None]] = {
     ew.add_p: ("+=", "np.add"), ew.sub_p: ("-=", "np.subtract"), ew.mul_p: ("*=", "np.multiply"),
-    ew.div_p: ("/=", "np.divide"), ew.pow_p: ("**=", "np.power"), ew.max_p: (None, "np.maximum"),
+    ew.div_p: ("/=", "np.divide"), ew.pow_p: ("**=", "np.power"), ew.integer_pow_p: ("**=", None),
+    ew.max_p: (None, "np.maximum"),
     ew.min_p: (None, "np.minimum"), ew.neg_p: (None, "np.negative"), ew.exp_p: (None, "np.exp"),
     ew.log_p: (None, "np.log"), ew.log1p_p: (None, "np.log1p"), ew.expm1_p: (None, "np.expm1"),
     ew.sqrt_p: (None, "np.sqrt"), ew.sin_p: (None, "np.sin"), ew.cos_p: (None, "np.cos"),
@@ -147,6 +148,8 @@ def in_place(eqn: Eqn, ins: list[Expr], k: int, where: str = "", ctx: Context | 
         n = eqn.outputs[0].shape[0]
         diagonal = s.subscript(s.attribute(ins[0], "flat"), [s.slice_(None, None, n + 1)])
         return [s.statement(cst.AugAssign(diagonal, cst.AddAssign(), ins[1]))]
+    if eqn.prim is ew.integer_pow_p:  # ``x **= 2``: NumPy squares as ``x * x`` does
+        return [s.statement(cst.AugAssign(ins[0], cst.PowerAssign(), s.number(eqn.params["y"])))]
     if aug is not None and k == 0:
         return [s.statement(cst.AugAssign(ins[0], _AUG[aug](), ins[1]))]
     return [s.statement(s.call(ufunc, *ins, out=ins[k]))]

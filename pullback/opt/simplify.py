@@ -957,6 +957,11 @@ def _mirrored(x, y, defs: dict[int, Eqn]) -> bool:
     return sx is not None and sy is not None and sx[0] is sy[0] and sx[1] != sy[1]
 
 
+# a symmetric matrix of at least this many entries is read as S B, not B^T S (see ``_symmetry``): below
+# it, the two small products cost less than the transpose costs the reader
+_SHARED_PRODUCT_MIN = 1 << 10
+
+
 def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     """A symmetric matrix (``_symmetric``) is its own transpose: symmetrising it doubles it, transposing it
     is itself, a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares) and its
@@ -974,7 +979,9 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
         if ins[0].type.ndim == ins[1].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
-                and _symmetric(ins[1], defs):  # B^T S = (S B)^T: the product S B, which CSE shares
+                and ins[0].shape[1] < ins[0].shape[0] and ins[1].type.size >= _SHARED_PRODUCT_MIN \
+                and _symmetric(ins[1], defs):
+            # B^T S = (S B)^T for a thin B (the RBF kernel's X): the product S B, which CSE shares
             product = Var(ArrayType(out.shape[::-1], out.dtype), out.hint)
             return [Eqn(prim, (ins[1], ins[0]), (product,), Params({**p, "dims": con.DotDims((1,), (0,))})),
                     Eqn(st.transpose_p, (product,), (out,), Params({"permutation": (1, 0)}))]

@@ -452,7 +452,7 @@ class _Pass:
         of the dense term's buffer (``ger``), not an n x n array made and then added."""
         if eqn.prim is ew.sub_p and any(t.kind == "dense" and np.real(t.coef) <= 0 for t in form):
             return False  # the dense term subtracted: printed as it is, not negated first
-        return eqn.prim in (ew.add_p, ew.sub_p) and id(eqn.outputs[0]) in returned and any(
+        return eqn.prim in (ew.add_p, ew.sub_p, st.transpose_p) and id(eqn.outputs[0]) in returned and any(
             t.kind == "outer" for t in form)
 
     @staticmethod
@@ -503,6 +503,15 @@ class _Pass:
             herm = _plus(self.form(self.herm, ins[0]), _scale(self.form(self.herm, ins[1]), sign))
             if prim is ew.add_p and exact is None:
                 exact = self.adjoint_pair(ins)
+        elif prim is ew.mul_p and self.broadcast_outer(ins, n) is not None:  # u[:, None] * v[None, :]
+            exact = (self.outer(*self.broadcast_outer(ins, n)),)
+        elif prim is ew.mul_p and self.traced_scale(ins, out) is not None:
+            s, x = self.traced_scale(ins, out)
+            exact = self.scaled_by(self.form(self.exact, x), s, n)
+        elif prim is rk.ger_p and all(isinstance(a, Var) for a in ins):  # A + alpha x y^T
+            column = [self.emit(st.reshape_p, v, new_sizes=(n, 1)) for v in ins[1:]]
+            exact = _plus(self.form(self.exact, ins[0]) or (Term(1, "dense", ins[0]),),
+                          (self.outer(*column, p.get("alpha", 1.0)),))
         elif prim is ew.neg_p or (prim is ew.mul_p and any(_scalar(a) is not None for a in ins)):
             c = -1 if prim is ew.neg_p else next(_scalar(a) for a in ins if _scalar(a) is not None)
             x = next(a for a in ins if isinstance(a, Var))
@@ -535,6 +544,45 @@ class _Pass:
         for table, f in ((self.exact, exact), (self.lower, lower), (self.herm, herm)):
             if f is not None:
                 table[id(out)] = f
+
+    def broadcast_outer(self, ins, n: int) -> tuple[Var, Var] | None:
+        """(u, v) as columns when the operands are ``u`` broadcast along the rows and ``v`` along the columns."""
+        vectors = {}
+        for a in ins:
+            d = self.defs.get(id(a)) if isinstance(a, Var) else None
+            if d is None or d.prim is not st.broadcast_in_dim_p or not isinstance(d.inputs[0], Var) \
+                    or d.inputs[0].shape != (n,) or d.params["broadcast_dimensions"] not in ((0,), (1,)):
+                return None
+            vectors[d.params["broadcast_dimensions"]] = d.inputs[0]
+        if len(vectors) != 2:
+            return None
+        return tuple(self.emit(st.reshape_p, vectors[k], new_sizes=(n, 1)) for k in ((0,), (1,)))
+
+    def traced_scale(self, ins, out: Var) -> tuple[Var, Var] | None:
+        """(s, x) when ``ins`` are x and a broadcast of the 0-d value s (a traced scalar)."""
+        for k in (0, 1):
+            d = self.defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+            x = ins[1 - k]
+            if d is not None and d.prim is st.broadcast_in_dim_p and not d.params["broadcast_dimensions"] \
+                    and isinstance(d.inputs[0], Var) and isinstance(x, Var) and x.type == out.type:
+                return d.inputs[0], x
+        return None
+
+    def scaled_by(self, form: Form | None, s: Var, n: int) -> Form | None:
+        """``s`` times a form without dense terms: s lands on each term's vector (the diagonal, or the
+        outer product's first), n entries, not n^2."""
+        if not form or any(t.kind == "dense" for t in form):
+            return None
+        out = []
+        for t in form:
+            if t.kind == "eye":
+                out.append(Term(t.coef, "diag", self.emit(st.broadcast_in_dim_p, s, shape=(n,),
+                                                          broadcast_dimensions=())))
+                continue
+            shape = t.a.shape
+            times = self.emit(ew.mul_p, t.a, self.emit(st.broadcast_in_dim_p, s, shape=shape, broadcast_dimensions=()))
+            out.append(Term(t.coef, t.kind, times, t.b))
+        return _merge(out)
 
     @staticmethod
     def matrix_product(ins, dims: con.DotDims, n: int) -> bool:

@@ -26,7 +26,7 @@ from pullback.ad.batch import batch
 from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
-from pullback.api import cache, kronecker
+from pullback.api import cache, kronecker, lowrank
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
 from pullback.backends import errstate, numba_loops
@@ -54,6 +54,7 @@ from pullback.opt.contraction_order import program_flops
 from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
 from pullback.opt.simplify import keeping_stop_gradients
+from pullback.opt.structure import diagonal_plus_low_rank
 from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
@@ -713,6 +714,8 @@ class differentiate(_ByFunction):
         if staged.backend is not numpy_backend:
             raise TypeError("hessian(..., compressed=True) returns a SciPy LinearOperator: it takes NumPy arrays "
                             "(the factors' CuPy program prints with source(..., compressed=True, device='cuda'))")
+        if isinstance(staged.structure, lowrank.Structure):
+            return staged.structure.operator(staged(*flat[0]))
         return kronecker.operator(staged.structure, staged(*flat[0]))
 
     def jvp(self, primals: Sequence, tangents: Sequence):
@@ -912,13 +915,23 @@ class _Factored(Staged):
     __slots__ = ("structure",)
 
 
+def _unstructured(terms) -> bool:
+    """One Kronecker term, one dense factor over every axis: the Hessian as it is."""
+    return len(terms) == 1 and len(terms[0][1]) == 1 and terms[0][1][0].kind == "dense"
+
+
 def _factored_hessian(h: Program, primal: Staged) -> _Factored:
     if len(h.outputs) != 1 or h.outputs[0].type.ndim % 2:
         raise TypeError("hessian(..., compressed=True) needs a real-scalar function and one array argument "
                         f"(argnums); {h.name} has {len(h.outputs)} Hessian blocks")
     program, terms = kronecker_factors(h)
-    staged = _Factored(program, (tuple, (LEAF,) * len(program.outputs)), primal.captures, primal.capture_at)
     r = h.outputs[0].type.ndim // 2
+    low = diagonal_plus_low_rank(h) if r == 1 and _unstructured(terms) else None
+    if low is not None:  # diag(d) + U V^T: no Kronecker structure, but a compact form all the same
+        staged = _Factored(low[0], (tuple, (LEAF,) * 3), primal.captures, primal.capture_at)
+        staged.structure = lowrank.Structure(h.outputs[0].type.shape[:r], low[1])
+        return staged
+    staged = _Factored(program, (tuple, (LEAF,) * len(program.outputs)), primal.captures, primal.capture_at)
     staged.structure = kronecker.Structure(h.outputs[0].type.shape[:r], h.outputs[0].type.dtype, terms)
     return staged
 

@@ -700,14 +700,15 @@ class _Pass:
                 n = out.shape[0]
                 acc = self.emit(rk.ger_p, acc, self.emit(st.reshape_p, u, new_sizes=(n,)),
                                 self.emit(st.reshape_p, t.b, new_sizes=(n,)))
-        for t in form:
-            if t.kind not in ("eye", "diag"):
-                continue
-            if acc is None:
-                acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
+        diagonal = None  # the diagonal terms summed first (n entries), then one update of the buffer
+        for t in sorted((t for t in form if t.kind in ("eye", "diag")), key=lambda t: t.kind == "eye"):
             v = self.lit(t.coef, dtype) if t.kind == "eye" else (
                 t.a if t.coef == 1 else self.emit(ew.mul_p, t.a, self.lit(t.coef, dtype)))
-            acc = self.emit(st.add_diagonal_p, acc, v)
+            diagonal = v if diagonal is None else self.emit(ew.add_p, diagonal, v)
+        if diagonal is not None:
+            if acc is None:
+                acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
+            acc = self.emit(st.add_diagonal_p, acc, diagonal)
         if acc is None:
             acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
         if out.hint and not acc.hint and self.eqns and self.eqns[-1].outputs == (acc,):
@@ -721,3 +722,124 @@ class _Pass:
 def structure(program: Program) -> Program:
     """``program`` with cubic work on structured matrices replaced (see the module docstring)."""
     return _Pass(program).run()
+
+
+# --- diagonal plus low rank: what ``pb.hessian(f, compressed=True)`` returns for such a Hessian -----------
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """``H = diag(d) + U V^T``: which outputs of the factor program hold ``d`` (n,) and ``U``, ``V`` (n, k)."""
+
+    diagonal: int
+    u: int
+    v: int
+    rank: int
+
+
+def _forms(program: Program) -> _Pass:
+    """The pass's forms of every square matrix of ``program``, nothing replaced."""
+    p = _Pass(program)
+    for eqn in program.eqns:
+        out = eqn.outputs[0]
+        if len(eqn.outputs) == 1 and out.type.ndim == 2 and out.shape[0] == out.shape[1] > 0:
+            p.source = eqn.source
+            p.analyse(eqn, out)
+        p._record(eqn)
+    return p
+
+
+def _pieces(p: _Pass, a, coef, depth: int = 0) -> list | None:
+    """``a`` (n, n) as ``coef`` times a sum of pieces ``("diag", c, vector or None for the identity)`` and
+    ``("low", c, U, V)`` (U V^T, U and V (n, k), k < n), through sums, negations, literal scalings,
+    transposes, diagonal updates, rank-1 updates and products through a thin middle; None otherwise."""
+    if not isinstance(a, Var) or depth > 32:
+        return None
+    n = a.shape[0]
+    form = p.form(p.exact, a)
+    if form is not None and all(t.kind != "dense" for t in form):
+        out = []
+        for t in form:
+            if t.kind == "outer":
+                out.append(("low", coef * t.coef, t.a, t.b))
+            else:
+                out.append(("diag", coef * t.coef, t.a))
+        return out
+    d = p.defs.get(id(a))
+    if d is None:
+        return None
+    ins = d.inputs
+    if d.prim is st.transpose_p and d.params["permutation"] == (1, 0):
+        inner = _pieces(p, ins[0], coef, depth + 1)
+        return None if inner is None else [(k[0], k[1], k[3], k[2]) if k[0] == "low" else k for k in inner]
+    if d.prim in (ew.add_p, ew.sub_p) and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        first, second = _pieces(p, ins[0], coef, depth + 1), _pieces(p, ins[1], coef * (
+            1 if d.prim is ew.add_p else -1), depth + 1)
+        return None if first is None or second is None else first + second
+    if d.prim is ew.neg_p:
+        return _pieces(p, ins[0], -coef, depth + 1)
+    if d.prim is ew.mul_p and any(_scalar(x) is not None for x in ins):
+        c = next(_scalar(x) for x in ins if _scalar(x) is not None)
+        return _pieces(p, next(x for x in ins if isinstance(x, Var)), coef * c, depth + 1)
+    if d.prim is st.add_diagonal_p:
+        rest = _pieces(p, ins[0], coef, depth + 1)
+        v = ins[1]
+        diag = ("diag", coef * v.value, None) if _scalar(v) is not None else ("diag", coef, v)
+        return None if rest is None else [*rest, diag]
+    if d.prim is rk.ger_p:
+        rest = _pieces(p, ins[0], coef, depth + 1)
+        cols = [p.emit(st.reshape_p, v, new_sizes=(n, 1)) for v in ins[1:]]
+        return None if rest is None else [*rest, ("low", coef * d.params.get("alpha", 1.0), *cols)]
+    if d.prim is con.dot_general_p:
+        dims = d.params["dims"]
+        x, y = ins
+        if dims.lhs_batch or len(dims.lhs_contract) != 1 or x.type.ndim != 2 or y.type.ndim != 2:
+            return None
+        (cx,), (cy,) = dims.lhs_contract, dims.rhs_contract
+        if x.shape[cx] >= n:
+            return None  # no thinner than the matrix: nothing to gain
+        u = x if cx == 1 else p.emit(st.transpose_p, x, permutation=(1, 0))
+        v = y if cy == 1 else p.emit(st.transpose_p, y, permutation=(1, 0))
+        return [("low", coef, u, v)]
+    return None
+
+
+def diagonal_plus_low_rank(program: Program) -> tuple[Program, LowRank] | None:
+    """The (n, n) output of ``program`` (a Hessian of a vector) as ``diag(d) + U V^T`` with ``k < n``
+    columns: a program computing d, U and V (their scalings on the vectors, n k entries, never n^2), and
+    where it puts them. The pieces are read from the structure pass's forms (outer products, diagonals,
+    the identity) and from products through a thin middle (``X^T diag(s) X`` with fewer rows than
+    columns); None when some term is dense, or the rank is not below n."""
+    (h,) = program.outputs
+    if not isinstance(h, Var) or h.type.ndim != 2 or h.shape[0] != h.shape[1] or h.dtype.kind not in "fc":
+        return None
+    p = _forms(program)
+    pieces = _pieces(p, h, 1)
+    if pieces is None:
+        return None
+    n, dtype = h.shape[0], h.dtype
+    lows = [k for k in pieces if k[0] == "low"]
+    rank = sum(k[2].shape[1] for k in lows)
+    if not lows or rank >= n:
+        return None
+    real = np.dtype(dtype).kind != "c"
+
+    def lit(c):
+        return p.lit(float(np.real(c)) if real else complex(c), dtype)
+
+    d = None
+    for _, c, v in (k for k in pieces if k[0] == "diag"):
+        if v is None:
+            term = p.emit(st.broadcast_in_dim_p, lit(c), shape=(n,), broadcast_dimensions=())
+        else:
+            term = v if c == 1 else p.emit(ew.mul_p, v, lit(c))
+        d = term if d is None else p.emit(ew.add_p, d, term)
+    if d is None:
+        d = p.emit(st.broadcast_in_dim_p, lit(0), shape=(n,), broadcast_dimensions=())
+    us = [u if c == 1 else p.emit(ew.mul_p, u, lit(c)) for _, c, u, _ in lows]
+    vs = [v for *_, v in lows]
+    u = us[0] if len(us) == 1 else p.emit(st.concatenate_p, *us, dimension=1)
+    v = vs[0] if len(vs) == 1 else p.emit(st.concatenate_p, *vs, dimension=1)
+    factors = Program(program.inputs, tuple(p.eqns), (d, u, v), program.constvars, program.constvals,
+                      f"{program.name}_factors")
+    return dce(factors), LowRank(0, 1, 2, rank)

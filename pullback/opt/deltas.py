@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.opt.grouped import sorted_onto
@@ -48,13 +49,17 @@ def materialise(program: Program) -> Program:
     if not replaced:
         return program
     new: list[Eqn] = []
+    renamed: dict[int, Var] = {}  # an output written in place under a name of its own
     for e in program.eqns:
         if len(e.outputs) == 1 and id(e.outputs[0]) in replaced:
-            new.extend(replaced[id(e.outputs[0])])
+            eqns = replaced[id(e.outputs[0])]
+            new.extend(eqns)
+            if eqns[-1].outputs[0] is not e.outputs[0]:
+                renamed[id(e.outputs[0])] = eqns[-1].outputs[0]
         else:
             new.append(e)
-    return Program(program.inputs, tuple(new), program.outputs, program.constvars, program.constvals,
-                   program.name)
+    return substitute(Program(program.inputs, tuple(new), program.outputs, program.constvars, program.constvals,
+                              program.name), renamed)
 
 
 def _materialised(out: Var, defs) -> list[Eqn] | None:
@@ -131,14 +136,14 @@ def _diagonal_store(out: Var, total: Var, kept: list[int], perm: tuple, p: int, 
         updates = Var(ArrayType(tuple(total.shape[k] for k in order), out.dtype), "blocks")
         eqns.append(Eqn(st.transpose_p, (total,), (updates,), Params({"permutation": order})))
     n = out.shape[pair[0]]
-    zeros = Var(out.type, "hessian")
+    zeros, result = Var(out.type), Var(out.type, out.hint or "hessian")
     eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (zeros,),
                     Params({"shape": out.shape, "broadcast_dimensions": ()})))
     i = Var(ArrayType((n,), np.dtype(np.int64)), "i")
     eqns.append(Eqn(st.iota_p, (), (i,), Params({"dtype": np.dtype(np.int64), "shape": (n,), "dimension": 0})))
     index = tuple(ix.Operand(pair.index(t)) if t in pair else ix.Slice(0, out.shape[t], 1)
                   for t in range(out.type.ndim))
-    eqns.append(Eqn(ix.scatter_p, (zeros, updates, i, i), (out,), Params({"index": index, "unique_indices": True})))
+    eqns.append(Eqn(ix.scatter_p, (zeros, updates, i, i), (result,), Params({"index": index, "unique_indices": True})))
     return eqns
 
 

@@ -915,18 +915,13 @@ class _Factored(Staged):
     __slots__ = ("structure",)
 
 
-def _unstructured(terms) -> bool:
-    """One Kronecker term, one dense factor over every axis: the Hessian as it is."""
-    return len(terms) == 1 and len(terms[0][1]) == 1 and terms[0][1][0].kind == "dense"
-
-
 def _factored_hessian(h: Program, primal: Staged) -> _Factored:
     if len(h.outputs) != 1 or h.outputs[0].type.ndim % 2:
         raise TypeError("hessian(..., compressed=True) needs a real-scalar function and one array argument "
                         f"(argnums); {h.name} has {len(h.outputs)} Hessian blocks")
     program, terms = kronecker_factors(h)
     r = h.outputs[0].type.ndim // 2
-    low = diagonal_plus_low_rank(h) if r == 1 and _unstructured(terms) else None
+    low = diagonal_plus_low_rank(h) if r == 1 else None  # a vector's: Kronecker factors add nothing to it
     if low is not None:  # diag(d) + U V^T: no Kronecker structure, but a compact form all the same
         staged = _Factored(low[0], (tuple, (LEAF,) * 3), primal.captures, primal.capture_at)
         staged.structure = lowrank.Structure(h.outputs[0].type.shape[:r], low[1])

@@ -781,6 +781,25 @@ def _pieces(p: _Pass, a, coef, depth: int = 0) -> list | None:
     if d.prim is ew.mul_p and any(_scalar(x) is not None for x in ins):
         c = next(_scalar(x) for x in ins if _scalar(x) is not None)
         return _pieces(p, next(x for x in ins if isinstance(x, Var)), coef * c, depth + 1)
+    if d.prim is st.broadcast_in_dim_p and isinstance(ins[0], Var) and ins[0].shape == (n,) \
+            and d.params["broadcast_dimensions"] in ((0,), (1,)):  # u 1^T or 1 v^T
+        u = p.emit(st.reshape_p, ins[0], new_sizes=(n, 1))
+        ones = p.emit(st.broadcast_in_dim_p, p.lit(1, a.dtype), shape=(n, 1), broadcast_dimensions=())
+        return [("low", coef, u, ones) if d.params["broadcast_dimensions"] == (0,) else ("low", coef, ones, u)]
+    if d.prim is ew.div_p and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        scale = _scaling_of(p, ins[1], n)  # X / s: X times 1 / s, n entries
+        if scale is None:
+            return None
+        inner = _pieces(p, ins[0], coef, depth + 1)
+        side, s = scale
+        recip = p.emit(ew.div_p, p.lit(1, s.dtype), s)
+        return None if inner is None else [_scaled_piece(p, piece, side, recip, n) for piece in inner]
+    if d.prim is ew.mul_p and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        for k in (0, 1):  # diag(s) X, X diag(s) or s X (a traced scalar): s lands on the pieces' vectors
+            scale = _scaling_of(p, ins[k], n)
+            if scale is not None:
+                inner = _pieces(p, ins[1 - k], coef, depth + 1)
+                return None if inner is None else [_scaled_piece(p, piece, *scale, n) for piece in inner]
     if d.prim is st.add_diagonal_p:
         rest = _pieces(p, ins[0], coef, depth + 1)
         v = ins[1]
@@ -802,6 +821,37 @@ def _pieces(p: _Pass, a, coef, depth: int = 0) -> list | None:
         v = y if cy == 1 else p.emit(st.transpose_p, y, permutation=(1, 0))
         return [("low", coef, u, v)]
     return None
+
+
+def _scaling_of(p: _Pass, b: Var, n: int) -> tuple[str, Var] | None:
+    """("rows" or "cols", s (n,)) when ``b`` is a vector broadcast along the rows or the columns of an
+    (n, n) matrix (a product with it scales rows or columns), ("all", s) for a 0-d s broadcast."""
+    d = p.defs.get(id(b))
+    if d is None or d.prim is not st.broadcast_in_dim_p or not isinstance(d.inputs[0], Var):
+        return None
+    s, dims = d.inputs[0], d.params["broadcast_dimensions"]
+    if s.type.ndim == 0:
+        return "all", s
+    if s.shape == (n,) and dims in ((0,), (1,)):
+        return ("rows" if dims == (0,) else "cols"), s
+    return None
+
+
+def _scaled_piece(p: _Pass, piece: tuple, side: str, s: Var, n: int) -> tuple:
+    """A piece times diag(s) on the left (``rows``), the right (``cols``), or times the scalar s."""
+    def times(v):  # v (n,) or (n, k), or None for ones: scaled entrywise by s along its rows
+        if side == "all":
+            if v is None:
+                return p.emit(st.broadcast_in_dim_p, s, shape=(n,), broadcast_dimensions=())
+            return p.emit(ew.mul_p, v, p.emit(st.broadcast_in_dim_p, s, shape=v.shape, broadcast_dimensions=()))
+        if v is None:
+            return s
+        return p.emit(ew.mul_p, v, s if v.type.ndim == 1 else p.emit(st.broadcast_in_dim_p, s, shape=v.shape,
+                                                                      broadcast_dimensions=(0,)))
+    if piece[0] == "diag":
+        return ("diag", piece[1], times(piece[2]))
+    _, c, u, v = piece
+    return ("low", c, u, times(v)) if side == "cols" else ("low", c, times(u), v)
 
 
 def diagonal_plus_low_rank(program: Program) -> tuple[Program, LowRank] | None:

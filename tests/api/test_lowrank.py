@@ -110,3 +110,34 @@ def test_softmax_alone(rng):
     p = np.exp(z - logsumexp(z))
     np.testing.assert_allclose(H @ np.ones(5), 0, atol=1e-14)
     np.testing.assert_allclose(H.todense(), np.diag(p) - np.outer(p, p), rtol=1e-12, atol=1e-14)
+
+
+def lse_spelled(z):
+    m = z.max()
+    return np.log(np.sum(np.exp(z - m))) + m + 0.5 * z @ z
+
+
+def softmax_spelled(z, t):
+    p = np.exp(z) / np.sum(np.exp(z))
+    return -np.sum(t * np.log(p)) + np.sum(z ** 2)
+
+
+def weighted_least_squares_ridge(x, A, b, wt):
+    return np.sum(wt * (A @ x - b) ** 2) + 0.1 * np.sum(x ** 2)
+
+
+@pytest.mark.parametrize("f", [lse_spelled, softmax_spelled, weighted_least_squares_ridge])
+def test_spellings_reach_the_form(f, rng):
+    """Other spellings (the max-shift written out, softmax as a quotient, least squares with weights):
+    the reader goes through broadcasts, row and column scalings and divisions by broadcasts, not one
+    pattern per example. Oracles: pullback's dense Hessian and central differences of its gradient."""
+    n = 12
+    if f is weighted_least_squares_ridge:
+        args = (rng.standard_normal(n), rng.standard_normal((3, n)), rng.standard_normal(3), rng.random(3) + 0.5)
+    else:
+        args = (rng.standard_normal(n),) + ((rng.dirichlet(np.ones(n)),) if f is softmax_spelled else ())
+    H = pb.hessian(f, compressed=True)(*args)
+    assert isinstance(H, DiagonalPlusLowRank) and H.rank < n, H
+    dense = pb.hessian(f)(*args)
+    np.testing.assert_allclose(dense, numerical_hessian(f, args), rtol=1e-6, atol=1e-7)
+    _check(H, dense, rng)

@@ -703,7 +703,9 @@ class differentiate(_ByFunction):
         """``jacfwd(jacrev(f))``: shape ``out.shape + in.shape + in.shape`` per output leaf. With
         ``compressed=True`` (a real-scalar function of one array argument), a
         ``pullback.api.kronecker.KroneckerOperator``: the Hessian as a sum of Kronecker products of
-        its factors, never made dense (the factors' program is ``source(..., program="hessian_factors")``)."""
+        its factors, never made dense (the factors' program is ``source(..., program="hessian_factors")``);
+        for a vector argument, ``diag(d) + U V^T`` (``pullback.api.lowrank.DiagonalPlusLowRank``)
+        where the Hessian has that form."""
         if not compressed:
             return self._call_stage("hessian", args, kwargs)
         if self.has_aux:
@@ -1268,7 +1270,9 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int 
             has_aux: bool = False, static_argnames: str | Sequence[str] = (), *, compressed: bool = False) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``. With ``compressed=True``
     (``fn`` real-scalar, ``argnums`` one array argument), a ``KroneckerOperator`` of shape (N, N)
-    holding the Hessian's Kronecker factors (see ``pullback.api.kronecker``).
+    holding the Hessian's Kronecker factors (see ``pullback.api.kronecker``), or for a vector
+    argument whose Hessian is a diagonal plus a low-rank matrix, a ``DiagonalPlusLowRank``
+    (``pullback.api.lowrank``).
 
     >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]

@@ -29,6 +29,12 @@ products and diagonal updates. For the Gaussian likelihood ``0.5 |L^{-1} y|^2 + 
 the Cholesky gradient ``L^{-H} Phi(L^H Lbar) L^{-1}``, with ``Lbar = diag(1/L_ii) - tril(a z^T)``,
 becomes ``(potri(L) - a a^T) / 2``: the expert's recipe.
 
+Outer products are also read where they are spelled ``u[:, None] * v[None, :]`` or made by ``ger``,
+and a traced scalar times a form lands on its vectors; a returned sum or transpose with a rank-1
+term prints from its form (softmax's Hessian: one outer product, then one diagonal update).
+``diagonal_plus_low_rank`` reads a Hessian's output as ``diag(d) + U V^T`` from these forms, for
+``hessian(f, compressed=True)``.
+
 Before::
 
     t_13: f64[n,n] = dot_general[((1,), (1,))] t_12 t_2      # -a z^T

@@ -9,6 +9,10 @@
   at n = m = 60, 200, 1000: block-diagonal (``B[i] = 2 V^T diag(M[i]) V``); by hand (one gemm and a
   diagonal write), pullback dense and compressed, JAX and PyTorch (skipped where their (n, k, n, m)
   intermediate passes 4 GiB). ``python -m benchmarks.hessians masked`` runs that table alone.
+- ``lowrank_table``: Hessians that are a diagonal plus a low-rank matrix: softmax cross-entropy with a
+  ridge (``diag(p) - p p^T + c I``) and a weighted ridge logistic regression with 50 examples of 2000
+  features (``I + X^T diag(w) X``): dense by hand and by pullback, and ``compressed=True`` (a
+  ``DiagonalPlusLowRank``) with its Woodbury solve against ``np.linalg.solve`` on the dense matrix.
 - ``laue_tables``: the logistic Hessian at n = 100, 300, 1000, the first-layer Hessian of a
   ten-layer ReLU net with a softmax cross-entropy, and per-example gradients of the logistic loss
   (10,000 examples: ``pb.vmap(pb.grad)``, a Python loop of ``pb.grad``, by hand), against
@@ -26,6 +30,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from scipy.special import logsumexp
 
 import pullback as pb
 from benchmarks.harness import median_ms
@@ -48,7 +53,8 @@ def factorisation_hand(U, V, T):
 
 def main(tables: list[str] | None = None) -> None:
     """All tables, or those named (``laue``, ``factorisation``, ``masked``)."""
-    chosen = {"laue": laue_tables, "factorisation": factorisation_table, "masked": masked_table}
+    chosen = {"laue": laue_tables, "factorisation": factorisation_table, "masked": masked_table,
+              "lowrank": lowrank_table}
     for name, table in chosen.items():
         if not tables or name in tables:
             table()
@@ -338,6 +344,55 @@ def factorisation_table() -> None:
         else:
             cells = f"skipped ((n k)^2 = {(n * k) ** 2:.0e} entries) | "
         print(f"| n = {n}, k = {k} | {t_build:.3f} | {t_solve:.3f} | {cells} |")
+
+
+def softmax_ridge(z, t):
+    return logsumexp(z) - t @ z + 0.5 * np.sum(z ** 2)
+
+
+def softmax_ridge_hand(z, t):
+    p = np.exp(z - logsumexp(z))
+    H = np.outer(-p, p)
+    H.flat[:: z.size + 1] += p + 1.0
+    return H
+
+
+def logistic_ridge(w, X, y, c):
+    return np.sum(c * np.logaddexp(0.0, -y * (X @ w))) + 0.5 * np.sum(w ** 2)
+
+
+def logistic_ridge_hand(w, X, y, c):
+    s = 1.0 / (1.0 + np.exp(-y * (X @ w)))
+    H = X.T @ ((c * s * (1.0 - s))[:, None] * X)
+    H.flat[:: w.size + 1] += 1.0
+    return H
+
+
+def lowrank_table() -> None:
+    """Dense Hessians by hand and by pullback, and the compressed form's build and Newton step."""
+    rng = np.random.default_rng(3)
+    print("\n| diagonal plus low rank | by hand, ms | pullback, ms | ratio | compressed build, ms "
+          "| compressed solve, ms | dense solve, ms | ratio |")
+    print("|---" * 8 + "|")
+    n = 2000
+    z, t = rng.standard_normal(n), rng.dirichlet(np.ones(n))
+    m = 50
+    X, y, c = rng.standard_normal((m, n)) / np.sqrt(n), np.sign(rng.standard_normal(m)), rng.random(m) + 0.5
+    w = rng.standard_normal(n)
+    for name, f, hand, args in ((f"softmax + ridge, n = {n}", softmax_ridge, softmax_ridge_hand, (z, t)),
+                                (f"weighted logistic + ridge, {m} x {n}", logistic_ridge, logistic_ridge_hand,
+                                 (w, X, y, c))):
+        dense_pb, compressed = pb.hessian(f), pb.hessian(f, compressed=True)
+        dense = hand(*args)
+        assert np.allclose(dense_pb(*args), dense, rtol=1e-10, atol=1e-12)
+        H = compressed(*args)
+        g = rng.standard_normal(n)
+        assert np.allclose(H.solve(g), np.linalg.solve(dense, g), rtol=1e-8, atol=1e-10)
+        t_hand, t_pb = best_ms(hand, args, REPEATS), best_ms(dense_pb, args, REPEATS)
+        t_build, t_solve = best_ms(compressed, args, REPEATS), best_ms(H.solve, (g,), REPEATS)
+        t_dense = best_ms(np.linalg.solve, (dense, g), 3)
+        print(f"| {name} | {t_hand:.3f} | {t_pb:.3f} | {t_pb / t_hand:.2f} | {t_build:.3f} | {t_solve:.3f} "
+              f"| {t_dense:.3f} | {t_dense / t_solve:.0f} |")
 
 
 if __name__ == "__main__":

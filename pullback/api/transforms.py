@@ -26,7 +26,7 @@ from pullback.ad.batch import batch
 from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
-from pullback.api import cache, kronecker
+from pullback.api import cache, kronecker, lowrank
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
 from pullback.backends import errstate, numba_loops
@@ -54,6 +54,7 @@ from pullback.opt.contraction_order import program_flops
 from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
 from pullback.opt.simplify import keeping_stop_gradients
+from pullback.opt.structure import diagonal_plus_low_rank
 from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
@@ -704,7 +705,9 @@ class differentiate(_ByFunction):
         """``jacfwd(jacrev(f))``: shape ``out.shape + in.shape + in.shape`` per output leaf. With
         ``compressed=True`` (a real-scalar function of one array argument), a
         ``pullback.api.kronecker.KroneckerOperator``: the Hessian as a sum of Kronecker products of
-        its factors, never made dense (the factors' program is ``source(..., program="hessian_factors")``)."""
+        its factors, never made dense (the factors' program is ``source(..., program="hessian_factors")``);
+        for a vector argument, ``diag(d) + U V^T`` (``pullback.api.lowrank.DiagonalPlusLowRank``)
+        where the Hessian has that form."""
         if not compressed:
             return self._call_stage("hessian", args, kwargs)
         if self.has_aux:
@@ -715,6 +718,8 @@ class differentiate(_ByFunction):
         if staged.backend is not numpy_backend:
             raise TypeError("hessian(..., compressed=True) returns a SciPy LinearOperator: it takes NumPy arrays "
                             "(the factors' CuPy program prints with source(..., compressed=True, device='cuda'))")
+        if isinstance(staged.structure, lowrank.Structure):
+            return staged.structure.operator(staged(*flat[0]))
         return kronecker.operator(staged.structure, staged(*flat[0]))
 
     def jvp(self, primals: Sequence, tangents: Sequence):
@@ -919,8 +924,13 @@ def _factored_hessian(h: Program, primal: Staged) -> _Factored:
         raise TypeError("hessian(..., compressed=True) needs a real-scalar function and one array argument "
                         f"(argnums); {h.name} has {len(h.outputs)} Hessian blocks")
     program, terms = kronecker_factors(h)
-    staged = _Factored(program, (tuple, (LEAF,) * len(program.outputs)), primal.captures, primal.capture_at)
     r = h.outputs[0].type.ndim // 2
+    low = diagonal_plus_low_rank(h) if r == 1 else None  # a vector's: Kronecker factors add nothing to it
+    if low is not None:  # diag(d) + U V^T: no Kronecker structure, but a compact form all the same
+        staged = _Factored(low[0], (tuple, (LEAF,) * 3), primal.captures, primal.capture_at)
+        staged.structure = lowrank.Structure(h.outputs[0].type.shape[:r], low[1])
+        return staged
+    staged = _Factored(program, (tuple, (LEAF,) * len(program.outputs)), primal.captures, primal.capture_at)
     staged.structure = kronecker.Structure(h.outputs[0].type.shape[:r], h.outputs[0].type.dtype, terms)
     return staged
 
@@ -1262,7 +1272,9 @@ def hessian(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int 
             has_aux: bool = False, static_argnames: str | Sequence[str] = (), *, compressed: bool = False) -> Callable:
     """``jacfwd(jacrev(fn))``: shape ``out.shape + in.shape + in.shape``. With ``compressed=True``
     (``fn`` real-scalar, ``argnums`` one array argument), a ``KroneckerOperator`` of shape (N, N)
-    holding the Hessian's Kronecker factors (see ``pullback.api.kronecker``).
+    holding the Hessian's Kronecker factors (see ``pullback.api.kronecker``), or for a vector
+    argument whose Hessian is a diagonal plus a low-rank matrix, a ``DiagonalPlusLowRank``
+    (``pullback.api.lowrank``).
 
     >>> pb.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0])).tolist()
     [[4.0, 2.0], [2.0, 0.0]]

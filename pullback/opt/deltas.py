@@ -22,12 +22,16 @@ contraction-free ``dot_general`` the contraction order makes of a product of two
 
 from __future__ import annotations
 
+import numpy as np
+
+from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
 from pullback.ir.types import ArrayType, is_inexact
 from pullback.opt.grouped import sorted_onto
 from pullback.opt.outer import Factor, Outer, build, outer_factors, summands
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
+from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 
@@ -45,13 +49,17 @@ def materialise(program: Program) -> Program:
     if not replaced:
         return program
     new: list[Eqn] = []
+    renamed: dict[int, Var] = {}  # an output written in place under a name of its own
     for e in program.eqns:
         if len(e.outputs) == 1 and id(e.outputs[0]) in replaced:
-            new.extend(replaced[id(e.outputs[0])])
+            eqns = replaced[id(e.outputs[0])]
+            new.extend(eqns)
+            if eqns[-1].outputs[0] is not e.outputs[0]:
+                renamed[id(e.outputs[0])] = eqns[-1].outputs[0]
         else:
             new.append(e)
-    return Program(program.inputs, tuple(new), program.outputs, program.constvars, program.constvals,
-                   program.name)
+    return substitute(Program(program.inputs, tuple(new), program.outputs, program.constvars, program.constvals,
+                              program.name), renamed)
 
 
 def _materialised(out: Var, defs) -> list[Eqn] | None:
@@ -96,14 +104,46 @@ def _materialised(out: Var, defs) -> list[Eqn] | None:
     else:
         last = total
     n = base.shape[p]
+    axes = [*others, p, q]  # the embedding's axes, as base's
+    total_perm = tuple(axes.index(perm[t]) for t in range(out.type.ndim))
+    if total_perm != tuple(range(out.type.ndim)):  # the pair not last in the result: written where it lies
+        return eqns + _diagonal_store(out, total, kept, perm, p, q)
     embedded = Var(ArrayType((*last.shape[:-1], n, n), out.dtype), "embedded")
     eqns.append(Eqn(st.diag_embed_p, (last,), (embedded,), Params({"shape": (n, n), "offset": 0})))
-    axes = [*others, p, q]  # embedded's axes, as base's
-    total_perm = tuple(axes.index(perm[t]) for t in range(out.type.ndim))
-    if total_perm == tuple(range(out.type.ndim)):
-        eqns.append(Eqn(st.reshape_p, (embedded,), (out,), Params({"new_sizes": out.shape})))
-    else:
-        eqns.append(Eqn(st.transpose_p, (embedded,), (out,), Params({"permutation": total_perm})))
+    eqns.append(Eqn(st.reshape_p, (embedded,), (out,), Params({"new_sizes": out.shape})))
+    return eqns
+
+
+def _store_layout(ndim: int, pair: tuple[int, int]) -> list:
+    """The axes of ``out[key]`` for a key with one index array at each of ``pair`` (out's axes) and
+    slices elsewhere: out's other axes in order, and ``None`` for the diagonal where NumPy puts it (at
+    the pair when adjacent, else first)."""
+    a, b = sorted(pair)
+    rest = [t for t in range(ndim) if t not in pair]
+    at = a if b == a + 1 else 0
+    return rest[:at] + [None] + rest[at:]
+
+
+def _diagonal_store(out: Var, total: Var, kept: list[int], perm: tuple, p: int, q: int) -> list[Eqn]:
+    """``out = zeros; out[.., i, .., i, ..] = blocks``: the result C-ordered, written in place (``total``
+    over base's axes ``kept``; out's axis t is base's ``perm[t]``; the delta on base's (p, q))."""
+    pair = (perm.index(p), perm.index(q))
+    layout = _store_layout(out.type.ndim, pair)
+    order = tuple(kept.index(p if t is None else perm[t]) for t in layout)
+    eqns: list[Eqn] = []
+    updates = total
+    if order != tuple(range(len(order))):
+        updates = Var(ArrayType(tuple(total.shape[k] for k in order), out.dtype), "blocks")
+        eqns.append(Eqn(st.transpose_p, (total,), (updates,), Params({"permutation": order})))
+    n = out.shape[pair[0]]
+    zeros, result = Var(out.type), Var(out.type, out.hint or "hessian")
+    eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(0, out.dtype),), (zeros,),
+                    Params({"shape": out.shape, "broadcast_dimensions": ()})))
+    i = Var(ArrayType((n,), np.dtype(np.int64)), "i")
+    eqns.append(Eqn(st.iota_p, (), (i,), Params({"dtype": np.dtype(np.int64), "shape": (n,), "dimension": 0})))
+    index = tuple(ix.Operand(pair.index(t)) if t in pair else ix.Slice(0, out.shape[t], 1)
+                  for t in range(out.type.ndim))
+    eqns.append(Eqn(ix.scatter_p, (zeros, updates, i, i), (result,), Params({"index": index, "unique_indices": True})))
     return eqns
 
 
@@ -175,13 +215,9 @@ def _blocks(o: Outer, p: int, q: int, kept: list[int], e_type: ArrayType, defs) 
     return eqns + build(Outer(o.coef, tuple(rest), e_type), e), e
 
 
-def block_diagonal(h: Var, defs, r: int) -> tuple[list[Eqn], list[tuple]] | None:
-    """A Hessian block (of shape ``s + s``, ``r`` axes each) that ``materialise`` printed as a
-    diagonal write, as Kronecker factor specs ``(axes, kind, value)`` (see ``outer.FactorSpec``) and
-    the equations making their values: a ``"blocks"`` factor over ``(p, *G)``, the delta's axis p and
-    the other axes G of ``s`` (each paired with itself in the second copy), its value ``B`` of shape
-    ``(s[p], *s[G], *s[G])`` (``H[i, a, i, b] = B[i, a, b]``); or, when every block is the same
-    matrix A, an identity over ``(p,)`` and A over G. None otherwise."""
+def _embedded_diagonal(h: Var, defs):
+    """(E, E's axis k -> h's axis, E's diagonal axis, the pair (p, q) of h's axes) when h is
+    ``diag_embed(E)``, perhaps transposed: the diagonal on the last two axes of the embedding."""
     d = defs.get(id(h))
     perm = tuple(range(h.type.ndim))
     if d is not None and d.prim is st.transpose_p and isinstance(d.inputs[0], Var):
@@ -191,21 +227,52 @@ def block_diagonal(h: Var, defs, r: int) -> tuple[list[Eqn], list[tuple]] | None
     if d is None or d.prim is not st.diag_embed_p or d.params["offset"] or not isinstance(d.inputs[0], Var):
         return None
     nd = h.type.ndim
-    e = d.inputs[0]
     p, q = sorted((perm.index(nd - 2), perm.index(nd - 1)))
+    return d.inputs[0], [perm.index(k) for k in range(nd - 2)] + [p], nd - 2, (p, q)
+
+
+def _stored_diagonal(h: Var, defs):
+    """The same for ``h = zeros; h[.., i, .., i, ..] = E`` (``_diagonal_store``)."""
+    d = defs.get(id(h))
+    if d is None or d.prim is not ix.scatter_p or len(d.inputs) != 4 or d.inputs[2] is not d.inputs[3]:
+        return None
+    z, e, i = d.inputs[0], d.inputs[1], d.inputs[2]
+    dz, di = defs.get(id(z)), defs.get(id(i))
+    if (dz is None or dz.prim is not st.broadcast_in_dim_p or not isinstance(dz.inputs[0], Literal)
+            or dz.inputs[0].value != 0 or di is None or di.prim is not st.iota_p or not isinstance(e, Var)):
+        return None
+    index = d.params["index"]
+    pair = tuple(t for t, entry in enumerate(index) if isinstance(entry, ix.Operand))
+    if len(pair) != 2 or any(isinstance(entry, ix.Slice) and len(entry) != h.shape[t] for t, entry in enumerate(index)):
+        return None
+    layout = _store_layout(h.type.ndim, pair)
+    return e, [min(pair) if t is None else t for t in layout], layout.index(None), pair
+
+
+def block_diagonal(h: Var, defs, r: int) -> tuple[list[Eqn], list[tuple]] | None:
+    """A Hessian block (of shape ``s + s``, ``r`` axes each) that ``materialise`` printed as a
+    diagonal write, as Kronecker factor specs ``(axes, kind, value)`` (see ``outer.FactorSpec``) and
+    the equations making their values: a ``"blocks"`` factor over ``(p, *G)``, the delta's axis p and
+    the other axes G of ``s`` (each paired with itself in the second copy), its value ``B`` of shape
+    ``(s[p], *s[G], *s[G])`` (``H[i, a, i, b] = B[i, a, b]``); or, when every block is the same
+    matrix A, an identity over ``(p,)`` and A over G. None otherwise."""
+    found = _stored_diagonal(h, defs) or _embedded_diagonal(h, defs)
+    if found is None:
+        return None
+    e, where, dk, (p, q) = found
     if p >= r or q != p + r:
         return None
-    where = [perm.index(k) for k in range(nd - 2)] + [p]  # e's axis k -> h's axis
-    first = sorted(a for a in where[:-1] if a < r)
-    second = sorted(a for a in where[:-1] if a >= r)
+    off = [a for k, a in enumerate(where) if k != dk]  # h's axes of E's other axes
+    first = sorted(a for a in off if a < r)
+    second = sorted(a for a in off if a >= r)
     if [a + r for a in first] != second:
         return None
     if not first:  # a vector on the diagonal
         return [], [((p,), "diagonal", e)]
     b = defs.get(id(e))
-    if b is not None and b is not None and b.prim is st.broadcast_in_dim_p and isinstance(b.inputs[0], Var) \
+    if b is not None and b.prim is st.broadcast_in_dim_p and isinstance(b.inputs[0], Var) \
             and len(b.params["broadcast_dimensions"]) == e.type.ndim - 1 \
-            and e.type.ndim - 1 not in b.params["broadcast_dimensions"]:  # every block the same: I (x) A
+            and dk not in b.params["broadcast_dimensions"]:  # every block the same: I (x) A
         a = b.inputs[0]
         at = [where[k] for k in b.params["broadcast_dimensions"]]  # a's axis -> h's axis
         moved, a, _ = sorted_onto(a, at)

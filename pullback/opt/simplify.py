@@ -391,6 +391,71 @@ def _scaled_operand(prim, ins, p, out, defs, fill_of):
     return None
 
 
+def _scalar_broadcast(a, defs: dict[int, Eqn]) -> Var | None:
+    """The 0-d value ``s`` when ``a`` is ``broadcast(s)``, a traced scalar filling an array."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim is not st.broadcast_in_dim_p or d.params["broadcast_dimensions"]:
+        return None
+    s = d.inputs[0]
+    return s if isinstance(s, Var) and s.type.ndim == 0 else None
+
+
+def _traced_scaled(a, defs: dict[int, Eqn]) -> tuple[Var, Var, Var] | None:
+    """``(x, b, s)`` when ``a`` is ``x * b`` (either order), ``b = broadcast(s)`` of a 0-d ``s``."""
+    d = defs.get(id(a)) if isinstance(a, Var) else None
+    if d is None or d.prim is not ew.mul_p:
+        return None
+    for k in (0, 1):
+        x, b = d.inputs[1 - k], d.inputs[k]
+        s = _scalar_broadcast(b, defs)
+        if s is not None and isinstance(x, Var) and x.type == a.type and _scalar_broadcast(x, defs) is None:
+            return x, b, s
+    return None
+
+
+def _scalar_outward(prim, ins, p, out, defs, fill_of):
+    """A traced scalar moves out of a product: ``(x s) y`` is ``(x y) s``, so that products of the same
+    two arrays scaled differently are one product (the RBF kernel's cotangent meets ``K = s E`` in
+    ``sum(K_bar E)`` and again in ``(s K_bar) E``); and ``(x s) c`` is ``x (s c)``, the literal on the
+    scalar, not on another pass over the array."""
+    if out.dtype.kind not in "fc":
+        return None
+    for k in (0, 1):
+        found = _traced_scaled(ins[k], defs)
+        other = ins[1 - k]
+        if found is None:
+            continue
+        x, b, s = found
+        if isinstance(other, Literal) and other.type.ndim == 0:
+            s2, b2 = Var(s.type), Var(b.type)
+            return [Eqn(ew.mul_p, (s, Literal.of(other.value, s.dtype)), (s2,)),
+                    Eqn(st.broadcast_in_dim_p, (s2,), (b2,), defs[id(b)].params), Eqn(ew.mul_p, (x, b2), (out,))]
+        if isinstance(other, Var) and other.type == out.type and _scalar_broadcast(other, defs) is None \
+                and _traced_scaled(other, defs) is None and (d := defs.get(id(other))) is not None \
+                and d.prim is not st.broadcast_in_dim_p:
+            product = Var(out.type, out.hint)
+            return [Eqn(ew.mul_p, (x, other), (product,)), Eqn(ew.mul_p, (product, b), (out,))]
+    return None
+
+
+def _scalar_after_reduction(prim, ins, p, out, defs, fill_of):
+    """A contraction or sum of ``x s`` (s a traced scalar) is that of ``x``, scaled after, when the result
+    is smaller than ``x``: the scaling of the RBF kernel's n x n cotangent moves onto ``S @ X`` and
+    ``S``'s row sums, and no pass over S makes it."""
+    if out.dtype.kind not in "fc":
+        return None
+    for k in range(len(ins)):
+        found = _traced_scaled(ins[k], defs)
+        if found is None or out.type.size >= ins[k].type.size:
+            continue
+        x, _, scalar = found
+        inner, b = Var(out.type, out.hint), Var(out.type)
+        return [Eqn(prim, tuple(x if j == k else a for j, a in enumerate(ins)), (inner,), p),
+                Eqn(st.broadcast_in_dim_p, (scalar,), (b,), Params({"shape": out.shape, "broadcast_dimensions": ()})),
+                Eqn(ew.mul_p, (inner, b), (out,))]
+    return None
+
+
 def _outer(prim, ins, p, out, defs, fill_of):  # Kronecker-structured values
     return outer_rewrite(prim, ins, p, out, defs)
 
@@ -892,6 +957,11 @@ def _mirrored(x, y, defs: dict[int, Eqn]) -> bool:
     return sx is not None and sy is not None and sx[0] is sy[0] and sx[1] != sy[1]
 
 
+# a symmetric matrix of at least this many entries is read as S B, not B^T S (see ``_symmetry``): below
+# it, the two small products cost less than the transpose costs the reader
+_SHARED_PRODUCT_MIN = 1 << 10
+
+
 def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     """A symmetric matrix (``_symmetric``) is its own transpose: symmetrising it doubles it, transposing it
     is itself, a product reads it untransposed (``S.T @ B`` is ``S @ B``, which CSE then shares) and its
@@ -908,6 +978,13 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
         if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
+        if ins[0].type.ndim == ins[1].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
+                and ins[0].shape[1] < ins[0].shape[0] and ins[1].type.size >= _SHARED_PRODUCT_MIN \
+                and _symmetric(ins[1], defs):
+            # B^T S = (S B)^T for a thin B (the RBF kernel's X): the product S B, which CSE shares
+            product = Var(ArrayType(out.shape[::-1], out.dtype), out.hint)
+            return [Eqn(prim, (ins[1], ins[0]), (product,), Params({**p, "dims": con.DotDims((1,), (0,))})),
+                    Eqn(st.transpose_p, (product,), (out,), Params({"permutation": (1, 0)}))]
     return None
 
 
@@ -918,6 +995,8 @@ _CHAIN = [
     (_neutral, set(_NEUTRAL)),
     (_times_zero, {ew.mul_p}),
     (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}),
+    (_scalar_outward, {ew.mul_p}),
+    (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}),
     (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}),
     (_unchecked_solve, {la.trsm_p}),
     (_outer_by_fill, {con.dot_general_p}),

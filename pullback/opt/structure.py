@@ -29,6 +29,12 @@ products and diagonal updates. For the Gaussian likelihood ``0.5 |L^{-1} y|^2 + 
 the Cholesky gradient ``L^{-H} Phi(L^H Lbar) L^{-1}``, with ``Lbar = diag(1/L_ii) - tril(a z^T)``,
 becomes ``(potri(L) - a a^T) / 2``: the expert's recipe.
 
+Outer products are also read where they are spelled ``u[:, None] * v[None, :]`` or made by ``ger``,
+and a traced scalar times a form lands on its vectors; a returned sum or transpose with a rank-1
+term prints from its form (softmax's Hessian: one outer product, then one diagonal update).
+``diagonal_plus_low_rank`` reads a Hessian's output as ``diag(d) + U V^T`` from these forms, for
+``hessian(f, compressed=True)``.
+
 Before::
 
     t_13: f64[n,n] = dot_general[((1,), (1,))] t_12 t_2      # -a z^T
@@ -452,7 +458,7 @@ class _Pass:
         of the dense term's buffer (``ger``), not an n x n array made and then added."""
         if eqn.prim is ew.sub_p and any(t.kind == "dense" and np.real(t.coef) <= 0 for t in form):
             return False  # the dense term subtracted: printed as it is, not negated first
-        return eqn.prim in (ew.add_p, ew.sub_p) and id(eqn.outputs[0]) in returned and any(
+        return eqn.prim in (ew.add_p, ew.sub_p, st.transpose_p) and id(eqn.outputs[0]) in returned and any(
             t.kind == "outer" for t in form)
 
     @staticmethod
@@ -503,6 +509,15 @@ class _Pass:
             herm = _plus(self.form(self.herm, ins[0]), _scale(self.form(self.herm, ins[1]), sign))
             if prim is ew.add_p and exact is None:
                 exact = self.adjoint_pair(ins)
+        elif prim is ew.mul_p and self.broadcast_outer(ins, n) is not None:  # u[:, None] * v[None, :]
+            exact = (self.outer(*self.broadcast_outer(ins, n)),)
+        elif prim is ew.mul_p and self.traced_scale(ins, out) is not None:
+            s, x = self.traced_scale(ins, out)
+            exact = self.scaled_by(self.form(self.exact, x), s, n)
+        elif prim is rk.ger_p and all(isinstance(a, Var) for a in ins):  # A + alpha x y^T
+            column = [self.emit(st.reshape_p, v, new_sizes=(n, 1)) for v in ins[1:]]
+            exact = _plus(self.form(self.exact, ins[0]) or (Term(1, "dense", ins[0]),),
+                          (self.outer(*column, p.get("alpha", 1.0)),))
         elif prim is ew.neg_p or (prim is ew.mul_p and any(_scalar(a) is not None for a in ins)):
             c = -1 if prim is ew.neg_p else next(_scalar(a) for a in ins if _scalar(a) is not None)
             x = next(a for a in ins if isinstance(a, Var))
@@ -535,6 +550,45 @@ class _Pass:
         for table, f in ((self.exact, exact), (self.lower, lower), (self.herm, herm)):
             if f is not None:
                 table[id(out)] = f
+
+    def broadcast_outer(self, ins, n: int) -> tuple[Var, Var] | None:
+        """(u, v) as columns when the operands are ``u`` broadcast along the rows and ``v`` along the columns."""
+        vectors = {}
+        for a in ins:
+            d = self.defs.get(id(a)) if isinstance(a, Var) else None
+            if d is None or d.prim is not st.broadcast_in_dim_p or not isinstance(d.inputs[0], Var) \
+                    or d.inputs[0].shape != (n,) or d.params["broadcast_dimensions"] not in ((0,), (1,)):
+                return None
+            vectors[d.params["broadcast_dimensions"]] = d.inputs[0]
+        if len(vectors) != 2:
+            return None
+        return tuple(self.emit(st.reshape_p, vectors[k], new_sizes=(n, 1)) for k in ((0,), (1,)))
+
+    def traced_scale(self, ins, out: Var) -> tuple[Var, Var] | None:
+        """(s, x) when ``ins`` are x and a broadcast of the 0-d value s (a traced scalar)."""
+        for k in (0, 1):
+            d = self.defs.get(id(ins[k])) if isinstance(ins[k], Var) else None
+            x = ins[1 - k]
+            if d is not None and d.prim is st.broadcast_in_dim_p and not d.params["broadcast_dimensions"] \
+                    and isinstance(d.inputs[0], Var) and isinstance(x, Var) and x.type == out.type:
+                return d.inputs[0], x
+        return None
+
+    def scaled_by(self, form: Form | None, s: Var, n: int) -> Form | None:
+        """``s`` times a form without dense terms: s lands on each term's vector (the diagonal, or the
+        outer product's first), n entries, not n^2."""
+        if not form or any(t.kind == "dense" for t in form):
+            return None
+        out = []
+        for t in form:
+            if t.kind == "eye":
+                out.append(Term(t.coef, "diag", self.emit(st.broadcast_in_dim_p, s, shape=(n,),
+                                                          broadcast_dimensions=())))
+                continue
+            shape = t.a.shape
+            times = self.emit(ew.mul_p, t.a, self.emit(st.broadcast_in_dim_p, s, shape=shape, broadcast_dimensions=()))
+            out.append(Term(t.coef, t.kind, times, t.b))
+        return _merge(out)
 
     @staticmethod
     def matrix_product(ins, dims: con.DotDims, n: int) -> bool:
@@ -652,14 +706,15 @@ class _Pass:
                 n = out.shape[0]
                 acc = self.emit(rk.ger_p, acc, self.emit(st.reshape_p, u, new_sizes=(n,)),
                                 self.emit(st.reshape_p, t.b, new_sizes=(n,)))
-        for t in form:
-            if t.kind not in ("eye", "diag"):
-                continue
-            if acc is None:
-                acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
+        diagonal = None  # the diagonal terms summed first (n entries), then one update of the buffer
+        for t in sorted((t for t in form if t.kind in ("eye", "diag")), key=lambda t: t.kind == "eye"):
             v = self.lit(t.coef, dtype) if t.kind == "eye" else (
                 t.a if t.coef == 1 else self.emit(ew.mul_p, t.a, self.lit(t.coef, dtype)))
-            acc = self.emit(st.add_diagonal_p, acc, v)
+            diagonal = v if diagonal is None else self.emit(ew.add_p, diagonal, v)
+        if diagonal is not None:
+            if acc is None:
+                acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
+            acc = self.emit(st.add_diagonal_p, acc, diagonal)
         if acc is None:
             acc = self.emit(st.broadcast_in_dim_p, self.lit(0, dtype), shape=out.shape, broadcast_dimensions=())
         if out.hint and not acc.hint and self.eqns and self.eqns[-1].outputs == (acc,):
@@ -673,3 +728,174 @@ class _Pass:
 def structure(program: Program) -> Program:
     """``program`` with cubic work on structured matrices replaced (see the module docstring)."""
     return _Pass(program).run()
+
+
+# --- diagonal plus low rank: what ``pb.hessian(f, compressed=True)`` returns for such a Hessian -----------
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """``H = diag(d) + U V^T``: which outputs of the factor program hold ``d`` (n,) and ``U``, ``V`` (n, k)."""
+
+    diagonal: int
+    u: int
+    v: int
+    rank: int
+
+
+def _forms(program: Program) -> _Pass:
+    """The pass's forms of every square matrix of ``program``, nothing replaced."""
+    p = _Pass(program)
+    for eqn in program.eqns:
+        out = eqn.outputs[0]
+        if len(eqn.outputs) == 1 and out.type.ndim == 2 and out.shape[0] == out.shape[1] > 0:
+            p.source = eqn.source
+            p.analyse(eqn, out)
+        p._record(eqn)
+    return p
+
+
+def _pieces(p: _Pass, a, coef, depth: int = 0) -> list | None:
+    """``a`` (n, n) as ``coef`` times a sum of pieces ``("diag", c, vector or None for the identity)`` and
+    ``("low", c, U, V)`` (U V^T, U and V (n, k), k < n), through sums, negations, literal scalings,
+    transposes, diagonal updates, rank-1 updates and products through a thin middle; None otherwise."""
+    if not isinstance(a, Var) or depth > 32:
+        return None
+    n = a.shape[0]
+    form = p.form(p.exact, a)
+    if form is not None and all(t.kind != "dense" for t in form):
+        out = []
+        for t in form:
+            if t.kind == "outer":
+                out.append(("low", coef * t.coef, t.a, t.b))
+            else:
+                out.append(("diag", coef * t.coef, t.a))
+        return out
+    d = p.defs.get(id(a))
+    if d is None:
+        return None
+    ins = d.inputs
+    if d.prim is st.transpose_p and d.params["permutation"] == (1, 0):
+        inner = _pieces(p, ins[0], coef, depth + 1)
+        return None if inner is None else [(k[0], k[1], k[3], k[2]) if k[0] == "low" else k for k in inner]
+    if d.prim in (ew.add_p, ew.sub_p) and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        first, second = _pieces(p, ins[0], coef, depth + 1), _pieces(p, ins[1], coef * (
+            1 if d.prim is ew.add_p else -1), depth + 1)
+        return None if first is None or second is None else first + second
+    if d.prim is ew.neg_p:
+        return _pieces(p, ins[0], -coef, depth + 1)
+    if d.prim is ew.mul_p and any(_scalar(x) is not None for x in ins):
+        c = next(_scalar(x) for x in ins if _scalar(x) is not None)
+        return _pieces(p, next(x for x in ins if isinstance(x, Var)), coef * c, depth + 1)
+    if d.prim is st.broadcast_in_dim_p and isinstance(ins[0], Var) and ins[0].shape == (n,) \
+            and d.params["broadcast_dimensions"] in ((0,), (1,)):  # u 1^T or 1 v^T
+        u = p.emit(st.reshape_p, ins[0], new_sizes=(n, 1))
+        ones = p.emit(st.broadcast_in_dim_p, p.lit(1, a.dtype), shape=(n, 1), broadcast_dimensions=())
+        return [("low", coef, u, ones) if d.params["broadcast_dimensions"] == (0,) else ("low", coef, ones, u)]
+    if d.prim is ew.div_p and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        scale = _scaling_of(p, ins[1], n)  # X / s: X times 1 / s, n entries
+        if scale is None:
+            return None
+        inner = _pieces(p, ins[0], coef, depth + 1)
+        side, s = scale
+        recip = p.emit(ew.div_p, p.lit(1, s.dtype), s)
+        return None if inner is None else [_scaled_piece(p, piece, side, recip, n) for piece in inner]
+    if d.prim is ew.mul_p and all(isinstance(x, Var) and x.type == a.type for x in ins):
+        for k in (0, 1):  # diag(s) X, X diag(s) or s X (a traced scalar): s lands on the pieces' vectors
+            scale = _scaling_of(p, ins[k], n)
+            if scale is not None:
+                inner = _pieces(p, ins[1 - k], coef, depth + 1)
+                return None if inner is None else [_scaled_piece(p, piece, *scale, n) for piece in inner]
+    if d.prim is st.add_diagonal_p:
+        rest = _pieces(p, ins[0], coef, depth + 1)
+        v = ins[1]
+        diag = ("diag", coef * v.value, None) if _scalar(v) is not None else ("diag", coef, v)
+        return None if rest is None else [*rest, diag]
+    if d.prim is rk.ger_p:
+        rest = _pieces(p, ins[0], coef, depth + 1)
+        cols = [p.emit(st.reshape_p, v, new_sizes=(n, 1)) for v in ins[1:]]
+        return None if rest is None else [*rest, ("low", coef * d.params.get("alpha", 1.0), *cols)]
+    if d.prim is con.dot_general_p:
+        dims = d.params["dims"]
+        x, y = ins
+        if dims.lhs_batch or len(dims.lhs_contract) != 1 or x.type.ndim != 2 or y.type.ndim != 2:
+            return None
+        (cx,), (cy,) = dims.lhs_contract, dims.rhs_contract
+        if x.shape[cx] >= n:
+            return None  # no thinner than the matrix: nothing to gain
+        u = x if cx == 1 else p.emit(st.transpose_p, x, permutation=(1, 0))
+        v = y if cy == 1 else p.emit(st.transpose_p, y, permutation=(1, 0))
+        return [("low", coef, u, v)]
+    return None
+
+
+def _scaling_of(p: _Pass, b: Var, n: int) -> tuple[str, Var] | None:
+    """("rows" or "cols", s (n,)) when ``b`` is a vector broadcast along the rows or the columns of an
+    (n, n) matrix (a product with it scales rows or columns), ("all", s) for a 0-d s broadcast."""
+    d = p.defs.get(id(b))
+    if d is None or d.prim is not st.broadcast_in_dim_p or not isinstance(d.inputs[0], Var):
+        return None
+    s, dims = d.inputs[0], d.params["broadcast_dimensions"]
+    if s.type.ndim == 0:
+        return "all", s
+    if s.shape == (n,) and dims in ((0,), (1,)):
+        return ("rows" if dims == (0,) else "cols"), s
+    return None
+
+
+def _scaled_piece(p: _Pass, piece: tuple, side: str, s: Var, n: int) -> tuple:
+    """A piece times diag(s) on the left (``rows``), the right (``cols``), or times the scalar s."""
+    def times(v):  # v (n,) or (n, k), or None for ones: scaled entrywise by s along its rows
+        if side == "all":
+            if v is None:
+                return p.emit(st.broadcast_in_dim_p, s, shape=(n,), broadcast_dimensions=())
+            return p.emit(ew.mul_p, v, p.emit(st.broadcast_in_dim_p, s, shape=v.shape, broadcast_dimensions=()))
+        if v is None:
+            return s
+        return p.emit(ew.mul_p, v, s if v.type.ndim == 1 else p.emit(st.broadcast_in_dim_p, s, shape=v.shape,
+                                                                      broadcast_dimensions=(0,)))
+    if piece[0] == "diag":
+        return ("diag", piece[1], times(piece[2]))
+    _, c, u, v = piece
+    return ("low", c, u, times(v)) if side == "cols" else ("low", c, times(u), v)
+
+
+def diagonal_plus_low_rank(program: Program) -> tuple[Program, LowRank] | None:
+    """The (n, n) output of ``program`` (a Hessian of a vector) as ``diag(d) + U V^T`` with ``k < n``
+    columns: a program computing d, U and V (their scalings on the vectors, n k entries, never n^2), and
+    where it puts them. The pieces are read from the structure pass's forms (outer products, diagonals,
+    the identity) and from products through a thin middle (``X^T diag(s) X`` with fewer rows than
+    columns); None when some term is dense, or the rank is not below n."""
+    (h,) = program.outputs
+    if not isinstance(h, Var) or h.type.ndim != 2 or h.shape[0] != h.shape[1] or h.dtype.kind not in "fc":
+        return None
+    p = _forms(program)
+    pieces = _pieces(p, h, 1)
+    if pieces is None:
+        return None
+    n, dtype = h.shape[0], h.dtype
+    lows = [k for k in pieces if k[0] == "low"]
+    rank = sum(k[2].shape[1] for k in lows)
+    if not lows or rank >= n:
+        return None
+    real = np.dtype(dtype).kind != "c"
+
+    def lit(c):
+        return p.lit(float(np.real(c)) if real else complex(c), dtype)
+
+    d = None
+    for _, c, v in (k for k in pieces if k[0] == "diag"):
+        if v is None:
+            term = p.emit(st.broadcast_in_dim_p, lit(c), shape=(n,), broadcast_dimensions=())
+        else:
+            term = v if c == 1 else p.emit(ew.mul_p, v, lit(c))
+        d = term if d is None else p.emit(ew.add_p, d, term)
+    if d is None:
+        d = p.emit(st.broadcast_in_dim_p, lit(0), shape=(n,), broadcast_dimensions=())
+    us = [u if c == 1 else p.emit(ew.mul_p, u, lit(c)) for _, c, u, _ in lows]
+    vs = [v for *_, v in lows]
+    u = us[0] if len(us) == 1 else p.emit(st.concatenate_p, *us, dimension=1)
+    v = vs[0] if len(vs) == 1 else p.emit(st.concatenate_p, *vs, dimension=1)
+    factors = Program(program.inputs, tuple(p.eqns), (d, u, v), program.constvars, program.constvals,
+                      f"{program.name}_factors")
+    return dce(factors), LowRank(0, 1, 2, rank)

@@ -11,7 +11,8 @@ needs: no ``del`` and no ``out=`` (both unsupported; the kernel's locals die wit
 preallocated rather than kept in lists, and 0-d operands passed as scalars (``np.float64(c)``:
 inside, a 0-d array and the float it becomes cannot share a name) and returned results made NumPy
 scalars again. A reshape of a 0-d value (``np.stack`` of scalars) is printed as a broadcast, which
-takes Numba's floats.
+takes Numba's floats, and a reshape to a 0-d value (``np.ravel``'s derivative) as an index, which
+gives them.
 
 Which loops (``compile=``): ``"numba"`` every loop Numba can compile; ``"auto"`` those where the
 per-operation dispatch saved outweighs the compile (``worth_compiling``: many small steps, not a few
@@ -190,7 +191,9 @@ def _wrapped(eqn: Eqn) -> Eqn:
 
 def _scalar_reshapes(eqn: Eqn) -> Eqn:
     """``eqn`` with each reshape of a 0-d value in its bodies a broadcast (Numba's floats have no
-    ``reshape``; a broadcast of a 0-d value to any shape of one element is the same array)."""
+    ``reshape``; a broadcast of a 0-d value to any shape of one element is the same array), and each
+    reshape to a 0-d value an index, ``x[0, 0]`` (Numba types no ``reshape(())``; inside, 0-d values are
+    its floats, which the index gives)."""
     params = dict(eqn.params)
     changed = False
     for key, value in eqn.params.items():
@@ -209,6 +212,9 @@ def _program_scalar_reshapes(program: Program) -> Program:
         if e.prim is structural.reshape_p and e.inputs[0].type.ndim == 0:
             e = Eqn(structural.broadcast_in_dim_p, e.inputs, e.outputs,
                     Params({"shape": e.outputs[0].shape, "broadcast_dimensions": ()}), e.source)
+        elif e.prim is structural.reshape_p and e.outputs[0].type.ndim == 0:  # ``x[0]``: Numba types no reshape(())
+            e = Eqn(indexing.gather_p, e.inputs, e.outputs,
+                    Params({"index": (indexing.Int(0),) * e.inputs[0].type.ndim, "unique_indices": True}), e.source)
         elif e.prim in WITH_BODIES:
             e = _scalar_reshapes(e)
         eqns.append(e)

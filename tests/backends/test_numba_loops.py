@@ -267,3 +267,22 @@ def test_clip_of_a_0d_carry_stays_numpy_saying_why():
         want = np.clip(want, -1.0, 1.0) * 0.5 + t
     np.testing.assert_allclose(f(x), want, rtol=1e-12)
     assert "stays NumPy: Numba cannot compile clip of a 0-d value" in f.source(x, program="primal")
+
+
+def test_a_reshape_to_0d_in_a_gradient_loop_compiles():
+    """Found by the random loop bodies (--runslow): the derivative of ``np.ravel`` of a 0-d carry reshapes
+    a one-element array to 0-d, which Numba types only as an index, ``x[0]``; as ``x.reshape(())`` the
+    loop failed at its first call and ran as NumPy."""
+    def looped(c0):
+        def step(c, _):
+            return c * 0.5 + 0.1 * np.tanh(np.sum(np.ravel(c))), np.sum(np.ravel(c))
+        c, ys = pb.scan(step, c0, None, length=6)
+        return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    g = f.grad(x)
+    np.testing.assert_allclose(g, pb.differentiate(looped, compile="numpy").grad(x), rtol=1e-12)
+    _matches_finite_differences([g], looped, (x,))
+    src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
+    assert _compiled(src) == 2 and ".reshape(())" not in src

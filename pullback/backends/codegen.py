@@ -197,7 +197,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``)."""
-    namer = Namer(RESERVED)
+    namer = Namer(RESERVED if loops == "numpy" else RESERVED | frozenset(numba_loops.HELPERS))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
 
     def expr(a: Atom) -> s.Expr:
@@ -324,7 +324,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 fallback = _temp_hint(eqn, namer)
                 hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
-                emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+                emit = (numba_loops.emitter(eqn) if compiled[0] else None) or backend.EMITTERS[eqn.prim]
+                emitted = emit(ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
             if i in factor_notes and stmts:
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
@@ -400,6 +401,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
+    kernels[:0] = [numba_loops.helper(name) for name in sorted(getattr(ctx, "helpers", ()))]
     body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx))
     if constants:
         body.insert(0, _docstring(program, constants))

@@ -31,10 +31,14 @@ import sys
 import types
 from collections.abc import Iterator
 
+import libcst as cst
+
+from pullback.backends import syntax as s
 from pullback.ir.core import WITH_BODIES, Eqn, Opaque, Params, Primitive, Program, Var, sub_programs
 from pullback.ir.types import StackType
 from pullback.log import logger
 from pullback.primitives import contractions, control, cumulative, elementwise, indexing, reductions, structural
+from pullback.primitives.linalg import factorizations as la
 
 MODES = ("auto", "numba", "numpy")
 
@@ -45,8 +49,11 @@ WITH_BODIES.add(njit_p)
 # reshape of a non-contiguous view, which then fail to compile and the program runs as NumPy).
 _FAMILIES = (elementwise, structural, reductions, contractions, indexing, cumulative)
 # Scatters print as ``np.add.at``, which Numba lacks.
+# The factorisation and triangular products of a Kalman filter's step print as the small functions of
+# ``HELPERS`` (real matrices, unbatched: ``linalg_obstacle``).
+LINALG = frozenset({la.potrf_p, la.trsm_p, la.trmm_p})
 COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinstance(v, Primitive)) - {
-    indexing.scatter_p, indexing.scatter_add_p} | {control.scan_p, control.while_p, control.cond_p}
+    indexing.scatter_p, indexing.scatter_add_p} | {control.scan_p, control.while_p, control.cond_p} | LINALG
 
 # ``auto``: a loop is compiled when it prints at least this many operations per call (steps times
 # operations per step; about a microsecond of Python and NumPy dispatch each, so half a millisecond
@@ -115,6 +122,10 @@ def obstacle(eqn: Eqn) -> str | None:
             return f"{e.prim.name} uses a Python object"
         if e.prim in SCALAR_UNSUPPORTED and any(isinstance(a, Var) and a.type.shape == () for a in e.inputs):
             return f"Numba cannot compile {e.prim.name} of a 0-d value"
+        if e.prim is elementwise.logistic_p and e.outputs[0].type.dtype != "float64":
+            return "Numba cannot compile scipy.special.expit"  # spelled out for float64 only: see _logistic
+        if e.prim in LINALG and not all(a.type.ndim == 2 and a.type.dtype.kind == "f" for a in e.inputs):
+            return f"the compiled {e.prim.name} takes single real matrices only"
     return None
 
 
@@ -264,3 +275,162 @@ def log_fallback(name: str, error: BaseException) -> None:
     logger.warning("%s: Numba could not compile a loop (%s: %s); running it as NumPy", name,
                    type(error).__name__, first[:200])
 
+
+
+# --- printing inside a compiled loop ---------------------------------------------------------------------
+# Inside a Numba function, a few operations print otherwise than the NumPy backend prints them: NumPy
+# spellings Numba lacks (``np.multiply.outer``, the ``diagonal`` method), and the LAPACK/BLAS calls of
+# factorisations and triangular solves, which print as the small functions below. A loop's matrices are
+# small (``worth_compiling``): a call into LAPACK through Numba costs more than the arithmetic there.
+
+HELPERS = {
+    "cholesky_lower": '''
+@numba.njit(cache=True, error_model="numpy")
+def cholesky_lower(a):
+    """The lower Cholesky factor of a, read from its lower triangle (LAPACK's potrf for a small matrix),
+    and potrf's info: the order of the first leading minor not positive definite, 0 if none."""
+    n = a.shape[0]
+    l = np.zeros((n, n), dtype=a.dtype)
+    for j in range(n):
+        d = a[j, j]
+        for p in range(j):
+            d -= l[j, p] * l[j, p]
+        if not d > 0:
+            return l, j + 1
+        l[j, j] = np.sqrt(d)
+        for i in range(j + 1, n):
+            v = a[i, j]
+            for p in range(j):
+                v -= l[i, p] * l[j, p]
+            l[i, j] = v / l[j, j]
+    return l, 0
+''',
+    "solve_triangular": '''
+@numba.njit(cache=True, error_model="numpy")
+def solve_triangular(a, b, lower, unit):
+    """x with a x = b, only a's lower (or upper) triangle read and, with unit, its diagonal taken as ones:
+    substitution row by row (BLAS's trsm for a small matrix)."""
+    n, k = b.shape
+    x = np.empty((n, k), dtype=b.dtype)
+    for r in range(n):
+        i = r if lower else n - 1 - r
+        start, stop = (0, i) if lower else (i + 1, n)
+        for j in range(k):
+            x[i, j] = b[i, j]
+        for p in range(start, stop):
+            for j in range(k):
+                x[i, j] -= a[i, p] * x[p, j]
+        if not unit:
+            for j in range(k):
+                x[i, j] /= a[i, i]
+    return x
+''',
+    "triangular_product": '''
+@numba.njit(cache=True, error_model="numpy")
+def triangular_product(a, b, lower, unit):
+    """a b, only a's lower (or upper) triangle read and, with unit, its diagonal taken as ones (BLAS's
+    trmm for a small matrix)."""
+    n, k = b.shape
+    x = np.empty((n, k), dtype=b.dtype)
+    for i in range(n):
+        start, stop = (0, i) if lower else (i + 1, n)
+        for j in range(k):
+            x[i, j] = b[i, j] if unit else a[i, i] * b[i, j]
+        for p in range(start, stop):
+            for j in range(k):
+                x[i, j] += a[i, p] * b[p, j]
+    return x
+''',
+}
+
+
+def emitter(eqn: Eqn):
+    """How ``eqn`` prints inside a compiled loop where not as the NumPy backend prints it (None there)."""
+    if eqn.prim in _EMITTERS:
+        return _EMITTERS[eqn.prim]
+    if eqn.prim is structural.diagonal_p and eqn.inputs[0].type.ndim == 2:
+        return _diagonal
+    if eqn.prim is contractions.dot_general_p and _outer(eqn):
+        return _outer_product
+    return None
+
+
+def _outer(eqn: Eqn) -> bool:
+    d = eqn.params["dims"]
+    return not d.lhs_contract and not d.lhs_batch and all(a.type.ndim for a in eqn.inputs)
+
+
+def _outer_product(ctx, eqn, ins, outs):
+    """``np.outer(a, b)`` (Numba has no ``np.multiply.outer``), reshaped unless both are vectors."""
+    product = s.call("np.outer", *ins)
+    if all(a.type.ndim == 1 for a in eqn.inputs):
+        return product
+    return s.method(product, "reshape", *map(s.number, eqn.outputs[0].shape))
+
+
+def _diagonal(ctx, eqn, ins, outs):
+    """``np.diag(x, k)`` (Numba has no ``diagonal`` method)."""
+    offset = eqn.params["offset"]
+    return s.call("np.diag", ins[0], *([s.number(offset)] if offset else []))
+
+
+def helper(name: str) -> cst.FunctionDef:
+    """The printed definition of the function ``name`` of ``HELPERS``."""
+    return cst.ensure_type(cst.parse_statement(HELPERS[name].lstrip()), cst.FunctionDef).with_changes(
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+
+
+def _helper(ctx, name: str) -> cst.Name:
+    ctx.helpers.add(name)
+    return s.name(name)
+
+
+def _raise_if(test, ctx, message: str) -> cst.If:
+    """``if test: raise np.linalg.LinAlgError("...")``: a constant message (Numba formats none), ours."""
+    where = f" (at {ctx.where})" if ctx.where else ""
+    text = message + where  # ours, and the user's file:line, sanitised (``Context.where``)
+    literal = f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
+    exc = cst.Raise(exc=s.call("np.linalg.LinAlgError", cst.SimpleString(literal)))
+    return cst.If(test=test, body=cst.IndentedBlock([s.statement(exc)]))
+
+
+def _logistic(ctx, eqn, ins, outs):
+    """``1.0 / (1.0 + np.exp(-x))``: Numba compiles no ``scipy.special`` (which computes expit so; float64
+    only, as a float32 scalar would compute in float64 here)."""
+    return s.binop(s.number(1.0), "/", s.parens(s.binop(s.number(1.0), "+", s.call("np.exp", s.neg(ins[0])))))
+
+
+def _potrf(ctx, eqn, ins, outs):
+    """``L, info = cholesky_lower(a)``, raising as LAPACK's check does where the program checks."""
+    stmts: list = [s.assign(outs, s.call(_helper(ctx, "cholesky_lower"), ins[0]))]
+    if eqn.params["check"]:
+        stmts.append(_raise_if(outs[1], ctx, "cholesky: a leading minor is not positive definite"))
+    return stmts
+
+
+def _triangular(ctx, eqn, ins, outs, name: str):
+    """op(A) X = alpha B as ``solve_triangular(M, B)`` with M = op(A), the matrix on the left, a view:
+    A or A.T, whose triangle is the other one; X op(A) = alpha B as its transpose, op(A)^T X^T =
+    alpha B^T, on the views B.T and X.T (``triangular_product`` likewise)."""
+    (a, b), p = ins, eqn.params
+    left, transposed = p["left"], p["trans"] != la.Trans.N  # real matrices: A^H = A^T
+    matrix = s.attribute(a, "T") if transposed == left else a
+    lower = p["lower"] != (transposed == left)
+    rhs = b if left else s.attribute(b, "T")
+    alpha = float(p.get("alpha", 1.0))
+    if alpha != 1.0:
+        rhs = s.binop(s.number(alpha), "*", rhs)
+    result = s.call(_helper(ctx, name), matrix, rhs, cst.Name(str(lower)), cst.Name(str(p["unit_diagonal"])))
+    stmts: list = []
+    if p.get("check") and not p["unit_diagonal"]:
+        stmts.append(_raise_if(cst.UnaryOperation(cst.Not(), s.call("np.all", s.call("np.diag", a))), ctx,
+                               "solve_triangular: singular matrix: a diagonal element is zero"))
+    return [*stmts, s.assign(outs, result if left else s.attribute(result, "T"))]
+
+
+_EMITTERS = {
+    elementwise.logistic_p: _logistic,
+    la.potrf_p: _potrf,
+    la.trsm_p: lambda ctx, eqn, ins, outs: _triangular(ctx, eqn, ins, outs, "solve_triangular"),
+    la.trmm_p: lambda ctx, eqn, ins, outs: _triangular(ctx, eqn, ins, outs, "triangular_product"),
+}

@@ -286,3 +286,26 @@ def test_a_reshape_to_0d_in_a_gradient_loop_compiles():
     _matches_finite_differences([g], looped, (x,))
     src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
     assert _compiled(src) == 2 and ".reshape(())" not in src
+
+
+def test_expit_in_a_loop_compiles_as_its_formula():
+    """Found by the random loop bodies (--runslow, more examples): Numba compiles no ``scipy.special``;
+    inside a compiled loop expit prints as ``1.0 / (1.0 + np.exp(-x))``, which is how SciPy computes it."""
+    import scipy.special
+
+    def looped(c0):
+        def step(c, _):
+            return c * 0.5 + 0.1 * np.tanh(scipy.special.expit(-c)), scipy.special.expit(-c)
+        c, ys = pb.scan(step, c0, None, length=6)
+        return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    value, g = f.value_and_grad(x)
+    want = pb.differentiate(looped, compile="numpy").value_and_grad(x)
+    np.testing.assert_allclose(value, want[0], rtol=1e-14)
+    np.testing.assert_allclose(g, want[1], rtol=1e-13)
+    _matches_finite_differences([g], looped, (x,))
+    for stage in ("primal", "grad"):  # after the calls: a loop Numba refused would print as NumPy now
+        src = f.source(x, program=stage)
+        assert _compiled(src) and "1.0 / (1.0 + np.exp(-" in src and "import scipy" not in src

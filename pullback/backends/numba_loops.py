@@ -60,6 +60,9 @@ COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinsta
 # a call) and its largest array is small (beyond this size NumPy's own loops dominate the dispatch).
 AUTO_MIN_OPERATIONS = 500
 AUTO_MAX_ELEMENTS = 16_384
+# ... and its factorisations and triangular solves are of matrices at most this wide: ``HELPERS`` are plain
+# loops, about as fast as a LAPACK call's dispatch at 16 (a Kalman filter of 64 states runs 2x faster as NumPy).
+AUTO_MAX_FACTOR_N = 16
 
 
 def check_mode(mode: str) -> str:
@@ -154,7 +157,10 @@ def largest(eqn: Eqn) -> int:
 
 def worth_compiling(eqn: Eqn) -> bool:
     """``auto``'s choice for the loop ``eqn``: many small steps (see ``AUTO_MIN_OPERATIONS``)."""
-    return operations(Program((), (eqn,), ())) >= AUTO_MIN_OPERATIONS and largest(eqn) <= AUTO_MAX_ELEMENTS
+    widest = max((e.inputs[0].type.shape[-1] for e in _eqns(eqn.params.get("body") or eqn.params["cond"])
+                  if e.prim in LINALG), default=0)
+    return (operations(Program((), (eqn,), ())) >= AUTO_MIN_OPERATIONS and largest(eqn) <= AUTO_MAX_ELEMENTS
+            and widest <= AUTO_MAX_FACTOR_N)
 
 
 def outline(program: Program, mode: str) -> tuple[Program, list[str]]:

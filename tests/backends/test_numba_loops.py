@@ -309,3 +309,40 @@ def test_expit_in_a_loop_compiles_as_its_formula():
     for stage in ("primal", "grad"):  # after the calls: a loop Numba refused would print as NumPy now
         src = f.source(x, program=stage)
         assert _compiled(src) and "1.0 / (1.0 + np.exp(-" in src and "import scipy" not in src
+
+
+def _kalman(T: int, dh: int = 2):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+    import kalman_filter as kf
+
+    rng = np.random.default_rng(dh)
+    A = 0.9 * np.eye(dh) + 0.05 * rng.standard_normal((dh, dh))
+    B = rng.standard_normal((3, dh))
+    v = rng.standard_normal((T, 3))
+    return kf.kalman_nll, (A, B, np.log(0.09), np.log(0.01), v, np.zeros(dh), np.eye(dh))
+
+
+def test_a_kalman_filter_compiles_its_factorisations_and_solves_both_ways():
+    """The Cholesky factor and the triangular solves of each step, and the products and solves of the
+    transposed (backward) step, print as small compiled functions: both loops compile, and give NumPy's
+    LAPACK values and gradients."""
+    nll, args = _kalman(8)
+    argnums = (0, 1, 2, 3)
+    f = pb.differentiate(nll, argnums=argnums, compile="numba")
+    value, grads = f.value_and_grad(*args)
+    want_value, want = pb.differentiate(nll, argnums=argnums, compile="numpy").value_and_grad(*args)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    _matches_finite_differences(grads, lambda *a: nll(*a, *args[4:]), args[:4])
+    src = f.source(*args)  # after the calls: a loop Numba refused would print as NumPy now
+    loops = [part for part in src.split("\ndef ") if part.startswith("loop")]
+    assert len(loops) == 2 and "scipy" not in src.split("\ndef kalman_nll_grad")[0]
+    assert "cholesky_lower(" in loops[0] and "solve_triangular(" in loops[1] and "triangular_product(" in loops[1]
+
+
+def test_auto_leaves_a_kalman_filter_of_wide_matrices_to_lapack():
+    nll, args = _kalman(100, dh=2)
+    assert _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
+    nll, args = _kalman(100, dh=numba_loops.AUTO_MAX_FACTOR_N + 1)
+    assert not _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))

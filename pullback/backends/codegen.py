@@ -568,6 +568,9 @@ def _result_hints(body: Program) -> dict[int, str]:
     several by its position (``lu``, ``piv`` of a ``getrf``): the lists of a loop's records are named so."""
     hints = {}
     for e in body.eqns:
+        if e.prim is numba_loops.grid_p:  # its values by the operations in it
+            hints.update(_result_hints(e.params["body"]))
+            continue
         fallback = _temp_name(e.prim)
         for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim, (fallback,) * len(e.outputs))):
             hints[id(v)] = h
@@ -855,11 +858,17 @@ def _njit(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     return stmts
 
 
+def _grid(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """A run of elementwise operations in a compiled loop as one loop over its grid (see ``numba_loops``)."""
+    return numba_loops.grid_statements(eqn, ins, nest.namer, nest.backend.EMITTERS, nest.backend.Context(),
+                                       lambda e: _temp_name(e.prim))
+
+
 # Equations that hold sub-programs: they print them in place.
 _NESTED: dict[Primitive, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
     ctrl.scan_p: _scan, ctrl.while_p: _while, ctrl.cond_p: _cond,
     ctrl.checkpoint_p: _inline_body, custom.custom_jvp_call_p: _inline_body, custom.custom_vjp_call_p: _inline_body,
-    fusion.fused_p: _fused, numba_loops.njit_p: _njit,
+    fusion.fused_p: _fused, numba_loops.njit_p: _njit, numba_loops.grid_p: _grid,
 }
 
 

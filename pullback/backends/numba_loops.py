@@ -202,7 +202,10 @@ def _wrapped(eqn: Eqn) -> Eqn:
     for a in eqn.inputs:
         if isinstance(a, Var):
             seen.setdefault(id(a), a)
-    body = Program(tuple(seen.values()), (_scalar_reshapes(eqn),), tuple(eqn.outputs), name="loop")
+    loop = _scalar_reshapes(eqn)
+    params = {k: grids(v) if isinstance(v, Program) else v for k, v in loop.params.items()}
+    loop = Eqn(loop.prim, loop.inputs, loop.outputs, Params(params), loop.source)
+    body = Program(tuple(seen.values()), (loop,), tuple(eqn.outputs), name="loop")
     return Eqn(njit_p, body.inputs, body.outputs, Params({"body": body}), eqn.source)
 
 
@@ -440,3 +443,157 @@ _EMITTERS = {
     la.trsm_p: lambda ctx, eqn, ins, outs: _triangular(ctx, eqn, ins, outs, "solve_triangular"),
     la.trmm_p: lambda ctx, eqn, ins, outs: _triangular(ctx, eqn, ins, outs, "triangular_product"),
 }
+
+
+# --- elementwise steps fused into one loop over the grid ---------------------------------------------------
+# In a compiled loop, a run of elementwise operations on vectors of one length, reading shifted or padded
+# copies of vectors made before the run (``np.roll``'s slices and concatenation, a stencil's pads), prints
+# as one loop over the grid, each value an expression of the index: a heat equation's step is one pass over
+# its points, not a dozen temporaries. A value the run makes and reads shifted ends the run there.
+
+grid_p = Primitive("grid", multiple_results=True, registered=False)  # made while printing only
+WITH_BODIES.add(grid_p)
+
+_REMAPS = frozenset({structural.slice_p, structural.concatenate_p, structural.pad_p, structural.broadcast_in_dim_p})
+_SCALAR_OPS = frozenset({elementwise.add_p, elementwise.sub_p, elementwise.mul_p, elementwise.div_p,
+                         elementwise.neg_p, elementwise.integer_pow_p, elementwise.exp_p, elementwise.log_p,
+                         elementwise.tanh_p, elementwise.sin_p, elementwise.cos_p, elementwise.sqrt_p,
+                         elementwise.max_p, elementwise.min_p, elementwise.logistic_p})
+
+
+def _gridded(eqn: Eqn) -> bool:
+    """Whether ``eqn`` can join a run: arithmetic of real vectors (and scalars), or a slice, pad (of unit
+    stride), concatenation of vectors or broadcast of a scalar."""
+    out = eqn.outputs[0].type
+    if len(eqn.outputs) != 1 or out.ndim != 1 or out.dtype.kind != "f":
+        return False
+    vars_ = [a for a in eqn.inputs if isinstance(a, Var)]
+    if eqn.prim in _SCALAR_OPS:
+        return all(a.type.shape in ((), out.shape) for a in vars_)
+    if eqn.prim is structural.broadcast_in_dim_p:
+        return all(a.type.ndim == 0 for a in vars_)
+    if eqn.prim is structural.pad_p and eqn.params["strides"] != (1,):
+        return False
+    return eqn.prim in _REMAPS and all(a.type.ndim == 1 for a in vars_)
+
+
+def grids(program: Program) -> Program:
+    """``program`` with each run of operations that ``_gridded`` admits, at least two of them arithmetic
+    on vectors of one length, one ``grid`` equation (see above)."""
+    eqns: list[Eqn] = []
+    run: list[Eqn] = []
+    made: set[int] = set()  # ids of the values the run computes (not shifted copies of its operands)
+    n: int | None = None
+
+    def close(end: int) -> None:
+        nonlocal run, n
+        if sum(e.prim in _SCALAR_OPS for e in run) >= 2:
+            eqns.extend(_grid(run, n, program.eqns[end:], program.outputs))
+        else:
+            eqns.extend(run)
+        run, n = [], None
+        made.clear()
+
+    for i, eqn in enumerate(program.eqns):
+        if not _gridded(eqn):
+            close(i)
+            eqns.append(eqn)
+            continue
+        length = eqn.outputs[0].type.shape[0]
+        if (eqn.prim in _REMAPS and any(id(a) in made for a in eqn.inputs)) or (
+                eqn.prim in _SCALAR_OPS and n is not None and length != n):
+            close(i)
+        run.append(eqn)
+        if eqn.prim in _SCALAR_OPS:
+            n = length
+            made.add(id(eqn.outputs[0]))
+    close(len(program.eqns))
+    if len(eqns) == len(program.eqns) and not any(e.prim is grid_p for e in eqns):
+        return program
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+def _grid(run: list[Eqn], n: int, after, outputs) -> list[Eqn]:
+    """The ``grid`` equation of ``run`` over vectors of length ``n``, after the shifted copies that the
+    code after it reads (printed as they are: the loop reads its operands by index, not them)."""
+    inside = {id(v) for e in run for v in e.outputs}
+    inputs: dict[int, Var] = {}
+    for e in run:
+        for a in e.inputs:
+            if isinstance(a, Var) and id(a) not in inside:
+                inputs.setdefault(id(a), a)
+    read_after = {id(a) for e in after for a in e.inputs} | {id(a) for a in outputs}
+    remaps = [e for e in run if e.prim in _REMAPS]
+    needed = {id(v) for e in remaps for v in e.outputs if id(v) in read_after}
+    for e in reversed(remaps):  # and the shifted copies those read
+        if id(e.outputs[0]) in needed:
+            needed |= {id(a) for a in e.inputs}
+    kept = [e for e in remaps if id(e.outputs[0]) in needed]
+    body = Program(tuple(inputs.values()), tuple(run), tuple(
+        v for e in run if e.prim in _SCALAR_OPS for v in e.outputs if id(v) in read_after), name="grid")
+    return [*kept, Eqn(grid_p, body.inputs, body.outputs, Params({"body": body, "n": n}), run[-1].source)]
+
+
+def grid_statements(eqn: Eqn, ins: list, namer, emitters, ctx, hint) -> list[cst.BaseStatement]:
+    """``out = np.empty(n); for i in range(n): out[i] = ...``: the run of a ``grid`` equation as one loop,
+    each shifted or padded operand read at its index (``u[(i + 127)]`` for ``np.roll(u, 1)``'s part)."""
+    body = eqn.params["body"]
+    n = eqn.params["n"]
+    code = cst.Module([]).code_for_node
+    i = namer.fresh("i", "i")
+    names = {id(v): code(e) for v, e in zip(body.inputs, ins)}
+    made = {id(e.outputs[0]): e for e in body.eqns}
+    returned = {id(v) for v in body.outputs}
+
+    def index(a: int, b: int) -> str:
+        term = i if a == 1 else f"-{i}" if a == -1 else f"{a} * {i}"
+        return term if b == 0 else f"{term} + {b}" if b > 0 else f"{term} - {-b}"
+
+    def at(v, a: int, b: int) -> str:
+        """The expression of ``v``'s entry a * i + b."""
+        if not isinstance(v, Var):
+            return code(s.number(v.value))
+        if id(v) in names and id(v) not in made:
+            return names[id(v)] if v.type.ndim == 0 else f"{names[id(v)]}[{index(a, b)}]"
+        e = made[id(v)]
+        if e.prim in _SCALAR_OPS:
+            return names[id(v)] + (f"[{i}]" if id(v) in returned else "")
+        x = e.inputs[0]
+        if e.prim is structural.broadcast_in_dim_p:
+            return at(x, 0, 0)
+        if e.prim is structural.slice_p:
+            start, step = e.params["start_indices"][0], e.params["strides"][0]
+            return at(x, a * step, start + b * step)
+        if e.prim is structural.pad_p:
+            lo, hi = e.params["start_indices"][0], e.params["limit_indices"][0]
+            if a != 1:
+                return f"({at(x, a, b - lo)} if {lo} <= {index(a, b)} < {hi} else 0.0)"
+            tests = [f"{i} >= {lo - b}"] * (lo - b > 0) + [f"{i} < {hi - b}"] * (hi - b < n)  # i in [0, n)
+            return f"({at(x, a, b - lo)} if {' and '.join(tests)} else 0.0)" if tests else at(x, a, b - lo)
+        parts, offset = [], 0  # concatenate
+        for part in e.inputs:
+            stop = offset + part.type.shape[0]
+            if a != 1 or (stop - b > 0 and offset - b < n):  # (the parts the grid reads)
+                parts.append((stop, at(part, a, b - offset)))
+            offset = stop
+        text = parts[-1][1]
+        for stop, piece in reversed(parts[:-1]):
+            text = f"({piece} if {index(a, b) if a != 1 else i} < {stop if a != 1 else stop - b} else {text})"
+        return text
+
+    loop: list[cst.BaseStatement] = []
+    for e in body.eqns:
+        if e.prim not in _SCALAR_OPS:
+            continue
+        v = e.outputs[0]
+        operands = [cst.parse_expression(at(a, 1, 0)) for a in e.inputs]
+        value = (emitter(e) or emitters[e.prim])(ctx, e, operands, [])
+        if id(v) in returned:
+            names[id(v)] = namer.name(v, v.hint, hint(e))
+            loop.append(cst.parse_statement(f"{names[id(v)]}[{i}] = {code(value)}"))
+        else:  # a scalar of this step's entry
+            names[id(v)] = namer.fresh(v.hint or hint(e), "t")
+            loop.append(cst.parse_statement(f"{names[id(v)]} = {code(value)}"))
+    head = [cst.parse_statement(f"{names[id(v)]} = np.empty(({n},), dtype=np.{v.type.dtype.name})")
+            for v in body.outputs]
+    return [*head, cst.For(target=s.name(i), iter=s.call("range", s.number(n)), body=cst.IndentedBlock(loop))]

@@ -535,8 +535,10 @@ def _grid(run: list[Eqn], n: int, after, outputs) -> list[Eqn]:
 
 
 def grid_statements(eqn: Eqn, ins: list, namer, emitters, ctx, hint) -> list[cst.BaseStatement]:
-    """``out = np.empty(n); for i in range(n): out[i] = ...``: the run of a ``grid`` equation as one loop,
-    each shifted or padded operand read at its index (``u[(i + 127)]`` for ``np.roll(u, 1)``'s part)."""
+    """``out = np.empty(n); for i in range(n): out[i] = ...``: the run of a ``grid`` equation as loops over
+    its entries, each shifted or padded operand read at its index (``u[i - 1]`` for ``np.roll(u, 1)``'s
+    part). The range is cut where a part of a concatenation or a pad's border begins or ends, one loop
+    a piece, so that each loop's body is straight arithmetic (no test per entry: LLVM vectorises it)."""
     body = eqn.params["body"]
     n = eqn.params["n"]
     code = cst.Module([]).code_for_node
@@ -544,13 +546,25 @@ def grid_statements(eqn: Eqn, ins: list, namer, emitters, ctx, hint) -> list[cst
     names = {id(v): code(e) for v, e in zip(body.inputs, ins)}
     made = {id(e.outputs[0]): e for e in body.eqns}
     returned = {id(v) for v in body.outputs}
+    cuts: set[int] = set()  # where the tests of i change
 
     def index(a: int, b: int) -> str:
         term = i if a == 1 else f"-{i}" if a == -1 else f"{a} * {i}"
         return term if b == 0 else f"{term} + {b}" if b > 0 else f"{term} - {-b}"
 
-    def at(v, a: int, b: int) -> str:
-        """The expression of ``v``'s entry a * i + b."""
+    def below(stop: int, piece: str, other: str, a: int, b: int, span: tuple[int, int]) -> str:
+        """``piece if a * i + b < stop else other``, the test made where i's range ``span`` decides it."""
+        if a != 1:
+            return f"({piece} if {index(a, b)} < {stop} else {other})"
+        if span[1] <= stop - b:
+            return piece
+        if span[0] >= stop - b:
+            return other
+        cuts.add(stop - b)
+        return f"({piece} if {i} < {stop - b} else {other})"
+
+    def at(v, a: int, b: int, span: tuple[int, int]) -> str:
+        """The expression of ``v``'s entry a * i + b, for i in ``span``."""
         if not isinstance(v, Var):
             return code(s.number(v.value))
         if id(v) in names and id(v) not in made:
@@ -560,40 +574,49 @@ def grid_statements(eqn: Eqn, ins: list, namer, emitters, ctx, hint) -> list[cst
             return names[id(v)] + (f"[{i}]" if id(v) in returned else "")
         x = e.inputs[0]
         if e.prim is structural.broadcast_in_dim_p:
-            return at(x, 0, 0)
+            return at(x, 0, 0, span)
         if e.prim is structural.slice_p:
             start, step = e.params["start_indices"][0], e.params["strides"][0]
-            return at(x, a * step, start + b * step)
+            return at(x, a * step, start + b * step, span)
         if e.prim is structural.pad_p:
             lo, hi = e.params["start_indices"][0], e.params["limit_indices"][0]
-            if a != 1:
-                return f"({at(x, a, b - lo)} if {lo} <= {index(a, b)} < {hi} else 0.0)"
-            tests = [f"{i} >= {lo - b}"] * (lo - b > 0) + [f"{i} < {hi - b}"] * (hi - b < n)  # i in [0, n)
-            return f"({at(x, a, b - lo)} if {' and '.join(tests)} else 0.0)" if tests else at(x, a, b - lo)
+            inner = below(hi, at(x, a, b - lo, span), "0.0", a, b, span)
+            return below(lo, "0.0", inner, a, b, span)
         parts, offset = [], 0  # concatenate
         for part in e.inputs:
-            stop = offset + part.type.shape[0]
-            if a != 1 or (stop - b > 0 and offset - b < n):  # (the parts the grid reads)
-                parts.append((stop, at(part, a, b - offset)))
-            offset = stop
-        text = parts[-1][1]
-        for stop, piece in reversed(parts[:-1]):
-            text = f"({piece} if {index(a, b) if a != 1 else i} < {stop if a != 1 else stop - b} else {text})"
+            parts.append((offset + part.type.shape[0], part, offset))
+            offset += part.type.shape[0]
+        text = at(parts[-1][1], a, b - parts[-1][2], span)
+        for stop, part, start in reversed(parts[:-1]):
+            if a == 1 and (stop - b <= span[0] or start - b >= span[1]):
+                continue  # a part no i here reads
+            text = below(stop, at(part, a, b - start, span), text, a, b, span)
         return text
 
-    loop: list[cst.BaseStatement] = []
-    for e in body.eqns:
-        if e.prim not in _SCALAR_OPS:
-            continue
-        v = e.outputs[0]
-        operands = [cst.parse_expression(at(a, 1, 0)) for a in e.inputs]
-        value = (emitter(e) or emitters[e.prim])(ctx, e, operands, [])
-        if id(v) in returned:
-            names[id(v)] = namer.name(v, v.hint, hint(e))
-            loop.append(cst.parse_statement(f"{names[id(v)]}[{i}] = {code(value)}"))
-        else:  # a scalar of this step's entry
-            names[id(v)] = namer.fresh(v.hint or hint(e), "t")
-            loop.append(cst.parse_statement(f"{names[id(v)]} = {code(value)}"))
+    def step(span: tuple[int, int]) -> list[cst.BaseStatement]:
+        loop = []
+        for e in body.eqns:
+            if e.prim not in _SCALAR_OPS:
+                continue
+            v = e.outputs[0]
+            texts = [at(a, 1, 0, span) for a in e.inputs]
+            if e.prim in (elementwise.add_p, elementwise.sub_p) and "0.0" in texts[e.prim is elementwise.sub_p:]:
+                value = texts[1] if texts[0] == "0.0" else texts[0]  # a pad's zero border: x + 0.0 is x
+            else:
+                operands = [cst.parse_expression(t) for t in texts]
+                value = code((emitter(e) or emitters[e.prim])(ctx, e, operands, []))
+            if id(v) in returned:
+                names.setdefault(id(v), namer.name(v, v.hint, hint(e)))
+                loop.append(cst.parse_statement(f"{names[id(v)]}[{i}] = {value}"))
+            else:  # a scalar of this step's entry
+                names.setdefault(id(v), namer.fresh(v.hint or hint(e), "t"))
+                loop.append(cst.parse_statement(f"{names[id(v)]} = {value}"))
+        return loop
+
+    step((0, n))  # (the cuts)
+    bounds = sorted({0, n} | {c for c in cuts if 0 < c < n})
+    loops = [cst.For(target=s.name(i), iter=s.call("range", *map(s.number, [lo, hi] if lo else [hi])),
+                     body=cst.IndentedBlock(step((lo, hi)))) for lo, hi in zip(bounds, bounds[1:])]
     head = [cst.parse_statement(f"{names[id(v)]} = np.empty(({n},), dtype=np.{v.type.dtype.name})")
             for v in body.outputs]
-    return [*head, cst.For(target=s.name(i), iter=s.call("range", s.number(n)), body=cst.IndentedBlock(loop))]
+    return [*head, *loops]

@@ -605,12 +605,11 @@ def grid_statements(eqn: Eqn, ins: list, namer, emitters, ctx, hint) -> list[cst
             else:
                 operands = [cst.parse_expression(t) for t in texts]
                 value = code((emitter(e) or emitters[e.prim])(ctx, e, operands, []))
-            if id(v) in returned:
-                names.setdefault(id(v), namer.name(v, v.hint, hint(e)))
-                loop.append(cst.parse_statement(f"{names[id(v)]}[{i}] = {value}"))
-            else:  # a scalar of this step's entry
-                names.setdefault(id(v), namer.fresh(v.hint or hint(e), "t"))
-                loop.append(cst.parse_statement(f"{names[id(v)]} = {value}"))
+            if id(v) not in names:  # (named once: each piece of the range assigns the same names)
+                names[id(v)] = namer.name(v, v.hint, hint(e)) if id(v) in returned else namer.fresh(
+                    v.hint or hint(e), "t")  # an array the loop fills, or a scalar of this entry
+            target = f"{names[id(v)]}[{i}]" if id(v) in returned else names[id(v)]
+            loop.append(cst.parse_statement(f"{target} = {value}"))
         return loop
 
     step((0, n))  # (the cuts)

@@ -14,6 +14,11 @@ scalars again. A reshape of a 0-d value (``np.stack`` of scalars) is printed as 
 takes Numba's floats, and a reshape to a 0-d value (``np.ravel``'s derivative) as an index, which
 gives them.
 
+Inside a compiled loop a few operations print otherwise (``emitter``): a Cholesky factor and triangular
+solves and products as the small compiled functions of ``HELPERS`` (a Kalman filter's step and its
+transpose), NumPy spellings Numba lacks in ones it has, and a run of elementwise arithmetic on vectors,
+reading shifted or padded copies of vectors (``np.roll``, a stencil), as loops over the grid (``grids``).
+
 Which loops (``compile=``): ``"numba"`` every loop Numba can compile; ``"auto"`` those where the
 per-operation dispatch saved outweighs the compile (``worth_compiling``: many small steps, not a few
 large BLAS calls); ``"numpy"`` none. A loop that stays NumPy under ``"numba"`` says why, in the
@@ -361,7 +366,15 @@ def emitter(eqn: Eqn):
         return _diagonal
     if eqn.prim is contractions.dot_general_p and _outer(eqn):
         return _outer_product
+    if eqn.prim is structural.convert_element_type_p and eqn.inputs[0].type.ndim == 0:
+        return _scalar_cast
     return None
+
+
+def _scalar_cast(ctx, eqn, ins, outs):
+    """``np.float64(x)``: a 0-d value is a Numba scalar, which has no ``astype`` (found by the random loop
+    bodies: the derivative of ``np.maximum`` of a 0-d carry casts its comparisons)."""
+    return s.call(s.dtype(eqn.outputs[0].type.dtype), ins[0])
 
 
 def _outer(eqn: Eqn) -> bool:

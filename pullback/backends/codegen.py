@@ -197,7 +197,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``)."""
-    namer = Namer(RESERVED)
+    namer = Namer(RESERVED if loops == "numpy" else RESERVED | frozenset(numba_loops.HELPERS))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
 
     def expr(a: Atom) -> s.Expr:
@@ -329,7 +329,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 fallback = _temp_hint(eqn, namer)
                 hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
                 outs = [s.name(namer.name(v, v.hint, h)) for v, h in zip(eqn.outputs, hints)]
-                emitted = backend.EMITTERS[eqn.prim](ctx, eqn, ins, outs)
+                emit = (numba_loops.emitter(eqn) if compiled[0] else None) or backend.EMITTERS[eqn.prim]
+                emitted = emit(ctx, eqn, ins, outs)
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
             if i in factor_notes and stmts:
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
@@ -411,6 +412,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
+    kernels[:0] = [numba_loops.helper(name) for name in sorted(getattr(ctx, "helpers", ()))]
     body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx))
     if constants:
         body.insert(0, _docstring(program, constants))
@@ -580,6 +582,9 @@ def _result_hints(body: Program) -> dict[int, str]:
     several by its position (``lu``, ``piv`` of a ``getrf``): the lists of a loop's records are named so."""
     hints = {}
     for e in body.eqns:
+        if e.prim is numba_loops.grid_p:  # its values by the operations in it
+            hints.update(_result_hints(e.params["body"]))
+            continue
         fallback = _temp_name(e.prim)
         for v, h in zip(e.outputs, OUTPUT_HINTS.get(e.prim, (fallback,) * len(e.outputs))):
             hints[id(v)] = h
@@ -909,11 +914,17 @@ def _compiled_call(eqn, name: str, ins: list[s.Expr], nest: _Nest) -> list[cst.B
     return stmts
 
 
+def _grid(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
+    """A run of elementwise operations in a compiled loop as one loop over its grid (see ``numba_loops``)."""
+    return numba_loops.grid_statements(eqn, ins, nest.namer, nest.backend.EMITTERS, nest.backend.Context(),
+                                       lambda e: _temp_name(e.prim))
+
+
 # Equations that hold sub-programs: they print them in place.
 _NESTED: dict[Primitive, Callable[[Any, list, _Nest], list[cst.BaseStatement]]] = {
     ctrl.scan_p: _scan, ctrl.while_p: _while, ctrl.cond_p: _cond,
     ctrl.checkpoint_p: _inline_body, custom.custom_jvp_call_p: _inline_body, custom.custom_vjp_call_p: _inline_body,
-    fusion.fused_p: _fused, numba_loops.njit_p: _njit, numba_chains.chain_p: _chain,
+    fusion.fused_p: _fused, numba_loops.njit_p: _njit, numba_loops.grid_p: _grid, numba_chains.chain_p: _chain,
 }
 
 

@@ -31,8 +31,8 @@ from pullback.backends import syntax as s
 from pullback.ir.core import Eqn, Var
 
 # the context's services, not what an emitter decides by (``objects``: fixed for the function, and
-# an object is in the params by identity)
-_NOT_STATE = frozenset({"fresh", "modules", "objects"})
+# an object is in the params by identity; ``helpers``: what compiled loops call, printed without templates)
+_NOT_STATE = frozenset({"fresh", "modules", "objects", "helpers"})
 _MARK = "\u01c2"  # "ǂ", a letter (an identifier character) outside ASCII
 _HOLE = re.compile(_MARK + r"(\d+)" + _MARK)
 

@@ -91,7 +91,13 @@ def test_fori_loop_of_the_heat_equation():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     for g, w in zip(got[1], want[1]):
         np.testing.assert_allclose(g, w, rtol=1e-10)
-    assert _compiled(f.source(u0, 0.2)) == 2
+    src = f.source(u0, 0.2)
+    assert _compiled(src) == 2
+    # each step loops over the grid, np.roll's parts and their transposes' pads read by index, the range
+    # cut at the wrap-around (entries 0 and 31 of 32) so that no loop tests its index
+    loops = src.split("\ndef heat_grad")[0]
+    assert "np.concatenate" not in loops and "np.zeros" not in loops and " if " not in loops
+    assert loops.count("in range(1, 31):") == 2  # one forward, one in the transposed step
     _matches_finite_differences(got[1], heat, (u0, 0.2))
 
 
@@ -267,3 +273,101 @@ def test_clip_of_a_0d_carry_stays_numpy_saying_why():
         want = np.clip(want, -1.0, 1.0) * 0.5 + t
     np.testing.assert_allclose(f(x), want, rtol=1e-12)
     assert "stays NumPy: Numba cannot compile clip of a 0-d value" in f.source(x, program="primal")
+
+
+def test_a_reshape_to_0d_in_a_gradient_loop_compiles():
+    """Found by the random loop bodies (--runslow): the derivative of ``np.ravel`` of a 0-d carry reshapes
+    a one-element array to 0-d, which Numba types only as an index, ``x[0]``; as ``x.reshape(())`` the
+    loop failed at its first call and ran as NumPy."""
+    def looped(c0):
+        def step(c, _):
+            return c * 0.5 + 0.1 * np.tanh(np.sum(np.ravel(c))), np.sum(np.ravel(c))
+        c, ys = pb.scan(step, c0, None, length=6)
+        return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    g = f.grad(x)
+    np.testing.assert_allclose(g, pb.differentiate(looped, compile="numpy").grad(x), rtol=1e-12)
+    _matches_finite_differences([g], looped, (x,))
+    src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
+    assert _compiled(src) == 2 and ".reshape(())" not in src
+
+
+def test_expit_in_a_loop_compiles_as_its_formula():
+    """Found by the random loop bodies (--runslow, more examples): Numba compiles no ``scipy.special``;
+    inside a compiled loop expit prints as ``1.0 / (1.0 + np.exp(-x))``, which is how SciPy computes it."""
+    import scipy.special
+
+    def looped(c0):
+        def step(c, _):
+            return c * 0.5 + 0.1 * np.tanh(scipy.special.expit(-c)), scipy.special.expit(-c)
+        c, ys = pb.scan(step, c0, None, length=6)
+        return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    value, g = f.value_and_grad(x)
+    want = pb.differentiate(looped, compile="numpy").value_and_grad(x)
+    np.testing.assert_allclose(value, want[0], rtol=1e-14)
+    np.testing.assert_allclose(g, want[1], rtol=1e-13)
+    _matches_finite_differences([g], looped, (x,))
+    for stage in ("primal", "grad"):  # after the calls: a loop Numba refused would print as NumPy now
+        src = f.source(x, program=stage)
+        assert _compiled(src) and "1.0 / (1.0 + np.exp(-" in src and "import scipy" not in src
+
+
+def _kalman(T: int, dh: int = 2):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+    import kalman_filter as kf
+
+    rng = np.random.default_rng(dh)
+    A = 0.9 * np.eye(dh) + 0.05 * rng.standard_normal((dh, dh))
+    B = rng.standard_normal((3, dh))
+    v = rng.standard_normal((T, 3))
+    return kf.kalman_nll, (A, B, np.log(0.09), np.log(0.01), v, np.zeros(dh), np.eye(dh))
+
+
+def test_a_kalman_filter_compiles_its_factorisations_and_solves_both_ways():
+    """The Cholesky factor and the triangular solves of each step, and the products and solves of the
+    transposed (backward) step, print as small compiled functions: both loops compile, and give NumPy's
+    LAPACK values and gradients."""
+    nll, args = _kalman(8)
+    argnums = (0, 1, 2, 3)
+    f = pb.differentiate(nll, argnums=argnums, compile="numba")
+    value, grads = f.value_and_grad(*args)
+    want_value, want = pb.differentiate(nll, argnums=argnums, compile="numpy").value_and_grad(*args)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    _matches_finite_differences(grads, lambda *a: nll(*a, *args[4:]), args[:4])
+    src = f.source(*args)  # after the calls: a loop Numba refused would print as NumPy now
+    loops = [part for part in src.split("\ndef ") if part.startswith("loop")]
+    assert len(loops) == 2 and "scipy" not in src.split("\ndef kalman_nll_grad")[0]
+    assert "cholesky_lower(" in loops[0] and "solve_triangular(" in loops[1] and "triangular_product(" in loops[1]
+
+
+def test_auto_leaves_a_kalman_filter_of_wide_matrices_to_lapack():
+    nll, args = _kalman(100, dh=2)
+    assert _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
+    nll, args = _kalman(100, dh=numba_loops.AUTO_MAX_FACTOR_N + 1)
+    assert not _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
+
+
+def test_a_cast_of_a_0d_value_in_a_gradient_loop_compiles():
+    """Found by the random loop bodies (--runslow, more examples): the derivative of ``np.maximum`` of a 0-d
+    carry casts comparisons of scalars to float, ``gt.astype(np.float64)``, which Numba's scalars lack."""
+    def looped(c0):
+        def step(c, _):
+            out = np.maximum(c, 0.5 * c)
+            return c * 0.5 + 0.1 * np.tanh(out), out
+        c, ys = pb.scan(step, c0, None, length=6)
+        return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
+
+    x = np.array(0.54784675)
+    f = pb.differentiate(looped, compile="numba")
+    g = f.grad(x)
+    np.testing.assert_allclose(g, pb.differentiate(looped, compile="numpy").grad(x), rtol=1e-13)
+    _matches_finite_differences([g], looped, (x,))
+    src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
+    assert _compiled(src) == 2 and ".astype(" not in src

@@ -46,6 +46,7 @@ class Context:
         self.fortran: frozenset[int] = frozenset()  # operands known to be F-ordered (see ``layout``)
         self.unused: frozenset[int] = frozenset()  # results nothing reads (OPTIONAL_RESULTS may go unassigned)
         self.objects: dict[int, str] = {}  # id(object used by reference) -> its keyword-only parameter
+        self.helpers: set[str] = set()  # the compiled loops' functions the module defines (``numba_loops.HELPERS``)
 
     def use(self, module: str) -> None:
         """Record that the generated code needs ``import module``."""

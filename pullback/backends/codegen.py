@@ -934,8 +934,13 @@ def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
     return []
 
 
+_NO_POSITIONS: frozenset[int] = frozenset()
+
+
 def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
     """Positions of the equation's results that nothing reads (dead where they are made)."""
+    if not dead_here:
+        return _NO_POSITIONS
     here = {id(v) for v in dead_here}
     return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
 

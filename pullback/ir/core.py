@@ -13,7 +13,7 @@ Transforms never mutate a program; they build a new one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -201,6 +201,9 @@ class Params(Mapping[str, Any]):
         return ", ".join(f"{k}={v}" for k, v in self._items)
 
 
+NO_PARAMS = Params()  # the params of most equations, one object: a Params is immutable
+
+
 @dataclass(unsafe_hash=True, slots=True)  # hashed by value, as a frozen one: never assigned to
 class SourceInfo:
     """Where in the user's code an equation came from."""
@@ -237,7 +240,7 @@ class Eqn:
     prim: Primitive
     inputs: tuple[Atom, ...]
     outputs: tuple[Var, ...]
-    params: Params = field(default_factory=Params)
+    params: Params = NO_PARAMS
     source: SourceInfo | None = None
 
 

@@ -231,7 +231,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         template = templates.get(templates.key(eqn, k), eqn, emit)
         if template is None:
             return None
-        ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
+        ins = namer.operands(eqn.inputs)
         if k is None:
             fallback = _temp_hint(eqn, namer)
             hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))

@@ -1,17 +1,19 @@
-"""``python -m benchmarks.compile_time [--quick] [--write]``: first-call time against program length.
+"""``python -m benchmarks.compile_time [--quick] [--max N] [--write]``: first-call time and memory by length.
 
 The first call of ``pb.grad(f)(x)`` traces, differentiates (jvp, partial_eval, transpose),
 optimises (simplify, cse, dce), sinks residuals, plans memory, names, prints and compiles. Every
 stage should be linear in the number of equations, so the time per equation should stay flat as
 programs grow. Two programs, their Python loops left unrolled (``reroll=False``): an elementwise
-chain (``x = np.sin(x) * .9 + .1 * x``, four equations per step) of 1k, 10k and 100k equations, and
+chain (``x = np.sin(x) * .9 + .1 * x``, four equations per step) of 100 to 100k equations (to 10^6 with
+``--max 1000000``: the chain traces at a few us per equation of Python, so the tracer is not the limit), and
 the Kalman filter of ``examples/kalman_filter.py`` unrolled (its Python-loop version) over 30, 100,
 300 and 1,000 steps. Then the same Kalman loop as users get it, rerolled into a scan
 (``transforms/reroll.py``), at 30 to 10,000 steps: there the equations counted are the rerolled
 program's. Each size runs in a fresh process, after a small warm-up gradient so that one-time imports
 are not counted. Times are wall-clock and the process's CPU time (steadier on a shared machine). For
 the largest size of each program, a second run splits the time by stage (each stage's own time,
-stages inside it excluded).
+stages inside it excluded). Memory is the process's peak resident size during the first call above
+its size before it, per equation: what building and compiling the program holds at its peak.
 ``--write`` puts the tables in benchmarks/RESULTS.md under their own heading.
 """
 
@@ -22,6 +24,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -33,10 +36,10 @@ from benchmarks.harness import replace_section
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## compile time against program length (first call of the gradient)"
-CHAIN_EQNS = [1_000, 10_000, 100_000]
+CHAIN_EQNS = [100, 1_000, 10_000, 100_000]
 KALMAN_STEPS = [30, 100, 300, 1_000]
 REROLLED_STEPS = [30, 300, 1_000, 10_000]
-HUGE = 1_000_000  # the chain's size behind --huge
+WORK_MAX = 100_000  # counting calls costs a third more: not above this size
 QUICK = {"chain": [1_000, 10_000], "kalman": [30, 100], "rerolled": [30, 300]}
 
 
@@ -173,13 +176,24 @@ def measure(kind: str, size: int, stages: str | None) -> dict:
     fn, args, argnums = PROBLEMS[kind](size)
     g = pb.differentiate(fn, argnums=argnums, reroll=REROLL[kind])
     probe = {"time": StageClock, "work": WorkCount}[stages]() if stages else None
+    before = resident_bytes()
     with probe.installed() if probe is not None else contextlib.nullcontext():
         wall, cpu = time.perf_counter(), time.process_time()
         g.value_and_grad(*args)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall": wall, "cpu": cpu, "primal_eqns": len(g.ir(*args, stage="primal").eqns),
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    return {"wall": wall, "cpu": cpu, "peak_bytes": peak, "primal_eqns": len(g.ir(*args, stage="primal").eqns),
             "grad_eqns": len(g.ir(*args, stage="grad").eqns), "lines": len(g.source(*args).splitlines()),
             "stages": (probe.spent if stages == "time" else probe.calls) if probe is not None else {}}
+
+
+def resident_bytes() -> int:
+    """The process's resident size now (Linux's /proc; the peak so far elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def child_run(kind: str, size: int, stages: str | None = None) -> dict:
@@ -192,13 +206,15 @@ def child_run(kind: str, size: int, stages: str | None = None) -> dict:
 def table(kind: str, sizes: list[int]) -> tuple[list[str], dict]:
     label = {"chain": "equations (traced)", "kalman": "steps", "rerolled": "steps"}[kind]
     rows = [f"| {label} | primal eqns | gradient eqns | printed lines | first call, s | CPU, s "
-            "| CPU per primal eqn, us | CPU per gradient eqn, us |", "|---|---|---|---|---|---|---|---|"]
+            "| CPU per primal eqn, us | CPU per gradient eqn, us | peak memory, MB | bytes per primal eqn |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     last = {}
     for size in sizes:
         r = child_run(kind, size)
         rows.append(f"| {size:,} | {r['primal_eqns']:,} | {r['grad_eqns']:,} | {r['lines']:,} | {r['wall']:.2f} "
                     f"| {r['cpu']:.2f} | {r['cpu'] / r['primal_eqns'] * 1e6:.0f} "
-                    f"| {r['cpu'] / r['grad_eqns'] * 1e6:.0f} |")
+                    f"| {r['cpu'] / r['grad_eqns'] * 1e6:.0f} | {r['peak_bytes'] / 2**20:.0f} "
+                    f"| {r['peak_bytes'] / r['primal_eqns']:,.0f} |")
         print(rows[-1], flush=True)
         last = r
     return rows, last
@@ -258,7 +274,8 @@ def write(section: list[str]) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compile_time")
     parser.add_argument("--quick", action="store_true", help="the two smaller sizes of each program")
-    parser.add_argument("--huge", action="store_true", help=f"the chain at {HUGE:,} equations too (minutes, GBs)")
+    parser.add_argument("--max", type=int, default=CHAIN_EQNS[-1], metavar="N",
+                        help="the chain at every power of ten up to N equations (10^6: minutes, GBs)")
     parser.add_argument("--write", action="store_true", help=f"write the tables into {RESULTS.name}")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--stages", choices=["time", "work"], help=argparse.SUPPRESS)
@@ -268,10 +285,11 @@ def main(argv=None) -> None:
         print(json.dumps(measure(args.child[0], int(args.child[1]), args.stages)))
         return
     sizes = QUICK if args.quick else {"chain": CHAIN_EQNS, "kalman": KALMAN_STEPS, "rerolled": REROLLED_STEPS}
-    if args.huge:
-        sizes = {**sizes, "chain": [*sizes["chain"], HUGE]}
+    if args.max > CHAIN_EQNS[-1]:
+        extra = [10**k for k in range(len(str(CHAIN_EQNS[-1])), len(str(args.max)))]
+        sizes = {**sizes, "chain": [*sizes["chain"], *extra]}
     section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}"
-               f"{' --huge' if args.huge else ''}` on "
+               f"{f' --max {args.max}' if args.max > CHAIN_EQNS[-1] else ''}` on "
                f"{platform.machine()}, Python {platform.python_version()}: a fresh process per size; wall time and "
                "the process's CPU time of the first `value_and_grad` call (trace, transforms, printing, compiling "
                f"and one run). Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when the run "
@@ -287,9 +305,9 @@ def main(argv=None) -> None:
         if kind == "rerolled":  # the rerolled program's length does not grow: its stages at the largest size
             section += [*stage_rows(kind, sizes[kind][-1]), ""]
             continue
-        work_sizes = [n for n in sizes[kind] if n < HUGE]  # counting calls costs a third more: not at 10^6
+        work_sizes = [n for n in sizes[kind] if n <= WORK_MAX]
         section += ["Each stage's own CPU time per primal equation, with the clocks in place:", "",
-                    *per_equation_rows(kind, sizes[kind], "time"), "",
+                    *per_equation_rows(kind, work_sizes, "time"), "",
                     "Each stage's own function calls per primal equation (Python's and builtins'; exact):", "",
                     *per_equation_rows(kind, work_sizes, "work"), ""]
     if args.write:

@@ -12,6 +12,14 @@ def _key(a):
     return ("lit", type(a.value), a.value, a.dtype) if isinstance(a, Literal) else id(a)
 
 
+def _before(a, b) -> bool:
+    """A fixed order of two operand keys, so that a commutative pair is keyed one way: vars (ids) by id,
+    before literals; literals by their text (rare, and a dtype's repr is dear)."""
+    if type(a) is int:
+        return type(b) is not int or a < b
+    return type(b) is not int and repr(a) < repr(b)
+
+
 def cse(program: Program) -> Program:
     """``program`` itself when no equation repeats another."""
     seen: dict[tuple, Eqn] = {}
@@ -23,7 +31,7 @@ def cse(program: Program) -> Program:
             inputs = tuple([replace.get(id(a), a) for a in inputs])
         keys = tuple([id(a) if type(a) is Var else _key(a) for a in inputs])
         prim = eqn.prim
-        if prim in COMMUTATIVE and len(keys) == 2 and repr(keys[1]) < repr(keys[0]):
+        if prim in COMMUTATIVE and len(keys) == 2 and _before(keys[1], keys[0]):
             keys = (keys[1], keys[0])  # x * c and c * x are one product
         key = (prim, keys, eqn.params)
         first = None if (prim in EFFECTS or prim in WITH_BODIES and effectful(eqn)) else seen.get(key)

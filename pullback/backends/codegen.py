@@ -231,7 +231,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         template = templates.get(templates.key(eqn, k), eqn, emit)
         if template is None:
             return None
-        ins = [namer[a] if isinstance(a, Var) else "" for a in eqn.inputs]
+        ins = namer.operands(eqn.inputs)
         if k is None:
             fallback = _temp_hint(eqn, namer)
             hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
@@ -1001,8 +1001,13 @@ def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
     return []
 
 
+_NO_POSITIONS: frozenset[int] = frozenset()
+
+
 def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
     """Positions of the equation's results that nothing reads (dead where they are made)."""
+    if not dead_here:
+        return _NO_POSITIONS
     here = {id(v) for v in dead_here}
     return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
 

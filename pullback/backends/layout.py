@@ -30,6 +30,8 @@ NONE: frozenset[int] = frozenset()
 
 def operands(eqn: Eqn, fortran: set[int]) -> frozenset[int]:
     """Positions of ``eqn``'s operands whose values are F-ordered (ids in ``fortran``)."""
+    if not fortran:  # (most programs: no F-ordered value yet)
+        return NONE
     return frozenset(k for k, a in enumerate(eqn.inputs) if isinstance(a, Var) and id(a) in fortran)
 
 
@@ -62,6 +64,8 @@ def flipped(eqn: Eqn, ins: frozenset[int]) -> frozenset[int]:
 def elementwise(eqn: Eqn, ins: frozenset[int]) -> frozenset[int]:
     """NumPy's elementwise result takes its operands' order (``order='K'``) when all the full-size
     ones are F-ordered and the others scalars."""
+    if not ins:
+        return NONE
     shape = eqn.outputs[0].shape
     full = [k for k, a in enumerate(eqn.inputs) if isinstance(a, Var) and a.type.ndim]
     if full and all(k in ins and eqn.inputs[k].shape == shape for k in full):

@@ -138,15 +138,19 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
     for i, eqn in enumerate(program.eqns):
         chain = eqn.prim in _ELEMENTWISE
         # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
-        buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         update = eqn.prim in UPDATES
+        sized = [k for k, a in enumerate(eqn.inputs)  # the operands large enough (most equations of a long
+                 if isinstance(a, Var) and type(a.type) is ArrayType  # program of small arrays: none)
+                 and (a.type.size >= min_size or (update and a.type.ndim)
+                      or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
+                 and (k == 0 or not update)]  # (not a stack)
+        if not sized:
+            continue
+        buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         ok = frozenset(
-            k for k, a in enumerate(eqn.inputs)
-            if isinstance(a, Var) and type(a.type) is ArrayType  # (not a stack: a list)
-            and (a.type.size >= min_size or (update and a.type.ndim)
-                 or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
-            and (k == 0 or not update)
-            and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
+            k for k in sized
+            if (root.get(id(eqn.inputs[k]), id(eqn.inputs[k])) == id(eqn.inputs[k]) or id(eqn.inputs[k]) in whole)
+            and buffers[k] not in pinned
             and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )
         if ok:

@@ -13,7 +13,7 @@ Transforms never mutate a program; they build a new one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -101,7 +101,10 @@ class ShapeError(ValueError):
     """An equation's inputs or params do not fit its primitive."""
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+# Var, Literal, SourceInfo and Eqn are immutable by convention, not ``frozen``: a frozen dataclass
+# sets each field through ``object.__setattr__`` and costs four times as much to make, and a long
+# program makes millions of them (no pass assigns to one; a transform builds new ones)
+@dataclass(eq=False, slots=True)
 class Var:
     """An SSA value: its identity is the object; ``hint`` is a name suggestion."""
 
@@ -120,7 +123,7 @@ class Var:
         return f"{self.hint or 'v'}:{self.type}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # hashed by value, as a frozen one: never assigned to
 class Literal:
     """A Python scalar operand, typed (shape ``()``) by the operation it feeds."""
 
@@ -198,7 +201,10 @@ class Params(Mapping[str, Any]):
         return ", ".join(f"{k}={v}" for k, v in self._items)
 
 
-@dataclass(frozen=True, slots=True)
+NO_PARAMS = Params()  # the params of most equations, one object: a Params is immutable
+
+
+@dataclass(unsafe_hash=True, slots=True)  # hashed by value, as a frozen one: never assigned to
 class SourceInfo:
     """Where in the user's code an equation came from."""
 
@@ -229,12 +235,12 @@ class Opaque:
         return self.hint
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(eq=False, slots=True)
 class Eqn:
     prim: Primitive
     inputs: tuple[Atom, ...]
     outputs: tuple[Var, ...]
-    params: Params = field(default_factory=Params)
+    params: Params = NO_PARAMS
     source: SourceInfo | None = None
 
 

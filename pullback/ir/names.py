@@ -12,6 +12,8 @@ import keyword
 import re
 import unicodedata
 
+from pullback.ir.core import Var
+
 MAX_LEN = 32
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]+")
 
@@ -106,3 +108,8 @@ class Namer:
 
     def __getitem__(self, obj) -> str:
         return self._names[id(obj)]
+
+    def operands(self, atoms) -> list[str]:
+        """The names of ``atoms``' vars, and "" for a literal (printed from its value): one call per equation."""
+        names = self._names
+        return [names[id(a)] if type(a) is Var else "" for a in atoms]

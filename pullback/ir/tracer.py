@@ -23,6 +23,7 @@ import scipy
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
+    NO_PARAMS,
     Atom,
     Eqn,
     Literal,
@@ -304,7 +305,7 @@ def bind(prim: Primitive, *args, **params):
     else:
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
-    builder.eqns.append(Eqn(prim, atoms, outs, Params(params), builder.location()))
+    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, builder.location()))
     if args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # to refuse writes through views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)

@@ -116,3 +116,24 @@ def test_the_rewrite_is_stable():
         (getrf,) = getrfs(p)
         assert getrf.inputs[0] is not p.inputs[0]
         assert sum(e.prim is fa.gesv_p and e.params.get("trans") == la.Trans.T for e in p.eqns) == 1
+
+
+def test_gp_with_inv_and_slogdet_prints_the_lu_experts_recipe():
+    """``0.5 y^T inv(K) y + 0.5 slogdet(K)``: getrf of K's F-view, getri in place (``overwrite_lu``), the
+    products with y as matrix-vector products in one line each (no ``reshape`` to a column and back),
+    the scaling in place and one rank-1 update in place: the expert's calls and buffers, with the
+    expert's values (``benchmarks.gp_recipes.expert_lu``)."""
+    from benchmarks.gp_recipes import expert_lu, nll_inv_slogdet, problem
+
+    n = 300  # the memory plan's in-place calls
+    K, y = problem(n)
+    f = pb.differentiate(nll_inv_slogdet)
+    source = f.source(K, y)
+    assert "dgetrf(K_T)" in source and "overwrite_lu=1" in source and "reshape" not in source
+    assert source.count("scipy.linalg.") == 3 and "dger(" in source and "overwrite_a=1" in source
+    assert sum(line.strip().endswith("@ y") for line in source.splitlines()) == 3  # value, and a, b of the update
+    value, grad = f.value_and_grad(K, y)
+    want_value, want_grad = expert_lu(K, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-10)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-8, atol=1e-12)
+    assert [str(c) for c in copies(f.value_and_grad, K, y, min_size=n * n)] == ["dgetrf(a: 300x300, copy)"]

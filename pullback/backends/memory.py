@@ -41,6 +41,21 @@ def _unread() -> dict:
 UNREAD = _unread()
 
 
+def _overwriting() -> frozenset:
+    """LAPACK/BLAS calls that may work in a dead operand's buffer (``overwrite_*``): they reuse it at any
+    size, as the expert's code does, since their result takes a name of its own either way and the copy
+    that f2py would make is all that a small call saves (at n = 64, getri's copy of the factors is a few
+    per cent of the gradient's time)."""
+    from pullback.primitives.linalg import factor_solves as fa
+    from pullback.primitives.linalg import factorizations as la
+
+    return frozenset({la.potrf_p, la.potri_p, la.getrf_p, la.trsm_p, la.trmm_p, fa.getrs_p, fa.getri_p,
+                      fa.getri_at_p, fa.gesv_p, fa.potrs_p, fa.posv_p, fa.po_inv_p})
+
+
+OVERWRITING = _overwriting()
+
+
 def reads(eqn) -> list:
     """The operands of ``eqn`` that its printed code reads (all but ``UNREAD``'s)."""
     skip = UNREAD.get(eqn.prim)
@@ -130,10 +145,11 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]
         update = eqn.prim in UPDATES
+        any_size = update or eqn.prim in OVERWRITING
         ok = frozenset(
             k for k, a in enumerate(eqn.inputs)
             if isinstance(a, Var) and type(a.type) is ArrayType  # (not a stack: a list)
-            and (a.type.size >= min_size or (update and a.type.ndim)) and (k == 0 or not update)
+            and (a.type.size >= min_size or (any_size and a.type.ndim)) and (k == 0 or not update)
             and (root.get(id(a), id(a)) == id(a) or id(a) in whole) and buffers[k] not in pinned
             and last.get(buffers[k]) == i and buffers.count(buffers[k]) == 1  # no other operand reads this buffer
         )

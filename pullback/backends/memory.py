@@ -120,6 +120,19 @@ def _scan_carry_sources(eqn):
             yield v, src
 
 
+def _whole_in(body: Program, out, outer_whole, operands: dict, depth: int = 8) -> bool:
+    """Whether a branch's result ``out`` is a fresh array of the branch's own, or an operand (or a
+    transpose of one) that holds a whole buffer outside (``outer_whole``)."""
+    if not isinstance(out, Var) or not depth:
+        return False
+    made = next((e for e in body.eqns if any(o is out for o in e.outputs)), None)
+    if made is None:
+        return id(out) in operands and outer_whole(operands[id(out)])
+    if made.prim is st.transpose_p:
+        return _whole_in(body, made.inputs[0], outer_whole, operands, depth - 1)
+    return not makes_view(made.prim, made.inputs) and made.prim not in WITH_BODIES
+
+
 def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = MIN_SIZE) -> dict[int, frozenset[int]]:
     """Equation index -> positions of inputs whose buffers the equation may reuse. ``free``: ids of
     inputs that are the program's own to overwrite (a branch's operands that die with the branch);
@@ -132,6 +145,14 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         x = e.inputs[0] if e.prim is st.transpose_p else None
         if isinstance(x, Var) and (root.get(id(x), id(x)) == id(x) or id(x) in whole):
             whole.add(id(e.outputs[0]))
+        elif e.prim is ctrl.cond_p:  # a result that each branch makes afresh or passes on whole (det's inverse)
+            operands = {id(w): a for br in e.params["branches"] for w, a in zip(br.inputs, e.inputs[1:])}
+            for k, v in enumerate(e.outputs):
+                if root.get(id(v), id(v)) != id(v) and all(
+                        _whole_in(br, br.outputs[k], lambda a: isinstance(a, Var) and (
+                            root.get(id(a), id(a)) == id(a) or id(a) in whole), operands)
+                        for br in e.params["branches"]):
+                    whole.add(id(v))
     for a in program.outputs:
         if isinstance(a, Var):
             pinned.add(root.get(id(a), id(a)))

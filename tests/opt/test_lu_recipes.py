@@ -56,8 +56,9 @@ W = RNG.standard_normal((N, N))
 
 
 @pytest.mark.parametrize("name, f, expected", [
-    ("solve", lambda A: np.sum(W * np.linalg.solve(A, W)), {"getrf": 1, "getrs": 2}),
-    ("inv", lambda A: np.sum(W * np.linalg.inv(A)), {"getrf": 1, "getri": 1}),
+    # gemm: the cotangent's product, its sign in alpha (``-(A^{-T} W) X^T``, ``-X^T W X^T``)
+    ("solve", lambda A: np.sum(W * np.linalg.solve(A, W)), {"getrf": 1, "getrs": 2, "gemm": 1}),
+    ("inv", lambda A: np.sum(W * np.linalg.inv(A)), {"getrf": 1, "getri": 1, "gemm": 1}),
     ("slogdet", lambda A: np.linalg.slogdet(A)[1], {"getrf": 1, "getri": 1}),
     ("gp-lu", lambda A: gp_lu(A, W[0]), {"getrf": 1, "getrs": 2, "getri": 1, "ger": 1}),  # ger: rank-1 into getri's
 ])

@@ -432,9 +432,8 @@ def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str
 def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[Program, list[str]]:
     """``program`` as it prints: elementwise runs fused where the backend fuses (CuPy), loops outlined
     as Numba functions where asked (``numba_loops``), with the notes of those that stay NumPy."""
-    scaled = getattr(backend, "scaled_products", None)  # scalings folded into BLAS's alpha (NumPy's backend)
-    if scaled is not None:
-        program = scaled(program, ctx)
+    for step in getattr(backend, "PREPARE", ()):  # the backend's own print-time forms (NumPy's: BLAS's alpha, trsv)
+        program = step(program, ctx)
     if getattr(backend, "FUSE", None) is not None:  # the kernels' decorator; "" prints them plain
         program = fusion.fuse(printed.prepare(program))
     notes: list[str] = []

@@ -482,6 +482,10 @@ def scaled_products(program, ctx: Context):
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 
 
+# the backend's print-time rewrites of a whole program, in order (``codegen``): (program, ctx) -> program
+PREPARE: list = [scaled_products]
+
+
 def _plain_matrix_product(e: Eqn) -> bool:
     """A product of two matrices, one axis contracted, that BLAS's gemm computes."""
     d: con.DotDims = e.params["dims"]

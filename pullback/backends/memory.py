@@ -48,9 +48,10 @@ def _overwriting() -> frozenset:
     per cent of the gradient's time)."""
     from pullback.primitives.linalg import factor_solves as fa
     from pullback.primitives.linalg import factorizations as la
+    from pullback.primitives.linalg import rank_update as rk
 
     return frozenset({la.potrf_p, la.potri_p, la.getrf_p, la.trsm_p, la.trmm_p, fa.getrs_p, fa.getri_p,
-                      fa.getri_at_p, fa.gesv_p, fa.potrs_p, fa.posv_p, fa.po_inv_p})
+                      fa.getri_at_p, fa.gesv_p, fa.potrs_p, fa.posv_p, fa.po_inv_p, rk.ger_p})
 
 
 OVERWRITING = _overwriting()

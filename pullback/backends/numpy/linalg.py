@@ -564,9 +564,11 @@ def _getc2(ctx, eqn, ins, outs):
 # --- pullback.primitives.linalg.matrix_functions ------------------------------------------------------------
 
 from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
+from pullback.backends.numpy import backend as numpy_backend  # noqa: E402
 from pullback.primitives.linalg import matrix_functions as lx  # noqa: E402
 
 OUTPUT_HINTS[lx.geev_p] = ("w", "v")
+TEMP_HINTS[numpy_backend.scaled_product_p] = "dot"  # a product, its scaling in alpha
 TEMP_HINTS.update({lx.expm_frechet_p: "frechet", lx.trsyl_p: "sylvester", lx.sqrtm_p: "root",
                    lx.pivots_to_permutation_p: "perm"})
 

@@ -3,9 +3,11 @@ LU and Cholesky composites (issue 16) against the strongest hand-written SciPy L
 
 Cases (value and gradient, float64, A = randn + n I, K SPD given):
   inv      sum(W * inv(A))                 expert: getrf, getri, two gemms (A_bar = -X^T W X^T)
-  solve    sum(W * solve(A, B)), wrt A, B  expert: getrf, getrs, getrs(trans=1), one gemm
+  solve    sum(W * solve(A, B)), wrt A, B  expert: getrf, getrs(trans=1), getrs, one gemm
   det      det(A)                          expert: getrf, getri, a scaling (det A^{-T})
   slogdet  slogdet(A)[1]                   expert: getrf, getri (A^{-T})
+Every expert factorises A^T on A's F-view ``A.T``, so that f2py copies A's buffer as it lies rather
+than transposing it (issue 28), and uses A^T's factors transposed.
 (The GP written with ``solve(assume_a='pos')`` and ``logdet`` is in ``benchmarks.gp_recipes``.)
 Medians and minima of interleaved repeats (the two implementations alternate, so load drifts hit
 both alike), and the median CPU time of the process (all threads; steadier on a shared machine);
@@ -40,14 +42,16 @@ def _getrf(a):
 
 
 def inv_expert(A, W):
-    X = _getri(*_getrf(A))
-    return np.sum(W * X), -(X.T @ W) @ X.T
+    """getrf of A's F-view A.T (A^T's factors: f2py copies A's buffer as it lies), getri: G = A^{-T}."""
+    G = _getri(*_getrf(A.T))
+    return np.sum(W * G.T), -(G @ W) @ G
 
 
 def solve_expert(A, B, W):
-    lu, piv = _getrf(A)
-    X, _ = lapack.dgetrs(lu, piv, B)
-    B_bar, _ = lapack.dgetrs(lu, piv, W, trans=1)
+    """A^T's factors: A X = B is getrs(trans=1), A^T B_bar = W getrs(trans=0)."""
+    lu, piv = _getrf(A.T)
+    X, _ = lapack.dgetrs(lu, piv, B, trans=1)
+    B_bar, _ = lapack.dgetrs(lu, piv, W)
     return np.sum(W * X), (-B_bar @ X.T, B_bar)
 
 
@@ -56,16 +60,16 @@ def _sign(lu, piv):
 
 
 def det_expert(A):
-    lu, piv = _getrf(A)
+    lu, piv = _getrf(A.T)  # det A^T = det A
     d = _sign(lu, piv) * np.prod(np.diagonal(lu))
-    X = _getri(lu, piv)
+    X = _getri(lu, piv)  # A^{-T}
     X *= d
-    return d, X.T
+    return d, X
 
 
 def slogdet_expert(A):
-    lu, piv, _ = lapack.dgetrf(A)
-    return np.sum(np.log(np.abs(np.diagonal(lu)))), _getri(lu, piv).T
+    lu, piv, _ = lapack.dgetrf(A.T)
+    return np.sum(np.log(np.abs(np.diagonal(lu)))), _getri(lu, piv)
 
 
 def cases(n: int, rng):

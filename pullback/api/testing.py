@@ -188,9 +188,11 @@ class Copy:
     shape: tuple[int, ...]
     hidden: bool  # True: the layout forced it (a C-ordered matrix where Fortran order is read);
     # False: the routine works on a copy anyway (``overwrite_*`` off), whatever the layout
+    reordered: bool = False  # the copy transposes memory (a C-ordered matrix to Fortran order): a strided
+    # pass, several times a plain copy's cost, where the F-view of the transpose copies as it lies
 
     def __str__(self) -> str:
-        kind = "hidden" if self.hidden else "copy"
+        kind = ("hidden" if self.hidden else "copy") + (", reordered" if self.reordered else "")
         return f"{self.routine}({self.argument}: {'x'.join(map(str, self.shape))}, {kind})"
 
 
@@ -227,7 +229,8 @@ def _counting(name: str, fn, record: list[Copy]):
             kept = name not in overwritable or bool(bound.get(f"overwrite_{name}", 0))  # else copied anyway
             if x.flags.f_contiguous and x.dtype == dtype and kept:
                 continue  # f2py reads it in place
-            record.append(Copy(routine, name, x.shape, kept))
+            reordered = x.ndim >= 2 and min(x.shape[-2:]) > 1 and not x.flags.f_contiguous
+            record.append(Copy(routine, name, x.shape, kept, reordered))
         return fn(*args, **kwargs)
 
     wrapper.__name__ = routine

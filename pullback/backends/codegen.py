@@ -445,6 +445,8 @@ def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str
 def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[Program, list[str]]:
     """``program`` as it prints: elementwise runs fused where the backend fuses (CuPy), loops outlined
     as Numba functions where asked (``numba_loops``), with the notes of those that stay NumPy."""
+    for step in getattr(backend, "PREPARE", ()):  # the backend's own print-time forms (NumPy's: BLAS's alpha, trsv)
+        program = step(program, ctx)
     if getattr(backend, "FUSE", None) is not None:  # the kernels' decorator; "" prints them plain
         program = fusion.fuse(printed.prepare(program))
     notes: list[str] = []

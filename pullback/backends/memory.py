@@ -48,6 +48,22 @@ def _unread() -> dict:
 UNREAD = _unread()
 
 
+def _overwriting() -> frozenset:
+    """LAPACK/BLAS calls that may work in a dead operand's buffer (``overwrite_*``): they reuse it at any
+    size, as the expert's code does, since their result takes a name of its own either way and the copy
+    that f2py would make is all that a small call saves (at n = 64, getri's copy of the factors is a few
+    per cent of the gradient's time)."""
+    from pullback.primitives.linalg import factor_solves as fa
+    from pullback.primitives.linalg import factorizations as la
+    from pullback.primitives.linalg import rank_update as rk
+
+    return frozenset({la.potrf_p, la.potri_p, la.getrf_p, la.trsm_p, la.trmm_p, fa.getrs_p, fa.getri_p,
+                      fa.getri_at_p, fa.gesv_p, fa.potrs_p, fa.posv_p, fa.po_inv_p, rk.ger_p})
+
+
+OVERWRITING = _overwriting()
+
+
 def reads(eqn) -> list:
     """The operands of ``eqn`` that its printed code reads (all but ``UNREAD``'s)."""
     skip = UNREAD.get(eqn.prim)
@@ -112,6 +128,19 @@ def _scan_carry_sources(eqn):
             yield v, src
 
 
+def _whole_in(body: Program, out, outer_whole, operands: dict, depth: int = 8) -> bool:
+    """Whether a branch's result ``out`` is a fresh array of the branch's own, or an operand (or a
+    transpose of one) that holds a whole buffer outside (``outer_whole``)."""
+    if not isinstance(out, Var) or not depth:
+        return False
+    made = next((e for e in body.eqns if any(o is out for o in e.outputs)), None)
+    if made is None:
+        return id(out) in operands and outer_whole(operands[id(out)])
+    if made.prim is st.transpose_p:
+        return _whole_in(body, made.inputs[0], outer_whole, operands, depth - 1)
+    return not makes_view(made.prim, made.inputs) and made.prim not in WITH_BODIES
+
+
 def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = MIN_SIZE) -> dict[int, frozenset[int]]:
     """Equation index -> positions of inputs whose buffers the equation may reuse. ``free``: ids of
     inputs that are the program's own to overwrite (a branch's operands that die with the branch);
@@ -124,6 +153,14 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         x = e.inputs[0] if e.prim is st.transpose_p else None
         if isinstance(x, Var) and (root.get(id(x), id(x)) == id(x) or id(x) in whole):
             whole.add(id(e.outputs[0]))
+        elif e.prim is ctrl.cond_p:  # a result that each branch makes afresh or passes on whole (det's inverse)
+            operands = {id(w): a for br in e.params["branches"] for w, a in zip(br.inputs, e.inputs[1:])}
+            for k, v in enumerate(e.outputs):
+                if root.get(id(v), id(v)) != id(v) and all(
+                        _whole_in(br, br.outputs[k], lambda a: isinstance(a, Var) and (
+                            root.get(id(a), id(a)) == id(a) or id(a) in whole), operands)
+                        for br in e.params["branches"]):
+                    whole.add(id(v))
     for a in program.outputs:
         if isinstance(a, Var):
             pinned.add(root.get(id(a), id(a)))
@@ -139,9 +176,10 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         chain = eqn.prim in _ELEMENTWISE
         # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
         update = eqn.prim in UPDATES
+        any_size = update or eqn.prim in OVERWRITING
         sized = [k for k, a in enumerate(eqn.inputs)  # the operands large enough (most equations of a long
                  if isinstance(a, Var) and type(a.type) is ArrayType  # program of small arrays: none)
-                 and (a.type.size >= min_size or (update and a.type.ndim)
+                 and (a.type.size >= min_size or (any_size and a.type.ndim)
                       or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
                  and (k == 0 or not update)]  # (not a stack)
         if not sized:

@@ -1,5 +1,6 @@
-"""The optimiser pipeline: simplify, CSE, structure, contraction order, single-reader rewrites and
-DCE, in the order that lets each use what the others made; loop bodies first. The stages of reverse
+"""The optimiser pipeline: simplify, CSE, shared inverses, LU of A^T (``transposed_lu``), structure,
+contraction order, single-reader rewrites and DCE, in the order that lets each use what the others
+made; loop bodies first. The stages of reverse
 mode (``api.stages``) and the transforms run every program they make through ``optimize``.
 """
 
@@ -15,6 +16,7 @@ from pullback.opt.schedule import readers_first
 from pullback.opt.shared_inverse import shared_inverses
 from pullback.opt.simplify import Settled, checked_once, simplify
 from pullback.opt.structure import structure
+from pullback.opt.transposed_lu import transposed_lu
 
 
 def optimize(program: Program, settled: Settled | None = None, final: bool = True) -> Program:
@@ -28,7 +30,8 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
     if not final:
         return simplified
-    structured = structure(materialise(shared_inverses(simplified)))  # (CSE again only if that changed something)
+    # (CSE again only if that changed something)
+    structured = structure(materialise(transposed_lu(shared_inverses(simplified))))
     late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made

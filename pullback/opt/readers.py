@@ -8,7 +8,11 @@ upstream definitions alone) cannot know:
   reads, or such a solve or product of a scaled operand that nothing else reads, is one call with
   the scalar in BLAS's alpha (``dtrsm(0.5, L, x)``): no pass over the array, no temporary. (Simplify
   moves scalars out of solves, so that solves of ``b`` and of ``0.5 b`` share one; those it shared
-  have several readers here and keep their scaling.)
+  have several readers here and keep their scaling.);
+- a product of a matrix with a vector made a column (or a row), read only by the reshape that drops
+  the unit axis again, is the product with the vector itself: ``X @ y`` in one line, not
+  ``c = y.reshape(n, 1); p = X @ c; p.reshape(m)`` (the transpose of a matrix-vector product makes
+  that detour, as the products with y in the GP gradient's rank-1 update).
 
 Before::
 
@@ -38,7 +42,53 @@ _ALPHA = {la.trsm_p: 1, la.trmm_p: 1}
 def single_readers(program: Program) -> Program:
     """``program`` with the products read only by a transpose taken the other way round, and the
     scalings of triangular solves and products read by nothing else folded into their alpha."""
-    return _alpha(_swapped(program))
+    return _alpha(_swapped(_vector_products(program)))
+
+
+def _vector_products(program: Program) -> Program:
+    """``program`` with each ``reshape(X . reshape(v))`` described above the product with ``v``."""
+    columns = {id(e.outputs[0]): e for e in program.eqns if e.prim is st.reshape_p and e.inputs[0].type.ndim == 1
+               and e.outputs[0].type.ndim == 2 and 1 in e.outputs[0].shape and isinstance(e.inputs[0], Var)}
+    if not columns:
+        return program
+    products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p
+                and any(id(a) in columns for a in e.inputs)}
+    if not products:
+        return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in products)
+    readers.update(id(a) for a in program.outputs if id(a) in products)
+    eqns = [_vector_product(e, products, columns, readers) if e.prim is st.reshape_p else e for e in program.eqns]
+    if all(map(is_, eqns, program.eqns)):
+        return program
+    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                       program.name))
+
+
+def _vector_product(eqn: Eqn, products: dict[int, Eqn], columns: dict[int, Eqn], readers: Counter) -> Eqn:
+    """``reshape(a . c)``, c = ``reshape(v)`` a column or row of a vector v contracted on its long axis and
+    the product read only here, as ``a . v`` when the reshape drops just c's unit axis."""
+    d = products.get(id(eqn.inputs[0]))
+    if d is None or readers[id(eqn.inputs[0])] != 1:
+        return eqn
+    dims: con.DotDims = d.params["dims"]
+    if dims.lhs_batch or len(dims.lhs_contract) != 1:
+        return eqn
+    for k in (0, 1):
+        c = columns.get(id(d.inputs[k]))
+        if c is None or id(d.inputs[1 - k]) in columns:
+            continue
+        axis = (dims.lhs_contract if k == 0 else dims.rhs_contract)[0]
+        unit = 1 - axis
+        if c.outputs[0].shape[unit] != 1 or c.outputs[0].shape[axis] == 1:
+            continue
+        other = d.inputs[1 - k]
+        free = [n for i, n in enumerate(other.shape) if i not in (dims.rhs_contract if k == 0 else dims.lhs_contract)]
+        if tuple(free) != eqn.outputs[0].shape:
+            continue
+        turned = con.DotDims((0,), dims.rhs_contract) if k == 0 else con.DotDims(dims.lhs_contract, (0,))
+        operands = (c.inputs[0], other) if k == 0 else (other, c.inputs[0])
+        return Eqn(con.dot_general_p, operands, eqn.outputs, Params({**d.params, "dims": turned}), eqn.source)
+    return eqn
 
 
 def _swapped(program: Program) -> Program:

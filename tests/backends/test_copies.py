@@ -49,8 +49,9 @@ def test_the_counter_sees_what_f2py_copies():
         lapack.dgetrf(a.T)  # copied anyway, F-ordered or not
         blas.dgemm(1.0, a, a.T)  # an input read in place only if F-ordered
         blas.dgemm(1.0, a.T, a.T, trans_a=1)
-    assert [(c.routine, c.argument, c.hidden) for c in record] == [
-        ("dgetrf", "a", True), ("dgetrf", "a", False), ("dgetrf", "a", False), ("dgemm", "a", True)]
+    assert [(c.routine, c.argument, c.hidden, c.reordered) for c in record] == [
+        ("dgetrf", "a", True, True), ("dgetrf", "a", False, True), ("dgetrf", "a", False, False),
+        ("dgemm", "a", True, True)]
     assert type(lapack.dgetrf).__name__ == "fortran"  # the wrappers are gone
 
 

@@ -56,8 +56,9 @@ W = RNG.standard_normal((N, N))
 
 
 @pytest.mark.parametrize("name, f, expected", [
-    ("solve", lambda A: np.sum(W * np.linalg.solve(A, W)), {"getrf": 1, "getrs": 2}),
-    ("inv", lambda A: np.sum(W * np.linalg.inv(A)), {"getrf": 1, "getri": 1}),
+    # gemm: the cotangent's product, its sign in alpha (``-(A^{-T} W) X^T``, ``-X^T W X^T``)
+    ("solve", lambda A: np.sum(W * np.linalg.solve(A, W)), {"getrf": 1, "getrs": 2, "gemm": 1}),
+    ("inv", lambda A: np.sum(W * np.linalg.inv(A)), {"getrf": 1, "getri": 1, "gemm": 1}),
     ("slogdet", lambda A: np.linalg.slogdet(A)[1], {"getrf": 1, "getri": 1}),
     ("gp-lu", lambda A: gp_lu(A, W[0]), {"getrf": 1, "getrs": 2, "getri": 1, "ger": 1}),  # ger: rank-1 into getri's
 ])
@@ -67,15 +68,15 @@ def test_lu_gradients_make_the_experts_calls(name, f, expected):
 
 
 def test_det_gradient_is_det_times_getri_off_the_singular_branch():
-    """det A^{-T} by getri, one getrf; the exact adjugate (two triangular solves) runs only where a
-    pivot is exactly zero, in a branch of its own."""
+    """det A^{-T} by getri, one getrf; the exact adjugate (a factorisation of its own, two triangular
+    solves) runs only where a pivot is exactly zero, in a branch of its own, which takes A (so that
+    the regular path's factors are A^T's: ``opt.transposed_lu``)."""
     source = pb.differentiate(np.linalg.det).source(general(N), program="grad")
-    found = calls(source)
-    assert found["getrf"] == 1 and found["getri"] == 1 and "trmm" not in found and "getrs" not in found
     helper = source.index("\ndef singular_adjugate(")  # the exact branch: a function of its own, after
-    fast = source[source.index("else:"):helper]
-    assert calls(fast) == {"getri": 1}
-    assert "singular_adjugate(lu, piv)" in source[:helper] and "for " not in source[:helper]  # no loop on pivots
+    found = calls(source[:helper])
+    assert found == {"getrf": 1, "getri": 1}
+    assert calls(source[helper:])["getrf"] == 1 and "getri" not in calls(source[helper:])
+    assert "singular_adjugate(a)" in source[:helper] and "for " not in source[:helper]  # no loop on pivots
 
 
 def test_gp_with_solve_pos_and_logdet_prints_potrf_potrs_potri():

@@ -61,7 +61,7 @@ def _potrs_emit(ctx, eqn, ins, outs):
 @emits(fa.gesv_p)
 def _gesv(ctx, eqn, ins, outs):
     (_, lu, piv, info, b), (x,) = ins, outs
-    solve = s.assign([x], _lu_solve(ctx, lu, piv, b, 0, 4 in ctx.reusable))
+    solve = s.assign([x], _lu_solve(ctx, lu, piv, b, int(eqn.params.get("trans", 0)), 4 in ctx.reusable))
     return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 

@@ -16,7 +16,7 @@ from pullback.backends import layout
 from pullback.backends import syntax as s
 from pullback.backends.syntax import Expr
 from pullback.errors import TracingError
-from pullback.ir.core import Eqn, Literal, Primitive
+from pullback.ir.core import Eqn, Literal, Primitive, Var
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
 from pullback.primitives import elementwise as ew
@@ -389,7 +389,9 @@ def _cumulative(ctx, eqn, ins, outs):
 
 
 @emits(con.dot_general_p)
-def _dot_general(ctx, eqn, ins, outs):
+def _dot_general(ctx, eqn, ins, outs, alpha: float = 1.0):
+    """A contraction; ``alpha`` (a scaled product, ``scaled_product_p``) goes into gemm's alpha where the
+    product is one gemm, and scales the result otherwise."""
     lhs, rhs = eqn.inputs
     a, b = ins
     d: con.DotDims = eqn.params["dims"]
@@ -411,9 +413,11 @@ def _dot_general(ctx, eqn, ins, outs):
             if a is not None and b is not None:
                 work = eqn.outputs[0].type.size * lhs.shape[lc]
                 blas_dtype = lhs.dtype != np.float16  # BLAS has no half precision
-                if ctx.one_blas and blas_dtype and nb == 0 and ln == rn == 2 and work >= ONE_BLAS_MIN_WORK:
-                    return _gemm(ctx, eqn, a, b)
-                return s.binop(a, "@", b)
+                if ctx.one_blas and blas_dtype and nb == 0 and ln == rn == 2 and (
+                        work >= ONE_BLAS_MIN_WORK or alpha != 1.0):
+                    return _gemm(ctx, eqn, a, b, alpha)
+                product = s.binop(a, "@", b)
+                return product if alpha == 1.0 else s.binop(s.number(alpha), "*", product)
     ln, rn = lhs.type.ndim, rhs.type.ndim
     if not nb and ((rn == 1 and d.lhs_contract == (ln - 1,)) or (ln == 1 and rn > 2 and d.rhs_contract == (rn - 2,))):
         return s.binop(ins[0], "@", ins[1])  # a stack of matrices times a vector, or a vector times one
@@ -424,7 +428,7 @@ def _dot_general(ctx, eqn, ins, outs):
     return s.call("np.einsum", cst.SimpleString(repr(_einsum_spec(lhs.type.ndim, rhs.type.ndim, d))), *ins)
 
 
-def _gemm(ctx: Context, eqn: Eqn, a: Expr, b: Expr) -> Expr:
+def _gemm(ctx: Context, eqn: Eqn, a: Expr, b: Expr, alpha: float = 1.0) -> Expr:
     """``a @ b`` as SciPy's gemm: (a b)^T = b^T a^T in column-major terms, read back through ``.T``.
     Each operand goes in as the F-ordered view of its transpose (``x.T`` of a C-ordered ``x``) or,
     F-ordered already, as itself with its ``trans`` flag set: no copy either way."""
@@ -438,7 +442,73 @@ def _gemm(ctx: Context, eqn: Eqn, a: Expr, b: Expr) -> Expr:
 
     (bt, trans_b), (at, trans_a) = f_view(b, 1), f_view(a, 0)
     flags = {name: s.number(1) for name, flag in (("trans_a", trans_b), ("trans_b", trans_a)) if flag}
-    return s.attribute(s.call(blas(ctx, "gemm", eqn.inputs[0].dtype), s.number(1.0), bt, at, **flags), "T")
+    return s.attribute(s.call(blas(ctx, "gemm", eqn.inputs[0].dtype), s.number(float(alpha)), bt, at, **flags), "T")
+
+
+# ``alpha (a . b)``: a matrix product whose only reader scaled or negated it, made while printing (``scaled_products``)
+scaled_product_p = Primitive("scaled_product", registered=False)
+EMITTERS[scaled_product_p] = lambda ctx, eqn, ins, outs: _dot_general(ctx, eqn, ins, outs, eqn.params["alpha"])
+
+
+def scaled_products(program, ctx: Context):
+    """``program`` with each real scaling or negation of a matrix product that nothing else reads made one
+    ``scaled_product``, printed as gemm with the scalar in BLAS's alpha (no pass over the result, no
+    temporary), in programs that call SciPy's BLAS anyway (``one_blas``): ``A_bar = dgemm(-1.0, ...)``, not
+    ``A_bar = dgemm(1.0, ...); A_bar_1 = -A_bar``."""
+    from collections import Counter
+
+    from pullback.ir.core import Params, Program, Var
+
+    if not ctx.one_blas:
+        return program
+    products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p and _plain_matrix_product(e)}
+    if not products:
+        return program
+    readers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
+    readers.update(id(a) for a in program.outputs if isinstance(a, Var))
+    fold: dict[int, tuple[Eqn, float]] = {}  # id(scaling equation) -> (its product, alpha)
+    for e in program.eqns:
+        scaled = _real_scaling(e)
+        d = products.get(id(scaled[0])) if scaled is not None else None
+        if d is not None and readers[id(scaled[0])] == 1 and d.outputs[0].type == e.outputs[0].type:
+            fold[id(e)] = (d, scaled[1])
+    if not fold:
+        return program
+    gone = {id(d) for d, _ in fold.values()}
+    eqns = []
+    for e in program.eqns:
+        if id(e) in gone:
+            continue
+        if id(e) in fold:
+            d, alpha = fold[id(e)]
+            e = Eqn(scaled_product_p, d.inputs, e.outputs, Params({**d.params, "alpha": alpha}), d.source)
+        eqns.append(e)
+    return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+# the backend's print-time rewrites of a whole program, in order (``codegen``): (program, ctx) -> program
+PREPARE: list = [scaled_products]
+
+
+def _plain_matrix_product(e: Eqn) -> bool:
+    """A product of two matrices, one axis contracted, that BLAS's gemm computes."""
+    d: con.DotDims = e.params["dims"]
+    a, b = e.inputs
+    return (not d.lhs_batch and len(d.lhs_contract) == 1 and isinstance(a, Var) and isinstance(b, Var)
+            and a.type.ndim == b.type.ndim == 2 and a.dtype == b.dtype and a.dtype.kind in "fc"
+            and a.dtype != np.float16)
+
+
+def _real_scaling(e: Eqn):
+    """``(x, c)`` for ``-x`` (c = -1) or ``x * c`` with a real literal ``c``, else None."""
+    if e.prim is ew.neg_p:
+        return e.inputs[0], -1.0
+    if e.prim is ew.mul_p:
+        x, y = e.inputs
+        x, y = (y, x) if isinstance(x, Literal) else (x, y)
+        if isinstance(y, Literal) and not isinstance(y.value, bool) and complex(y.value).imag == 0:
+            return x, float(complex(y.value).real)
+    return None
 
 
 def _matrix_transpose(x: Expr, nb: int) -> Expr:

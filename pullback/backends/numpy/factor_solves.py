@@ -76,7 +76,7 @@ def _gesv_emit(ctx, eqn, ins, outs):
     """A singular factor raises here, where NumPy's solve would (getrf itself does not check, so that
     slogdet of the same matrix shares it)."""
     (_, lu, piv, info, b), (x,) = ins, outs
-    solve = _getrs(ctx, eqn, lu, piv, b, x, 0, 4)
+    solve = _getrs(ctx, eqn, lu, piv, b, x, int(eqn.params.get("trans", 0)), 4)
     return [solve] if isinstance(eqn.inputs[3], Literal) else [_singular(ctx, info), solve]  # lu_solve's: no check
 
 

@@ -18,9 +18,9 @@ import scipy.linalg
 
 from pullback.backends import layout
 from pullback.backends import syntax as s
-from pullback.backends.numpy.backend import EMITTERS, FORTRAN, ONE_BLAS_MIN_WORK, OPTIONAL_RESULTS, Context
+from pullback.backends.numpy.backend import EMITTERS, FORTRAN, ONE_BLAS_MIN_WORK, OPTIONAL_RESULTS, PREPARE, Context
 from pullback.backends.syntax import Expr
-from pullback.ir.core import Eqn
+from pullback.ir.core import Eqn, Primitive
 from pullback.primitives.linalg import factorizations as la
 from pullback.primitives.linalg import rank_update as rk
 
@@ -173,6 +173,89 @@ def singular_check(ctx, eqn: Eqn, a: Expr) -> list[cst.If]:
     position = s.binop(s.call("int", s.call("np.argmin", s.call("np.abs", diagonal))), "+", s.number(1))
     return [raise_if(cst.UnaryOperation(cst.Not(), s.method(diagonal, "all")), ctx,
                      "solve_triangular: singular matrix: diagonal element {} is zero", position)]
+
+
+# A triangular solve of a vector, made while printing (``vector_solves``): trsm's params, a vector b.
+trsv_p = Primitive("trsv", registered=False)
+
+
+@emits(trsv_p)
+def _trsv(ctx, eqn, ins, outs):
+    """op(A) x = b for a vector b, one BLAS trsv on A as LAPACK holds it (the F-view A.T of a C-ordered A,
+    the other triangle and the transposed op)."""
+    (a, b), (x,) = ins, outs
+    p = eqn.params
+    trans, lower = min(int(p["trans"]), 1), bool(p["lower"])  # (real: A^H = A^T)
+    if 0 not in ctx.fortran:
+        a, trans, lower = s.attribute(a, "T"), 1 - trans, not lower
+    call = s.call(blas(ctx, "trsv", eqn.inputs[0].dtype), a, b, **kw(lower=int(lower), trans=trans,
+                                                                     diag=int(p["unit_diagonal"])))
+    return [*singular_check(ctx, eqn, ins[0]), assign([x], call)]
+
+
+def vector_solves(program, ctx: Context):
+    """``program`` with each chain of left triangular solves of a vector made a column (``y.reshape(n, 1)``,
+    trsm, ``.reshape(n)``) solved as the vector itself, one ``trsv`` line per solve: the columns whose
+    every reader is such a solve or the reshape back to a vector go."""
+    from pullback.ad.substitute import substitute
+    from pullback.ir.core import Program, Var
+    from pullback.ir.types import ArrayType
+    from pullback.primitives import structural as st
+
+    def column(v) -> bool:
+        return (isinstance(v, Var) and v.type.ndim == 2 and v.shape[1] == 1 and v.shape[0] > 1
+                and v.dtype.kind == "f")
+
+    def solve(e) -> bool:
+        return e.prim is la.trsm_p and e.params["left"] and e.params.get("alpha", 1.0) == 1.0 and e.inputs[
+            0].type.ndim == 2
+
+    defs: dict[int, Eqn] = {}
+    readers: dict[int, list[tuple[Eqn, int]]] = {}
+    for e in program.eqns:
+        for k, a in enumerate(e.inputs):
+            if isinstance(a, Var):
+                readers.setdefault(id(a), []).append((e, k))
+        for v in e.outputs:
+            defs[id(v)] = e
+    returned = {id(a) for a in program.outputs}
+    cols = {id(e.outputs[0]) for e in program.eqns if column(e.outputs[0]) and id(e.outputs[0]) not in returned and (
+        (e.prim is st.reshape_p and e.inputs[0].type.ndim == 1) or solve(e))}
+    changed = True
+    while changed:
+        changed = False
+        for c in list(cols):
+            d = defs[c]
+            ok = not solve(d) or id(d.inputs[1]) in cols
+            ok = ok and all((r.prim is st.reshape_p and r.outputs[0].type.ndim == 1) or (
+                solve(r) and k == 1 and id(r.outputs[0]) in cols) for r, k in readers.get(c, ()))
+            if not ok:
+                cols.discard(c)
+                changed = True
+    if not any(solve(defs[c]) for c in cols):
+        return program
+    vector: dict[int, Var] = {}
+    eqns, replace = [], {}
+    for e in program.eqns:
+        out = e.outputs[0] if len(e.outputs) == 1 else None
+        if out is not None and id(out) in cols:
+            if e.prim is st.reshape_p:
+                vector[id(out)] = e.inputs[0]
+                continue
+            named = [r.outputs[0].hint for r, _ in readers.get(id(out), ()) if r.prim is st.reshape_p]
+            w = Var(ArrayType((out.shape[0],), out.dtype), next((h for h in named if h), out.hint))
+            vector[id(out)] = w
+            eqns.append(Eqn(trsv_p, (e.inputs[0], vector[id(e.inputs[1])]), (w,), e.params, e.source))
+            continue
+        if e.prim is st.reshape_p and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in cols:
+            replace[id(e.outputs[0])] = vector[id(e.inputs[0])]
+            continue
+        eqns.append(e)
+    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                              program.name), replace)
+
+
+PREPARE.append(vector_solves)
 
 
 @emits(la.trsm_p)
@@ -481,9 +564,11 @@ def _getc2(ctx, eqn, ins, outs):
 # --- pullback.primitives.linalg.matrix_functions ------------------------------------------------------------
 
 from pullback.backends.codegen import OUTPUT_HINTS, TEMP_HINTS  # noqa: E402
+from pullback.backends.numpy import backend as numpy_backend  # noqa: E402
 from pullback.primitives.linalg import matrix_functions as lx  # noqa: E402
 
 OUTPUT_HINTS[lx.geev_p] = ("w", "v")
+TEMP_HINTS[numpy_backend.scaled_product_p] = "dot"  # a product, its scaling in alpha
 TEMP_HINTS.update({lx.expm_frechet_p: "frechet", lx.trsyl_p: "sylvester", lx.sqrtm_p: "root",
                    lx.pivots_to_permutation_p: "perm"})
 

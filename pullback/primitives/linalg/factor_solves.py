@@ -20,8 +20,9 @@ are ordinary primitives with complete rules (the factor's tangent included, for 
 - ``getri(lu, piv)``: A^{-1} from getrf's factors;
 - ``potrs(l, b)``: A^{-1} B from the lower Cholesky factor, A = L L^H; linear in B and self-adjoint.
 
-Composites: ``gesv(a, lu, piv, info, b)`` (A^{-1} B, raising on a singular factor: info > 0;
-a literal info 0 is ``lu_solve``'s, which does not check),
+Composites: ``gesv(a, lu, piv, info, b, trans)`` (op(A)^{-1} B, raising on a singular factor: info > 0;
+a literal info 0 is ``lu_solve``'s, which does not check; ``trans`` is N but where the program
+factorises A^T for A, ``opt.transposed_lu``),
 ``getri_at(a, lu, piv, info)`` (A^{-1}, raising likewise), ``lu_logabsdet(a, lu, piv)``
 (log |det A|), ``posv(a, l, b)`` (A^{-1} B for Hermitian positive definite A; like ``potrf``, its
 tangent sees the Hermitian part of dA), ``po_logdet(a, l)`` (log det A = 2 sum log L_ii) and
@@ -99,7 +100,9 @@ def _potrs(l, b):
     return _rhs(l, b, batch, n, "potrs")
 
 
-def _gesv(a, lu, piv, info, b):
+def _gesv(a, lu, piv, info, b, *, trans: Trans = Trans.N):
+    if not isinstance(trans, Trans):
+        raise ShapeError(f"solve: trans must be a Trans, got {trans!r}")
     batch, n = _square(a, "solve")
     _same(a, lu, "solve")
     _pivots(piv, batch, n, "solve")
@@ -227,14 +230,14 @@ def _minus_dA_x(da, x):
     return lax.neg(lax.matmul(da, x))
 
 
-def _gesv_jvp(primals, tangents):
-    """dx = A^{-1} (db - dA x): one getrs with the same factors (the factors' own tangent is A's)."""
+def _gesv_jvp(primals, tangents, trans: Trans = Trans.N):
+    """dx = op(A)^{-1} (db - op(dA) x): one getrs with the same factors (the factors' own tangent is A's)."""
     (a, lu, piv, info, b), (da, _, _, _, db) = primals, tangents
-    x = bind(gesv_p, a, lu, piv, info, b)
+    x = bind(gesv_p, a, lu, piv, info, b, **({"trans": trans} if trans != Trans.N else {}))
     rhs = None if isinstance(db, Zero) else db
     if not isinstance(da, Zero):
-        rhs = _add(rhs, _minus_dA_x(da, x))
-    return x, (Zero(x.ssa.type) if rhs is None else lax.getrs(lu, piv, rhs, Trans.N))
+        rhs = _add(rhs, _minus_dA_x(_op(da, trans), x))
+    return x, (Zero(x.ssa.type) if rhs is None else lax.getrs(lu, piv, rhs, trans))
 
 
 def _getri_at_jvp(primals, tangents):

@@ -88,7 +88,9 @@ def _det_jvp(primals, tangents):
     """d det A = tr(adj(A) dA) (Jacobi's formula), finite at singular A. adj A = det A A^{-1} (getri:
     the expert's det A^{-T} gradient) unless a determinant of the batch is zero (a pivot is exactly
     zero, or their product underflows), when the exact rank-aware ``adjugate`` runs instead (a branch
-    taken at run time)."""
+    taken at run time). That branch factorises A again rather than take the factors: so getrf's
+    factors are read only by det and getri, whose forms for A^T's factors exist (``opt.transposed_lu``:
+    the expert's getrf of A's F-view), and the rare branch pays for a second factorisation."""
     (a, lu, piv), (da, *_) = primals, tangents
     d = bind(det_p, a, lu, piv)
     if isinstance(da, Zero):
@@ -98,16 +100,17 @@ def _det_jvp(primals, tangents):
     singular = lax.eq(d, 0.0) if nb == 0 else lax.gt(lax.reduce_sum(lax.convert(lax.eq(d, 0.0), np.dtype(np.int32)),
                                                                     tuple(range(nb))), 0)
 
-    def singular_adjugate(lu, piv, d):  # printed as a function of its own, called only at a zero pivot
-        perm = bind(pivots_to_permutation_p, piv)
+    def singular_adjugate(a, inverse, d):  # printed as a function of its own, called only at a zero pivot
+        lu, piv, perm, _ = bind(la.getrf_p, a, check=False)
         return adjugate(lu, piv, perm), lax.full(d.shape, 1.0, d.dtype)
 
-    def inverse(lu, piv, d):
-        return lax.getri(lu, piv), d
+    def regular(a, inverse, d):
+        return inverse, d
 
-    # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m
-    operands = [lu, piv, d]
-    branches = [inverse, singular_adjugate]  # the cond's order: false, true
+    # adj A = scale * m: the scaling stays outside the branch, so that it may run in place on m; getri's
+    # inverse (unchecked: LAPACK stops at a zero pivot, and the other branch replaces its result) comes in
+    operands = [a, lax.getri(lu, piv), d]
+    branches = [regular, singular_adjugate]  # the cond's order: false, true
     traced = [trace_closed(branch, operands, branch.__name__) for branch in branches]
     m, scale = make_cond(singular, [p for p, _, _ in traced], operands, own=[captures for _, captures, _ in traced])
     return d, lax.mul(scale, lax.reduce_sum(lax.mul(lax.mT(m), da), (nb, nb + 1)))

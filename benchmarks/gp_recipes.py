@@ -213,6 +213,7 @@ def best_times(impls: dict, K, y, repeats: int) -> dict[str, tuple[float, float]
     cpu = {k: [] for k in impls}
     for _ in range(repeats):
         for label, fn in impls.items():
+            fn(K, y)  # untimed: the state a call leaves (BLAS threads, freed pages) is this one's own
             t, c = time.perf_counter(), time.process_time()
             fn(K, y)
             wall[label].append(time.perf_counter() - t)

@@ -154,8 +154,9 @@ def operations(program: Program) -> int:
 
 
 def largest(eqn: Eqn) -> int:
-    """The number of elements of the largest array a loop's step makes or reads."""
-    sizes = [v.type.size for e in [eqn, *_eqns(eqn.params.get("body") or eqn.params["cond"])]
+    """The number of elements of the largest array a loop's step makes or reads (the step's, not the
+    loop's stacked inputs and outputs: 200 steps of 128 points are steps of 128)."""
+    sizes = [v.type.size for e in _eqns(eqn.params.get("body") or eqn.params["cond"])
              for v in [*e.outputs, *(a for a in e.inputs if isinstance(a, Var))] if not isinstance(v.type, StackType)]
     return max(sizes, default=0)
 

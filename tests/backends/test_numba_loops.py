@@ -317,14 +317,14 @@ def test_expit_in_a_loop_compiles_as_its_formula():
         assert _compiled(src) and "1.0 / (1.0 + np.exp(-" in src and "import scipy" not in src
 
 
-def _kalman(T: int, dh: int = 2):
+def _kalman(T: int, dh: int = 2, dv: int = 3):
     sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
     import kalman_filter as kf
 
     rng = np.random.default_rng(dh)
     A = 0.9 * np.eye(dh) + 0.05 * rng.standard_normal((dh, dh))
-    B = rng.standard_normal((3, dh))
-    v = rng.standard_normal((T, 3))
+    B = rng.standard_normal((dv, dh))
+    v = rng.standard_normal((T, dv))
     return kf.kalman_nll, (A, B, np.log(0.09), np.log(0.01), v, np.zeros(dh), np.eye(dh))
 
 
@@ -348,9 +348,14 @@ def test_a_kalman_filter_compiles_its_factorisations_and_solves_both_ways():
 
 
 def test_auto_leaves_a_kalman_filter_of_wide_matrices_to_lapack():
+    """``auto`` compiles the loops of small steps, judged by a step's arrays (not the loop's stacked
+    records: 100 steps of 17 x 17 are steps of 289 numbers), and leaves to LAPACK the loops that factorise
+    matrices wider than ``AUTO_MAX_FACTOR_N`` (the observations' covariance here)."""
     nll, args = _kalman(100, dh=2)
     assert _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
     nll, args = _kalman(100, dh=numba_loops.AUTO_MAX_FACTOR_N + 1)
+    assert _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
+    nll, args = _kalman(100, dh=2, dv=numba_loops.AUTO_MAX_FACTOR_N + 1)
     assert not _compiled(pb.differentiate(nll, argnums=(0, 1), compile="auto").source(*args))
 
 

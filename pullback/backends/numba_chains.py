@@ -82,6 +82,9 @@ AUTO_MIN_SAVED_US = 10.0
 # ... and only in a program whose chains save at least this much together: compiling costs 0.3 to 0.5 s
 # a chain on an idle machine the first time (3 s at a load of 17), 0.1 s from Numba's cache after.
 AUTO_MIN_PROGRAM_SAVED_US = 100.0
+# ... and at most this many chains a program, those saving most: a long unrolled program (a fluid simulation
+# of 30,000 equations) has hundreds of chains, whose compiles would take minutes of its first call.
+AUTO_MAX_CHAINS = 4
 # Below this many elements a loop gains little over NumPy's dispatch: an operation this small that reads
 # a chain's result waits for the chain rather than closing it (``_waits``).
 WAIT_MAX_ELEMENTS = 256
@@ -186,14 +189,15 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     groups: dict[tuple[int, ...], _Group] = {}
     owner: dict[int, _Group] = {}
 
-    saved = [0.0]  # the model's microseconds a call the compiled chains save together
+    chosen: list[tuple[float, int, _Group]] = []  # the model's saving a call, where in ``out``, the chain
 
     def close(group: _Group) -> None:
-        chosen = worth_compiling(group, mode)
-        if chosen:
+        if worth_compiling(group, mode):
             numpy_us, numba_us = costs(group)
-            saved[0] += numpy_us - numba_us
-        out.extend(_chain(group, consumers) if chosen else group.eqns)
+            chosen.append((numpy_us - numba_us, len(out), group))
+            out.append(group)  # type: ignore[arg-type]  # replaced below: a chain, or its equations
+        else:
+            out.extend(group.eqns)
         out.extend(group.deferred)
         del groups[group.shape]
         for k in group.defined | group.tainted:
@@ -244,9 +248,17 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     for group in list(groups.values()):
         close(group)
     notes = _notes(program, mode) if mode == "numba" else []
-    if not any(e.prim is chain_p for e in out) or (mode == "auto" and saved[0] < AUTO_MIN_PROGRAM_SAVED_US):
+    kept = sorted(chosen, key=lambda c: -c[0])[:AUTO_MAX_CHAINS] if mode == "auto" else chosen
+    if not kept or (mode == "auto" and sum(c[0] for c in kept) < AUTO_MIN_PROGRAM_SAVED_US):
         return program, notes
-    return dce(Program(program.inputs, tuple(out), program.outputs, program.constvars, program.constvals,
+    compiled = {k for _, k, _ in kept}
+    eqns: list[Eqn] = []
+    for k, e in enumerate(out):
+        if isinstance(e, _Group):
+            eqns.extend(_chain(e, consumers) if k in compiled else e.eqns)
+        else:
+            eqns.append(e)
+    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
                        program.name)), notes
 
 

@@ -297,6 +297,23 @@ def test_auto_compiles_long_chains_over_moderate_arrays_only():
     assert _chains(pb.jit(long, compile="numpy").source(big)) == 0
 
 
+def test_auto_compiles_at_most_a_few_chains_a_program():
+    """A long unrolled program has many chains; ``auto`` compiles the ``AUTO_MAX_CHAINS`` that save most (each
+    compile costs a fraction of a second of the first call), ``numba`` every one; the values are NumPy's."""
+    x = np.random.default_rng(0).standard_normal((300, 200))
+
+    def many(x):
+        total = 0.0
+        for k in range(8):  # eight chains of different shapes (a row sum ends each), none merging
+            y = x[: 300 - k]
+            total = total + np.sum(np.sum((y * 2.0 - 1.0) * y + 0.5 * y, axis=1) * (k + 1.0))
+        return total
+
+    auto, forced = pb.jit(many, compile="auto"), pb.jit(many, compile="numba")
+    assert _chains(auto.source(x)) == numba_chains.AUTO_MAX_CHAINS < _chains(forced.source(x))
+    np.testing.assert_allclose(auto(x), many(x), rtol=1e-12)
+
+
 def test_an_operation_numba_cannot_compile_stays_numpy_and_says_so(caplog):
     x = np.linspace(0.1, 0.9, 20).reshape(4, 5)
 

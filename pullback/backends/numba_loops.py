@@ -62,9 +62,11 @@ COMPILABLE = frozenset(v for m in _FAMILIES for v in vars(m).values() if isinsta
 
 # ``auto``: a loop is compiled when it prints at least this many operations per call (steps times
 # operations per step; about a microsecond of Python and NumPy dispatch each, so half a millisecond
-# a call) and its largest array is small (beyond this size NumPy's own loops dominate the dispatch).
+# a call) and its step's largest array is small: beyond a few thousand numbers NumPy's own loops dominate
+# the dispatch, and the seconds of a first compile are not repaid soon (a fluid simulation's 110 x 110 grid:
+# its first call went from 1.8x to 2.2x an eager autograd call when compiled).
 AUTO_MIN_OPERATIONS = 500
-AUTO_MAX_ELEMENTS = 16_384
+AUTO_MAX_ELEMENTS = 2_048
 # ... and its factorisations and triangular solves are of matrices at most this wide: ``HELPERS`` are plain
 # loops, about as fast as a LAPACK call's dispatch at 16 (a Kalman filter of 64 states runs 2x faster as NumPy).
 AUTO_MAX_FACTOR_N = 16

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import sys
 import types
@@ -90,12 +91,11 @@ def default_mode() -> str:
 
 @functools.cache
 def available() -> bool:
-    """Whether Numba can be imported (``pip install "pullback[numba]"``)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether Numba is installed (``pip install "pullback[numba]"``): found, not imported, since importing
+    it (LLVM) costs a second and 100 MB, paid only by a program that compiles something."""
+    if "numba" in sys.modules:  # imported, or blocked (None)
+        return sys.modules["numba"] is not None
+    return importlib.util.find_spec("numba") is not None
 
 
 # Operations Numba compiles on arrays but not on a 0-d value (``np.clip`` of a float64 scalar is a

@@ -80,7 +80,19 @@ def operator(structure: Structure, values) -> KroneckerOperator:
     return KroneckerOperator(structure.shape, structure.dtype, terms)
 
 
-class KroneckerOperator(LinearOperator):
+class InputShaped(LinearOperator):
+    """A compressed Hessian: ``H @ v`` takes ``v`` flat or of the input's shape (the result then has it)."""
+
+    input_shape: tuple[int, ...]
+
+    def __matmul__(self, other):
+        other = np.asarray(other)
+        if other.shape == self.input_shape and other.ndim != 1:
+            return self._matvec(other)
+        return super().__matmul__(other)
+
+
+class KroneckerOperator(InputShaped):
     """``sum_t coef_t * kron(factors_t)`` on vectors of length N (inputs flattened in C order).
 
     ``H @ v`` and ``H.matvec(v)`` use the factors (``v`` may also have the input's shape: the
@@ -120,12 +132,6 @@ class KroneckerOperator(LinearOperator):
 
     def _adjoint(self):
         return self  # a Hessian is symmetric
-
-    def __matmul__(self, other):
-        other = np.asarray(other)
-        if other.shape == self.input_shape and other.ndim != 1:
-            return self._matvec(other)
-        return super().__matmul__(other)
 
     # --- dense and solve -------------------------------------------------------------------
 

@@ -10,12 +10,12 @@ and a diagonal update (one pass over the result), and a solve Woodbury's identit
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
+from pullback.api.kronecker import InputShaped
 from pullback.errors import LinAlgError
 
 
-class DiagonalPlusLowRank(LinearOperator):
+class DiagonalPlusLowRank(InputShaped):
     """``diag(d) + U @ V.T`` on vectors of the input's shape flattened (``input_shape``)."""
 
     structured = True
@@ -44,11 +44,6 @@ class DiagonalPlusLowRank(LinearOperator):
     def _adjoint(self):
         return DiagonalPlusLowRank(self.input_shape, self.d.conj(), self.V.conj(), self.U.conj())
 
-    def __matmul__(self, other):
-        other = np.asarray(other)
-        if other.shape == self.input_shape and other.ndim != 1:
-            return self._matvec(other)
-        return super().__matmul__(other)
 
     def todense(self) -> np.ndarray:
         """The (n, n) matrix: one product written once, then n diagonal entries updated."""

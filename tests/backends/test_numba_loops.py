@@ -285,13 +285,19 @@ def test_a_reshape_to_0d_in_a_gradient_loop_compiles():
         c, ys = pb.scan(step, c0, None, length=6)
         return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
 
+    _scalar_loop_compiles(looped, absent=".reshape(())")
+
+
+def _scalar_loop_compiles(looped, absent: str) -> None:
+    """A 0-d carry's loop and its gradient's both compile, without ``absent`` in the printed source, and
+    give NumPy's gradient and finite differences'."""
     x = np.array(0.54784675)
     f = pb.differentiate(looped, compile="numba")
     g = f.grad(x)
     np.testing.assert_allclose(g, pb.differentiate(looped, compile="numpy").grad(x), rtol=1e-12)
     _matches_finite_differences([g], looped, (x,))
     src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
-    assert _compiled(src) == 2 and ".reshape(())" not in src
+    assert _compiled(src) == 2 and absent not in src
 
 
 def test_expit_in_a_loop_compiles_as_its_formula():
@@ -369,10 +375,4 @@ def test_a_cast_of_a_0d_value_in_a_gradient_loop_compiles():
         c, ys = pb.scan(step, c0, None, length=6)
         return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
 
-    x = np.array(0.54784675)
-    f = pb.differentiate(looped, compile="numba")
-    g = f.grad(x)
-    np.testing.assert_allclose(g, pb.differentiate(looped, compile="numpy").grad(x), rtol=1e-13)
-    _matches_finite_differences([g], looped, (x,))
-    src = f.source(x, program="grad")  # after the call: a loop Numba refused would print as NumPy now
-    assert _compiled(src) == 2 and ".astype(" not in src
+    _scalar_loop_compiles(looped, absent=".astype(")

@@ -137,3 +137,36 @@ def test_gp_with_inv_and_slogdet_prints_the_lu_experts_recipe():
     np.testing.assert_allclose(value, want_value, rtol=1e-10)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-8, atol=1e-12)
     assert [str(c) for c in copies(f.value_and_grad, K, y, min_size=n * n)] == ["dgetrf(a: 300x300, copy)"]
+
+
+def test_the_transposed_solve_differentiates_again():
+    """A gradient holding ``gesv(trans=T)`` (the pass's form of ``solve``) differentiated again by the
+    Hessian: its JVP rule (``op(A)^{-1} (db - op(dA) x)``), with constant and traced operands, against
+    central differences of NumPy's gradient ``(A^{-T} g, -A^{-T} g x^T)``, g = 2x."""
+    from pullback.primitives.linalg import factor_solves as fa
+
+    rng = np.random.default_rng(3)
+    A, b = rng.standard_normal((4, 4)) + 4 * np.eye(4), rng.standard_normal(4)
+
+    def f(A, b):
+        return np.sum(np.linalg.solve(A, b) ** 2)
+
+    def numpy_grad(A, b):
+        x = np.linalg.solve(A, b)
+        lam = np.linalg.solve(A.T, 2 * x)
+        return -np.outer(lam, x), lam
+
+    d = pb.differentiate(f, argnums=(0, 1))
+    assert any(e.prim is fa.gesv_p and e.params.get("trans") for e in d._stage("hessian", (A, b)).program.eqns)
+    H = d.hessian(A, b)
+    eps = 1e-6
+    for i, (shape, which) in enumerate([((4, 4), 0), ((4,), 1)]):
+        for k in range(int(np.prod(shape))):
+            e = np.zeros(shape)
+            e.flat[k] = eps
+            args_p, args_m = [A, b], [A, b]
+            args_p[which], args_m[which] = args_p[which] + e, args_m[which] - e
+            fd = [(gp - gm) / (2 * eps) for gp, gm in zip(numpy_grad(*args_p), numpy_grad(*args_m))]
+            for j in range(2):  # d grad_j / d arg_i, entry k of arg_i
+                got = H[j][i].reshape(*H[j][i].shape[:H[j][i].ndim - len(shape)], -1)[..., k]
+                np.testing.assert_allclose(got, fd[j], rtol=1e-5, atol=1e-7)

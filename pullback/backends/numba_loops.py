@@ -369,9 +369,31 @@ def emitter(eqn: Eqn):
         return _diagonal
     if eqn.prim is contractions.dot_general_p and _outer(eqn):
         return _outer_product
+    if eqn.prim is contractions.dot_general_p and _scaling(eqn):
+        return _scaled
     if eqn.prim is structural.convert_element_type_p and eqn.inputs[0].type.ndim == 0:
         return _scalar_cast
+    if (eqn.prim is structural.broadcast_in_dim_p and isinstance(eqn.inputs[0], Var)
+            and eqn.inputs[0].type.ndim == 0 and eqn.outputs[0].type.ndim):
+        return _filled
     return None
+
+
+def _scaling(eqn: Eqn) -> bool:
+    """A product with no contracted nor batch axis of which an operand is 0-d: a scaling."""
+    d = eqn.params["dims"]
+    return not d.lhs_contract and not d.lhs_batch and any(a.type.ndim == 0 for a in eqn.inputs)
+
+
+def _scaled(ctx, eqn, ins, outs):
+    """``a * b`` (a 0-d operand is a Numba scalar, which ``np.multiply.outer`` does not take; found by the
+    random loop bodies: the derivative of ``r @ r`` for ``r = np.ravel(c)`` of a 0-d carry)."""
+    return s.binop(ins[0], "*", ins[1])
+
+
+def _filled(ctx, eqn, ins, outs):
+    """``np.full(shape, x)``: a 0-d value is a Numba scalar, which ``np.broadcast_to`` does not take."""
+    return s.call("np.full", s.ints(eqn.outputs[0].type.shape), ins[0])
 
 
 def _scalar_cast(ctx, eqn, ins, outs):

@@ -288,6 +288,20 @@ def test_a_reshape_to_0d_in_a_gradient_loop_compiles():
     _scalar_loop_compiles(looped, absent=".reshape(())")
 
 
+def test_a_product_and_a_broadcast_of_a_0d_value_in_a_gradient_loop_compile():
+    """Found by the random loop bodies (--runslow): the derivative of ``r @ r`` for ``r = np.ravel(c)`` of a
+    0-d carry broadcasts ``c`` and takes outer products with a 0-d cotangent; Numba's scalars take neither
+    ``np.broadcast_to`` nor ``np.multiply.outer``, so they print as ``np.full`` and ``*``."""
+    def looped(c0):
+        def step(c, _):
+            r = np.ravel(c)
+            return -c * 0.5 + 0.1 * np.dot(r, r), -c
+        c, ys = pb.scan(step, c0, None, length=4)
+        return np.sum(c) + np.sum(ys)
+
+    _scalar_loop_compiles(looped, absent="multiply.outer")
+
+
 def _scalar_loop_compiles(looped, absent: str) -> None:
     """A 0-d carry's loop and its gradient's both compile, without ``absent`` in the printed source, and
     give NumPy's gradient and finite differences'."""

@@ -112,10 +112,11 @@ def _diagonal_update(x: Expr, v: Expr) -> cst.SimpleStatementLine:
 
 
 def constant(value):
-    """Program constants (closed-over NumPy arrays) move to the device once, at compile time."""
+    """Program constants (closed-over NumPy arrays) move to the device once, at compile time;
+    objects the program calls (a random generator whose draws it makes) stay as they are."""
     import cupy
 
-    return cupy.asarray(value)
+    return cupy.asarray(value) if isinstance(value, np.ndarray | np.generic | int | float | complex) else value
 
 
 def asarray(value):
@@ -429,6 +430,30 @@ def _ger(ctx, eqn, ins, outs):
 
 from pullback.primitives.linalg import banded as bd  # noqa: E402
 from pullback.primitives.linalg import matrix_functions as lx  # noqa: E402
+
+_PERMUTATION = """
+{perm} = []
+for {piv_k} in {piv}.get().reshape(-1, {n}).tolist():
+    {p} = list(range({n}))
+    for {i}, {j} in enumerate({piv_k}):
+        {p}[{i}], {p}[{j}] = {p}[{j}], {p}[{i}]
+    {perm}.append({p})
+{perm} = cp.asarray({perm}, dtype=cp.int32).reshape({shape})
+"""
+
+
+def _pivots_to_permutation(ctx, eqn, ins, outs):
+    """The pivots' swaps on the host, in Python lists, between one copy each way (as getrf prints
+    them): an element of a CuPy array is a view, so a tuple swap on the device would copy one entry
+    over the other, and each would be a kernel."""
+    shape = eqn.inputs[0].shape
+    names = {h: s.name(ctx.fresh(h)) for h in ("piv_k", "p", "i", "j")}
+    module = cst.helpers.parse_template_module(_PERMUTATION, perm=outs[0], piv=ins[0], n=s.number(shape[-1]),
+                                               shape=s.ints(shape), **names)
+    return list(module.body)
+
+
+EMITTERS[lx.pivots_to_permutation_p] = _pivots_to_permutation
 
 
 @emits(lx.pinv_p)

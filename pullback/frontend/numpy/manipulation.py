@@ -7,6 +7,7 @@ broadcast) slices, which prints as a person would write it and transposes to pad
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
 import warnings
 
@@ -473,6 +474,18 @@ def select(condlist, choicelist, default=0):
     return broadcast_to(out, _shape(*conds, *choices, default))
 
 
+@functools.cache
+def _cross_refuses_2_vectors() -> str:
+    """The installed NumPy's error for 2-vectors in ``cross`` (NumPy 2.5 on), or "" where it only warns."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            np.cross(np.ones(2), np.ones(2))
+        except ValueError as e:
+            return str(e)
+    return ""
+
+
 @implements(np.cross)
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     a, b = _lift(a), _lift(b)
@@ -483,6 +496,9 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
         raise ArgumentError(located("incompatible dimensions for cross product\n(dimension must be 2 or 3)"))
     if a.shape[-1] == 2 or b.shape[-1] == 2:
+        refusal = _cross_refuses_2_vectors()
+        if refusal:
+            raise ArgumentError(located(refusal.replace("2 and 2", f"{a.shape[-1]} and {b.shape[-1]}")))
         warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of 3-dimensional vectors "
                       "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=3)
     dtype = result_dtype(a, b)

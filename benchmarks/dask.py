@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--gp-memory-limit", default="8GB")
     parser.add_argument("--data-dir", default=None, help="where the dataset is written (a fresh folder in it)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gp-repeats", type=int, default=None, help="calls per GP row (default: --repeats)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=("logistic", "gp"), default=None)
     a = parser.parse_args()
@@ -248,8 +249,8 @@ def main() -> None:
         if a.only != "logistic":
             print(f"\nGP negative log likelihood and gradient (RBF kernel, 3 hyperparameters), n = {a.gp_n:,}, "
                   f"X chunked in {a.gp_block}-row blocks (K in {a.gp_block} x {a.gp_block} blocks); medians of "
-                  f"{a.repeats} calls.\n")
-            gp_rows(a.gp_n, a.gp_block, a.repeats, tuple(a.gp_workers), a.gp_memory_limit)
+                  f"{a.gp_repeats or a.repeats} calls.\n")
+            gp_rows(a.gp_n, a.gp_block, a.gp_repeats or a.repeats, tuple(a.gp_workers), a.gp_memory_limit)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

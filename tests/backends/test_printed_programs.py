@@ -194,6 +194,31 @@ def test_small_values_are_not_deleted():
     assert "del " not in small
 
 
+def chain_of(steps: int):
+    def chain(x):
+        for _ in range(steps):
+            x = np.sin(x) * 0.9 + 0.1 * x
+        return np.sum(x)
+    return pb.differentiate(chain, reroll=False, compile="numpy")
+
+
+def test_small_values_of_a_long_program_are_not_deleted():
+    """A long unrolled program of small arrays keeps them to its end: they weigh less than its own code
+    (``codegen.KEEP_PER_EQN``), so no line is a del; a program of 20 KB arrays frees them past its budget."""
+    x = np.linspace(0.1, 0.9, 3)
+    g = chain_of(2000)
+    src = g.source(x)
+    assert len(src.splitlines()) > 4000 and "del " not in src
+    value, grad = g.value_and_grad(x)
+    eps = 1e-6
+    fd = (chain_of(2000).value_and_grad(x + eps * np.eye(3)[0])[0] - value) / eps
+    assert abs(grad[0] - fd) < 1e-4 * max(1.0, abs(fd))
+    grid = np.linspace(0.1, 0.9, 2500).reshape(50, 50)  # 20 KB: under DEL_BYTES, but 8,000 of them are 160 MB
+    src = chain_of(2000).source(grid)
+    held = [line for line in src.splitlines() if line.lstrip().startswith("del ")]
+    assert held and len(held) < len(src.splitlines()) / 2
+
+
 def test_long_lines_break_as_a_formatter_breaks_them():
     long_call = "x = f(" + ", ".join(f"argument_{k}" for k in range(20)) + ")\n"
     out, _ = lines.fit("    " + long_call, width=60)

@@ -359,7 +359,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts_out.append(s.statement(cst.Del(s.tuple_(names, parens=False) if len(names) > 1 else names[0])))
         return stmts_out
 
-    kernels: list[cst.FunctionDef] = []  # printed before the function (CuPy's fused kernels)
+    kernels: list[cst.FunctionDef | str] = []  # printed before the function (CuPy's fused kernels; Numba's, as text)
     helpers: list[cst.FunctionDef] = []  # printed after it (rare branches): the module opens with the gradient
 
     compiled = [False]  # printing the body of a function compiled by Numba
@@ -369,10 +369,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         """Print ``body`` as a module-level function (``@cp.fuse()`` on CuPy, ``decorator`` if given);
         return its name. ``text``: the function's source, given its name (a Numba chain's loop)."""
         name = namer.fresh(hint, hint)
-        if text is not None:
-            kernels.append(cst.parse_statement(text(name)).with_changes(
-                decorators=[cst.Decorator(decorator)] if decorator is not None else [],
-                leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        if text is not None:  # kept as text: parsing a 20,000-line chain into libcst and printing it back took seconds
+            at = f"@{cst.Module([]).code_for_node(decorator)}\n" if decorator is not None else ""
+            kernels.append(f"\n\n{at}{text(name)}")
             return name
         seen = last_comment[0]
         compiled[0] = decorator is not None
@@ -507,7 +506,7 @@ def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list
     docstring; the body, one statement per line in bulk, prints through ``render`` (libcst's text,
     sooner) in place of the marker libcst prints last; the rare branches' functions follow. Long lines
     are broken (``lines.fit``), which returns the shortened comments too."""
-    code = cst.Module(body=[*kernels, func]).code
+    code = "".join(k if isinstance(k, str) else cst.Module(body=[k]).code for k in [*kernels, func])
     tail = render.body([s.statement(s.name(_MARKER))])
     assert code.endswith(tail), "the marker statement prints last"
     after = cst.Module(body=helpers).code if helpers else ""
@@ -900,8 +899,15 @@ def _chain(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     body = eqn.params["body"]
     for v in body.outputs:
         nest.namer.name(v, v.hint, _temp_name(next(e.prim for e in body.eqns if any(o is v for o in e.outputs))))
-    name = nest.kernel(body, _NUMBA, "chain", lambda name: numba_chains.source(
-        eqn, name, lambda v: nest.namer[v], lambda where: (_comment(where) or (None,))[0]))
+    said: dict[SourceInfo | None, str | None] = {}  # the comment of each user line, found once
+
+    def comment(where: SourceInfo | None) -> str | None:
+        if where not in said:
+            said[where] = (_comment(where) or (None,))[0]
+        return said[where]
+
+    name = nest.kernel(body, _NUMBA, "chain", lambda name: numba_chains.source(eqn, name, lambda v: nest.namer[v],
+                                                                              comment))
     return _compiled_call(eqn, name, ins, nest)
 
 

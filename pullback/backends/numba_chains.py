@@ -25,6 +25,7 @@ runs as NumPy (``Staged``'s fallback, as for loops).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -149,7 +150,7 @@ def operations(eqns: list[Eqn]) -> int:
 def costs(group: _Group) -> tuple[float, float]:
     """The model's microseconds per call of the group's equations printed as NumPy and as one compiled
     loop (see ``_NUMPY_NS``)."""
-    size = int(np.prod(group.shape))
+    size = math.prod(group.shape)
     numpy_us, numba_ns = 0.0, 0.0
     for e in group.eqns:
         if e.prim in VIEWS:
@@ -157,7 +158,7 @@ def costs(group: _Group) -> tuple[float, float]:
         if e.prim in REDUCTIONS:
             x, axes = e.inputs[0].shape, sorted(e.params["axes"])
             trailing = axes == list(range(len(x) - len(axes), len(x)))
-            long_rows = int(np.prod([x[k] for k in axes])) >= _LONG_AXIS or len(axes) == len(x)
+            long_rows = math.prod([x[k] for k in axes]) >= _LONG_AXIS or len(axes) == len(x)
             per = _NUMPY_PASS_NS if trailing and long_rows else _NUMPY_SLOW_SUM_NS
         else:
             per = _NUMPY_NS.get(e.prim, _NUMPY_PASS_NS)
@@ -170,7 +171,7 @@ def costs(group: _Group) -> tuple[float, float]:
 
 def worth_compiling(group: _Group, mode: str) -> bool:
     """``auto``'s choice, by the cost model (``costs``); ``numba``: any chain of two operations."""
-    if int(np.prod(group.shape)) == 0 or operations(group.eqns) < 2:
+    if math.prod(group.shape) == 0 or operations(group.eqns) < 2:
         return False
     if mode == "numba":
         return True
@@ -268,7 +269,7 @@ def _waits(eqn: Eqn, involved: list[_Group]) -> _Group | None:
     ``total_7 * exp`` of 3 x 8 after the loop over 5000 x 3 x 8 that sums ``total_7``), which stays open
     for the operations and reductions that follow; the smaller groups it reads are printed first."""
     size = eqn.outputs[0].type.size
-    larger = [g for g in involved if int(np.prod(g.shape)) > size]
+    larger = [g for g in involved if math.prod(g.shape) > size]
     return larger[0] if len(larger) == 1 and size <= WAIT_MAX_ELEMENTS else None
 
 
@@ -300,9 +301,15 @@ def _chain(group: _Group, consumers: Counter) -> list[Eqn]:
 # --- printing ---------------------------------------------------------------------------------------
 
 
+_NUMBERS: dict[tuple[type, str], str] = {}  # a literal's text, by its type and repr (0.0 and -0.0 differ)
+
+
 def _number(value) -> str:
-    text = cst.Module([]).code_for_node(s.number(value))
-    return f"({text})" if text.startswith("-") else text
+    key = (type(value), repr(value))
+    if key not in _NUMBERS:
+        text = cst.Module([]).code_for_node(s.number(value))
+        _NUMBERS[key] = f"({text})" if text.startswith("-") else text
+    return _NUMBERS[key]
 
 
 def _scalar(eqn: Eqn, args: list[str]) -> str:

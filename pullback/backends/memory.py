@@ -141,11 +141,26 @@ def _whole_in(body: Program, out, outer_whole, operands: dict, depth: int = 8) -
     return not makes_view(made.prim, made.inputs) and made.prim not in WITH_BODIES
 
 
+def _candidates(program: Program, chain_size: int) -> bool:
+    """Whether an equation of ``program`` may reuse a buffer at all: one that overwrites at any size, or
+    one with an operand of ``chain_size`` elements or more (a long program of small arrays has none)."""
+    for e in program.eqns:
+        if e.prim in UPDATES or e.prim in OVERWRITING:
+            return True
+        for a in e.inputs:
+            if isinstance(a, Var) and type(a.type) is ArrayType and a.type.size >= chain_size:
+                return True
+    return False
+
+
 def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = MIN_SIZE) -> dict[int, frozenset[int]]:
     """Equation index -> positions of inputs whose buffers the equation may reuse. ``free``: ids of
     inputs that are the program's own to overwrite (a branch's operands that die with the branch);
     ``min_size``: the smallest array updated in place (compiled code gains at any size).
     An operand may be its buffer's owner or a transpose of it (the whole buffer, read another way)."""
+    chain_size = min(min_size, CHAIN_MIN_SIZE)
+    if not _candidates(program, chain_size):
+        return {}
     pinned = ({id(v) for v in program.inputs} - free) | {id(v) for v in program.constvars}
     root = buffer_roots(program)
     whole: set[int] = set()  # transposes of a whole buffer (of its owner, or of such a transpose)
@@ -170,7 +185,6 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
             if isinstance(a, Var):
                 last[root.get(id(a), id(a))] = i
     made_elementwise = {id(v) for e in program.eqns if e.prim in _ELEMENTWISE for v in e.outputs}
-    chain_size = min(min_size, CHAIN_MIN_SIZE)
     reusable: dict[int, frozenset[int]] = {}
     for i, eqn in enumerate(program.eqns):
         chain = eqn.prim in _ELEMENTWISE

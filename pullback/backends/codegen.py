@@ -279,9 +279,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 hint = _temp_name(prog.eqns[i].prim)
                 namer.unused(outs[0], outs[0].hint or hint, hint)
         for i, eqn in enumerate(prog.eqns):
-            if eqn.source not in comments:
-                comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
-            ctx.where, comment = comments[eqn.source]
+            said = comments.get(eqn.source)
+            if said is None:
+                said = comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
+            ctx.where, comment = said
             ctx.reusable = reuse.get(i, frozenset())
             ctx.fortran = layout.operands(eqn, fortran)
             ctx.unused = unused_results(eqn, last.get(i, ()))

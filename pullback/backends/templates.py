@@ -41,6 +41,9 @@ def _hole(k: int) -> str:
     return f"{_MARK}{k}{_MARK}"
 
 
+_MISSING = object()
+
+
 class Template:
     """A rendered statement list with numbered holes: the operands' and results' names, then the fresh ones."""
 
@@ -85,8 +88,9 @@ class Templates:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the
         emitter's fresh names depend on the names it is given, or the key cannot be a key."""
         try:
-            if key in self._cache:
-                return self._cache[key]
+            found = self._cache.get(key, _MISSING)  # (one lookup: a key's hash is not kept)
+            if found is not _MISSING:
+                return found
         except TypeError:  # context state that cannot be compared (unhashable): emit this equation afresh
             return None
         first: dict[int, int] = {}

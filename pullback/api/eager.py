@@ -1,0 +1,240 @@
+"""The gradient of a long flat program by walking it, equation by equation, as an eager reverse mode
+does (autograd's tape): what ``differentiate`` serves a first call with, instead of differentiating,
+printing and compiling the whole program first.
+
+Each equation's derivative still comes from pullback's rules: for each distinct equation *signature*
+(primitive, params, input types or literal values, which inputs are differentiated, the user's line),
+the one-equation program is linearised and transposed (``stages``) and printed as two kernels by the
+normal printer, a forward one (inputs -> outputs and residuals) and a backward one (residuals and
+output cotangents -> input cotangents). An unrolled loop repeats a few dozen signatures thousands of
+times, so kernels are built once per signature, all of a call's new ones printed into one module
+compiled by one ``compile()``, and kept for the process (``KERNELS``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pullback.ad.jvp import tangent_type
+from pullback.api import stages as ad
+from pullback.backends.compiler import compile_programs
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Program, Var
+
+# How many primal equations a program needs, and how many per distinct signature, for the first call
+# to be served eagerly (``first_call="auto"``): see ``eager_pays`` and benchmarks/RESULTS.md.
+MIN_EQUATIONS = 2000
+MIN_REPEATS = 8
+
+_names = itertools.count()
+
+
+@dataclass(slots=True)
+class Kernel:
+    """One signature's compiled derivative. ``forward(*inputs)`` returns its computed values (a tuple);
+    ``outs`` and ``residuals`` index the pool ``(*inputs, *computed, *consts)``. ``backward(*residuals,
+    *output_cotangents)`` likewise, its pool's ``grads`` (one per differentiated input, None: zero)."""
+
+    forward: Callable | None
+    single: bool  # forward returns one value, not a tuple
+    consts: tuple
+    outs: tuple[int, ...]
+    residuals: tuple[int, ...]
+    backward: Callable | None
+    back_single: bool
+    back_consts: tuple
+    grads: tuple[int | None, ...]
+    zeros: tuple  # (shape, dtype) of each output's cotangent, for the outputs that get none
+    wrt: tuple[int, ...]  # the differentiated inputs' positions
+
+
+KERNELS: dict[tuple, Kernel] = {}  # signature -> kernel, for the process
+built = [0]  # kernels built (pairs or forward-only), for tests and the log
+
+
+def flat_program(program: Program) -> bool:
+    """Whether ``program`` has no equation holding programs (loops, conditionals): what the walk takes."""
+    return not any(e.prim in WITH_BODIES for e in program.eqns)
+
+
+def eager_pays(program: Program) -> bool:
+    """Whether the walk serves a first call faster than compiling: a long program that repeats few
+    signatures (an unrolled loop), measured in benchmarks/first_call.py."""
+    n = len(program.eqns)
+    if n < MIN_EQUATIONS:
+        return False
+    distinct = {(e.prim, e.params, e.source, tuple(a.type if type(a) is Var else a for a in e.inputs))
+                for e in program.eqns}
+    return n >= MIN_REPEATS * len(distinct)
+
+
+def _signature(eqn: Eqn, active: Sequence[bool]) -> tuple:
+    ins = tuple((a.type, act) if type(a) is Var else a for a, act in zip(eqn.inputs, active))
+    return eqn.prim, eqn.params, eqn.source, ins
+
+
+def _mini(eqn: Eqn, name: str) -> Program:
+    """The one-equation program of ``eqn``: a fresh input per variable operand, literals kept."""
+    inputs = [Var(a.type, a.hint) for a in eqn.inputs if type(a) is Var]
+    it = iter(inputs)
+    ins = tuple(next(it) if type(a) is Var else a for a in eqn.inputs)
+    outs = tuple(Var(o.type, o.hint) for o in eqn.outputs)
+    return Program(tuple(inputs), (Eqn(eqn.prim, ins, outs, eqn.params, eqn.source),), outs, name=name)
+
+
+def _plan(program: Program, inputs: Sequence[Var]) -> tuple[Program | None, tuple, list]:
+    """``program`` returning only the values it computes (each once), and where each of its outputs is
+    in the pool ``(*inputs, *computed, *consts)``: an input passed through, a literal, a computed value."""
+    at = {id(v): i for i, v in enumerate(inputs)}
+    computed: list[Var] = []
+    consts: list = []
+    index: list[int] = []
+    for a in program.outputs:
+        if type(a) is Literal:
+            consts.append(np.asarray(a.value, a.dtype)[()])
+            index.append(-len(consts))  # fixed below, once the computed values are counted
+        elif id(a) in at:
+            index.append(at[id(a)])
+        else:
+            if a not in computed:
+                computed.append(a)
+            index.append(len(inputs) + computed.index(a))
+    base = len(inputs) + len(computed)
+    index = [base - i - 1 if i < 0 else i for i in index]
+    kept = None if not computed else Program(program.inputs, program.eqns, tuple(computed), program.constvars,
+                                              program.constvals, program.name)
+    return kept, tuple(consts), index
+
+
+def build(eqns: Sequence[tuple[Eqn, tuple[bool, ...]]]) -> None:
+    """Build the kernels of the signatures of ``eqns`` (each with its inputs' activity) not yet in
+    ``KERNELS``, compiled together."""
+    todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
+    for eqn, active in eqns:
+        key = _signature(eqn, active)
+        if key not in KERNELS and key not in todo:
+            todo[key] = (eqn, active)
+    if not todo:
+        return
+    programs: list[Program] = []
+    parts = []
+    for key, (eqn, active) in todo.items():
+        mini = _mini(eqn, f"{eqn.prim.name}_{next(_names)}")
+        wrt = [act for a, act in zip(eqn.inputs, active) if type(a) is Var]
+        m = len(mini.outputs)
+        if any(wrt):
+            split = ad.linearize(mini, wrt)
+            known, consts, index = _plan(split.known, split.known.inputs)
+            back = ad.transpose_linear(split)
+            backward, back_consts, grads = _plan(back, back.inputs)
+            grads = _none_for_zero(back, backward, back_consts, grads)
+            zeros = tuple((v.type.shape, v.type.dtype) for v in back.inputs[split.n_residuals:])
+        else:
+            known, consts, index = _plan(mini, mini.inputs)
+            backward, back_consts, grads, zeros = None, (), [], ()
+        parts.append((key, known, consts, index, m, backward, back_consts, grads, zeros,
+                      tuple(i for i, w in enumerate(wrt) if w)))
+        programs += [p for p in (known, backward) if p is not None]
+    fns = iter(compile_programs(programs))
+    for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt in parts:
+        fwd = next(fns) if known is not None else None
+        bwd = next(fns) if backward is not None else None
+        KERNELS[key] = Kernel(fwd, known is not None and len(known.outputs) == 1, consts, tuple(index[:m]),
+                              tuple(index[m:]), bwd, backward is not None and len(backward.outputs) == 1,
+                              back_consts, tuple(grads), zeros, wrt)
+        built[0] += 1
+
+
+def _zero(value) -> bool:
+    return not np.any(value)
+
+
+def _none_for_zero(back: Program, kept: Program | None, consts: tuple, grads: list) -> list:
+    """Cotangents that are literal zeros become None: nothing to add."""
+    base = len(back.inputs) + (len(kept.outputs) if kept is not None else 0)
+    return [None if i is not None and i >= base and _zero(consts[i - base]) else i for i in grads]
+
+
+def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]) -> tuple[list, list]:
+    """The values of ``program``'s outputs on ``leaves``, and the cotangents of its inputs in ``wrt``
+    (input order) for a cotangent of one on its first output: the program walked forward, kernel by
+    kernel, then back."""
+    slot: dict[int, int] = {}
+    values: list[Any] = []
+    active: list[bool] = []
+    for v, x, w in zip(program.inputs, leaves, wrt):
+        slot[id(v)] = len(values)
+        values.append(x)
+        active.append(bool(w))
+    for v, x in zip(program.constvars, program.constvals):
+        slot[id(v)] = len(values)
+        values.append(x)
+        active.append(False)
+    steps = []  # (kernel, input slots, output slots) per equation, in order
+    pending = []
+    for eqn in program.eqns:
+        ins = tuple(slot[id(a)] for a in eqn.inputs if type(a) is Var)
+        acts = tuple(type(a) is Var and active[slot[id(a)]] for a in eqn.inputs)
+        outs = []
+        on = any(acts)
+        for o in eqn.outputs:
+            slot[id(o)] = len(values)
+            outs.append(len(values))
+            values.append(None)
+            active.append(on and tangent_type(o.type) is not None)
+        steps.append((_signature(eqn, acts), ins, tuple(outs)))
+        pending.append((eqn, acts))
+    build(pending)
+    tape: list = [None] * len(steps)
+    kernels = KERNELS
+    for n, (key, ins, outs) in enumerate(steps):  # forward
+        k = kernels[key]
+        args = [values[i] for i in ins]
+        if k.forward is None:
+            pool = (*args, *k.consts)
+        else:
+            got = k.forward(*args)
+            pool = (*args, got, *k.consts) if k.single else (*args, *got, *k.consts)
+        for s, j in zip(outs, k.outs):
+            values[s] = pool[j]
+        if k.wrt:
+            tape[n] = pool
+    results = [values[slot[id(a)]] if type(a) is Var else np.asarray(a.value, a.dtype)[()] for a in program.outputs]
+    cts: list[Any] = [None] * len(values)
+    first = program.outputs[0]
+    if type(first) is Var:
+        cts[slot[id(first)]] = np.ones(first.type.shape, first.type.dtype)
+    for n in range(len(steps) - 1, -1, -1):  # backward
+        pool = tape[n]
+        if pool is None:
+            continue
+        key, ins, outs = steps[n]
+        out_cts = [cts[s] for s in outs]
+        if all(c is None for c in out_cts):
+            continue
+        k = kernels[key]
+        out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
+        args = [pool[j] for j in k.residuals]
+        if k.backward is None:  # the cotangents pass through (an addition's)
+            back = (*args, *out_cts, *k.back_consts)
+        else:
+            got = k.backward(*args, *out_cts)
+            back = (*args, *out_cts, got, *k.back_consts) if k.back_single else (*args, *out_cts, *got,
+                                                                                  *k.back_consts)
+        for p, j in zip(k.wrt, k.grads):
+            if j is None:
+                continue
+            s = ins[p]
+            g = back[j]
+            old = cts[s]
+            cts[s] = g if old is None else old + g
+    grads = []
+    for k, (v, w) in enumerate(zip(program.inputs, wrt)):
+        if w:
+            g = cts[k]
+            grads.append(np.zeros(v.type.shape, v.type.dtype) if g is None else g)
+    return results, grads

@@ -22,8 +22,11 @@ import numpy as np
 
 from pullback.ad.jvp import tangent_type
 from pullback.api import stages as ad
-from pullback.backends.compiler import compile_programs
-from pullback.ir.core import WITH_BODIES, Eqn, Literal, Program, Var
+from pullback.backends.compiler import compile_programs, gc_paused
+from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, Var
+from pullback.ir.types import ArrayType
+from pullback.primitives import indexing as ix
+from pullback.primitives import structural as st
 
 # How many primal equations a program needs, and how many per distinct signature, for the first call
 # to be served eagerly (``first_call="auto"``): see ``eager_pays`` and benchmarks/RESULTS.md.
@@ -72,6 +75,29 @@ def eager_pays(program: Program) -> bool:
     return n >= MIN_REPEATS * len(distinct)
 
 
+def _window(eqn: Eqn) -> tuple[Eqn, tuple[int, ...]] | None:
+    """A ``slice`` of unit strides as a ``dynamic_slice`` at starts passed as values: an unrolled loop
+    slices its data at a new start each step (``v[t]``), one signature for all steps, not one each."""
+    p = eqn.params
+    if any(st != 1 for st in p["strides"]):
+        return None
+    shape = eqn.inputs[0].type.shape
+    axes = tuple(a for a, (n, lo, hi) in enumerate(zip(shape, p["start_indices"], p["limit_indices"]))
+                 if (lo, hi) != (0, n))
+    if not axes:
+        return None
+    starts = tuple(p["start_indices"][a] for a in axes)
+    sizes = tuple(p["limit_indices"][a] - p["start_indices"][a] for a in axes)
+    ins = (eqn.inputs[0], *(Var(_START) for _ in axes))
+    return Eqn(ix.dynamic_slice_p, ins, eqn.outputs, Params({"axes": axes, "sizes": sizes, "check": False}),
+               eqn.source), starts
+
+
+_START = ArrayType((), np.dtype(np.int64))
+# primitive -> the equation with params that vary from step to step as inputs, and their values
+PARAMETRIC: dict[Primitive, Callable[[Eqn], tuple[Eqn, tuple] | None]] = {st.slice_p: _window}
+
+
 def _signature(eqn: Eqn, active: Sequence[bool]) -> tuple:
     ins = tuple((a.type, act) if type(a) is Var else a for a, act in zip(eqn.inputs, active))
     return eqn.prim, eqn.params, eqn.source, ins
@@ -110,14 +136,9 @@ def _plan(program: Program, inputs: Sequence[Var]) -> tuple[Program | None, tupl
     return kept, tuple(consts), index
 
 
-def build(eqns: Sequence[tuple[Eqn, tuple[bool, ...]]]) -> None:
-    """Build the kernels of the signatures of ``eqns`` (each with its inputs' activity) not yet in
-    ``KERNELS``, compiled together."""
-    todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
-    for eqn, active in eqns:
-        key = _signature(eqn, active)
-        if key not in KERNELS and key not in todo:
-            todo[key] = (eqn, active)
+def build(todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]]) -> None:
+    """Build the kernels of the signatures in ``todo`` (each an equation and its inputs' activity),
+    compiled together, into ``KERNELS``."""
     if not todo:
         return
     programs: list[Program] = []
@@ -174,9 +195,24 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
         slot[id(v)] = len(values)
         values.append(x)
         active.append(False)
-    steps = []  # (kernel, input slots, output slots) per equation, in order
-    pending = []
+    with gc_paused():  # the tape holds many small tuples: the collector would walk them again and again
+        return _walk(program, slot, values, active, wrt)
+
+
+def _walk(program: Program, slot: dict[int, int], values: list, active: list[bool], wrt: Sequence[bool]):
+    steps = []  # (signature, input slots, output slots) per equation, in order
+    pending: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
+    kernels = KERNELS
     for eqn in program.eqns:
+        rewrite = PARAMETRIC.get(eqn.prim)
+        if rewrite is not None:
+            found = rewrite(eqn)
+            if found is not None:
+                eqn, given = found
+                for v, x in zip(eqn.inputs[len(eqn.inputs) - len(given):], given):
+                    slot[id(v)] = len(values)
+                    values.append(np.asarray(x, v.type.dtype)[()])
+                    active.append(False)
         ins = tuple(slot[id(a)] for a in eqn.inputs if type(a) is Var)
         acts = tuple(type(a) is Var and active[slot[id(a)]] for a in eqn.inputs)
         outs = []
@@ -186,13 +222,14 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
             outs.append(len(values))
             values.append(None)
             active.append(on and tangent_type(o.type) is not None)
-        steps.append((_signature(eqn, acts), ins, tuple(outs)))
-        pending.append((eqn, acts))
+        key = _signature(eqn, acts)
+        if key not in kernels and key not in pending:
+            pending[key] = (eqn, acts)
+        steps.append((key, ins, tuple(outs)))
     build(pending)
+    steps = [(kernels[key], ins, outs) for key, ins, outs in steps]
     tape: list = [None] * len(steps)
-    kernels = KERNELS
-    for n, (key, ins, outs) in enumerate(steps):  # forward
-        k = kernels[key]
+    for n, (k, ins, outs) in enumerate(steps):  # forward
         args = [values[i] for i in ins]
         if k.forward is None:
             pool = (*args, *k.consts)
@@ -212,11 +249,10 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
         pool = tape[n]
         if pool is None:
             continue
-        key, ins, outs = steps[n]
+        k, ins, outs = steps[n]
         out_cts = [cts[s] for s in outs]
         if all(c is None for c in out_cts):
             continue
-        k = kernels[key]
         out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
         args = [pool[j] for j in k.residuals]
         if k.backward is None:  # the cotangents pass through (an addition's)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pullback import log
 from pullback.ad.jvp import tangent_type
 from pullback.api import stages as ad
 from pullback.backends.compiler import compile_programs, gc_paused
@@ -274,3 +275,8 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
             g = cts[k]
             grads.append(np.zeros(v.type.shape, v.type.dtype) if g is None else g)
     return results, grads
+
+
+def log_fallback(why: str) -> None:
+    """Say (at DEBUG) why a call that asked for the walk is served by the compiled program."""
+    log.logger.debug("gradient served by the compiled program, not eagerly: %s", why)

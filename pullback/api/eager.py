@@ -161,7 +161,7 @@ def build(todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]]) -> None:
         parts.append((key, known, consts, index, m, backward, back_consts, grads, zeros,
                       tuple(i for i, w in enumerate(wrt) if w)))
         programs += [p for p in (known, backward) if p is not None]
-    fns = iter(compile_programs(programs))
+    fns = iter(compile_programs(programs, fresh=False))  # views, not copies: no kernel writes into its inputs
     for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt in parts:
         fwd = next(fns) if known is not None else None
         bwd = next(fns) if backward is not None else None
@@ -274,7 +274,19 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
         if w:
             g = cts[k]
             grads.append(np.zeros(v.type.shape, v.type.dtype) if g is None else g)
-    return results, grads
+    return _owned(results, values), _owned(grads, values)
+
+
+def _owned(arrays: list, values: list) -> list:
+    """``arrays`` as the compiled program returns them: none a view or another value (the kernels return
+    views), none shared with an argument."""
+    out, seen = [], set()
+    for a in arrays:
+        if type(a) is np.ndarray and (a.base is not None or id(a) in seen or any(a is x for x in values)):
+            a = a.copy()
+        seen.add(id(a))
+        out.append(a)
+    return out
 
 
 def log_fallback(why: str) -> None:

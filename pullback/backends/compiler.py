@@ -73,13 +73,15 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
     return fn, gen.source
 
 
-def compile_programs(programs: list[Program], backend: ModuleType = numpy_backend) -> list[Callable]:
+def compile_programs(programs: list[Program], backend: ModuleType = numpy_backend,
+                     fresh: bool = True) -> list[Callable]:
     """The compiled functions of many small ``programs`` (their names distinct), printed into one
     module and compiled by one ``compile()``: a call of ``compile()`` costs about as much as printing
     a small program, so kernels built together share it (``api.eager``). The module's lines stay in
-    ``linecache`` for as long as the process runs (its functions are kept by a process-wide cache)."""
+    ``linecache`` for as long as the process runs (its functions are kept by a process-wide cache);
+    ``fresh``: see ``codegen.generate``."""
     with gc_paused():
-        gens = [codegen.generate(p, backend) for p in programs]
+        gens = [codegen.generate(p, backend, fresh=fresh) for p in programs]
     source = "\n\n".join(gen.source for gen in gens)
     filename = f"<pullback:kernels:{next(_counter)}>"
     statements = {}

@@ -79,19 +79,26 @@ def eager_pays(program: Program) -> bool:
 def _window(eqn: Eqn) -> tuple[Eqn, tuple[int, ...]] | None:
     """A ``slice`` of unit strides as a ``dynamic_slice`` at starts passed as values: an unrolled loop
     slices its data at a new start each step (``v[t]``), one signature for all steps, not one each."""
-    p = eqn.params
-    if any(st != 1 for st in p["strides"]):
+    key = (eqn.params, eqn.inputs[0].type)
+    found = _WINDOWS.get(key)
+    if found is None:
+        p = eqn.params
+        axes = tuple(a for a, (n, lo, hi) in enumerate(zip(key[1].shape, p["start_indices"], p["limit_indices"]))
+                     if (lo, hi) != (0, n))
+        if not axes or any(stride != 1 for stride in p["strides"]):
+            found = _WINDOWS[key] = ((), None)
+        else:
+            sizes = tuple(p["limit_indices"][a] - p["start_indices"][a] for a in axes)
+            starts = tuple(np.int64(p["start_indices"][a]) for a in axes)
+            found = _WINDOWS[key] = (starts, Params({"axes": axes, "sizes": sizes, "check": False}))
+    starts, params = found
+    if params is None:
         return None
-    shape = eqn.inputs[0].type.shape
-    axes = tuple(a for a, (n, lo, hi) in enumerate(zip(shape, p["start_indices"], p["limit_indices"]))
-                 if (lo, hi) != (0, n))
-    if not axes:
-        return None
-    starts = tuple(p["start_indices"][a] for a in axes)
-    sizes = tuple(p["limit_indices"][a] - p["start_indices"][a] for a in axes)
-    ins = (eqn.inputs[0], *(Var(_START) for _ in axes))
-    return Eqn(ix.dynamic_slice_p, ins, eqn.outputs, Params({"axes": axes, "sizes": sizes, "check": False}),
+    return Eqn(ix.dynamic_slice_p, (eqn.inputs[0], *(Var(_START) for _ in starts)), eqn.outputs, params,
                eqn.source), starts
+
+
+_WINDOWS: dict[tuple, tuple] = {}  # (slice params, operand type) -> (starts, dynamic_slice params or None)
 
 
 _START = ArrayType((), np.dtype(np.int64))
@@ -201,9 +208,11 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
 
 
 def _walk(program: Program, slot: dict[int, int], values: list, active: list[bool], wrt: Sequence[bool]):
+    leaves = values[:len(program.inputs)]
     steps = []  # (signature, input slots, output slots) per equation, in order
     pending: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
     kernels = KERNELS
+    differentiable: dict[ArrayType, bool] = {}
     for eqn in program.eqns:
         rewrite = PARAMETRIC.get(eqn.prim)
         if rewrite is not None:
@@ -212,7 +221,7 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
                 eqn, given = found
                 for v, x in zip(eqn.inputs[len(eqn.inputs) - len(given):], given):
                     slot[id(v)] = len(values)
-                    values.append(np.asarray(x, v.type.dtype)[()])
+                    values.append(x)
                     active.append(False)
         ins = tuple(slot[id(a)] for a in eqn.inputs if type(a) is Var)
         acts = tuple(type(a) is Var and active[slot[id(a)]] for a in eqn.inputs)
@@ -222,14 +231,29 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
             slot[id(o)] = len(values)
             outs.append(len(values))
             values.append(None)
-            active.append(on and tangent_type(o.type) is not None)
+            if on:
+                t = differentiable.get(o.type)
+                if t is None:
+                    t = differentiable[o.type] = tangent_type(o.type) is not None
+                active.append(t)
+            else:
+                active.append(False)
         key = _signature(eqn, acts)
         if key not in kernels and key not in pending:
             pending[key] = (eqn, acts)
         steps.append((key, ins, tuple(outs)))
     build(pending)
     steps = [(kernels[key], ins, outs) for key, ins, outs in steps]
-    tape: list = [None] * len(steps)
+    last = [-1] * len(values)  # the step that reads each value last: it is dropped after it, as eager code would
+    for n, (_, ins, _) in enumerate(steps):
+        for i in ins:
+            last[i] = n
+    dead: list[list[int]] = [[] for _ in steps]
+    kept = {slot[id(a)] for a in program.outputs if type(a) is Var}
+    for i, n in enumerate(last):
+        if n >= 0 and i not in kept:
+            dead[n].append(i)
+    tape: list = [None] * len(steps)  # each step's residuals, for the backward walk
     for n, (k, ins, outs) in enumerate(steps):  # forward
         args = [values[i] for i in ins]
         if k.forward is None:
@@ -240,22 +264,27 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
         for s, j in zip(outs, k.outs):
             values[s] = pool[j]
         if k.wrt:
-            tape[n] = pool
+            tape[n] = [pool[j] for j in k.residuals]
+        for i in dead[n]:
+            values[i] = None
     results = [values[slot[id(a)]] if type(a) is Var else np.asarray(a.value, a.dtype)[()] for a in program.outputs]
     cts: list[Any] = [None] * len(values)
     first = program.outputs[0]
     if type(first) is Var:
         cts[slot[id(first)]] = np.ones(first.type.shape, first.type.dtype)
+    mine = set()  # the slots whose cotangent is an array this walk made by adding: later ones add in place
     for n in range(len(steps) - 1, -1, -1):  # backward
-        pool = tape[n]
-        if pool is None:
+        args = tape[n]
+        if args is None:
             continue
+        tape[n] = None
         k, ins, outs = steps[n]
         out_cts = [cts[s] for s in outs]
         if all(c is None for c in out_cts):
             continue
+        for s in outs:
+            cts[s] = None
         out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
-        args = [pool[j] for j in k.residuals]
         if k.backward is None:  # the cotangents pass through (an addition's)
             back = (*args, *out_cts, *k.back_consts)
         else:
@@ -268,13 +297,20 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
             s = ins[p]
             g = back[j]
             old = cts[s]
-            cts[s] = g if old is None else old + g
+            if old is None:
+                cts[s] = g
+            elif s in mine:  # no one else holds it: cotangents reach a value only before its equation's turn
+                old += g  # in place (a NumPy scalar: a new one)
+                cts[s] = old
+            else:
+                cts[s] = old + g
+                mine.add(s)
     grads = []
     for k, (v, w) in enumerate(zip(program.inputs, wrt)):
         if w:
             g = cts[k]
             grads.append(np.zeros(v.type.shape, v.type.dtype) if g is None else g)
-    return _owned(results, values), _owned(grads, values)
+    return _owned(results, leaves), _owned(grads, leaves)
 
 
 def _owned(arrays: list, values: list) -> list:

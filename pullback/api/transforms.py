@@ -310,6 +310,13 @@ class differentiate(_ByFunction):
     ``backends.numba_chains``).
     Dask arrays run the Dask program (printed for their chunks, computed by one ``dask.compute``);
     ``backend="dask"`` runs it for NumPy arguments too, chunked as ``da.from_array(x, chunks)``.
+    ``first_call`` picks how ``grad`` and ``value_and_grad`` serve a call: ``"compiled"`` differentiates,
+    prints and compiles the whole gradient first; ``"eager"`` walks the primal program equation by equation
+    (``api.eager``: each equation's derivative from the rules, one small compiled kernel per distinct
+    equation, as an eager reverse mode would) at every call; ``"auto"`` (the default) walks at the first call
+    of a signature where the program is long, flat (no loops or conditionals left) and repeats few
+    distinct equations (an unrolled loop), and compiles at the second. Where the walk cannot serve (loops,
+    other backends, traced calls), the compiled program does.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 

@@ -234,3 +234,19 @@ def test_unrolled_slices_share_one_kernel():
 def test_bad_option():
     with pytest.raises(ValueError, match="first_call"):
         pb.differentiate(np.sin, first_call="lazy")
+
+
+def test_function_forms_static_and_keyword_arguments(caplog):
+    def f(x, n, *, scale):
+        for _ in range(n):
+            x = np.tanh(x) * scale + x
+        return np.sum(x ** 2)
+
+    x = np.array([0.3, -0.2])
+    with caplog.at_level(logging.INFO, logger="pullback"):
+        got = pb.value_and_grad(f, static_argnums=1, first_call="eager")(x, 5, scale=0.5)
+    assert "gradient eagerly (eager)" in caplog.text
+    want = pb.value_and_grad(f, static_argnums=1, first_call="compiled")(x, 5, scale=0.5)
+    _assert_same(got, want)
+    np.testing.assert_allclose(pb.grad(f, static_argnums=1, first_call="eager")(x, 5, scale=0.5), want[1])
+    np.testing.assert_allclose(got[1], _central(lambda x: f(x, 5, scale=0.5), (x,), 0), rtol=1e-7)

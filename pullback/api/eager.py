@@ -271,7 +271,9 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
             tape[n] = [pool[j] for j in k.residuals]
         for i in dead[n]:
             values[i] = None
-    results = [values[slot[id(a)]] if type(a) is Var else np.asarray(a.value, a.dtype)[()] for a in program.outputs]
+    # a 0-d value as the compiled program returns it: a NumPy scalar of its type
+    results = [np.asarray(values[slot[id(a)]] if type(a) is Var else a.value, a.dtype)[()] if not a.type.ndim
+               else values[slot[id(a)]] for a in program.outputs]
     cts: list[Any] = [None] * len(values)
     first = program.outputs[0]
     if type(first) is Var:

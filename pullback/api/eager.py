@@ -212,6 +212,8 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
 
 
 def _walk(program: Program, slot: dict[int, int], values: list, active: list[bool], wrt: Sequence[bool]):
+    """``value_and_grads`` once the inputs and constants have slots: each equation's kernel and slots found
+    first (the kernels of new signatures built together), so the walks themselves index flat lists."""
     leaves = values[:len(program.inputs)]
     steps = []  # (signature, input slots, output slots) per equation, in order
     pending: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}

@@ -250,3 +250,14 @@ def test_function_forms_static_and_keyword_arguments(caplog):
     _assert_same(got, want)
     np.testing.assert_allclose(pb.grad(f, static_argnums=1, first_call="eager")(x, 5, scale=0.5), want[1])
     np.testing.assert_allclose(got[1], _central(lambda x: f(x, 5, scale=0.5), (x,), 0), rtol=1e-7)
+
+
+def test_warnings_name_the_users_line():
+    def f(x):
+        y = np.log(x)  # the line the warnings name
+        return np.sum(y)
+
+    line = f.__code__.co_firstlineno + 1
+    with pytest.warns(RuntimeWarning, match="divide by zero") as caught:
+        pb.differentiate(f, first_call="eager").value_and_grad(np.array([0.0, 1.0]))
+    assert {(Path(w.filename).name, w.lineno) for w in caught} == {("test_eager.py", line)}

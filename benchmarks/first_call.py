@@ -37,7 +37,8 @@ RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## first call against one eager autograd call (`python -m benchmarks.first_call`)"
 KALMAN_STEPS = 300
 PROGRAMS = ("fluidsim", "wing", "kalman")
-RUNS = ("autograd", "pullback", "pullback reroll=False")
+EAGER = "pullback reroll=False, first call eager"
+RUNS = ("autograd", "pullback", "pullback reroll=False", EAGER)
 
 
 def kalman_autograd(A, B, log_qh, log_qv, v, mu0, S0):
@@ -111,7 +112,10 @@ def measure(name: str, run: str) -> dict:
                 "grad": _checksum(grads)}
     import pullback as pb
 
-    d = pb.differentiate(fn, argnums=argnums, reroll=run == "pullback")
+    # the compiled rows compile the whole gradient at the first call; the eager row walks the primal program
+    # equation by equation (``api.eager``), as ``first_call="auto"`` does for a long unrolled program
+    d = pb.differentiate(fn, argnums=argnums, reroll=run == "pullback",
+                         first_call="eager" if run == EAGER else "compiled")
     w, c = time.perf_counter(), time.process_time()
     value, grads = d.value_and_grad(*args)
     wall, cpu = time.perf_counter() - w, time.process_time() - c
@@ -130,11 +134,11 @@ def child(name: str, run: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def table(repeats: int) -> list[str]:
+def table(repeats: int, runs: tuple[str, ...] = RUNS, programs: tuple[str, ...] = PROGRAMS) -> list[str]:
     rows = ["| program | implementation | wall, s | CPU, s | wall ratio to autograd | CPU ratio to autograd "
             "| primal equations (scans) |", "|---|---|---|---|---|---|---|"]
-    for name in PROGRAMS:
-        got = {run: [child(name, run) for _ in range(repeats)] for run in RUNS}
+    for name in programs:
+        got = {run: [child(name, run) for _ in range(repeats)] for run in runs}
         base = got["autograd"][0]
         for run, results in got.items():
             for what, rtol in (("value", 1e-9), ("grad", 1e-7)):
@@ -161,6 +165,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.first_call")
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per measurement (median)")
     parser.add_argument("--write", action="store_true", help=f"write the table into {RESULTS.name}")
+    parser.add_argument("--runs", nargs="+", choices=RUNS[1:], default=RUNS[1:],
+                        help="the pullback rows to measure (autograd's is always measured)")
+    parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=PROGRAMS)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -169,7 +176,7 @@ def main(argv=None) -> None:
         return
     from importlib.metadata import version
 
-    rows = table(args.repeats)
+    rows = table(args.repeats, ("autograd", *args.runs), tuple(args.programs))
     section = [HEADING, "", f"`python -m benchmarks.first_call --repeats {args.repeats}` on {platform.machine()}, "
                f"Python {platform.python_version()}, NumPy {np.__version__}, autograd "
                f"{version('autograd')}; load average {os.getloadavg()[0]:.1f} on "

@@ -26,7 +26,7 @@ from pullback.ad.batch import batch
 from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
-from pullback.api import cache, kronecker, lowrank
+from pullback.api import cache, eager, kronecker, lowrank
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
 from pullback.backends import errstate, numba_loops
@@ -310,6 +310,13 @@ class differentiate(_ByFunction):
     ``backends.numba_chains``).
     Dask arrays run the Dask program (printed for their chunks, computed by one ``dask.compute``);
     ``backend="dask"`` runs it for NumPy arguments too, chunked as ``da.from_array(x, chunks)``.
+    ``first_call`` picks how ``grad`` and ``value_and_grad`` serve a call: ``"compiled"`` differentiates,
+    prints and compiles the whole gradient first; ``"eager"`` walks the primal program equation by equation
+    (``api.eager``: each equation's derivative from the rules, one small compiled kernel per distinct
+    equation, as an eager reverse mode would) at every call; ``"auto"`` (the default) walks at the first call
+    of a signature where the program is long, flat (no loops or conditionals left) and repeats few
+    distinct equations (an unrolled loop), and compiles at the second. Where the walk cannot serve (loops,
+    other backends, traced calls), the compiled program does.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -327,16 +334,17 @@ class differentiate(_ByFunction):
     def __new__(cls, fn: Callable | None = None, *, argnums: int | Sequence[int] = 0,
                 static_argnums: int | Sequence[int] = (), has_aux: bool = False,
                 static_argnames: str | Sequence[str] = (), reroll: bool = True, compile: str | None = None,
-                backend: str | None = None, chunks: Any = "auto"):
+                backend: str | None = None, chunks: Any = "auto", first_call: str = "auto"):
         if fn is None:
             return functools.partial(cls, argnums=argnums, static_argnums=static_argnums, has_aux=has_aux,
                                      static_argnames=static_argnames, reroll=reroll, compile=compile, backend=backend,
-                                     chunks=chunks)
+                                     chunks=chunks, first_call=first_call)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
                  has_aux: bool = False, static_argnames: str | Sequence[str] = (), reroll: bool = True,
-                 compile: str | None = None, backend: str | None = None, chunks: Any = "auto"):
+                 compile: str | None = None, backend: str | None = None, chunks: Any = "auto",
+                 first_call: str = "auto"):
         functools.update_wrapper(self, fn)
         self.fn = fn
         # which loops print as functions compiled by Numba, when it is installed (``numba_loops``); None:
@@ -357,6 +365,13 @@ class differentiate(_ByFunction):
         # fn returns (value, aux): grad differentiates value and returns aux beside it, as JAX's has_aux
         self.has_aux = has_aux
         self.reroll = reroll
+        if first_call not in FIRST_CALLS:
+            raise ValueError(f"first_call must be one of {', '.join(map(repr, FIRST_CALLS))}, got {first_call!r}")
+        # how a gradient's first call is served: "eager" walks the primal program equation by equation
+        # (``api.eager``) at every call, "compiled" compiles the whole gradient first, "auto" walks a long
+        # flat program at the first call of a signature and compiles at the second
+        self.first_call = first_call
+        self._served: set[tuple] = set()  # the stage keys whose first call was served eagerly ("auto")
         self._stages: dict[tuple, Any] = {}
         # static argument (position or name) -> the values it has compiled programs for; None once the
         # log has said that they are many (``_count_static``)
@@ -371,7 +386,7 @@ class differentiate(_ByFunction):
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
                 "static_argnums": self.static_argnums, "has_aux": self.has_aux,
                 "static_argnames": self.static_argnames, "reroll": self.reroll, "compile": self.compile,
-                "backend": self.backend, "chunks": self.chunks}
+                "backend": self.backend, "chunks": self.chunks, "first_call": self.first_call}
 
     # --- programs, per stage and signature ---------------------------------------------------
 
@@ -471,13 +486,18 @@ class differentiate(_ByFunction):
                                 "can be differentiated")
         return wrt, nums
 
-    def _stage(self, kind: str, args: tuple, flat=None):
-        leaves, trees = flat or self._flat(args)
+    def _key(self, kind: str, args: tuple, leaves: tuple, trees) -> tuple:
+        """The key of stage ``kind``'s program for these arguments: their signatures and static values."""
         key = (kind, trees, _has_kwargs(args), *map(_signature_of, leaves))
         if self.static_argnums:
             key += tuple(_static_key(args[i], i) for i in self._static_at(args))
         if _has_kwargs(args) and args[-1].static:
             key += (tuple((k, _static_key(v, k)) for k, v in sorted(args[-1].static.items())),)
+        return key
+
+    def _stage(self, kind: str, args: tuple, flat=None):
+        leaves, trees = flat or self._flat(args)
+        key = self._key(kind, args, leaves, trees)
         self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
@@ -564,6 +584,21 @@ class differentiate(_ByFunction):
 
     def _build_grad(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p = primal.program
+        wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
+        g = ad.value_and_grad(p, wrt, n_aux)
+        program = Program(g.inputs, g.eqns, self._grad_outputs(list(g.outputs), n_aux, args, trees, nums), g.constvars,
+                          g.constvals, g.name)
+        return _closed(primal, program, tree)
+
+    def _grad_outputs(self, outputs: list, n_aux: int, args: tuple, trees, nums: list[int]) -> tuple:
+        """(value, *aux, *cotangents grouped by argnum) from (value, *aux, *cotangents in input order)."""
+        cts = self._by_argnum(outputs[1 + n_aux:], args, trees, nums)
+        return (*outputs[:1 + n_aux], *[c for group in cts for c in group])
+
+    def _grad_layout(self, primal: Staged, args: tuple, trees) -> tuple[list[bool], list[int], int, Any]:
+        """The inputs differentiated (a mask), the argnums in order, the number of auxiliary outputs, and
+        the gradient's output tree, after checking that the function returns a real scalar."""
+        p = primal.program
         wrt, nums = self._wrt(p, args, trees)
         n_aux, aux_tree = 0, None
         if self.has_aux:
@@ -576,14 +611,47 @@ class differentiate(_ByFunction):
             types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
             raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
                             f"array of one element); {p.name} returns {types} (use vjp or jvp)")
-        g = ad.value_and_grad(p, wrt, n_aux)
-        value, aux = g.outputs[0], g.outputs[1:1 + n_aux]
-        cts = self._by_argnum(list(g.outputs[1 + n_aux:]), args, trees, nums)
-        outputs = (value, *aux, *[c for group in cts for c in group])
-        program = Program(g.inputs, g.eqns, outputs, g.constvars, g.constvals, g.name)
         grads = self._grads_tree(args, trees, nums)
         tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
-        return _closed(primal, program, tree)
+        return wrt, nums, n_aux, tree
+
+    def _eager(self, args: tuple, flat: tuple):
+        """The gradient served by walking the primal program (``api.eager``) where ``first_call`` asks for
+        it and the walk can serve it; None where the compiled program serves this call."""
+        leaves, trees = flat
+        key = self._key("grad", args, leaves, trees)
+        if key in self._stages or key in self._served:  # "auto": compiled from the second call on
+            return None
+        for leaf in leaves:
+            if not ((type(leaf) is np.ndarray and leaf.dtype.isnative) or type(leaf) in _SCALARS):
+                eager.log_fallback("its arguments are not all NumPy arrays or scalars")
+                return None
+        primal = self._stage("primal", args, flat)
+        p = primal.program
+        if primal.captures or self.backend == "dask":
+            eager.log_fallback("it is traced inside another function" if primal.captures else "the backend is Dask")
+            return None
+        if not eager.flat_program(p):
+            eager.log_fallback("the program holds loops or conditionals")
+            return None
+        if self.first_call == "auto":
+            if not eager.eager_pays(p):
+                return None
+            self._served.add(key)
+        wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
+        start = time.perf_counter()
+        built = eager.built[0]
+        try:
+            values, grads = _EAGER_RUN(p, leaves, wrt)
+        except np.linalg.LinAlgError as e:  # as ``Staged.runner``: pullback's own error, at the user's line
+            if isinstance(e, LinAlgError):
+                raise
+            raise LinAlgError(str(e)) from None
+        if log.logger.isEnabledFor(logging.INFO):
+            log.logger.info("served %s's gradient eagerly (%s): %d equations walked, %d kernels built, %.3f s",
+                            getattr(self.fn, "__qualname__", "a function"), self.first_call, len(p.eqns),
+                            eager.built[0] - built, time.perf_counter() - start)
+        return unflatten(tree, self._grad_outputs(values[:1 + n_aux] + grads, n_aux, args, trees, nums))
 
     def _build_jacobian(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         """``jacfwd``, ``jacrev``, ``jacobian`` (the cheaper of the two) and ``hessian``."""
@@ -655,6 +723,10 @@ class differentiate(_ByFunction):
 
     def _run(self, kind: str, args: tuple):
         flat = self._flat(args)
+        if kind == "grad" and self.first_call != "compiled":
+            served = self._eager(args, flat)
+            if served is not None:
+                return served
         staged = self._stage(kind, args, flat)
         concrete = all((type(a) is np.ndarray and a.dtype.isnative) or type(a) in _SCALARS for a in args)
         if concrete and getattr(staged.backend, "FAST_PATH", True) and not staged.captures and not self.static_argnums:
@@ -906,6 +978,8 @@ BUILDERS: dict[str, Callable[..., Staged]] = {
     "hessian_factors": differentiate._build_hessian_factors,
 }
 STAGES = tuple(BUILDERS)
+FIRST_CALLS = ("auto", "eager", "compiled")
+_EAGER_RUN = errstate.attributed(eager.value_and_grads)  # NumPy's warnings at the user's lines, as compiled
 
 
 def _closed(primal: Staged, program: Program, treedef=None) -> Staged:
@@ -993,12 +1067,13 @@ _HELD = cache.IdentityCache(256)
 
 
 def held(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-         has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> differentiate:
+         has_aux: bool = False, static_argnames: str | Sequence[str] = (), first_call: str = "auto") -> differentiate:
     """A ``differentiate`` object for ``fn`` sharing the programs of every other one the function
     forms made for it (see above)."""
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     return _shared(differentiate, fn, argnums=argnums if isinstance(argnums, int) else _as_tuple(argnums),
-                   static_argnums=_as_tuple(static_argnums), has_aux=has_aux, static_argnames=names)
+                   static_argnums=_as_tuple(static_argnums), has_aux=has_aux, static_argnames=names,
+                   first_call=first_call)
 
 
 def _shared(cls: type, fn: Callable, **options) -> Any:
@@ -1058,7 +1133,7 @@ def _key_objects(fn: Callable) -> tuple:
 
 
 def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-         has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
+         has_aux: bool = False, static_argnames: str | Sequence[str] = (), first_call: str = "auto") -> Callable:
     """The gradient of a real-scalar function with respect to ``argnums``; with ``has_aux``, ``fn``
     returns ``(value, aux)`` and the gradient comes with ``aux``: ``(gradient, aux)``.
 
@@ -1067,18 +1142,19 @@ def grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | S
     >>> abs(float(pb.grad(pb.grad(np.sin))(0.5)) + float(np.sin(0.5))) < 1e-12  # second derivative
     True
     """
-    return held(fn, argnums, static_argnums, has_aux, static_argnames).grad
+    return held(fn, argnums, static_argnums, has_aux, static_argnames, first_call).grad
 
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
-                   has_aux: bool = False, static_argnames: str | Sequence[str] = ()) -> Callable:
+                   has_aux: bool = False, static_argnames: str | Sequence[str] = (),
+                   first_call: str = "auto") -> Callable:
     """``(value, gradient)``; with ``has_aux``, ``((value, aux), gradient)`` as in JAX.
 
     >>> value, g = pb.value_and_grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     >>> float(value), g.tolist()
     (9.0, [3.0, 12.0])
     """
-    return held(fn, argnums, static_argnums, has_aux, static_argnames).value_and_grad
+    return held(fn, argnums, static_argnums, has_aux, static_argnames, first_call).value_and_grad
 
 
 def jvp(fn: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False,

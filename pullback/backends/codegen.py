@@ -200,11 +200,13 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[
 
 
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
-             in_place: bool = True, loops: str = "numpy") -> Generated:
+             in_place: bool = True, loops: str = "numpy", fresh: bool = True) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
-    functions compiled by Numba (``numba_loops``)."""
+    functions compiled by Numba (``numba_loops``); ``fresh``, outputs that would share memory with an
+    input or another output returned as copies (the kernels of ``api.eager``, whose caller writes
+    into no result, return views)."""
     namer = Namer(RESERVED if loops == "numpy" else RESERVED | frozenset(numba_loops.HELPERS))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
 
@@ -421,7 +423,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
     kernels[:0] = [numba_loops.helper(name) for name in sorted(getattr(ctx, "helpers", ()))]
-    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx))
+    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx, fresh))
     if constants:
         body.insert(0, _docstring(program, constants))
     func = _function(fn_name, params, constants, body, notes)
@@ -468,10 +470,11 @@ def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[P
     return program, notes
 
 
-def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleType, ctx) -> cst.BaseStatement:
-    """``return`` of the outputs, fresh where one would share memory with another or an input, in the
-    structure of ``out_tree`` where it prints."""
-    for k in aliased_outputs(program):
+def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleType, ctx,
+            fresh: bool = True) -> cst.BaseStatement:
+    """``return`` of the outputs, fresh where one would share memory with another or an input (with
+    ``fresh``), in the structure of ``out_tree`` where it prints."""
+    for k in aliased_outputs(program) if fresh else ():
         outputs[k] = _fresh(outputs[k], program.outputs[k], backend)
     if out_tree is not None and printable_tree(out_tree) and out_tree is not LEAF:
         ret = _structure(out_tree, iter(outputs))

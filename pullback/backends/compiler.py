@@ -71,3 +71,32 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
         fn.__kwdefaults__ = {k: constant(v) for k, v in gen.constants.items()} if constant else dict(gen.constants)
     fn.__pullback_source__ = gen.source
     return fn, gen.source
+
+
+def compile_programs(programs: list[Program], backend: ModuleType = numpy_backend,
+                     fresh: bool = True) -> list[Callable]:
+    """The compiled functions of many small ``programs`` (their names distinct), printed into one
+    module and compiled by one ``compile()``: a call of ``compile()`` costs about as much as printing
+    a small program, so kernels built together share it (``api.eager``). The module's lines stay in
+    ``linecache`` for as long as the process runs (its functions are kept by a process-wide cache);
+    ``fresh``: see ``codegen.generate``."""
+    with gc_paused():
+        gens = [codegen.generate(p, backend, fresh=fresh) for p in programs]
+    source = "\n\n".join(gen.source for gen in gens)
+    filename = f"<pullback:kernels:{next(_counter)}>"
+    statements = {}
+    for gen in gens:
+        statements.update(gen.statements)
+    namespace = {"__name__": "pullback.generated.kernels", errstate.STATEMENTS: statements}
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    with gc_paused():
+        exec(compile(source, filename, "exec"), namespace)
+    fns = []
+    for gen in gens:
+        fn = namespace[gen.function_name]
+        if gen.constants:
+            constant = getattr(backend, "constant", None)
+            fn.__kwdefaults__ = {k: constant(v) for k, v in gen.constants.items()} if constant else dict(gen.constants)
+        fn.__pullback_source__ = gen.source
+        fns.append(fn)
+    return fns

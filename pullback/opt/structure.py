@@ -157,7 +157,8 @@ class _Pass:
 
     def _see(self, eqn: Eqn) -> None:
         if len(eqn.outputs) == 1:
-            key = tuple([id(a) if type(a) is Var else _key(a) for a in eqn.inputs])
+            ins = eqn.inputs  # (vars by id, counted in C; literals by value where there is one)
+            key = tuple(map(id, ins)) if Literal not in map(type, ins) else tuple(map(_key, ins))
             self.seen.setdefault((eqn.prim, key, eqn.params), eqn.outputs[0])
 
     def find(self, prim, ins, **params) -> Var | None:

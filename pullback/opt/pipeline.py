@@ -7,6 +7,7 @@ mode (``api.stages``) and the transforms run every program they make through ``o
 from __future__ import annotations
 
 from pullback.ad.cse import cse
+from pullback.ad.dce import dce
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Program
 from pullback.opt.census import primitives
 from pullback.opt.contraction_order import reorder_contractions
@@ -27,7 +28,9 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     and runs CSE: the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
     settled = settled if settled is not None else Settled()
-    simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
+    once = simplify(_bodies(program, done, final), settled)
+    bodies = _bodies(once, done, final)
+    simplified = cse(bodies)
     if not final:
         return simplified
     # (CSE again only if that changed something)
@@ -35,8 +38,10 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
-    # no DCE here: ``late`` is simplify's result (which ends in one), or ``simplified``, simplify's then CSE's
-    # (which leaves no dead code: a duplicate reads what its first reads)
+    elif bodies is not once:  # a body optimised again may read fewer operands: the loop's DCE rule prunes them
+        late = dce(late)
+    # otherwise no DCE: ``late`` is simplify's result (which ends in one), or simplify's then CSE's (which
+    # leaves no dead code: a duplicate reads what its first reads)
     return readers_first(checked_once(late))
 
 

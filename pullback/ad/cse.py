@@ -27,9 +27,11 @@ def cse(program: Program) -> Program:
     eqns: list[Eqn] | None = None  # made at the first change: until then the kept equations are a prefix
     for i, eqn in enumerate(program.eqns):
         inputs = eqn.inputs
-        if replace:  # (a literal's id is never a key: no var has it)
+        if replace and not replace.keys().isdisjoint(map(id, inputs)):  # (a literal's id is never a key)
             inputs = tuple([replace.get(id(a), a) for a in inputs])
-        keys = tuple([id(a) if type(a) is Var else _key(a) for a in inputs])
+        # vars by id, counted in C; literals by value (in the equations that have one)
+        keys = tuple(map(id, inputs)) if Literal not in map(type, inputs) else tuple(
+            [id(a) if type(a) is Var else _key(a) for a in inputs])
         prim = eqn.prim
         if prim in COMMUTATIVE and len(keys) == 2 and _before(keys[1], keys[0]):
             keys = (keys[1], keys[0])  # x * c and c * x are one product

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from pullback.ir.core import Eqn, Params, Program, Var
 from pullback.ir.types import ArrayType
+from pullback.opt import census
+from pullback.opt.census import primitives
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -40,6 +42,7 @@ MIN_SAVING = 0.1  # a smaller saving does not pay for changing the program a per
 
 _NODES = (con.dot_general_p, st.transpose_p, ew.mul_p)
 _VIEWS = (st.transpose_p, st.broadcast_in_dim_p, st.reshape_p)
+_READ = frozenset({*_NODES, st.broadcast_in_dim_p, st.reshape_p})  # the definitions a network reads
 
 
 @dataclass
@@ -57,17 +60,13 @@ class _Net:
 
 def reorder_contractions(program: Program) -> Program:
     """``program`` with each contraction tree evaluated in its cheapest order (see the module)."""
-    if sum(e.prim is con.dot_general_p for e in program.eqns) < 2:
+    if list(primitives(program)).count(con.dot_general_p) < 2:
         return program
-    uses: dict[int, int] = {}
-    for e in program.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses[id(a)] = uses.get(id(a), 0) + 1
+    uses = census.readers(program)
     for a in program.outputs:
         if isinstance(a, Var):
-            uses[id(a)] = uses.get(id(a), 0) + 2  # an output is never folded into another value
-    defs = {id(v): e for e in program.eqns for v in e.outputs}
+            uses[id(a)] += 1  # an output is never folded into another value (two readers at least)
+    defs = {id(e.outputs[0]): e for e in program.eqns if e.prim in _READ}  # what the walks look through
     absorbed: set[int] = set()
     replaced: dict[int, list[Eqn]] = {}
     def grows(a) -> bool:  # a single-use contraction (or transpose, or product) the tree reads through

@@ -38,10 +38,14 @@ from pullback.primitives import structural as st
 def materialise(program: Program) -> Program:
     """``program`` with each output that is a sum of outer products sharing a delta factor computed
     as zeros and one diagonal write (itself when there is none)."""
+    candidates = [out for out in program.outputs if isinstance(out, Var) and is_inexact(out.dtype)
+                  and out.type.ndim >= 3]
+    if not candidates:  # (most programs: the definitions are not indexed)
+        return program
     defs = {id(o): e for e in program.eqns for o in e.outputs}
     replaced: dict[int, list[Eqn]] = {}
-    for out in program.outputs:
-        if not isinstance(out, Var) or id(out) in replaced or not is_inexact(out.dtype) or out.type.ndim < 3:
+    for out in candidates:
+        if id(out) in replaced:
             continue
         eqns = _materialised(out, defs)
         if eqns is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pullback.ad.cse import cse
 from pullback.ad.dce import dce
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Program
+from pullback.opt.census import primitives
 from pullback.opt.contraction_order import reorder_contractions
 from pullback.opt.deltas import materialise
 from pullback.opt.readers import single_readers
@@ -27,7 +28,9 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     and runs CSE: the passes after those look at the whole program, so they run once, on the last one."""
     done: set[int] = set()
     settled = settled if settled is not None else Settled()
-    simplified = cse(_bodies(simplify(_bodies(program, done, final), settled), done, final))
+    once = simplify(_bodies(program, done, final), settled)
+    bodies = _bodies(once, done, final)
+    simplified = cse(bodies)
     if not final:
         return simplified
     # (CSE again only if that changed something)
@@ -35,7 +38,11 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
         late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
-    return readers_first(checked_once(dce(late)))
+    elif bodies is not once:  # a body optimised again may read fewer operands: the loop's DCE rule prunes them
+        late = dce(late)
+    # otherwise no DCE: ``late`` is simplify's result (which ends in one), or simplify's then CSE's (which
+    # leaves no dead code: a duplicate reads what its first reads)
+    return readers_first(checked_once(late))
 
 
 def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
@@ -47,7 +54,7 @@ def _bodies(program: Program, done: set[int], final: bool = True) -> Program:
         done.add(id(new))
         return new
 
-    if not any(e.prim in WITH_BODIES for e in program.eqns):
+    if WITH_BODIES.isdisjoint(primitives(program)):
         return program
     eqns = tuple(e if e.prim not in WITH_BODIES else Eqn(
         e.prim, e.inputs, e.outputs, Params({k: opt(v) for k, v in e.params.items()}), e.source)

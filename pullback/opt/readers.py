@@ -30,6 +30,8 @@ from operator import is_
 
 from pullback.ad.dce import dce
 from pullback.ir.core import Eqn, Literal, Params, Program, Var
+from pullback.opt import census
+from pullback.opt.census import primitives
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -52,11 +54,10 @@ def _vector_products(program: Program) -> Program:
     if not columns:
         return program
     products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p
-                and any(id(a) in columns for a in e.inputs)}
+                and not columns.keys().isdisjoint(map(id, e.inputs))}
     if not products:
         return program
-    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in products)
-    readers.update(id(a) for a in program.outputs if id(a) in products)
+    readers = census.readers(program)
     eqns = [_vector_product(e, products, columns, readers) if e.prim is st.reshape_p else e for e in program.eqns]
     if all(map(is_, eqns, program.eqns)):
         return program
@@ -97,8 +98,7 @@ def _swapped(program: Program) -> Program:
     transposed = {id(e.inputs[0]) for e in program.eqns if e.prim is st.transpose_p and id(e.inputs[0]) in products}
     if not transposed:
         return program
-    readers = Counter(id(a) for e in program.eqns for a in e.inputs if id(a) in transposed)
-    readers.update(id(a) for a in program.outputs if id(a) in transposed)
+    readers = census.readers(program)
     eqns = [_swapped_product(e, products, readers) if e.prim is st.transpose_p else e for e in program.eqns]
     if all(map(is_, eqns, program.eqns)):
         return program
@@ -147,29 +147,33 @@ def _scaling(eqn: Eqn | None) -> tuple[Var, float] | None:
 def _alpha(program: Program) -> Program:
     """Scalings of triangular solves and products (their results, or their right-hand sides) folded into
     BLAS's alpha where the scaled or unscaled intermediate has no other reader."""
-    if not any(e.prim in _ALPHA for e in program.eqns):
+    if _ALPHA.keys().isdisjoint(primitives(program)):
         return program
-    readers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
-    readers.update(id(a) for a in program.outputs)
+    readers = census.readers(program)
+    # the definitions looked up: the right-hand sides of solves and products, and what they define
+    rhs = {id(e.inputs[_ALPHA[e.prim]]) for e in program.eqns if e.prim in _ALPHA}
     defs: dict[int, Eqn] = {}
     eqns = []
     for eqn in program.eqns:
         new = eqn
-        if eqn.prim in _ALPHA:  # op(x c): alpha c
-            k = _ALPHA[eqn.prim]
+        prim = eqn.prim
+        if prim in _ALPHA:  # op(x c): alpha c
+            k = _ALPHA[prim]
             b = eqn.inputs[k]
             scaled = _scaling(defs.get(id(b))) if isinstance(b, Var) and readers[id(b)] == 1 else None
             if scaled is not None:
                 x, c = scaled
                 new = _scaled(eqn, tuple(x if j == k else a for j, a in enumerate(eqn.inputs)), eqn.outputs, c,
                               eqn.source)
-        elif (scaled := _scaling(eqn)) is not None:  # op(x) c: alpha c
-            y, c = scaled
-            d = defs.get(id(y))
-            if d is not None and d.prim in _ALPHA and readers[id(y)] == 1:
-                new = _scaled(d, d.inputs, eqn.outputs, c, d.source)
+        elif (prim is ew.mul_p or prim is ew.neg_p) and not defs.keys().isdisjoint(map(id, eqn.inputs)):
+            scaled = _scaling(eqn)  # op(x) c: alpha c
+            if scaled is not None:
+                y, c = scaled
+                d = defs.get(id(y))
+                if d is not None and d.prim in _ALPHA and readers[id(y)] == 1:
+                    new = _scaled(d, d.inputs, eqn.outputs, c, d.source)
         eqns.append(new)
-        if len(new.outputs) == 1:
+        if len(new.outputs) == 1 and (new.prim in _ALPHA or id(new.outputs[0]) in rhs):
             defs[id(new.outputs[0])] = new
     if all(map(is_, eqns, program.eqns)):
         return program

@@ -9,7 +9,10 @@ reuse the buffer."""
 
 from __future__ import annotations
 
+from operator import is_
+
 from pullback.ir.core import WITH_BODIES, Eqn, Program, Var, effectful
+from pullback.opt.census import primitives
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.primitives.linalg import factor_solves as fa
@@ -34,54 +37,67 @@ def _overwritten(eqn: Eqn) -> list[Var]:
 def readers_first(program: Program) -> Program:
     """``program`` with the readers described above moved; ``program`` itself when none is."""
     eqns = program.eqns
-    if not any(e.prim in OVERWRITERS for e in eqns):
+    if OVERWRITERS.keys().isdisjoint(primitives(program)):
         return program
-    root: dict[int, int] = {}  # id(var) -> id of the var owning its buffer (through transposes, reshapes)
-    readers: dict[int, list[int]] = {}  # buffer -> indices of the equations reading it
+    # one walk for the views and the overwriters, then the readers of the overwritten buffers only
+    root: dict[Var, Var] = {}  # a view -> the var owning its buffer (through transposes, reshapes)
+    overwrites: list[tuple[int, list[Var]]] = []
     for i, e in enumerate(eqns):
-        for a in e.inputs:
-            if isinstance(a, Var):
-                readers.setdefault(root.get(id(a), id(a)), []).append(i)
-        if e.prim in _VIEWS and isinstance(e.inputs[0], Var):
-            root[id(e.outputs[0])] = root.get(id(e.inputs[0]), id(e.inputs[0]))
-    defined = {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
-    producer = {id(v): i for i, e in enumerate(eqns) for v in e.outputs}
-    done: set[int] = set()
-    order: list[Eqn] = []
+        prim = e.prim
+        if prim in _VIEWS and isinstance(e.inputs[0], Var):
+            root[e.outputs[0]] = root.get(e.inputs[0], e.inputs[0])
+        elif prim in OVERWRITERS or prim in ELEMENTWISE:
+            xs = _overwritten(e)
+            if xs:
+                overwrites.append((i, xs))
+    buffers = {root.get(x, x) for _, xs in overwrites for x in xs}
+    aliases = {id(v) for v in buffers} | {id(v) for v, r in root.items() if r in buffers}
+    readers: dict[Var, list[int]] = {}  # overwritten buffer -> indices of the equations reading it
+    for i, e in enumerate(eqns):
+        if not aliases.isdisjoint(map(id, e.inputs)):
+            for a in e.inputs:
+                if isinstance(a, Var) and id(a) in aliases:
+                    readers.setdefault(root.get(a, a), []).append(i)
+    given = set(program.inputs) | set(program.constvars)
+    producer = {v: i for i, e in enumerate(eqns) for v in e.outputs}
+    done: set[int] = set()  # equations moved up: each now before an overwriter earlier than itself
+    before: dict[int, list[int]] = {}  # overwriter -> the equations moved just before it
 
     def hoist(j: int, i: int, size: int, depth: int) -> list[int] | None:
         """``j`` and the equations after ``i`` that it needs first (a few levels: a fill of ones, a
-        reshape), when all may move; None when one may not."""
+        reshape), when all may move; None when one may not. Defined before ``i``: the program's
+        inputs, the equations before it and those moved."""
         r = eqns[j]
         if j <= i or not _movable(r) or any(v.type.size >= size for v in r.outputs):
             return None
         need: list[int] = []
         for a in r.inputs:
-            if isinstance(a, Var) and id(a) not in defined:
-                k = producer.get(id(a))
-                more = None if k is None or depth == 0 or k in done else hoist(k, i, size, depth - 1)
+            if isinstance(a, Var) and a not in given:
+                k = producer.get(a)
+                if k is not None and (k < i or k in done):
+                    continue
+                more = None if k is None or depth == 0 else hoist(k, i, size, depth - 1)
                 if more is None:
                     return None
                 need += [m for m in more if m not in need]
         return [*need, j]
 
-    for i, e in enumerate(eqns):
+    for i, xs in overwrites:
         if i in done:
             continue
-        for x in _overwritten(e):
-            for j in readers.get(root.get(id(x), id(x)), ()):
+        for x in xs:
+            for j in readers.get(root.get(x, x), ()):
                 if j in done:
                     continue
                 found = hoist(j, i, x.type.size, 2)
                 for k in found or ():
                     if k not in done:
-                        order.append(eqns[k])
-                        defined.update(id(v) for v in eqns[k].outputs)
+                        before.setdefault(i, []).append(k)
                         done.add(k)
-        order.append(e)
-        defined.update(id(v) for v in e.outputs)
-    moved = len(order) == len(eqns) and any(a is not b for a, b in zip(order, eqns))
-    if not moved:
+    if not before:
+        return program
+    order = [eqns[k] for i, e in enumerate(eqns) if i not in done for k in (*before.get(i, ()), i)]
+    if all(map(is_, order, eqns)):
         return program
     return Program(program.inputs, tuple(order), program.outputs, program.constvars, program.constvals, program.name)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from pullback.ad.substitute import substitute
 from pullback.ir.core import WITH_BODIES, Eqn, Program, Var, effectful
+from pullback.opt.census import primitives
 from pullback.primitives.linalg import factor_solves as fa
 
 
@@ -36,8 +37,8 @@ def _raises(e: Eqn) -> bool:
 def shared_inverses(program: Program) -> Program:
     """``program`` with each unchecked ``getri`` of factors that a checked ``getri_at`` inverts
     replaced by the latter's result; ``program`` itself when there is none."""
-    if not any(e.prim is fa.getri_p for e in program.eqns) or not any(
-            e.prim is fa.getri_at_p for e in program.eqns):
+    prims = set(primitives(program))
+    if fa.getri_p not in prims or fa.getri_at_p not in prims:
         return program
     checked: dict[tuple[int, int], int] = {}  # (lu, piv) -> index of its getri_at
     for i, e in enumerate(program.eqns):

@@ -59,6 +59,7 @@ import numpy as np
 from pullback.ad.dce import dce
 from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Literal, Params, Program, Var, output_types
+from pullback.opt import census
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
@@ -135,7 +136,7 @@ class _Pass:
     def __init__(self, program: Program):
         self.program = program
         self.defs: dict[int, Eqn] = {}
-        self.seen: dict[tuple, Var] = {}
+        self.seen: dict[tuple, Var] | None = None  # made at the first ``find`` (a vector program never asks)
         self.eqns: list[Eqn] = []
         self.replace: dict[int, Var] = {}
         self.exact: dict[int, Form] = {}
@@ -151,11 +152,20 @@ class _Pass:
         self.eqns.append(eqn)
         for v in eqn.outputs:
             self.defs[id(v)] = eqn
+        if self.seen is not None:
+            self._see(eqn)
+
+    def _see(self, eqn: Eqn) -> None:
         if len(eqn.outputs) == 1:
-            key = tuple([id(a) if type(a) is Var else _key(a) for a in eqn.inputs])
+            ins = eqn.inputs  # (vars by id, counted in C; literals by value where there is one)
+            key = tuple(map(id, ins)) if Literal not in map(type, ins) else tuple(map(_key, ins))
             self.seen.setdefault((eqn.prim, key, eqn.params), eqn.outputs[0])
 
     def find(self, prim, ins, **params) -> Var | None:
+        if self.seen is None:  # the equations recorded so far, in order: as if seen as they came
+            self.seen = {}
+            for eqn in self.eqns:
+                self._see(eqn)
         return self.seen.get((prim, tuple(map(_key, ins)), Params(params)))
 
     def emit(self, prim, *ins, hint: str = "", **params) -> Var:
@@ -548,7 +558,7 @@ class _Pass:
                     if hx is not None:
                         herm = scaled(self.sandwich(lfac, hx, check), c)
         for table, f in ((self.exact, exact), (self.lower, lower), (self.herm, herm)):
-            if f is not None:
+            if f is not None and len(f) <= MAX_TERMS:  # every form stays short: the pass stays linear
                 table[id(out)] = f
 
     def broadcast_outer(self, ins, n: int) -> tuple[Var, Var] | None:
@@ -727,6 +737,8 @@ class _Pass:
 
 def structure(program: Program) -> Program:
     """``program`` with cubic work on structured matrices replaced (see the module docstring)."""
+    if not any(s is not None and len(s) == 2 and s[0] == s[1] > 0 for s in census.shapes(program)):
+        return program  # no square matrix: nothing has a form
     return _Pass(program).run()
 
 

@@ -38,6 +38,7 @@ After::
 from __future__ import annotations
 
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Program, Var
+from pullback.opt.census import primitives
 from pullback.primitives import structural as st
 from pullback.primitives.linalg import factor_solves as fa
 from pullback.primitives.linalg import factorizations as la
@@ -55,7 +56,7 @@ _FLIP = {Trans.N: Trans.T, Trans.T: Trans.N, Trans.C: Trans.N}
 def transposed_lu(program: Program) -> Program:
     """``program`` with each getrf whose readers allow it factorising A^T (see the module docstring);
     ``program`` itself when there is none."""
-    if not any(e.prim is la.getrf_p for e in program.eqns):
+    if la.getrf_p not in primitives(program):
         return program
     readers: dict[int, list[Eqn]] = {}
     for e in program.eqns:

@@ -24,6 +24,7 @@ from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
     NO_PARAMS,
+    VIEWS,
     Atom,
     Eqn,
     Literal,
@@ -56,20 +57,49 @@ def is_user_code(frame) -> bool:
     return not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES
 
 
+# code objects already classified: every traced operation walks the same few frames, so a frame's file is
+# tested once per function, not once per equation (bounded: cleared when full)
+_LIBRARY_CODE: set = set()
+_USER_CODE: set = set()
+_KNOWN_CODE_MAX = 1 << 14
+
+
 def user_frame(depth: int = 1):
     """The innermost frame that is neither pullback's, NumPy's nor SciPy's."""
     frame = sys._getframe(depth)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+        code = frame.f_code
+        if code in _USER_CODE:
             return frame
+        if code not in _LIBRARY_CODE:
+            if len(_LIBRARY_CODE) + len(_USER_CODE) >= _KNOWN_CODE_MAX:
+                _LIBRARY_CODE.clear()
+                _USER_CODE.clear()
+            if is_user_code(frame):
+                _USER_CODE.add(code)
+                return frame
+            _LIBRARY_CODE.add(code)
         frame = frame.f_back
     return None
 
 
+# one SourceInfo per line: an unrolled loop's equations at one line share it (fewer objects, and the
+# passes that compare or look up equations' lines find them equal by identity)
+_SOURCES: dict[tuple[str, int], SourceInfo] = {}
+
+
 def user_location() -> SourceInfo | None:
     frame = user_frame(2)
-    return None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno)
+    if frame is None:
+        return None
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    try:
+        return _SOURCES[key]
+    except KeyError:
+        if len(_SOURCES) >= _KNOWN_CODE_MAX:
+            _SOURCES.clear()
+        found = _SOURCES[key] = SourceInfo(*key)
+        return found
 
 
 def located(message: str, source: SourceInfo | None = None) -> str:
@@ -291,7 +321,10 @@ def new_trace(replay: bool = False):
 
 def bind(prim: Primitive, *args, **params):
     """Record ``prim`` applied to ``args`` in the current trace; return Tracer(s)."""
-    builder = current_builder()
+    try:  # ``current_builder()`` without its calls: this runs for every equation every transform records
+        builder = _state.stack[-1]
+    except (AttributeError, IndexError):
+        builder = current_builder()
     # a tracer of this trace that is no view is its var (the common case, without a call)
     atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
                    for a in args])
@@ -305,8 +338,11 @@ def bind(prim: Primitive, *args, **params):
     else:
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
-    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, builder.location()))
-    if args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # to refuse writes through views
+    source = builder.source  # ``builder.location()``, inline
+    if source is None and not builder.replay:
+        source = user_location()
+    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, source))
+    if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
@@ -805,21 +841,35 @@ def name_from_source(program: Program) -> Program:
             found[src] = sourcemap.statement_at(src.filename, src.lineno)
         return found[src]
 
+    # each equation's statement, looked up once (equations of one line share their SourceInfo: one lookup)
+    stmts: list[sourcemap.Statement | None] = []
+    last_src: SourceInfo | None = None
+    last_stmt = None
+    for eqn in eqns:
+        src = eqn.source
+        if src is not last_src:
+            last_src, last_stmt = src, (None if src is None else statement(src))
+        stmts.append(last_stmt)
+    stmts.append(None)
+
+    def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
+        return a is b or (a.filename == b.filename and (sa is sb or sa == sb))
+
     last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
     start = 0  # the first equation of the current run
+    prev: SourceInfo | None = None
     for i, eqn in enumerate(eqns):
         src = eqn.source
-        if i and (src is None or eqns[i - 1].source is None or src.filename != eqns[i - 1].source.filename
-                  or statement(eqns[i - 1].source) != statement(src)):
+        if i and (src is None or prev is None or not same_statement(prev, stmts[i - 1], src, stmts[i])):
             start = i
+        prev = src
         if src is None:
             continue
-        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
-        stmt = statement(src)
+        stmt = stmts[i]
         if stmt is None or not stmt.targets:
             continue
-        same_file = nxt is not None and nxt.filename == src.filename
-        if same_file and statement(nxt) == stmt:
+        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
+        if nxt is not None and same_statement(src, stmt, nxt, stmts[i + 1]):
             continue  # not the last equation of this run
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status

@@ -57,28 +57,29 @@ def is_user_code(frame) -> bool:
     return not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES
 
 
-# code objects already classified: every traced operation walks the same few frames, so a frame's file is
-# tested once per function, not once per equation (bounded: cleared when full)
-_LIBRARY_CODE: set = set()
-_USER_CODE: set = set()
-_KNOWN_CODE_MAX = 1 << 14
+# files already classified: every traced operation walks the same few frames, so a frame's file is tested
+# once, not once per equation (by its name, whose hash a str keeps; a code object's is recomputed at every
+# lookup). Bounded: cleared when full
+_LIBRARY_FILES: set[str] = set()
+_USER_FILES_SEEN: set[str] = set()
+_KNOWN_MAX = 1 << 14
 
 
 def user_frame(depth: int = 1):
     """The innermost frame that is neither pullback's, NumPy's nor SciPy's."""
     frame = sys._getframe(depth)
     while frame is not None:
-        code = frame.f_code
-        if code in _USER_CODE:
+        filename = frame.f_code.co_filename
+        if filename in _USER_FILES_SEEN:
             return frame
-        if code not in _LIBRARY_CODE:
-            if len(_LIBRARY_CODE) + len(_USER_CODE) >= _KNOWN_CODE_MAX:
-                _LIBRARY_CODE.clear()
-                _USER_CODE.clear()
-            if is_user_code(frame):
-                _USER_CODE.add(code)
+        if filename not in _LIBRARY_FILES:
+            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
+                _LIBRARY_FILES.clear()
+                _USER_FILES_SEEN.clear()
+            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+                _USER_FILES_SEEN.add(filename)
                 return frame
-            _LIBRARY_CODE.add(code)
+            _LIBRARY_FILES.add(filename)
         frame = frame.f_back
     return None
 
@@ -96,7 +97,7 @@ def user_location() -> SourceInfo | None:
     try:
         return _SOURCES[key]
     except KeyError:
-        if len(_SOURCES) >= _KNOWN_CODE_MAX:
+        if len(_SOURCES) >= _KNOWN_MAX:
             _SOURCES.clear()
         found = _SOURCES[key] = SourceInfo(*key)
         return found
@@ -270,16 +271,19 @@ def call_user(fn: Callable, *args, **kwargs) -> Any:
 
 
 def current_builder() -> Builder:
-    stack = getattr(_state, "stack", None)
-    if not stack:
+    try:  # the attribute read, not ``getattr``: this runs at every traced operation
+        return _state.stack[-1]
+    except (AttributeError, IndexError):
         raise TracingError("no trace is active (a traced value used after its trace ended reports where it was "
-                           "made; this call needs a running trace)")
-    return stack[-1]
+                           "made; this call needs a running trace)") from None
 
 
 def _running(builder: Builder) -> bool:
     """Whether ``builder``'s trace is running on this thread (the innermost or an enclosing one)."""
-    return builder in getattr(_state, "stack", ())  # builders compare by identity
+    try:
+        return builder in _state.stack  # builders compare by identity
+    except AttributeError:
+        return False
 
 
 def escaped(x: Tracer) -> TracingError:
@@ -299,7 +303,10 @@ def escaped(x: Tracer) -> TracingError:
 
 def tracing() -> bool:
     """Whether a trace is running on this thread (functions such as ``pb.scan`` simply run outside one)."""
-    return bool(getattr(_state, "stack", None))
+    try:
+        return bool(_state.stack)
+    except AttributeError:
+        return False
 
 
 @contextmanager
@@ -407,9 +414,12 @@ class Tracer:
     def _api(self) -> ModuleType:
         """pullback.frontend.numpy, through which every NumPy operation on a tracer goes: the one place
         that refuses a tracer whose trace has ended (or runs on another thread)."""
-        if not _running(self.builder):
-            raise escaped(self)
-        return self._numpy_api
+        try:  # ``_running``, inline: this runs at every operation on a tracer
+            if self.builder in _state.stack:
+                return self._numpy_api
+        except AttributeError:
+            pass
+        raise escaped(self)
 
     def __repr__(self) -> str:
         return f"Tracer({self.ssa.type}{'' if _running(self.builder) else ', escaped its trace'})"

@@ -127,7 +127,10 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     """
     if wrt is None:
         wrt = [tangent_type(v.type) is not None for v in program.inputs]
+    # names for the values this trace makes are given as they are made (a Var made here is in no other
+    # program yet); a value that is the input program's own (a rule returning an input) is renamed, by copy
     hints: dict[int, str] = {}
+    foreign = {*program.inputs, *program.constvars}
     with new_trace(replay=True) as builder:
         # keyed by the Var itself (hashed by identity, without a call), not by ``id``
         primal: dict[Var, object] = {}
@@ -175,11 +178,17 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
             for v, o, t in zip(eqn.outputs, outs, touts):
                 primal[v] = o
                 if v.hint and not o.ssa.hint:
-                    hints.setdefault(id(o.ssa), v.hint)
+                    if o.ssa in foreign:
+                        hints.setdefault(id(o.ssa), v.hint)
+                    else:
+                        o.ssa.hint = v.hint
                 if t is not None and type(t) is not Zero and tangent_type(v.type) is not None:
                     tangent[v] = t
                     if v.hint and not t.ssa.hint:
-                        hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
+                        if t.ssa in foreign:
+                            hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
+                        else:
+                            t.ssa.hint = _tangent_hint(v.hint)
         builder.source = None
         outs = [read(a, primal, False) for a in program.outputs]
         touts = [instantiate_like(read(a, tangent, True), o) for a, o in zip(program.outputs, outs)]
@@ -187,4 +196,4 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     constvars, constvals = builder.constants()
     result = Program(program.inputs + tuple(tangent_inputs), tuple(builder.eqns), out_atoms, constvars, constvals,
                      name=f"{program.name}_jvp")
-    return rename(result, hints)
+    return rename(result, hints) if hints else result

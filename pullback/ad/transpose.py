@@ -97,9 +97,16 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
         for a, c in zip(program.outputs, ct_inputs):
             if isinstance(a, Var) and a in linear:
                 ct[a] = add_cotangents(ct.get(a, Zero(a.type)), Tracer(c, builder))
-        def name(v, c) -> None:  # a value's complete cotangent is named after it
+        # a value's complete cotangent is named after it, as it is made (a Var made here is in no other
+        # program yet); one of the input program's own is renamed, by copy
+        foreign = {*program.inputs, *program.constvars}
+
+        def name(v, c) -> None:
             if isinstance(c, Tracer) and v.hint and not c.ssa.hint and c.ssa not in ct_inputs:
-                hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
+                if c.ssa in foreign:
+                    hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
+                else:
+                    c.ssa.hint = cotangent_hint(v.hint)
 
         for eqn in reversed(linear_eqns):
             cts_out = [ct.pop(v) if v in ct else Zero(v.type) for v in eqn.outputs]
@@ -140,4 +147,4 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
     inputs = tuple(v for v, lin in zip(program.inputs, linear_inputs) if not lin) + tuple(ct_inputs)
     constvars, constvals = builder.constants()
     result = Program(inputs, tuple(builder.eqns), out_atoms, constvars, constvals, name=f"{program.name}_transpose")
-    return rename(result, hints)
+    return rename(result, hints) if hints else result

@@ -103,7 +103,9 @@ class ShapeError(ValueError):
 
 # Var, Literal, SourceInfo and Eqn are immutable by convention, not ``frozen``: a frozen dataclass
 # sets each field through ``object.__setattr__`` and costs four times as much to make, and a long
-# program makes millions of them (no pass assigns to one; a transform builds new ones)
+# program makes millions of them (no pass assigns to one; a transform builds new ones). One exception: a
+# trace (or jvp, transpose) names the Vars it made itself (``hint``) before its program is returned, when
+# they are in no other program yet, rather than copying the program to rename them
 @dataclass(eq=False, slots=True)
 class Var:
     """An SSA value: its identity is the object; ``hint`` is a name suggestion."""

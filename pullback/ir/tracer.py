@@ -843,6 +843,7 @@ def name_from_source(program: Program) -> Program:
     of the last equation get the statement's target names.
     """
     hints: dict[int, str] = {}
+    named: dict[int, Var] = {}
     eqns = program.eqns
     found: dict[SourceInfo, sourcemap.Statement | None] = {}  # once per line: a lookup reads the whole file
 
@@ -894,9 +895,12 @@ def name_from_source(program: Program) -> Program:
             for v, name in zip(outs, stmt.targets):
                 if not v.hint:
                     hints[id(v)] = name
+                    named[id(v)] = v
     if hints:
         program = _name_loop_consts(program, hints)
-    return rename(program, hints) if hints else program
+    for key, v in named.items():  # the trace's own Vars, in no other program yet: named in place, not copied
+        v.hint = hints[key]
+    return program
 
 
 def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:

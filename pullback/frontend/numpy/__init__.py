@@ -21,7 +21,7 @@ from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, Concret
 from pullback.frontend.numpy import integers
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, refuse_masked, user_frame
-from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.ir.types import DTYPES, canonical_dtype, is_complex, is_inexact
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
@@ -134,6 +134,7 @@ def result_dtype(*xs) -> np.dtype:
     if found is not None:
         return found
     found = _result_dtype(xs)
+    found = _CANONICAL.get(found, found)  # the one object per dtype, which the fast paths compare by identity
     if builtins.any([type(k) is not _Weak for k in key]):  # a strong operand: the values do not matter
         if len(_RESULT_DTYPES) > 4096:
             _RESULT_DTYPES.clear()
@@ -150,6 +151,7 @@ class _Weak:
 _WEAK_OF_TYPE = {t: _Weak() for t in PYTHON_SCALARS}
 _WEAK_OF_KIND = {kind: _WEAK_OF_TYPE[type(rep)] for kind, rep in _WEAK_REP.items()}
 _RESULT_DTYPES: dict[tuple, np.dtype] = {}
+_CANONICAL = {d: d for d in DTYPES}
 
 
 def _result_dtype(xs) -> np.dtype:
@@ -232,7 +234,12 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
         if shape is not None:  # (Python scalars alone are folded below)
             dtype = result_dtype(*xs) if dtype is None else dtype
             args = [x if type(x) is Tracer and x.ssa.type.dtype is dtype else astype(x, dtype) for x in xs]
-            out = _weak_result(bind(prim, *args), xs)
+            out = bind(prim, *args)
+            for x in xs:  # ``_weak_result``, inline
+                if not (type(x) in PYTHON_SCALARS or (type(x) is Tracer and x.weak)):
+                    break
+            else:
+                out.weak = True
             if not shape and dtype.kind in "iu":
                 integers.record(prim, xs, out)
             return out

@@ -127,52 +127,68 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     """
     if wrt is None:
         wrt = [tangent_type(v.type) is not None for v in program.inputs]
+    # names for the values this trace makes are given as they are made (a Var made here is in no other
+    # program yet); a value that is the input program's own (a rule returning an input) is renamed, by copy
     hints: dict[int, str] = {}
+    foreign = {*program.inputs, *program.constvars}
     with new_trace(replay=True) as builder:
-        primal: dict[int, object] = {}
-        tangent: dict[int, object] = {}
+        # keyed by the Var itself (hashed by identity, without a call), not by ``id``
+        primal: dict[Var, object] = {}
+        tangent: dict[Var, object] = {}
         tangent_inputs = []
         for v, w in zip(program.inputs, wrt):
-            primal[id(v)] = Tracer(v, builder)
+            primal[v] = Tracer(v, builder)
             if w:
                 if tangent_type(v.type) is None:
                     raise TypeError(f"cannot differentiate with respect to {v.hint or 'an input'} of dtype {v.dtype}")
                 t = Var(v.type, _tangent_hint(v.hint))
                 tangent_inputs.append(t)
-                tangent[id(v)] = Tracer(t, builder)
+                tangent[v] = Tracer(t, builder)
         for v, c in zip(program.constvars, program.constvals):
             builder.consts[id(c)] = (v, c)
-            primal[id(v)] = Tracer(v, builder)
+            primal[v] = Tracer(v, builder)
 
         def read(a, env, zero):
             if isinstance(a, Literal):
                 return a if env is primal else Zero(a.type)
-            found = env.get(id(a))
+            found = env.get(a)
             return Zero(a.type) if found is None and zero else found
 
-        primal_of, tangent_of = primal.get, tangent.get
         for eqn in program.eqns:
             builder.source = eqn.source
-            ps = [a if isinstance(a, Literal) else primal_of(id(a)) for a in eqn.inputs]
-            found = [None if isinstance(a, Literal) else tangent_of(id(a)) for a in eqn.inputs]
-            if not any([t is not None for t in found]):  # no tangent reaches it (``tangent`` holds no Zero)
+            inputs = eqn.inputs
+            ps = [a if type(a) is Literal else primal[a] for a in inputs]
+            for a in inputs:  # does a tangent reach it? (``tangent`` holds no Zero; a literal is no key)
+                if a in tangent:
+                    break
+            else:
+                a = None
+            if a is None:
                 outs, touts = bind(eqn.prim, *ps, **eqn.params), None
             else:
-                ts = [Zero(a.type) if t is None else t for a, t in zip(eqn.inputs, found)]
+                ts = [tangent[a] if a in tangent else Zero(a.type) for a in inputs]
                 rule = jvp_rules.get(eqn.prim)
                 if rule is None:
                     raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
                 outs, touts = rule(ps, ts, **eqn.params)
-            outs = outs if eqn.prim.multiple_results else (outs,)
-            touts = (None,) * len(outs) if touts is None else (touts if eqn.prim.multiple_results else (touts,))
+            if not eqn.prim.multiple_results:
+                outs, touts = (outs,), (touts,)
+            elif touts is None:
+                touts = (None,) * len(outs)
             for v, o, t in zip(eqn.outputs, outs, touts):
-                primal[id(v)] = o
+                primal[v] = o
                 if v.hint and not o.ssa.hint:
-                    hints.setdefault(id(o.ssa), v.hint)
-                if t is not None and not isinstance(t, Zero) and tangent_type(v.type) is not None:
-                    tangent[id(v)] = t
+                    if o.ssa in foreign:
+                        hints.setdefault(id(o.ssa), v.hint)
+                    else:
+                        o.ssa.hint = v.hint
+                if t is not None and type(t) is not Zero and tangent_type(v.type) is not None:
+                    tangent[v] = t
                     if v.hint and not t.ssa.hint:
-                        hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
+                        if t.ssa in foreign:
+                            hints.setdefault(id(t.ssa), _tangent_hint(v.hint))
+                        else:
+                            t.ssa.hint = _tangent_hint(v.hint)
         builder.source = None
         outs = [read(a, primal, False) for a in program.outputs]
         touts = [instantiate_like(read(a, tangent, True), o) for a, o in zip(program.outputs, outs)]
@@ -180,4 +196,4 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     constvars, constvals = builder.constants()
     result = Program(program.inputs + tuple(tangent_inputs), tuple(builder.eqns), out_atoms, constvars, constvals,
                      name=f"{program.name}_jvp")
-    return rename(result, hints)
+    return rename(result, hints) if hints else result

@@ -46,36 +46,42 @@ partial_eval_rules: dict[Primitive, PartialEvalRule] = {}
 def partial_eval(program: Program, unknown_inputs: Sequence[bool], unknown_outputs: Sequence[bool]) -> Split:
     """Split ``program``; ``unknown_outputs[i]`` puts output i in the unknown program
     (a known value there becomes a residual passed through)."""
-    unknown: set[int] = {id(v) for v, u in zip(program.inputs, unknown_inputs) if u}
+    # sets keyed by the Var itself (hashed by identity, without a call), not by ``id``
+    unknown: set[Var] = {v for v, u in zip(program.inputs, unknown_inputs) if u}
     known_eqns, unknown_eqns = [], []
     for eqn in program.eqns:
-        is_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.inputs]
+        for a in eqn.inputs:
+            if type(a) is Var and a in unknown:
+                break
+        else:
+            known_eqns.append(eqn)
+            continue
         rule = partial_eval_rules.get(eqn.prim)
-        if rule is not None and any(is_unknown):
+        if rule is not None:
+            is_unknown = [type(a) is Var and a in unknown for a in eqn.inputs]
             known_part, unknown_part, outs_unknown = rule(eqn, is_unknown)
             known_eqns += known_part
             unknown_eqns += unknown_part
-            unknown.update(id(v) for v, u in zip(eqn.outputs, outs_unknown) if u)
-        elif any(is_unknown):
-            unknown_eqns.append(eqn)
-            unknown.update(id(v) for v in eqn.outputs)
+            unknown.update(v for v, u in zip(eqn.outputs, outs_unknown) if u)
         else:
-            known_eqns.append(eqn)
+            unknown_eqns.append(eqn)
+            unknown.update(eqn.outputs)
 
     known_outputs = [a for a, u in zip(program.outputs, unknown_outputs) if not u]
     for a in known_outputs:
-        if isinstance(a, Var) and id(a) in unknown:
+        if isinstance(a, Var) and a in unknown:
             raise ValueError(f"output {a!r} depends on unknown inputs but was asked for as known")
-    constvars = {id(v) for v in program.constvars}
-    residuals: dict[int, Var] = {}
+    constvars = set(program.constvars)
+    residuals: dict[Var, Var] = {}
 
     def need(a) -> None:
-        if isinstance(a, Var) and id(a) not in unknown and id(a) not in constvars:
-            residuals.setdefault(id(a), a)
+        if type(a) is Var and a not in unknown and a not in constvars:
+            residuals.setdefault(a, a)
 
     for eqn in unknown_eqns:
         for a in eqn.inputs:
-            need(a)
+            if type(a) is Var and a not in unknown and a not in constvars and a not in residuals:
+                residuals[a] = a
     unknown_outs = tuple(a for a, u in zip(program.outputs, unknown_outputs) if u)
     for a in unknown_outs:
         need(a)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pullback.ad.jvp import Zero, instantiate
 from pullback.ad.ops import lax
 from pullback.errors import TracingError
-from pullback.ir.core import Literal, Primitive, Program, Var
+from pullback.ir.core import Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType
 
@@ -68,41 +68,55 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
 
     Inputs keep their order with the linear ones removed; the output cotangents follow.
     """
-    linear: set[int] = {id(v) for v, lin in zip(program.inputs, linear_inputs) if lin}
+    # keyed by the Var itself (hashed by identity, without a call), not by ``id``
+    linear: set[Var] = {v for v, lin in zip(program.inputs, linear_inputs) if lin}
     hints: dict[int, str] = {}
     with new_trace(replay=True) as builder:
-        env: dict[int, object] = {}  # values of the non-linear vars
+        env: dict[Var, object] = {}  # values of the non-linear vars
         for v, lin in zip(program.inputs, linear_inputs):
             if not lin:
-                env[id(v)] = Tracer(v, builder)
+                env[v] = Tracer(v, builder)
         for v, c in zip(program.constvars, program.constvals):
             builder.consts[id(c)] = (v, c)
-            env[id(v)] = Tracer(v, builder)
+            env[v] = Tracer(v, builder)
         linear_eqns = []
         for eqn in program.eqns:  # forward: evaluate what does not depend on linear inputs
-            if not linear.isdisjoint(map(id, eqn.inputs)):  # (a literal's id is no live var's)
-                linear_eqns.append(eqn)
-                linear.update(id(v) for v in eqn.outputs)
+            for a in eqn.inputs:
+                if type(a) is Var and a in linear:
+                    linear_eqns.append(eqn)
+                    linear.update(eqn.outputs)
+                    break
             else:
                 builder.source = eqn.source
-                outs = bind(eqn.prim, *[env[id(a)] if isinstance(a, Var) else a for a in eqn.inputs], **eqn.params)
+                outs = bind(eqn.prim, *[env[a] if type(a) is Var else a for a in eqn.inputs], **eqn.params)
                 for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
-                    env[id(v)] = o
+                    env[v] = o
         builder.source = None
         ct_inputs = [Var(a.type, cotangent_hint(a.hint) if isinstance(a, Var) else "") for a in program.outputs]
-        ct: dict[int, object] = {}
+        ct: dict[Var, object] = {}  # complete or partial cotangents of linear vars (never Zero)
         for a, c in zip(program.outputs, ct_inputs):
-            if isinstance(a, Var) and id(a) in linear:
-                ct[id(a)] = add_cotangents(ct.get(id(a), Zero(a.type)), Tracer(c, builder))
-        def name(v, c) -> None:  # a value's complete cotangent is named after it
+            if isinstance(a, Var) and a in linear:
+                ct[a] = add_cotangents(ct.get(a, Zero(a.type)), Tracer(c, builder))
+        # a value's complete cotangent is named after it, as it is made (a Var made here is in no other
+        # program yet); one of the input program's own is renamed, by copy
+        foreign = {*program.inputs, *program.constvars}
+
+        def name(v, c) -> None:
             if isinstance(c, Tracer) and v.hint and not c.ssa.hint and c.ssa not in ct_inputs:
-                hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
+                if c.ssa in foreign:
+                    hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
+                else:
+                    c.ssa.hint = cotangent_hint(v.hint)
 
         for eqn in reversed(linear_eqns):
-            cts_out = [ct.pop(id(v), Zero(v.type)) for v in eqn.outputs]
+            cts_out = [ct.pop(v) if v in ct else Zero(v.type) for v in eqn.outputs]
+            nonzero = False
             for v, c in zip(eqn.outputs, cts_out):
-                name(v, c)
-            if all(isinstance(c, Zero) for c in cts_out):
+                if type(c) is not Zero:
+                    nonzero = True
+                    if v.hint:
+                        name(v, c)
+            if not nonzero:
                 continue
             rule = transpose_rules.get(eqn.prim)
             if rule is None:
@@ -111,25 +125,26 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
                     + (f" (from {eqn.source})" if eqn.source else "")
                 )
             args = [
-                Linear(a.type) if isinstance(a, Var) and id(a) in linear
-                else (a if isinstance(a, Literal) else env[id(a)])
+                (Linear(a.type) if a in linear else env[a]) if type(a) is Var else a
                 for a in eqn.inputs
             ]
             builder.source = eqn.source
             cts_in = rule(cts_out if eqn.prim.multiple_results else cts_out[0], *args, **eqn.params)
             for a, c in zip(eqn.inputs, cts_in):
-                if isinstance(a, Var) and id(a) in linear and c is not None and not isinstance(c, Zero):
-                    if c.ssa.type != a.type:
+                if c is not None and type(a) is Var and a in linear and type(c) is not Zero:
+                    t = c.ssa.type
+                    if t is not a.type and t != a.type:
                         raise TracingError(f"transpose rule of {eqn.prim.name} gave a cotangent of type {c.ssa.type} "
                                            f"for an input of type {a.type}")
-                    ct[id(a)] = add_cotangents(ct.get(id(a), Zero(a.type)), c)
+                    prev = ct.get(a)
+                    ct[a] = c if prev is None else add_cotangents(prev, c)
         builder.source = None
         linear_vars = [v for v, lin in zip(program.inputs, linear_inputs) if lin]
-        outs = [instantiate(ct.get(id(v), Zero(v.type))) for v in linear_vars]
+        outs = [instantiate(ct.get(v, Zero(v.type))) for v in linear_vars]
         for v, o in zip(linear_vars, outs):
             name(v, o)
         out_atoms = tuple(builder.atom(o) for o in outs)
     inputs = tuple(v for v, lin in zip(program.inputs, linear_inputs) if not lin) + tuple(ct_inputs)
     constvars, constvals = builder.constants()
     result = Program(inputs, tuple(builder.eqns), out_atoms, constvars, constvals, name=f"{program.name}_transpose")
-    return rename(result, hints)
+    return rename(result, hints) if hints else result

@@ -404,13 +404,19 @@ def _method(f: types.MethodType):
 
 def call(f, /, *args, **kwargs):
     """What converted code calls for ``f(*args, **kwargs)``: see above."""
-    if not _tracing():  # converted code run outside its trace (a function it defined, kept and called later)
+    try:  # ``_tracing()`` and ``_buffers()`` inline: this runs at every call and operator of traced code
+        stack = tr._state.stack
+    except AttributeError:
+        stack = None
+    if not stack:  # converted code run outside its trace (a function it defined, kept and called later)
         return f(*args, **kwargs)
-    if _buffers():
-        args, kwargs = _read_buffers(args, kwargs)
+    for builder in stack:
+        if builder.buffers:
+            args, kwargs = _read_buffers(args, kwargs)
+            break
     found = _table.get(id(f))
     if found is not None and found[0] is f:
-        if found[2]:
+        if found[2] and stack[-1].captured:
             args, kwargs = _read_captured(args, kwargs)
         return found[1](*args, **kwargs)
     kind = type(f)

@@ -103,7 +103,9 @@ class ShapeError(ValueError):
 
 # Var, Literal, SourceInfo and Eqn are immutable by convention, not ``frozen``: a frozen dataclass
 # sets each field through ``object.__setattr__`` and costs four times as much to make, and a long
-# program makes millions of them (no pass assigns to one; a transform builds new ones)
+# program makes millions of them (no pass assigns to one; a transform builds new ones). One exception: a
+# trace (or jvp, transpose) names the Vars it made itself (``hint``) before its program is returned, when
+# they are in no other program yet, rather than copying the program to rename them
 @dataclass(eq=False, slots=True)
 class Var:
     """An SSA value: its identity is the object; ``hint`` is a name suggestion."""
@@ -143,9 +145,32 @@ class Literal:
 
     @staticmethod
     def of(value, dtype) -> Literal:
-        """``value`` cast to the Python scalar type matching ``dtype``."""
+        """``value`` cast to the Python scalar type matching ``dtype``.
+
+        A literal is a value, immutable: the one made for a Python int or float and a dtype is shared by
+        every equation using it (``x * 0.9`` at every step of an unrolled loop). Not for zeros (``-0.0 ==
+        0.0``), NaN (never equal) or complex numbers (``1 + 0j == 1 - 0j``): those are made each time."""
+        kind = type(value)
+        if (kind is float or kind is int or kind is bool) and value and value == value:
+            key = (kind, value, dtype)
+            try:
+                return _LITERALS[key]
+            except KeyError:
+                if len(_LITERALS) >= 4096:
+                    _LITERALS.clear()
+                found = _LITERALS[key] = Literal._of(value, dtype)
+                return found
+            except TypeError:  # an unhashable dtype spelling: made, not remembered
+                pass
+        return Literal._of(value, dtype)
+
+    @staticmethod
+    def _of(value, dtype) -> Literal:
         dtype = np.dtype(dtype)
         return Literal(np.array(value, dtype).item(), ArrayType((), dtype))
+
+
+_LITERALS: dict[tuple, Literal] = {}
 
 
 Atom = Var | Literal

@@ -24,6 +24,7 @@ from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
     NO_PARAMS,
+    VIEWS,
     Atom,
     Eqn,
     Literal,
@@ -56,20 +57,50 @@ def is_user_code(frame) -> bool:
     return not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES
 
 
+# files already classified: every traced operation walks the same few frames, so a frame's file is tested
+# once, not once per equation (by its name, whose hash a str keeps; a code object's is recomputed at every
+# lookup). Bounded: cleared when full
+_LIBRARY_FILES: set[str] = set()
+_USER_FILES_SEEN: set[str] = set()
+_KNOWN_MAX = 1 << 14
+
+
 def user_frame(depth: int = 1):
     """The innermost frame that is neither pullback's, NumPy's nor SciPy's."""
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+        if filename in _USER_FILES_SEEN:
             return frame
+        if filename not in _LIBRARY_FILES:
+            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
+                _LIBRARY_FILES.clear()
+                _USER_FILES_SEEN.clear()
+            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+                _USER_FILES_SEEN.add(filename)
+                return frame
+            _LIBRARY_FILES.add(filename)
         frame = frame.f_back
     return None
 
 
+# one SourceInfo per line: an unrolled loop's equations at one line share it (fewer objects, and the
+# passes that compare or look up equations' lines find them equal by identity)
+_SOURCES: dict[tuple[str, int], SourceInfo] = {}
+
+
 def user_location() -> SourceInfo | None:
     frame = user_frame(2)
-    return None if frame is None else SourceInfo(frame.f_code.co_filename, frame.f_lineno)
+    if frame is None:
+        return None
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    try:
+        return _SOURCES[key]
+    except KeyError:
+        if len(_SOURCES) >= _KNOWN_MAX:
+            _SOURCES.clear()
+        found = _SOURCES[key] = SourceInfo(*key)
+        return found
 
 
 def located(message: str, source: SourceInfo | None = None) -> str:
@@ -240,16 +271,19 @@ def call_user(fn: Callable, *args, **kwargs) -> Any:
 
 
 def current_builder() -> Builder:
-    stack = getattr(_state, "stack", None)
-    if not stack:
+    try:  # the attribute read, not ``getattr``: this runs at every traced operation
+        return _state.stack[-1]
+    except (AttributeError, IndexError):
         raise TracingError("no trace is active (a traced value used after its trace ended reports where it was "
-                           "made; this call needs a running trace)")
-    return stack[-1]
+                           "made; this call needs a running trace)") from None
 
 
 def _running(builder: Builder) -> bool:
     """Whether ``builder``'s trace is running on this thread (the innermost or an enclosing one)."""
-    return builder in getattr(_state, "stack", ())  # builders compare by identity
+    try:
+        return builder in _state.stack  # builders compare by identity
+    except AttributeError:
+        return False
 
 
 def escaped(x: Tracer) -> TracingError:
@@ -269,7 +303,10 @@ def escaped(x: Tracer) -> TracingError:
 
 def tracing() -> bool:
     """Whether a trace is running on this thread (functions such as ``pb.scan`` simply run outside one)."""
-    return bool(getattr(_state, "stack", None))
+    try:
+        return bool(_state.stack)
+    except AttributeError:
+        return False
 
 
 @contextmanager
@@ -291,7 +328,10 @@ def new_trace(replay: bool = False):
 
 def bind(prim: Primitive, *args, **params):
     """Record ``prim`` applied to ``args`` in the current trace; return Tracer(s)."""
-    builder = current_builder()
+    try:  # ``current_builder()`` without its calls: this runs for every equation every transform records
+        builder = _state.stack[-1]
+    except (AttributeError, IndexError):
+        builder = current_builder()
     # a tracer of this trace that is no view is its var (the common case, without a call)
     atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
                    for a in args])
@@ -305,8 +345,11 @@ def bind(prim: Primitive, *args, **params):
     else:
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
-    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, builder.location()))
-    if args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # to refuse writes through views
+    source = builder.source  # ``builder.location()``, inline
+    if source is None and not builder.replay:
+        source = user_location()
+    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, source))
+    if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
@@ -371,9 +414,12 @@ class Tracer:
     def _api(self) -> ModuleType:
         """pullback.frontend.numpy, through which every NumPy operation on a tracer goes: the one place
         that refuses a tracer whose trace has ended (or runs on another thread)."""
-        if not _running(self.builder):
-            raise escaped(self)
-        return self._numpy_api
+        try:  # ``_running``, inline: this runs at every operation on a tracer
+            if self.builder in _state.stack:
+                return self._numpy_api
+        except AttributeError:
+            pass
+        raise escaped(self)
 
     def __repr__(self) -> str:
         return f"Tracer({self.ssa.type}{'' if _running(self.builder) else ', escaped its trace'})"
@@ -797,6 +843,7 @@ def name_from_source(program: Program) -> Program:
     of the last equation get the statement's target names.
     """
     hints: dict[int, str] = {}
+    named: dict[int, Var] = {}
     eqns = program.eqns
     found: dict[SourceInfo, sourcemap.Statement | None] = {}  # once per line: a lookup reads the whole file
 
@@ -805,21 +852,35 @@ def name_from_source(program: Program) -> Program:
             found[src] = sourcemap.statement_at(src.filename, src.lineno)
         return found[src]
 
+    # each equation's statement, looked up once (equations of one line share their SourceInfo: one lookup)
+    stmts: list[sourcemap.Statement | None] = []
+    last_src: SourceInfo | None = None
+    last_stmt = None
+    for eqn in eqns:
+        src = eqn.source
+        if src is not last_src:
+            last_src, last_stmt = src, (None if src is None else statement(src))
+        stmts.append(last_stmt)
+    stmts.append(None)
+
+    def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
+        return a is b or (a.filename == b.filename and (sa is sb or sa == sb))
+
     last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
     start = 0  # the first equation of the current run
+    prev: SourceInfo | None = None
     for i, eqn in enumerate(eqns):
         src = eqn.source
-        if i and (src is None or eqns[i - 1].source is None or src.filename != eqns[i - 1].source.filename
-                  or statement(eqns[i - 1].source) != statement(src)):
+        if i and (src is None or prev is None or not same_statement(prev, stmts[i - 1], src, stmts[i])):
             start = i
+        prev = src
         if src is None:
             continue
-        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
-        stmt = statement(src)
+        stmt = stmts[i]
         if stmt is None or not stmt.targets:
             continue
-        same_file = nxt is not None and nxt.filename == src.filename
-        if same_file and statement(nxt) == stmt:
+        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
+        if nxt is not None and same_statement(src, stmt, nxt, stmts[i + 1]):
             continue  # not the last equation of this run
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
@@ -834,9 +895,12 @@ def name_from_source(program: Program) -> Program:
             for v, name in zip(outs, stmt.targets):
                 if not v.hint:
                     hints[id(v)] = name
+                    named[id(v)] = v
     if hints:
         program = _name_loop_consts(program, hints)
-    return rename(program, hints) if hints else program
+    for key, v in named.items():  # the trace's own Vars, in no other program yet: named in place, not copied
+        v.hint = hints[key]
+    return program
 
 
 def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:

@@ -76,21 +76,40 @@ def _dot_general_t(ct, x, y, *, dims: DotDims):
     """Contract the cotangent with the conjugated other operand over the axes the
     product kept, then permute into the operand's axis order. For a matrix
     product this is ``x_bar = ct @ y^H`` and ``y_bar = x^H @ ct``."""
-    if isinstance(x, Linear) and isinstance(y, Linear):
+    x_linear = isinstance(x, Linear)
+    if x_linear and isinstance(y, Linear):
         raise TypeError("dot_general of two values that both depend on the inputs is not linear")
+    key = (dims, x_linear, x.ndim, y.ndim, ct.ndim)
+    plan = _TRANSPOSE_PLANS.get(key)
+    if plan is None:
+        if len(_TRANSPOSE_PLANS) > 4096:
+            _TRANSPOSE_PLANS.clear()
+        plan = _TRANSPOSE_PLANS[key] = _dot_general_t_plan(dims, x_linear, x.ndim, y.ndim, ct.ndim)
+    contraction, perm = plan
+    if x_linear:
+        return lax.transpose(lax.dot_general(ct, lax.conj(y), contraction), perm), None
+    return None, lax.transpose(lax.dot_general(lax.conj(x), ct, contraction), perm)
+
+
+# (dims, x linear, ndims) -> the contraction and permutation of ``_dot_general_t``: axis arithmetic that
+# depends on the equation's structure alone, worked out once for the many products of one shape
+_TRANSPOSE_PLANS: dict[tuple, tuple[DotDims, tuple[int, ...]]] = {}
+
+
+def _dot_general_t_plan(dims: DotDims, x_linear: bool, x_ndim: int, y_ndim: int,
+                        ct_ndim: int) -> tuple[DotDims, tuple[int, ...]]:
     nb = len(dims.lhs_batch)
-    x_free = free_axes(x.ndim, dims.lhs_contract, dims.lhs_batch)
-    y_free = free_axes(y.ndim, dims.rhs_contract, dims.rhs_batch)
+    x_free = free_axes(x_ndim, dims.lhs_contract, dims.lhs_batch)
+    y_free = free_axes(y_ndim, dims.rhs_contract, dims.rhs_batch)
     ct_batch = tuple(range(nb))
     ct_x_free = tuple(range(nb, nb + len(x_free)))
-    ct_y_free = tuple(range(nb + len(x_free), ct.ndim))
-    if isinstance(x, Linear):
-        out = lax.dot_general(ct, lax.conj(y), DotDims(ct_y_free, y_free, ct_batch, dims.rhs_batch))
+    ct_y_free = tuple(range(nb + len(x_free), ct_ndim))
+    if x_linear:
         kept = [dims.lhs_contract[dims.rhs_contract.index(r)] for r in sorted(dims.rhs_contract)]
-        return lax.transpose(out, _order([*dims.lhs_batch, *x_free, *kept])), None
-    out = lax.dot_general(lax.conj(x), ct, DotDims(x_free, ct_x_free, dims.lhs_batch, ct_batch))
+        return (DotDims(ct_y_free, y_free, ct_batch, dims.rhs_batch),
+                tuple(_order([*dims.lhs_batch, *x_free, *kept])))
     kept = [dims.rhs_contract[dims.lhs_contract.index(c)] for c in sorted(dims.lhs_contract)]
-    return None, lax.transpose(out, _order([*dims.rhs_batch, *kept, *y_free]))
+    return DotDims(x_free, ct_x_free, dims.lhs_batch, ct_batch), tuple(_order([*dims.rhs_batch, *kept, *y_free]))
 
 
 transpose_rules[dot_general_p] = _dot_general_t

@@ -9,7 +9,7 @@ import numpy as np
 
 from pullback.ad import ops as ad_ops
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, bind
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind
 from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
@@ -20,9 +20,9 @@ from pullback.primitives import structural as st
 
 
 def _pair(x, y):
-    if isinstance(x, PYTHON_SCALARS):
+    if type(x) is not Tracer and isinstance(x, PYTHON_SCALARS):  # (a tracer first: the common case, no call)
         x = Literal.of(x, y.dtype)
-    if isinstance(y, PYTHON_SCALARS):
+    if type(y) is not Tracer and isinstance(y, PYTHON_SCALARS):
         y = Literal.of(y, x.dtype)
     return x, y
 
@@ -57,7 +57,10 @@ FOLD[ew.logistic_p] = _scipy_special("expit")
 
 
 def _apply(prim, *xs):
-    if all(isinstance(x, Literal) for x in xs) and prim in FOLD:
+    for x in xs:  # a loop, not all() of a generator: this runs for every equation a rule records
+        if type(x) is not Literal:
+            return bind(prim, *xs)
+    if prim in FOLD:
         value = FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
         return Literal.of(value, value.dtype)
     return bind(prim, *xs)

@@ -21,7 +21,7 @@ from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, Concret
 from pullback.frontend.numpy import integers
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, refuse_masked, user_frame
-from pullback.ir.types import canonical_dtype, is_complex, is_inexact
+from pullback.ir.types import DTYPES, canonical_dtype, is_complex, is_inexact
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
 from pullback.primitives import reductions as red
@@ -123,7 +123,38 @@ def _is_weak(x) -> bool:
 
 def result_dtype(*xs) -> np.dtype:
     """NumPy's result dtype: arrays and NumPy scalars are strong, Python scalars (by exact type:
-    ``np.float64`` subclasses ``float``) and tracers of Python scalar arguments weak (NEP 50)."""
+    ``np.float64`` subclasses ``float``) and tracers of Python scalar arguments weak (NEP 50).
+
+    Remembered by the operands' dtypes and weak kinds where one is strong: a weak scalar's value does not
+    change the result then (NEP 50), and an unrolled loop asks the same few questions at every step."""
+    key = tuple([_WEAK_OF_TYPE[t] if t in PYTHON_SCALARS else (
+        (_WEAK_OF_KIND[x.ssa.type.dtype.kind] if x.weak else x.ssa.type.dtype) if t is Tracer
+        else x.dtype) for x in xs for t in (type(x),)])
+    found = _RESULT_DTYPES.get(key)
+    if found is not None:
+        return found
+    found = _result_dtype(xs)
+    found = _CANONICAL.get(found, found)  # the one object per dtype, which the fast paths compare by identity
+    if builtins.any([type(k) is not _Weak for k in key]):  # a strong operand: the values do not matter
+        if len(_RESULT_DTYPES) > 4096:
+            _RESULT_DTYPES.clear()
+        _RESULT_DTYPES[key] = found
+    return found
+
+
+class _Weak:
+    """A weak operand of a kind in ``result_dtype``'s keys (never equal to a dtype, as a type can be)."""
+
+    __slots__ = ()
+
+
+_WEAK_OF_TYPE = {t: _Weak() for t in PYTHON_SCALARS}
+_WEAK_OF_KIND = {kind: _WEAK_OF_TYPE[type(rep)] for kind, rep in _WEAK_REP.items()}
+_RESULT_DTYPES: dict[tuple, np.dtype] = {}
+_CANONICAL = {d: d for d in DTYPES}
+
+
+def _result_dtype(xs) -> np.dtype:
     reps = []
     for x in xs:
         if type(x) in PYTHON_SCALARS:
@@ -189,6 +220,29 @@ def _weak_result(out, xs):
 
 def elementwise(prim, *xs, dtype: np.dtype | None = None):
     """Bind ``prim`` after promoting ``xs`` to one dtype and broadcasting them to one shape."""
+    shape = None
+    for x in xs:  # the common case, without calls: tracers of one shape and Python scalars
+        kind = type(x)
+        if kind is Tracer:
+            if shape is None:
+                shape = x.ssa.type.shape
+            elif x.ssa.type.shape != shape:
+                break
+        elif kind not in PYTHON_SCALARS:
+            break
+    else:
+        if shape is not None:  # (Python scalars alone are folded below)
+            dtype = result_dtype(*xs) if dtype is None else dtype
+            args = [x if type(x) is Tracer and x.ssa.type.dtype is dtype else astype(x, dtype) for x in xs]
+            out = bind(prim, *args)
+            for x in xs:  # ``_weak_result``, inline
+                if not (type(x) in PYTHON_SCALARS or (type(x) is Tracer and x.weak)):
+                    break
+            else:
+                out.weak = True
+            if not shape and dtype.kind in "iu":
+                integers.record(prim, xs, out)
+            return out
     for x in xs:
         _check_operand(x)
     dtype = result_dtype(*xs) if dtype is None else dtype
@@ -322,8 +376,13 @@ def ufunc_options(kwargs: dict) -> dict:
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):
-    refuse_masked_operands((*inputs, *kwargs.values()))
-    name = ufunc_name(ufunc)
+    for x in inputs:  # tracers alone (the common case) hold no masked array: checked without a call
+        if type(x) is not Tracer:
+            refuse_masked_operands(inputs)
+            break
+    if kwargs:
+        refuse_masked_operands(kwargs.values())
+    name = _ufunc_names.get(ufunc) or ufunc_name(ufunc)
     if method != "__call__":
         if (ufunc, method) in UFUNC_METHODS:
             return _strong(UFUNC_METHODS[ufunc, method](*inputs, **kwargs))

@@ -76,6 +76,38 @@ def test_kalman_checkpointed_golden():
         "range(6):", "range(5):", "range(5, -1, -1):", "range(5):", "range(4, -1, -1):"]
 
 
+def test_kalman_checkpointed_prime_golden():
+    """31 observations (a prime: no divisor near sqrt(31)): 6 blocks of 6, the last of 1, as one loop over the
+    blocks, each reading its 6 rows of v (padded with zeros to 36 rows) and running ``min(6, 31 - 6 i)``
+    steps: the step printed once forward, once recomputed and once transposed, one Cholesky per pass. The
+    value is the unrolled NumPy filter's, the gradient its central differences' and the plain scan's."""
+    src = kalman_source(checkpoint=True, T=31)
+    check_golden("kalman_checkpointed_prime_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(6):", "range(steps):", "range(5, -1, -1):", "range(steps):", "range(steps - 1, -1, -1):"]
+    assert "v_padded[:31] = v" in src and "v_block = v_blocks[t]" in src and "steps = np.minimum(6, " in src
+    assert src.count("dpotrf(") == 2 and src.count("dtrmm(") == 1 and len(src.splitlines()) < 330
+    assert "31," not in src.replace("31 - ", "").replace("[:31]", "")  # nothing kept per step of the 31
+
+    args = kalman_args(31)
+    d = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3))
+    value, grads = d.value_and_grad(*args)
+    np.testing.assert_allclose(value, kf.kalman_nll_unrolled(*args), rtol=1e-12)
+    eps = 1e-6
+    for i, g in enumerate(grads):
+        x = np.asarray(args[i], dtype=float)
+        fd = np.zeros(x.shape)
+        for j in range(x.size):
+            e = np.zeros(x.shape)
+            e.flat[j] = eps
+            hi, lo = list(args), list(args)
+            hi[i], lo[i] = x + e, x - e
+            fd.flat[j] = (kf.kalman_nll_unrolled(*hi) - kf.kalman_nll_unrolled(*lo)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+    for a, b in zip(grads, kf.nll.grad(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
 def test_rk4_golden():
     src = rk4_source()
     check_golden("rk4_grad.py.txt", src)

@@ -56,6 +56,7 @@ from pullback.ir.core import (
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace, rename
 from pullback.ir.types import ArrayType, StackType
 from pullback.primitives import lax
+from pullback.primitives import structural as st
 from pullback.primitives.control.common import (
     _MASKS,
     _batched_body,
@@ -159,6 +160,7 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
     n = len(consts)
     invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
     kept, moved = split_invariant(body.eqns, body.inputs[:n])
+    kept, moved = _views_stay(kept, moved, body.outputs)
     hints = current_builder().inlined_hints  # a hoisted value keeps its name (``a = theta[0]``)
     made: dict[tuple, object] = {}  # equal hoisted equations bound once (``theta[0]`` read by four calls)
     for eqn in moved:
@@ -190,6 +192,27 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
 def _bounded(bound: int | None) -> dict:
     """A scan's ``bound`` param, where it has one (the others' params stay as they were)."""
     return {} if bound is None else {"bound": bound}
+
+
+# Views of loop invariants whose transposes are views too: left in the step that reads them (``S_hh @ B.T``,
+# as the user wrote it), for free, so that the backward loop sums the cotangent of ``B`` in one accumulator
+# (``B_bar_sum + x.T``), not one of ``B.T`` beside it transposed after the loop, and a transposed ``A.T``
+# in it is ``A`` again. (Not reshapes: ``theta[0]`` is a slice and a reshape, read once before the loop.)
+_STEP_VIEWS = frozenset({st.transpose_p})
+
+
+def _views_stay(kept: list[Eqn], moved: list[Eqn], outputs) -> tuple[list[Eqn], list[Eqn]]:
+    """``split_invariant``'s answer with the invariant views of ``_STEP_VIEWS`` that no hoisted equation
+    reads moved back to the start of the step."""
+    views = [e for e in moved if e.prim in _STEP_VIEWS and makes_view(e.prim, e.inputs)]
+    if not views:
+        return kept, moved
+    read = {id(a) for e in moved for a in e.inputs}
+    stay = [e for e in views if id(e.outputs[0]) not in read]
+    if not stay:
+        return kept, moved
+    ids = {id(e) for e in stay}
+    return stay + kept, [e for e in moved if id(e) not in ids]
 
 
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:

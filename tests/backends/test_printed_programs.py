@@ -66,6 +66,11 @@ def test_kalman_scan_golden():
     assert "mu_h = mu0" in src and "S_hh = S0" in src and "mu_h_bar" in src and "carry_0" not in src
     assert "S_v_bar_sum" in src and "S_h_bar_sum" in src  # the parameters' gradients accumulate by name
     assert src.count("if info:") == 1  # one Cholesky per step, checked once
+    # B.T and A.T are read in the step as written (free views), so each of A and B sums its cotangent in one
+    # accumulator, A_bar_sum and B_bar_sum, returned as they are: none for B.T beside it, transposed after
+    # the loop; and the transpose of A.T in the backward step is A
+    assert "S_hh_Bt = S_hh @ B.T" in src and "= S_hh_bar @ A\n" in src and "_T = " not in src
+    assert "carry" not in src and "return nll, (A_bar_sum, B_bar_sum, log_qh_bar, log_qv_bar)" in src
 
 
 def test_kalman_checkpointed_golden():
@@ -88,6 +93,9 @@ def test_kalman_checkpointed_prime_golden():
     assert "v_padded[:31] = v" in src and "v_block = v_blocks[t]" in src and "steps = np.minimum(6, " in src
     assert src.count("dpotrf(") == 2 and src.count("dtrmm(") == 1 and len(src.splitlines()) < 330
     assert "31," not in src.replace("31 - ", "").replace("[:31]", "")  # nothing kept per step of the 31
+    # each block sums the cotangents of the loop's constants under their names (S_v_bar_sum_1), added to
+    # the whole loop's (S_v_bar_sum) after it
+    assert "carry_3" not in src and "S_v_bar_sum = S_v_bar_sum + S_v_bar_sum_1" in src
 
     args = kalman_args(31)
     d = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3))
@@ -160,6 +168,7 @@ def test_kalman_rerolled_golden():
     assert _loop_lines(src) == ["for t in range(30):", "for t in range(29, -1, -1):"]
     assert "mu_h = mu0" in src and "S_hh = S0" in src and "nll = np.zeros((), dtype=np.float64)" in src
     assert src.count("dpotrf(") == 1 and src.count("if info") == 1 and src.count("dtrmm(") == 1
+    assert "carry" not in src and "return nll, (A_bar_sum, B_bar_sum, log_qh_bar, log_qv_bar)" in src
     forward = src.split("for t in range(30):")[0]
     assert "dpotrf" not in forward and "v[0]" not in forward and len(src.splitlines()) < 240
 

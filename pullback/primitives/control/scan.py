@@ -160,7 +160,6 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
     n = len(consts)
     invariant: dict[int, object] = {id(v): c for v, c in zip(body.inputs[:n], consts)}
     kept, moved = split_invariant(body.eqns, body.inputs[:n])
-    kept, moved = _views_stay(kept, moved, body.outputs)
     hints = current_builder().inlined_hints  # a hoisted value keeps its name (``a = theta[0]``)
     made: dict[tuple, object] = {}  # equal hoisted equations bound once (``theta[0]`` read by four calls)
     for eqn in moved:
@@ -201,7 +200,7 @@ def _bounded(bound: int | None) -> dict:
 _STEP_VIEWS = frozenset({st.transpose_p})
 
 
-def _views_stay(kept: list[Eqn], moved: list[Eqn], outputs) -> tuple[list[Eqn], list[Eqn]]:
+def _views_stay(kept: list[Eqn], moved: list[Eqn]) -> tuple[list[Eqn], list[Eqn]]:
     """``split_invariant``'s answer with the invariant views of ``_STEP_VIEWS`` that no hoisted equation
     reads moved back to the start of the step."""
     views = [e for e in moved if e.prim in _STEP_VIEWS and makes_view(e.prim, e.inputs)]
@@ -218,7 +217,8 @@ def _views_stay(kept: list[Eqn], moved: list[Eqn], outputs) -> tuple[list[Eqn], 
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
     """A loop body's equations split into those that vary and those that read literals, ``consts``
     and what such equations make alone (loop invariants, to compute once before the loop), in order.
-    An effect (a draw) varies: each step draws anew."""
+    An effect (a draw) varies: each step draws anew. A transpose of an invariant that no other invariant
+    reads stays in the step (``_views_stay``)."""
     invariant = {id(v) for v in consts}
     kept, moved = [], []
     for eqn in eqns:
@@ -227,7 +227,7 @@ def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eq
             invariant.update(id(v) for v in eqn.outputs)
         else:
             kept.append(eqn)
-    return kept, moved
+    return _views_stay(kept, moved)
 
 
 # --- JVP --------------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ def test_rk4_golden():
     # user's names, and the backward loop sums one cotangent for each (16 sums and 12 adds before)
     assert "a = theta[0]" in src and "d = theta[3]" in src
     assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
+    # the cotangents of ``u[0]`` and ``u[1]`` add to u_bar as one array, not as two zero-padded ones each step
+    assert src.count("np.zeros((2,)") == 1 and "u_bar = add_23 + concat_7" in src
 
 
 def test_rk4_checkpointed_golden():
@@ -302,6 +304,47 @@ def test_unpacked_names_are_kept():
     assert "def mlp_grad(W, b, x):" in src
     assert "lo = x[0]" in src and "hi = x[1]" in src and "picked" not in src
     assert "return total, (W_bar, b_bar)" in src
+
+
+def predator_prey(theta, u0):
+    def step(u, _):
+        x, y = u
+        a, b, c, d = theta
+        return u + 0.01 * np.stack([a * x - b * x * y, d * x * y - c * y]), None
+
+    u, _ = pb.scan(step, u0, None, length=50)
+    return np.sum(u ** 2)
+
+
+def test_a_loops_unpacked_carry_and_parameters_keep_their_names():
+    """``x, y = u`` and ``a, b, c, d = theta`` in a scan's step: the step reads ``x = u[0]`` (no ``picked``),
+    the backward loop sums one accumulator per parameter (``a_bar_sum``, ..., no ``carry_k``) and adds the
+    cotangents of ``x`` and ``y`` to ``u_bar`` as one array (no zero-padded array per component); the
+    gradient is the finite differences' of the NumPy loop."""
+    theta, u0 = np.array([1.5, 1.0, 3.0, 1.0]), np.array([1.0, 0.5])
+    d = pb.differentiate(predator_prey, argnums=(0, 1), compile="numpy")
+    src = d.source(theta, u0)
+    assert "x = u[0]" in src and "y = u[1]" in src and "picked" not in src and "carry" not in src
+    assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
+    backward = src.split("for t in range(49, -1, -1):")[1]
+    assert "np.zeros" not in backward and "u_bar = u_bar + concat" in backward
+
+    def numpy_loop(theta, u0):
+        u = u0
+        for _ in range(50):
+            x, y = u
+            a, b, c, dd = theta
+            u = u + 0.01 * np.array([a * x - b * x * y, dd * x * y - c * y])
+        return np.sum(u ** 2)
+
+    g_theta, g_u0 = d.grad(theta, u0)
+    eps = 1e-6
+    for g, i in ((g_theta, 0), (g_u0, 1)):
+        args = [theta, u0]
+        fd = [(numpy_loop(*[a + eps * e if k == i else a for k, a in enumerate(args)])
+               - numpy_loop(*[a - eps * e if k == i else a for k, a in enumerate(args)])) / (2 * eps)
+              for e in np.eye(len(args[i]))]
+        np.testing.assert_allclose(g, fd, rtol=1e-7)
 
 
 def weighted_positions(x):

@@ -26,7 +26,7 @@ from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
 from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Primitive, Program, SourceInfo, Var, sub_programs
 from pullback.ir.names import RESERVED, Namer
-from pullback.ir.types import StackType
+from pullback.ir.types import ArrayType, StackType
 from pullback.primitives import contractions as con
 from pullback.primitives import control as ctrl
 from pullback.primitives import custom
@@ -659,13 +659,16 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     p = eqn.params
     body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
     namer, expr = nest.namer, nest.expr
-    if length is None and isinstance(eqn.inputs[0], Literal) and eqn.inputs[0].value == 0 and not nk:
+    bound = p.get("bound")  # at most this many steps, over arrays of this many rows (ys zero past the steps)
+    if length is None and bound is None and isinstance(eqn.inputs[0], Literal) and eqn.inputs[0].value == 0 \
+            and not nk:
         return [s.assign([s.name(namer.name(v, v.hint, "empty"))], cst.List([])) for v in eqn.outputs]  # no steps
     steps: s.Expr = s.number(length) if length is not None else (
         s.call("len", ins[0]) if isinstance(eqn.inputs[0].type, StackType) else ins[0])  # as many steps as a stack
     if length is None and isinstance(eqn.inputs[0], Var) and not isinstance(eqn.inputs[0].type, StackType) \
-            and getattr(nest.backend, "SCALARS_AS_ARRAYS", False):
-        steps = s.call("int", steps)  # a count on the device (CuPy has no __index__: no implicit copy to the host)
+            and (getattr(nest.backend, "SCALARS_AS_ARRAYS", False) or getattr(nest.backend, "FUNCTIONAL", False)):
+        # a count on the device (CuPy has no __index__: no implicit copy to the host), or a Dask graph's (computed)
+        steps = s.call("int", steps)
     operands, ins = (eqn.inputs, ins) if length is not None else (eqn.inputs[1:], ins[1:])
     carry, xs = body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     stmts = _bind_inputs(body.inputs[:nc], operands[:nc], ins[:nc], namer)
@@ -686,12 +689,18 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
             kept[id(y)] = v
         name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         copy = listed and id(v) not in nest.listed and not functional  # a stack's entry not made afresh: a copy
+        rows: s.Expr = steps
         if not listed and stack is not None:
             stacked.append((name, s.name(namer.fresh(f"{name.value}_list")), v.type))
             name, listed = stacked[-1][1], True
+            rows = steps if bound is None else s.number(bound)
         ys.append((name, y, copy))
-        stmts.append(s.assign([name], s.binop(cst.List([cst.Element(cst.Name("None"))]), "*", steps)
-                              if listed else nest.backend.empty(v.type)))
+        if listed:
+            entry = cst.Name("None") if rows is steps else nest.backend.zeros(v.type.elem if isinstance(
+                v.type, StackType) else ArrayType(v.type.shape[1:], v.type.dtype))
+            stmts.append(s.assign([name], s.binop(cst.List([cst.Element(entry)]), "*", rows)))
+        else:
+            stmts.append(s.assign([name], nest.backend.empty(v.type) if bound is None else nest.backend.zeros(v.type)))
     index = namer.fresh("t")
     t = s.name(index)
     used = {id(a) for e in body.eqns for a in e.inputs} | {id(a) for a in body.outputs}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pullback.errors import TracingError
+from pullback.ir.core import Var
 from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
@@ -55,9 +56,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``T / k + k`` states rather than every intermediate of every step, at the cost of running the
     forward steps twice. ``checkpoint=True`` takes ``k`` near ``sqrt(T)``, a divisor of ``T`` where one is
     near enough (``block_length``), so that the blocks are equal and the step prints once per pass. Where
-    ``k`` does not divide ``T`` and the scan has no ``xs`` and no ``ys``, the blocks are one loop too, the
-    last one shorter (``for _ in range(steps)``, ``steps = min(k, T - i k)``); with ``xs`` or ``ys``
-    the shorter last block is a block of its own, its steps printed again.
+    ``k`` does not divide ``T``, the blocks are one loop too, the last one shorter (``for t in
+    range(steps)``, ``steps = min(k, T - i k)``): each block reads its ``k`` rows of the ``xs`` (padded
+    with zeros to whole blocks) and writes its ``k`` rows of the ``ys``, so the step prints once per pass
+    there as well.
 
     >>> def cumulative_sum_of_squares(x):
     ...     total, running = pb.scan(lambda c, xi: (c + xi**2, c + xi**2), 0.0, x)
@@ -89,9 +91,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
 
 
-def _traced_step(f, init, x_leaves, x_tree):
+def _traced_step(f, init, x_leaves, x_tree, arg_names=None):
     """``f(carry, x)`` traced as a scan's body: (the body, the values it captures, the carry's leaves
-    and structure, the structure of its ``y``)."""
+    and structure, the structure of its ``y``). ``arg_names`` as ``trace``'s (default: ``f``'s)."""
     from pullback.primitives import lax
 
     carry_leaves, carry_tree = flatten(init)
@@ -105,8 +107,8 @@ def _traced_step(f, init, x_leaves, x_tree):
 
     carry_ex = unflatten(carry_tree, carry_leaves)
     x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves])
-    body, captures, (_, (out_carry_tree, y_tree)) = trace_closed(step, [carry_ex, x_ex], name="step",
-                                                                  arg_names=_arg_names(f, 2), scope=f)
+    body, captures, (_, (out_carry_tree, y_tree)) = trace_closed(
+        step, [carry_ex, x_ex], name="step", arg_names=arg_names or _arg_names(f, 2), scope=f)
     if out_carry_tree != carry_tree:
         raise TracingError(located("scan: the body returns a carry of a different structure than init"))
     nk = len(carry_leaves)
@@ -118,21 +120,60 @@ def _traced_step(f, init, x_leaves, x_tree):
     return body, captures, carry_leaves, carry_tree, y_tree
 
 
-def _scan_ragged_blocks(f, init, n: int, reverse: bool, k: int):
-    """``n`` steps of ``f`` (no xs; ``f`` returns no ``y``) in ``ceil(n / k)`` checkpointed blocks, the last
-    one shorter: one loop over the blocks, and in each a loop of ``min(k, n - i * k)`` steps, a number
-    known when it runs, so that the step is printed once however ``k`` divides ``n``."""
+def _scan_ragged_blocks(f, init, x_leaves, x_tree, n: int, reverse: bool, k: int):
+    """``n`` steps of ``f`` in ``ceil(n / k)`` checkpointed blocks, the last one shorter: one loop over the
+    blocks, and in each a loop of ``min(k, n - i * k)`` steps, a number known when it runs, so that the
+    step is printed once however ``k`` divides ``n``. Each ``xs`` is padded with zeros to the blocks'
+    ``ceil(n / k) * k`` rows (the last block's rows past its steps are never read) and each block reads its
+    ``k`` rows; each block writes its steps' ``ys`` to its ``k`` rows, those past ``n`` dropped after."""
     from pullback.frontend import numpy as api
     from pullback.primitives import lax
 
-    def block(carry, i):
-        steps = _named(api.minimum(k, n - i * k), "steps")
-        body, captures, carry_leaves, carry_tree, _ = _traced_step(f, carry, [], flatten(None)[1])
-        outs = make_scan(body, captures, carry_leaves, [], length=None, reverse=reverse, count=steps)
-        return unflatten(carry_tree, outs), None
+    q = -(-n // k)
+    names: list[str] = []
+    for x in x_leaves:  # the name of each xs (``v``): the blocks' loop reads ``v_block = v_blocks[t]``
+        name = base = _hint(x, "xs")
+        while name in names:
+            name = f"{base}_{len(names)}"
+        names.append(name)
+    keys = [f"{name}_block" for name in names]
 
-    blocks = _named(lax.iota(np.int64, (-(-n // k),), 0), "blocks")
-    return scan(checkpoint(block), init, blocks, reverse=reverse)
+    def blocked(x, name: str):
+        shape = np.shape(x)
+        padded = _named(lax.pad(x, (q * k, *shape[1:]), (0,) * len(shape), shape, (1,) * len(shape)),
+                        f"{name}_padded")
+        return _named(api.reshape(padded, (q, k, *shape[1:])), f"{name}_blocks")
+
+    y_hints: list[str] = []
+
+    def block(carry, part):
+        i, x_block = part["block"], [part[key] for key in keys]
+        steps = _named(api.minimum(k, n - i * k), "steps")
+        body, captures, carry_leaves, carry_tree, y_tree = _traced_step(f, carry, x_block, x_tree)
+        y_hints[:] = [_hint(y, "ys") if isinstance(y, Var) else "ys" for y in body.outputs[len(carry_leaves):]]
+        outs = make_scan(body, captures, carry_leaves, x_block, length=None, reverse=reverse, count=steps, bound=k)
+        nk = len(carry_leaves)
+        return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
+
+    parts = {"block": _named(lax.iota(np.int64, (q,), 0), "blocks"),
+             **{key: blocked(x, name) for key, name, x in zip(keys, names, x_leaves)}}
+    part_leaves, part_tree = flatten(parts)
+    # the blocks' loop reads its slices of ``parts`` under their keys; its carry (a block's first state) is
+    # ``carry``, leaving the user's names to the steps' loop, where the user's lines read them
+    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(checkpoint(block), init, part_leaves, part_tree,
+                                                                    arg_names=["carry", ""])
+    outs = make_scan(body, captures, carry_leaves, part_leaves, length=q, reverse=reverse)
+    nk = len(carry_leaves)
+    carry, ys = unflatten(carry_tree, outs[:nk]), outs[nk:]
+    if not ys:
+        return carry, None
+    return carry, unflatten(y_tree, [api.reshape(_named(y, f"{h}_blocks"), (q * k, *y.shape[2:]))[:n]
+                                     for y, h in zip(ys, y_hints)])
+
+
+def _hint(x, default: str) -> str:
+    """The name ``x`` prints under, if it has one."""
+    return (x.ssa.hint if isinstance(x, Tracer) and isinstance(x.ssa, Var) else "") or default
 
 
 def _named(x: Tracer, hint: str) -> Tracer:
@@ -142,15 +183,13 @@ def _named(x: Tracer, hint: str) -> Tracer:
 
 
 def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
-    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps, and a checkpointed tail of the rest
-    (without xs and ys, one loop of blocks, the last shorter: ``_scan_ragged_blocks``)."""
+    """``n`` steps as ``n // k`` checkpointed blocks of ``k`` steps; where ``k`` does not divide ``n``, one loop
+    of blocks, the last shorter (``_scan_ragged_blocks``); fewer than ``k`` steps, one checkpointed block."""
     from pullback.frontend import numpy as api
 
     q, r = divmod(n, k)
-    if r and q and not x_leaves:
-        body, _, carry_leaves, _, _ = _traced_step(f, init, [], x_tree)  # (to see whether f returns a y)
-        if len(body.outputs) == len(carry_leaves):
-            return _scan_ragged_blocks(f, init, n, reverse, k)
+    if r and q:
+        return _scan_ragged_blocks(f, init, x_leaves, x_tree, n, reverse, k)
 
     def run(carry, part, steps):
         return scan(f, carry, part, length=steps, reverse=reverse)

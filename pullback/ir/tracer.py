@@ -906,17 +906,25 @@ def name_from_source(program: Program) -> Program:
 def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
     """Name a loop body's inputs that stand for the loop's constant operands (arrays the step reads from
     the enclosing function, traced before the enclosing function's names were known) after those
-    operands: the gradient accumulated for ``S_v`` then prints as ``S_v_bar_sum``."""
+    operands: the gradient accumulated for ``S_v`` then prints as ``S_v_bar_sum``. Through the bodies of
+    checkpoints (whose inputs are their operands) and loops within, as deep as they go."""
     eqns = list(program.eqns)
     for k, e in enumerate(eqns):
         p = e.params
-        if "body" not in p or "num_consts" not in p or "length" not in p:
+        if "body" in p and "num_consts" in p and "length" in p:
+            body, first = p["body"], int(p["length"] is None)
+            pairs = zip(body.inputs[:p["num_consts"]], e.inputs[first:])
+        elif set(p) == {"body"} and isinstance(p["body"], Program) and len(p["body"].inputs) == len(e.inputs):
+            body, pairs = p["body"], zip(p["body"].inputs, e.inputs)  # a checkpoint: its inputs are its operands
+        else:
             continue
-        body, first = p["body"], int(p["length"] is None)
-        named = {id(v): hints.get(id(a)) or a.hint for v, a in zip(body.inputs[:p["num_consts"]], e.inputs[first:])
+        named = {id(v): hints.get(id(a)) or a.hint for v, a in pairs
                  if isinstance(a, Var) and not v.hint and (hints.get(id(a)) or a.hint)}
-        if named:
-            eqns[k] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "body": rename(body, named)}), e.source)
+        new = _name_loop_consts(rename(body, named) if named else body, {})
+        if new is not body:
+            eqns[k] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "body": new}), e.source)
+    if all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 
 

@@ -473,7 +473,24 @@ def _scaling(prim, ins, p, out, defs, fill_of):
 
 
 def _pads(prim, ins, p, out, defs, fill_of):
-    return _adjacent_pads(ins, out, defs)
+    return _adjacent_pads(ins, out, defs) or _pads_gathered(ins, out, defs)
+
+
+def _pads_gathered(ins, out: Var, defs: dict[int, Eqn]):
+    """``(z + pad(a)) + pad(b)`` of adjacent slabs: ``z + pad(concatenate(a, b))``, so that the cotangents
+    of ``x, y = u`` (``u[0]``, ``u[1]``) add to ``u_bar`` as one array, ``u_bar + concatenate(x_bar, y_bar)``,
+    not one zero-padded array each."""
+    for b, inner in ((ins[1], ins[0]), (ins[0], ins[1])):
+        d = defs.get(id(inner)) if isinstance(inner, Var) else None
+        if d is None or d.prim is not ew.add_p or d.outputs[0].type != out.type or _slab(
+                defs.get(id(b)) if isinstance(b, Var) else None, out) is None:
+            continue
+        for a, z in ((d.inputs[1], d.inputs[0]), (d.inputs[0], d.inputs[1])):
+            joined = Var(out.type)
+            found = _adjacent_pads((a, b), joined, defs)
+            if found is not None and _same_type(z, out):
+                return [*(found if isinstance(found, list) else [found]), Eqn(ew.add_p, (z, joined), (out,))]
+    return None
 
 
 def _flat_concatenate(prim, ins, p, out, defs, fill_of):

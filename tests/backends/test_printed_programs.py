@@ -66,6 +66,11 @@ def test_kalman_scan_golden():
     assert "mu_h = mu0" in src and "S_hh = S0" in src and "mu_h_bar" in src and "carry_0" not in src
     assert "S_v_bar_sum" in src and "S_h_bar_sum" in src  # the parameters' gradients accumulate by name
     assert src.count("if info:") == 1  # one Cholesky per step, checked once
+    # B.T and A.T are read in the step as written (free views), so each of A and B sums its cotangent in one
+    # accumulator, A_bar_sum and B_bar_sum, returned as they are: none for B.T beside it, transposed after
+    # the loop; and the transpose of A.T in the backward step is A
+    assert "S_hh_Bt = S_hh @ B.T" in src and "= S_hh_bar @ A\n" in src and "_T = " not in src
+    assert "carry" not in src and "return nll, (A_bar_sum, B_bar_sum, log_qh_bar, log_qv_bar)" in src
 
 
 def test_kalman_checkpointed_golden():
@@ -76,6 +81,41 @@ def test_kalman_checkpointed_golden():
         "range(6):", "range(5):", "range(5, -1, -1):", "range(5):", "range(4, -1, -1):"]
 
 
+def test_kalman_checkpointed_prime_golden():
+    """31 observations (a prime: no divisor near sqrt(31)): 6 blocks of 6, the last of 1, as one loop over the
+    blocks, each reading its 6 rows of v (padded with zeros to 36 rows) and running ``min(6, 31 - 6 i)``
+    steps: the step printed once forward, once recomputed and once transposed, one Cholesky per pass. The
+    value is the unrolled NumPy filter's, the gradient its central differences' and the plain scan's."""
+    src = kalman_source(checkpoint=True, T=31)
+    check_golden("kalman_checkpointed_prime_grad.py.txt", src)
+    assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
+        "range(6):", "range(steps):", "range(5, -1, -1):", "range(steps):", "range(steps - 1, -1, -1):"]
+    assert "v_padded[:31] = v" in src and "v_block = v_blocks[t]" in src and "steps = np.minimum(6, " in src
+    assert src.count("dpotrf(") == 2 and src.count("dtrmm(") == 1 and len(src.splitlines()) < 330
+    assert "31," not in src.replace("31 - ", "").replace("[:31]", "")  # nothing kept per step of the 31
+    # each block sums the cotangents of the loop's constants under their names (S_v_bar_sum_1), added to
+    # the whole loop's (S_v_bar_sum) after it
+    assert "carry_3" not in src and "S_v_bar_sum = S_v_bar_sum + S_v_bar_sum_1" in src
+
+    args = kalman_args(31)
+    d = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3))
+    value, grads = d.value_and_grad(*args)
+    np.testing.assert_allclose(value, kf.kalman_nll_unrolled(*args), rtol=1e-12)
+    eps = 1e-6
+    for i, g in enumerate(grads):
+        x = np.asarray(args[i], dtype=float)
+        fd = np.zeros(x.shape)
+        for j in range(x.size):
+            e = np.zeros(x.shape)
+            e.flat[j] = eps
+            hi, lo = list(args), list(args)
+            hi[i], lo[i] = x + e, x - e
+            fd.flat[j] = (kf.kalman_nll_unrolled(*hi) - kf.kalman_nll_unrolled(*lo)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+    for a, b in zip(grads, kf.nll.grad(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
 def test_rk4_golden():
     src = rk4_source()
     check_golden("rk4_grad.py.txt", src)
@@ -84,6 +124,8 @@ def test_rk4_golden():
     # user's names, and the backward loop sums one cotangent for each (16 sums and 12 adds before)
     assert "a = theta[0]" in src and "d = theta[3]" in src
     assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
+    # the cotangents of ``u[0]`` and ``u[1]`` add to u_bar as one array, not as two zero-padded ones each step
+    assert src.count("np.zeros((2,)") == 1 and "u_bar = add_23 + concat_7" in src
 
 
 def test_rk4_checkpointed_golden():
@@ -128,6 +170,7 @@ def test_kalman_rerolled_golden():
     assert _loop_lines(src) == ["for t in range(30):", "for t in range(29, -1, -1):"]
     assert "mu_h = mu0" in src and "S_hh = S0" in src and "nll = np.zeros((), dtype=np.float64)" in src
     assert src.count("dpotrf(") == 1 and src.count("if info") == 1 and src.count("dtrmm(") == 1
+    assert "carry" not in src and "return nll, (A_bar_sum, B_bar_sum, log_qh_bar, log_qv_bar)" in src
     forward = src.split("for t in range(30):")[0]
     assert "dpotrf" not in forward and "v[0]" not in forward and len(src.splitlines()) < 240
 
@@ -286,6 +329,47 @@ def test_unpacked_names_are_kept():
     assert "def mlp_grad(W, b, x):" in src
     assert "lo = x[0]" in src and "hi = x[1]" in src and "picked" not in src
     assert "return total, (W_bar, b_bar)" in src
+
+
+def predator_prey(theta, u0):
+    def step(u, _):
+        x, y = u
+        a, b, c, d = theta
+        return u + 0.01 * np.stack([a * x - b * x * y, d * x * y - c * y]), None
+
+    u, _ = pb.scan(step, u0, None, length=50)
+    return np.sum(u ** 2)
+
+
+def test_a_loops_unpacked_carry_and_parameters_keep_their_names():
+    """``x, y = u`` and ``a, b, c, d = theta`` in a scan's step: the step reads ``x = u[0]`` (no ``picked``),
+    the backward loop sums one accumulator per parameter (``a_bar_sum``, ..., no ``carry_k``) and adds the
+    cotangents of ``x`` and ``y`` to ``u_bar`` as one array (no zero-padded array per component); the
+    gradient is the finite differences' of the NumPy loop."""
+    theta, u0 = np.array([1.5, 1.0, 3.0, 1.0]), np.array([1.0, 0.5])
+    d = pb.differentiate(predator_prey, argnums=(0, 1), compile="numpy")
+    src = d.source(theta, u0)
+    assert "x = u[0]" in src and "y = u[1]" in src and "picked" not in src and "carry" not in src
+    assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
+    backward = src.split("for t in range(49, -1, -1):")[1]
+    assert "np.zeros" not in backward and "u_bar = u_bar + concat" in backward
+
+    def numpy_loop(theta, u0):
+        u = u0
+        for _ in range(50):
+            x, y = u
+            a, b, c, dd = theta
+            u = u + 0.01 * np.array([a * x - b * x * y, dd * x * y - c * y])
+        return np.sum(u ** 2)
+
+    g_theta, g_u0 = d.grad(theta, u0)
+    eps = 1e-6
+    for g, i in ((g_theta, 0), (g_u0, 1)):
+        args = [theta, u0]
+        fd = [(numpy_loop(*[a + eps * e if k == i else a for k, a in enumerate(args)])
+               - numpy_loop(*[a - eps * e if k == i else a for k, a in enumerate(args)])) / (2 * eps)
+              for e in np.eye(len(args[i]))]
+        np.testing.assert_allclose(g, fd, rtol=1e-7)
 
 
 def weighted_positions(x):

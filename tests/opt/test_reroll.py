@@ -128,15 +128,21 @@ def test_a_step_reading_two_steps_back_is_still_right(short_loops):
 
 
 def test_loop_invariant_equations_are_hoisted_out_of_the_body(short_loops):
+    """``np.exp(A)`` is the same every step: computed once before the loop. ``A.T`` is too, but a transpose
+    (a free view) stays in the step as written, so that the backward loop sums ``A``'s cotangent in one
+    accumulator (``A_bar_sum``), not one for ``A.T`` beside it, transposed after the loop."""
     def f(A, x):
         for _ in range(6):
-            x = np.tanh(A.T @ x)  # A.T is the same every step
+            x = np.tanh(np.exp(A) @ x + A.T @ x)
         return np.sum(x)
 
     args = (RNG.standard_normal((3, 3)), RNG.standard_normal(3))
     rolled = agree(f, args, (0, 1))
     body = next(e for e in rolled.ir(*args, stage="primal").eqns if e.prim is scan_p).params["body"]
-    assert [e.prim.name for e in body.eqns] == ["dot_general", "tanh"]
+    assert [e.prim.name for e in body.eqns] == ["transpose", "dot_general", "dot_general", "add", "tanh"]
+    src = rolled.source(*args)
+    assert src.count("= np.exp(A)") == 1 and "A.T @ " in src.split("for t in range(6):")[1]
+    assert src.count("A_bar_sum = ") == 2 and "_T = " not in src and "_T\n" not in src  # no A.T's sum, transposed
 
 
 def _python_loop(p, T, steps_in_xs):

@@ -347,9 +347,13 @@ def test_scan_checkpointing_every_k_steps(k, reverse):
     g_plain = pb.grad(lambda h0, xs: f(h0, xs, None), argnums=(0, 1))(h0, xs)
     for a, b in zip(g, g_plain):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
-    if k is True:  # blocks of 4: 2 blocks of 4 and a tail of 2; no array of 10 intermediate states
+    if k is True:  # blocks of 4, the last of 2: one loop over 3 blocks; no array of 10 intermediate states
         src = pb.differentiate(lambda h0, xs: f(h0, xs, k)).source(h0, xs)
-        assert _stacks(src, 10) == 0 and "np.empty((2, 3)" in src
+        assert _stacks(src, 10) == 0 and "np.empty((3, 3)" in src
+        loops = [line.strip().split(" in ")[1] for line in src.splitlines() if line.lstrip().startswith("for ")]
+        assert loops == ["range(3):", "range(steps):", "range(2, -1, -1):", "range(steps):",
+                         "range(steps - 1, -1, -1):"], loops
+        assert sum("np.tanh(" in line and not line.lstrip().startswith("#") for line in src.splitlines()) == 2
 
 
 
@@ -386,6 +390,85 @@ def test_checkpointing_a_prime_number_of_steps_prints_the_step_once(reverse):
     assert "steps = np.minimum(4, " in src
     assert sum("np.sin(" in line and not line.lstrip().startswith("#") for line in src.splitlines()) == 2
     assert _stacks(src, 13) == 0 and "np.empty((4, 3)" in src  # a carry per block; a block's steps in lists
+
+
+def _forced_oscillator(theta, u0, forcing, dt, checkpoint, reverse=False):
+    """RK4 on du/dt = (u1, -k u0 - c u1 + f_t) with a forcing f_t per step (xs), the states stacked (ys)."""
+    k, c = theta[0], theta[1]
+
+    def field(u, f):
+        return np.stack([u[1], -k * u[0] - c * u[1] + f])
+
+    def step(u, f):
+        k1 = field(u, f)
+        k2 = field(u + 0.5 * dt * k1, f)
+        k3 = field(u + 0.5 * dt * k2, f)
+        k4 = field(u + dt * k3, f)
+        u = u + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        return u, (u, np.sum(u ** 2))
+
+    u, (path, energy) = pb.scan(step, u0, forcing, reverse=reverse, checkpoint=checkpoint)
+    return np.sum(u ** 2) + np.sum(path[:, 0] * np.arange(1.0, 1.0 + len(forcing))) + np.sum(np.sin(energy))
+
+
+def _forced_oscillator_unrolled(theta, u0, forcing, dt, reverse=False):
+    k, c = theta
+    u, path, energy = np.asarray(u0, float), [None] * len(forcing), [None] * len(forcing)
+    for t in (range(len(forcing) - 1, -1, -1) if reverse else range(len(forcing))):
+        f = forcing[t]
+        ks = []
+        for scale in (0.0, 0.5, 0.5, 1.0):
+            v = u + scale * dt * ks[-1] if ks else u
+            ks.append(np.array([v[1], -k * v[0] - c * v[1] + f]))
+        u = u + dt / 6.0 * (ks[0] + 2.0 * ks[1] + 2.0 * ks[2] + ks[3])
+        path[t], energy[t] = u, np.sum(u ** 2)
+    path = np.array(path)
+    return np.sum(u ** 2) + np.sum(path[:, 0] * np.arange(1.0, 1.0 + len(forcing))) + np.sum(np.sin(energy))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_checkpointing_a_prime_number_of_steps_with_xs_and_ys(reverse):
+    """RK4 over 29 forcing values (xs) stacking its states (ys), ``checkpoint=True``: blocks of 6, the last
+    of 5, as one loop over the 5 blocks reading their 6 rows of the forcing (padded with zeros to 30) and
+    writing their 6 rows of the states, each a loop of ``min(6, 29 - 6 i)`` steps; the step printed once
+    forward, once recomputed and once transposed. Value against the unrolled NumPy loop, gradient against
+    its central differences and the plain scan's, forward mode against the plain scan's."""
+    theta, u0, forcing, dt = np.array([2.0, 0.3]), np.array([1.0, 0.0]), np.sin(np.arange(29.0)), 0.05
+
+    def ck(theta, u0, forcing):
+        return _forced_oscillator(theta, u0, forcing, dt, True, reverse)
+
+    def plain(theta, u0, forcing):
+        return _forced_oscillator(theta, u0, forcing, dt, None, reverse)
+
+    d = pb.differentiate(ck, argnums=(0, 1, 2))
+    value, grads = d.value_and_grad(theta, u0, forcing)
+    np.testing.assert_allclose(value, _forced_oscillator_unrolled(theta, u0, forcing, dt, reverse), rtol=1e-13)
+    args, eps = [theta, u0, forcing], 1e-6
+    for i, g in enumerate(grads):
+        fd = np.zeros_like(args[i])
+        for j in range(args[i].size):
+            e = np.zeros_like(args[i])
+            e.flat[j] = eps
+            hi, lo = list(args), list(args)
+            hi[i], lo[i] = args[i] + e, args[i] - e
+            fd.flat[j] = (_forced_oscillator_unrolled(*hi, dt, reverse)
+                          - _forced_oscillator_unrolled(*lo, dt, reverse)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    for a, b in zip(grads, pb.grad(plain, argnums=(0, 1, 2))(theta, u0, forcing)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    tangents = [RNG.standard_normal(a.shape) for a in args]
+    np.testing.assert_allclose(pb.jvp(ck, args, tangents)[1], pb.jvp(plain, args, tangents)[1], rtol=1e-12)
+    src = d.source(theta, u0, forcing)
+    loops = [line.strip().split(" in ")[1] for line in src.splitlines() if line.lstrip().startswith("for ")]
+    up, down = ("range(5):", "range(steps):"), ("range(4, -1, -1):", "range(steps - 1, -1, -1):")
+    forward, backward = (down, up) if reverse else (up, down)
+    assert loops == [*forward, backward[0], forward[1], backward[1]], loops
+    assert "forcing_padded[:29] = forcing" in src and "forcing_block = forcing_blocks[t]" in src
+    assert "np.zeros((6, 2)" in src and _stacks(src, 29) == 0  # a block's states; nothing kept per step of 29
+    # the field's four calls, forward, recomputed and transposed (twice as many with a tail block printing
+    # them again), quoted above their lines (once more where the transposed step reads the residuals)
+    assert 3 * 4 <= sum(line.strip().startswith("# ") and "np.stack([u[1]" in line for line in src.splitlines()) < 16
 
 
 # --- cond, switch, while_loop -----------------------------------------------------------------

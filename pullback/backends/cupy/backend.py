@@ -83,6 +83,10 @@ def empty(t):
     return to_cupy(npb.empty(t))
 
 
+def zeros(t):
+    return to_cupy(npb.zeros(t))
+
+
 def configure(ctx: Context, program) -> None:
     ctx.use("cp")
 

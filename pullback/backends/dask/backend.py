@@ -397,6 +397,11 @@ def empty(t):
     raise AssertionError("the Dask backend preallocates nothing: a loop's stacked results are lists (``stack``)")
 
 
+def zeros(t):
+    """A step's zeros, the entries of a list of stacked results past the steps a loop runs (``stack``)."""
+    return s.call("da.zeros", s.ints(t.shape), dtype=s.dtype(t.dtype))
+
+
 def in_place(eqn, ins, k, where=""):
     raise AssertionError("the Dask backend updates nothing in place")
 

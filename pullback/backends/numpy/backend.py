@@ -69,6 +69,12 @@ def empty(t) -> Expr:
     return s.call("np.empty", s.ints(t.shape), dtype=s.dtype(t.dtype))
 
 
+def zeros(t) -> Expr:
+    """An array of zeros of type ``t`` (the stacked results of a loop that may run fewer steps than it
+    has rows: a shorter last block of ``checkpoint=True``)."""
+    return s.call("np.zeros", s.ints(t.shape), dtype=s.dtype(t.dtype))
+
+
 def emits(*prims: Primitive):
     def register(fn):
         for p in prims:

@@ -4,7 +4,10 @@ Operands are ``consts`` (read by every step), the initial ``carry`` and ``xs`` (
 leading axis of ``length`` is sliced, one slice per step). The body maps
 ``(*consts, *carry, *x) -> (*carry, *y)``; the equation's outputs are the final carry and the
 ``y`` of every step, stacked along a new leading axis. The body is closed: it reads nothing but
-its inputs (tracing turns captured arrays and enclosing tracers into consts).
+its inputs (tracing turns captured arrays and enclosing tracers into consts). With ``length`` None the
+number of steps is a leading operand known at run time, over stacks (a while loop's records); with
+``bound`` as well, at most ``bound`` steps over arrays of ``bound`` rows, the ys zero past the steps run (a
+shorter last block of ``checkpoint=True``, one loop with the others).
 
 The transforms treat a scan as a whole and recurse into its body:
 
@@ -53,6 +56,7 @@ from pullback.ir.core import (
 from pullback.ir.tracer import Tracer, bind, current_builder, inline, new_trace, rename
 from pullback.ir.types import ArrayType, StackType
 from pullback.primitives import lax
+from pullback.primitives import structural as st
 from pullback.primitives.control.common import (
     _MASKS,
     _batched_body,
@@ -70,21 +74,24 @@ scan_p = Primitive("scan", multiple_results=True)
 WITH_BODIES.add(scan_p)
 
 
-def _stacked(t: ArrayType | StackType, length: int | None) -> ArrayType | StackType:
+def _stacked(t: ArrayType | StackType, length: int | None, bound: int | None = None) -> ArrayType | StackType:
     """The type of ``length`` steps' values of type ``t`` stacked: an array with a leading step axis, or a
-    stack (a Python list) where the number of steps is known at run time only, or the values are stacks."""
-    if length is None or isinstance(t, StackType):
+    stack (a Python list) where the number of steps is known at run time only, or the values are stacks.
+    A scan of a number of steps known at run time but at most ``bound`` stacks in an array of ``bound``."""
+    rows = length if length is not None else bound
+    if rows is None or isinstance(t, StackType):
         return StackType(t)
-    return ArrayType((length, *t.shape), t.dtype)
+    return ArrayType((rows, *t.shape), t.dtype)
 
 
-def _sliced(t: ArrayType | StackType, length: int | None) -> ArrayType | StackType:
+def _sliced(t: ArrayType | StackType, length: int | None, bound: int | None = None) -> ArrayType | StackType:
     """One step's value of an ``xs`` operand of type ``t``."""
     if isinstance(t, StackType):
         return t.elem
-    if length is None or t.shape[:1] != (length,):
+    rows = length if length is not None else bound
+    if rows is None or t.shape[:1] != (rows,):
         raise ShapeError(f"scan over {'a number of steps known at run time' if length is None else length} "
-                         f"got an xs operand of type {t}" + (" (it takes stacks)" if length is None else ""))
+                         f"got an xs operand of type {t}" + (" (it takes stacks)" if rows is None else ""))
     return ArrayType(t.shape[1:], t.dtype)
 
 
@@ -95,15 +102,18 @@ def _counted(args: Sequence, length: int | None) -> tuple[list, list]:
     return list(args[:n]), list(args[n:])
 
 
-def _scan_shape(*args, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int):
+def _scan_shape(*args, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int,
+                bound: int | None = None):
     del reverse
     count, args = _counted(args, length)
     if count and not isinstance(count[0].type, StackType) and (count[0].type.shape != ()
                                                                 or count[0].type.dtype.kind not in "iu"):
         raise ShapeError(f"scan: the step count must be an integer scalar or a stack, got {count[0].type}")
+    if bound is not None and (length is not None or bound < 0 or isinstance(count[0].type, StackType)):
+        raise ShapeError(f"scan: a bound on the steps ({bound}) goes with a count of steps known at run time")
     consts, carry, xs = args[:num_consts], args[num_consts:num_consts + num_carry], args[num_consts + num_carry:]
     expected = tuple(a.type for a in consts) + tuple(a.type for a in carry) + tuple(
-        _sliced(x.type, length) for x in xs)
+        _sliced(x.type, length, bound) for x in xs)
     if body.in_types != expected:
         raise ShapeError(f"scan body takes {', '.join(map(str, body.in_types))}; "
                          f"operands give {', '.join(map(str, expected))}")
@@ -113,7 +123,7 @@ def _scan_shape(*args, body: Program, length: int | None, reverse: bool, num_con
     if outs[:num_carry] != tuple(a.type for a in carry):
         raise ShapeError(f"scan body returns a carry of types {', '.join(map(str, outs[:num_carry]))} "
                          f"for a carry of types {', '.join(str(a.type) for a in carry)}")
-    return outs[:num_carry] + tuple(_stacked(t, length) for t in outs[num_carry:])
+    return outs[:num_carry] + tuple(_stacked(t, length, bound) for t in outs[num_carry:])
 
 
 shape_rules[scan_p] = _scan_shape
@@ -127,14 +137,17 @@ def _subst(a, env):
 
 
 def make_scan(body: Program, consts: Sequence, carry: Sequence, xs: Sequence, *, length: int | None,
-              reverse: bool, count=None) -> list:
+              reverse: bool, count=None, bound: int | None = None) -> list:
     """Bind a scan in the current trace, after hoisting the body's loop-invariant equations (those
     reading consts and literals alone) into the enclosing trace, and dropping constants the body
     does not read. Returns the outputs: final carry, then stacked ys. ``length=None``: ``count``
-    steps, a value known at run time (the steps a while loop ran), over stacks."""
+    steps, a value known at run time (the steps a while loop ran), over stacks; with ``bound``, at most
+    ``bound`` steps over arrays of ``bound`` (a shorter last block of ``checkpoint=True``): the steps read
+    their first ``count`` rows, and the rows of the ys past ``count`` are zeros."""
     body, consts = hoist_invariant(body, consts)
     outs = bind(scan_p, *([count] if length is None else []), *consts, *carry, *xs,
-                body=body, length=length, reverse=reverse, num_consts=len(consts), num_carry=len(carry))
+                body=body, length=length, reverse=reverse, num_consts=len(consts), num_carry=len(carry),
+                **_bounded(bound))
     return list(outs)
 
 
@@ -175,10 +188,37 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
     return merged if merged is not None else (body, values)
 
 
+def _bounded(bound: int | None) -> dict:
+    """A scan's ``bound`` param, where it has one (the others' params stay as they were)."""
+    return {} if bound is None else {"bound": bound}
+
+
+# Views of loop invariants whose transposes are views too: left in the step that reads them (``S_hh @ B.T``,
+# as the user wrote it), for free, so that the backward loop sums the cotangent of ``B`` in one accumulator
+# (``B_bar_sum + x.T``), not one of ``B.T`` beside it transposed after the loop, and a transposed ``A.T``
+# in it is ``A`` again. (Not reshapes: ``theta[0]`` is a slice and a reshape, read once before the loop.)
+_STEP_VIEWS = frozenset({st.transpose_p})
+
+
+def _views_stay(kept: list[Eqn], moved: list[Eqn]) -> tuple[list[Eqn], list[Eqn]]:
+    """``split_invariant``'s answer with the invariant views of ``_STEP_VIEWS`` that no hoisted equation
+    reads moved back to the start of the step."""
+    views = [e for e in moved if e.prim in _STEP_VIEWS and makes_view(e.prim, e.inputs)]
+    if not views:
+        return kept, moved
+    read = {id(a) for e in moved for a in e.inputs}
+    stay = [e for e in views if id(e.outputs[0]) not in read]
+    if not stay:
+        return kept, moved
+    ids = {id(e) for e in stay}
+    return stay + kept, [e for e in moved if id(e) not in ids]
+
+
 def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eqn], list[Eqn]]:
     """A loop body's equations split into those that vary and those that read literals, ``consts``
     and what such equations make alone (loop invariants, to compute once before the loop), in order.
-    An effect (a draw) varies: each step draws anew."""
+    An effect (a draw) varies: each step draws anew. A transpose of an invariant that no other invariant
+    reads stays in the step (``_views_stay``)."""
     invariant = {id(v) for v in consts}
     kept, moved = [], []
     for eqn in eqns:
@@ -187,14 +227,14 @@ def split_invariant(eqns: Sequence[Eqn], consts: Sequence[Var]) -> tuple[list[Eq
             invariant.update(id(v) for v in eqn.outputs)
         else:
             kept.append(eqn)
-    return kept, moved
+    return _views_stay(kept, moved)
 
 
 # --- JVP --------------------------------------------------------------------------------------
 
 
 def _scan_jvp(primals, tangents, *, body: Program, length: int | None, reverse: bool, num_consts: int,
-              num_carry: int):
+              num_carry: int, bound: int | None = None):
     count, primals = _counted(primals, length)
     _, tangents = _counted(tangents, length)  # an integer's: zero
     nz = [not isinstance(t, Zero) for t in tangents]
@@ -225,7 +265,7 @@ def _scan_jvp(primals, tangents, *, body: Program, length: int | None, reverse: 
                      cs + [t for t, z in zip(cts, c_nz) if z],
                      ks + [tangent(t, p) for t, p, z in zip(kts, ks, k_nz) if z],
                      xs + [t for t, z in zip(xts, x_nz) if z], length=length, reverse=reverse,
-                     count=count[0] if count else None)
+                     count=count[0] if count else None, bound=bound)
     outs = iter(outs)
     carry = [next(outs) for _ in range(num_carry)]
     carry_t = [next(outs) if z else Zero(c.ssa.type) for c, z in zip(carry, k_nz)]
@@ -293,7 +333,7 @@ def _scan_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
                          name=f"{body.name}_known")
     cs, ks, xs = _split(operands, nc, nk)
     outs_k, outs_y = eqn.outputs[:nk], eqn.outputs[nk:]
-    stacks = [Var(_stacked(r.type, length), f"{r.hint}_steps" if r.hint else "") for r in step_res]
+    stacks = [Var(_stacked(r.type, length, p.get("bound")), f"{r.hint}_steps" if r.hint else "") for r in step_res]
     known_eqn = Eqn(scan_p, tuple(count) + tuple(a for a, u in zip(cs, c_u) if not u)
                     + tuple(a for a, u in zip(ks, k_u) if not u) + tuple(a for a, u in zip(xs, x_u) if not u),
                     tuple(v for v, u in zip(outs_k, k_u) if not u) + tuple(v for v, u in zip(outs_y, y_u) if not u)
@@ -332,7 +372,7 @@ BODY_PASS: Callable[[Program], Program] = _unchanged
 
 
 def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool, num_consts: int,
-                    num_carry: int):
+                    num_carry: int, bound: int | None = None):
     count, args = _counted(args, length)
     cs, ks, xs = _split(args, num_consts, num_carry)
     c_lin = [isinstance(a, Linear) for a in cs]
@@ -357,7 +397,7 @@ def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool
     # the transposed step: (consts..., ct_carry..., acc..., res_x..., ct_y...) -> (ct_carry..., acc..., ct_x...)
     in_types = ([v.type for v in body_t.inputs[:n_tv + n_rc]] + [c.ssa.type for c in ct_carry] + lin_c_types
                 + [v.type for v in body_t.inputs[n_tv + n_rc:n_tv + n_rc + n_rx]]
-                + [_sliced(c.ssa.type, length) for c in ct_ys])
+                + [_sliced(c.ssa.type, length, bound) for c in ct_ys])
     ks_vars = body.inputs[num_consts:num_consts + num_carry]
     in_hints = ([v.hint for v in body_t.inputs[:n_tv + n_rc]] + [cotangent_hint(v.hint) for v in ks_vars]
                 + [cotangent_hint(v.hint) + "_sum" if v.hint else ""
@@ -379,7 +419,8 @@ def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool
         ctk, acc = rest[:num_carry], rest[num_carry:num_carry + len(lin_c_types)]
         rx, cty = rest[num_carry + len(lin_c_types):][:n_rx], rest[num_carry + len(lin_c_types) + n_rx:]
         cty_it = iter(cty)
-        cty = [lax.zeros(_sliced(c.type, length)) if z else next(cty_it) for c, z in zip(cts[num_carry:], y_zero)]
+        cty = [lax.zeros(_sliced(c.type, length, bound)) if z else next(cty_it)
+               for c, z in zip(cts[num_carry:], y_zero)]
         outs = inline(body_t, consts_t + rx + ctk + cty, hints)
         n_lc = len(lin_c_types)
         ct_lc, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
@@ -389,7 +430,7 @@ def _scan_transpose(cts, *args, body: Program, length: int | None, reverse: bool
                           name=f"{body.name}_transpose"), hints)
     zeros = [lax.zeros(t) for t in lin_c_types]
     outs = make_scan(step, list(t_values) + res_c, ct_carry + zeros, res_x + ct_ys, length=length,
-                     reverse=not reverse, count=count[0] if count else None)
+                     reverse=not reverse, count=count[0] if count else None, bound=bound)
     ct_k_in, acc_out, ct_xs = outs[:num_carry], outs[num_carry:num_carry + len(zeros)], outs[num_carry + len(zeros):]
     acc_it, x_it = iter(acc_out), iter(ct_xs)
     return ([None] * len(count) + [next(acc_it) if lin else None for lin in c_lin]
@@ -526,13 +567,14 @@ jvp_.zeros_of[StackType] = zeros_like_stack
 # --- batching ---------------------------------------------------------------------------------
 
 
-def _scan_batch(args, dims, *, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int):
+def _scan_batch(args, dims, *, body: Program, length: int | None, reverse: bool, num_consts: int, num_carry: int,
+                bound: int | None = None):
     size = batch_size(args, dims)
     count, args = _counted(args, length)
     count_dim, dims = _counted(dims, length)
     if any(d is not None for d in count_dim) and not isinstance(count[0].ssa.type, StackType):
         return _scan_batch_counts(count[0], count_dim[0], args, dims, size, body=body, reverse=reverse,
-                                  num_consts=num_consts, num_carry=num_carry)
+                                  num_consts=num_consts, num_carry=num_carry, bound=bound)
     consts, carry, xs = _split(args, num_consts, num_carry)
     cd, kd, xd = _split(dims, num_consts, num_carry)
     cb, xb = [d is not None for d in cd], [d is not None for d in xd]
@@ -543,12 +585,12 @@ def _scan_batch(args, dims, *, body: Program, length: int | None, reverse: bool,
                 + [at_front(c, d, size) if b else c for c, d, b in zip(carry, kd, kb)]
                 + [moveaxis(x, d, 1) if d is not None else x for x, d in zip(xs, xd)])
     outs = bind(scan_p, *count, *operands, body=new_body, length=length, reverse=reverse, num_consts=num_consts,
-                num_carry=num_carry)
+                num_carry=num_carry, **_bounded(bound))
     return outs, tuple([0 if b else None for b in kb] + [1 if b else None for b in yb])
 
 
 def _scan_batch_counts(count, count_dim: int, args, dims, size: int, *, body: Program, reverse: bool,
-                       num_consts: int, num_carry: int):
+                       num_consts: int, num_carry: int, bound: int | None = None):
     """A scan over the steps of a while loop whose condition was batched: each element ran its own
     number of steps (``count``, batched), and the stacks hold as many steps as the longest. The scan
     runs that many, and an element keeps its carry on the steps past its own count (a ``select`` per
@@ -580,7 +622,7 @@ def _scan_batch_counts(count, count_dim: int, args, dims, size: int, *, body: Pr
     outs = make_scan(masked, [count, *[at_front(c, d, size) if d is not None else c for c, d in zip(consts, cd)]],
                      [first, *[at_front(k, d, size) for k, d in zip(carry, dims[num_consts:num_consts + num_carry])]],
                      [moveaxis(x, d, 1) if d is not None else x for x, d in zip(xs, xd)], length=None,
-                     reverse=reverse, count=steps)
+                     reverse=reverse, count=steps, bound=bound)
     return tuple(outs[1:]), (0,) * num_carry + (1,) * (len(outs) - 1 - num_carry)
 
 

@@ -192,6 +192,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             a = replace[id(a)]
         return a
 
+    kinds: dict[int, Primitive] = {}  # id of a var -> the primitive of the equation that defines it (``_plan``)
     define, keep, isdisjoint = dict.__setitem__, kept.add, changed.isdisjoint
     for eqn in program.eqns:
         if id(eqn) in kept_before and (not changed or (isdisjoint(map(id, eqn.inputs))
@@ -201,11 +202,12 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
                 define(fills, id(out), eqn.inputs[0])
             eqns.append(eqn)
             define(defs, id(out), eqn)
+            kinds[id(out)] = eqn.prim
             keep(id(eqn))
             continue
         n = len(eqns)
         log.clear()
-        _visit(eqn, eqns, fills, defs, replace, sub)
+        _visit(eqn, eqns, fills, defs, kinds, replace, sub)
         reads[id(eqn)] = tuple(log)
         if len(eqns) == n + 1 and eqns[-1] is eqn and id(eqn.outputs[0]) not in replace:
             kept.add(id(eqn))
@@ -227,51 +229,64 @@ def _sourced(result, source):
     return fix if isinstance(result, list) else fix[0]
 
 
-def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
-           sub) -> None:
+def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dict[int, Primitive],
+           replace: dict[int, object], sub) -> None:
     """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
     ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     out = eqn.outputs[0]
-    if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
-        lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        if any([lit is not None for lit in lits]) and any(
-            isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
-        ):  # keep one array operand: it carries the shape
-            ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
-    folded = _fold(prim, ins, fills)
-    if folded is not None:  # an operation on constants alone is a constant
-        ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
-        ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
-        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
-        c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
-        count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
-        ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
-        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    if prim is control.scan_p:
-        merged = control.shared_consts(eqn, ins)
-        if merged is not None:
-            eqn, ins = merged, merged.inputs
-        found = control.invariant_carries(eqn, ins)
-        if found is not None:
-            eqn, same = found
-            ins = eqn.inputs
-            replace.update(same)
-        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
-        if result is not None:
-            eqns.append(result)
-            return
-    result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
-    if result is not None:
+    key = (prim, *map(kinds.get, map(id, ins), map(type, ins)))
+    rules, general = _PLANS.get(key) or _plan(key)
+    if general:  # an operand may be a fill, or all are literals, or a scan
+        before = ins
+        if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
+            lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
+            if any([lit is not None for lit in lits]) and any(
+                isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
+            ):  # keep one array operand: it carries the shape
+                ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
+        folded = _fold(prim, ins, fills)
+        if folded is not None:  # an operation on constants alone is a constant
+            ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+            count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+            ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        if prim is control.scan_p:
+            merged = control.shared_consts(eqn, ins)
+            if merged is not None:
+                eqn, ins = merged, merged.inputs
+            found = control.invariant_carries(eqn, ins)
+            if found is not None:
+                eqn, same = found
+                ins = eqn.inputs
+                replace.update(same)
+            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
+            if result is not None:
+                eqns.append(result)
+                return
+        if ins is not before or prim is not key[0]:
+            rules = (_PLANS.get(key := (prim, *map(kinds.get, map(id, ins), map(type, ins)))) or _plan(key))[0]
+    if prim is ew.add_p and ins[0] is ins[1]:
+        rules = _RULES[prim]  # x + x is x 2 (``_scaling_rewrite``), whatever defines x
+    for rule in rules:
+        result = rule(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+        if result is None:
+            continue
         result = _sourced(result, eqn.source)
         if isinstance(result, list):
             eqns.extend(result)
-            defs.update((id(e.outputs[0]), e) for e in result)
+            for e in result:
+                defs[id(e.outputs[0])] = e
+                kinds[id(e.outputs[0])] = e.prim
         elif isinstance(result, Eqn):
             eqns.append(result)
             defs[id(out)] = result
+            kinds[id(out)] = result.prim
         else:
             replace[id(out)] = result
         return
@@ -280,16 +295,33 @@ def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int,
         fills[id(out)] = ins[0]
     eqns.append(new)
     defs[id(out)] = new
+    kinds[id(out)] = prim
 
 
-def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
-    """An atom that ``out`` equals, replacement equations defining ``out`` (one, or a list
-    ending with it), or None: the first answer of the rules for ``prim`` (``_RULES``)."""
-    for rule in _RULES.get(prim, ()):
-        result = rule(prim, ins, p, out, defs, fill_of)
-        if result is not None:
-            return result
-    return None
+def _plan(key: tuple) -> tuple[tuple, bool]:
+    """The rules that may rewrite an equation of ``key``'s primitive whose operands are defined by ``key``'s
+    other entries (a primitive, or the type of an operand that no equation defines: ``Var``, ``Literal``),
+    and whether one may be a fill or all constants, or the equation a scan (``_visit``'s general path).
+    A rule is tried only when an operand is of a kind that it looks for (``_TRIGGERS``): most equations
+    try none. Remembered in ``_PLANS`` (a few hundred keys at most)."""
+    prim, operands = key[0], set(key[1:])
+    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, operands))
+    general = (st.broadcast_in_dim_p in operands or prim is control.scan_p
+               or (prim in FOLD and operands <= {Literal}))
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan = (rules, general)
+    return plan
+
+
+_PLANS: dict[tuple, tuple[tuple, bool]] = {}
+
+
+def _triggered(rule, prim, operands: set) -> bool:
+    triggers = _TRIGGERS.get(rule)
+    if isinstance(triggers, dict):
+        triggers = triggers.get(prim)
+    return triggers is None or not operands.isdisjoint(triggers)
 
 
 def _same_type(a, out: Var) -> bool:
@@ -988,40 +1020,47 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     return None
 
 
-# Each primitive's rewrites, in the order they are tried (``_rewrite``): a rule sees only the equations of
-# the primitives it is listed for, so an equation costs the rules that can rewrite it.
+# Each primitive's rewrites, in the order they are tried (``_visit``), and what may trigger each (``_plan``): the
+# primitives defining an operand that it looks for, ``Literal`` for a literal operand, per primitive where it
+# differs, or None: always tried. A rule sees only the equations of the primitives it is listed for, and of
+# those only the ones with an operand it looks for, so an equation costs the rules that can rewrite it.
+_DIAGONAL_TRIGGERS = {ew.mul_p: _DIAGONAL_MAKERS, ew.add_p: _DIAGONAL_MAKERS, st.diagonal_p: {st.broadcast_in_dim_p},
+                      red.reduce_sum_p: {st.diag_embed_p}}
+_SIGNS_TRIGGERS = {ew.mul_p: {ew.neg_p, Literal}, ew.neg_p: {ew.mul_p},
+                   **{prim: {ew.neg_p} for prim in (ew.add_p, ew.sub_p, ew.div_p, *_SAME_SIZE_LINEAR)}}
 _CHAIN = [
-    (_identity, {sp.stop_gradient_p}),
-    (_neutral, set(_NEUTRAL)),
-    (_times_zero, {ew.mul_p}),
-    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}),
-    (_scalar_outward, {ew.mul_p}),
-    (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}),
-    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}),
-    (_unchecked_solve, {la.trsm_p}),
-    (_outer_by_fill, {con.dot_general_p}),
-    (_negated_operand, {con.dot_general_p}),
-    (_scaled_operand, {con.dot_general_p}),
-    (_transposed_operand, {con.dot_general_p}),
-    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
-    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}),
-    (_outer, OUTER_REWRITES),
-    (_unit_contraction, {con.dot_general_p}),
-    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),
-    (_pads, {ew.add_p}),
-    (_rank_one, {ew.add_p}),
-    (_flat_concatenate, {st.concatenate_p}),
-    (_whole_from_slices, {st.concatenate_p}),
-    (_divide_by_one, {ew.div_p}),
-    (_triangle_of_triangular, {st.tril_p, st.triu_p}),
-    (_subtract_zero, {ew.sub_p}),
-    (_double_negation, {ew.neg_p}),
-    (_transposes, {st.transpose_p}),
-    (_reshape, {st.reshape_p}),
-    (_identity_broadcast, {st.broadcast_in_dim_p}),
-    (_same_type_conversion, {st.convert_element_type_p}),
+    (_identity, {sp.stop_gradient_p}, None),
+    (_neutral, set(_NEUTRAL), {Literal}),
+    (_times_zero, {ew.mul_p}, {Literal}),
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, {ew.mul_p, st.reshape_p}),  # and x + x (``_visit``)
+    (_scalar_outward, {ew.mul_p}, {ew.mul_p}),
+    (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}, {ew.mul_p}),
+    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}, None),
+    (_unchecked_solve, {la.trsm_p}, {st.transpose_p, la.potrf_p}),
+    (_outer_by_fill, {con.dot_general_p}, {st.broadcast_in_dim_p}),
+    (_negated_operand, {con.dot_general_p}, {ew.neg_p}),
+    (_scaled_operand, {con.dot_general_p}, {ew.mul_p}),
+    (_transposed_operand, {con.dot_general_p}, {st.transpose_p}),
+    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}, _SIGNS_TRIGGERS),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, None),
+    (_outer, OUTER_REWRITES, {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}),  # (``outer._PRODUCTS``)
+    (_unit_contraction, {con.dot_general_p}, {st.eye_p, st.diag_embed_p}),
+    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}, _DIAGONAL_TRIGGERS),
+    (_pads, {ew.add_p}, {st.pad_p}),
+    (_rank_one, {ew.add_p}, {con.dot_general_p}),
+    (_flat_concatenate, {st.concatenate_p}, {st.concatenate_p}),
+    (_whole_from_slices, {st.concatenate_p}, {st.slice_p}),
+    (_divide_by_one, {ew.div_p}, {Literal}),
+    (_triangle_of_triangular, {st.tril_p, st.triu_p}, None),
+    (_subtract_zero, {ew.sub_p}, {Literal}),
+    (_double_negation, {ew.neg_p}, {ew.neg_p}),
+    (_transposes, {st.transpose_p}, None),
+    (_reshape, {st.reshape_p}, None),
+    (_identity_broadcast, {st.broadcast_in_dim_p}, None),
+    (_same_type_conversion, {st.convert_element_type_p}, None),
 ]
-_RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}
+_RULES = {prim: tuple(rule for rule, prims, _ in _CHAIN if prim in prims) for _, prims, _ in _CHAIN for prim in prims}
+_TRIGGERS = {rule: triggers for rule, _, triggers in _CHAIN}
 
 # a scan's body is simplified before it is transposed (duplicates merged, structure used: see there)
 control.scan.BODY_PASS = simplify

@@ -50,11 +50,11 @@ from collections import defaultdict
 from contextlib import contextmanager
 from heapq import heappop, heappush
 from itertools import count
-from operator import is_
+from operator import attrgetter, is_
 
 import numpy as np
 
-from pullback.ad.dce import dce
+from pullback.ad.dce import dce, dce_rules
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import DTYPES, ArrayType
 from pullback.opt.outer import OUTER_REWRITES, outer_rewrite
@@ -75,6 +75,7 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
 
 
 _NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
+_prim = attrgetter("prim")
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
 
 
@@ -99,15 +100,21 @@ def simplify(program: Program, settled: Settled | None = None) -> Program:
     unless something they read has changed; it is updated for the next caller."""
     settled = settled if settled is not None else Settled()
     settled.forget(program.inputs + program.constvars)
-    for i in range(10):
-        stepped = _step(program, settled)
-        if i and stepped is program:  # nothing rewritten: ``program`` is already free of dead code
-            return program
-        new = dce(stepped)
-        if _same(new, program):
-            return new
-        program = new
-    return program
+    stepped, clean = program, False
+    for _ in range(10):
+        new = _step(stepped, settled)
+        if new is stepped:
+            break
+        # dead code is dropped once, after the last step (a rewrite of dead code leaves the live equations as
+        # they are), but after each step where an equation may lose the outputs no one reads (a loop's, see
+        # ``dce_rules``): the equation that remains is new, and the next step visits it
+        clean = not dce_rules.keys().isdisjoint(map(_prim, new.eqns))
+        stepped = dce(new) if clean else new
+    new = stepped if clean else dce(stepped)
+    if new is program:  # a new program, as ever (callers compare the programs passes return)
+        return Program(program.inputs, program.eqns, program.outputs, program.constvars, program.constvals,
+                       program.name)
+    return new
 
 
 class Settled:

@@ -31,10 +31,12 @@
 (``dynamic_slice``, ``dynamic_update_slice``) that an earlier equation of the same program made: the
 tangent's and the cotangent's windows repeat the primal's check.
 
-Each pass after the first rewrites only the equations of which something read (an operand's
-definition or fill, or an equation further upstream looked up through ``defs``) was redefined
-since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
-lookups are recorded, and keep nothing derived from them between equations.
+Each pass after the first rewrites only the equations that are new and, in order, those of which
+something read (an operand's definition or fill, or an equation further upstream looked up through
+``defs``) was redefined since (``Settled``, a worklist): a rule must read upstream equations through
+``defs`` and ``fill_of``, whose lookups are recorded, and keep nothing derived from them between
+equations. An equation tries only the rules of its primitive that look for what defines one of its
+operands (``_TRIGGERS``, indexed once per combination in ``_plan``): most equations try none.
 
 Before::
 

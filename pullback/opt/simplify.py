@@ -199,9 +199,11 @@ class _Reads(dict):
 _get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
 
 
-def _step(program: Program, settled: Settled) -> Program:
+def _step(program: Program, settled: Settled | None = None) -> Program:
     """One rewriting pass over the equations that are new since the last (not kept by it) and, in order,
-    the readers of the vars whose definitions change (``Settled``); ``settled`` is updated for the next."""
+    the readers of the vars whose definitions change (``Settled``); ``settled`` is updated for the next
+    (without it, every equation is rewritten)."""
+    settled = settled if settled is not None else Settled()
     eqns = program.eqns
     position = dict(zip(map(id, eqns), count()))
     kept_before, seen_before = settled.kept, settled.seen

@@ -31,10 +31,12 @@
 (``dynamic_slice``, ``dynamic_update_slice``) that an earlier equation of the same program made: the
 tangent's and the cotangent's windows repeat the primal's check.
 
-Each pass after the first rewrites only the equations of which something read (an operand's
-definition or fill, or an equation further upstream looked up through ``defs``) was redefined
-since (``Settled``): a rule must read upstream equations through ``defs`` and ``fill_of``, whose
-lookups are recorded, and keep nothing derived from them between equations.
+Each pass after the first rewrites only the equations that are new and, in order, those of which
+something read (an operand's definition or fill, or an equation further upstream looked up through
+``defs``) was redefined since (``Settled``, a worklist): a rule must read upstream equations through
+``defs`` and ``fill_of``, whose lookups are recorded, and keep nothing derived from them between
+equations. An equation tries only the rules of its primitive that look for what defines one of its
+operands (``_TRIGGERS``, indexed once per combination in ``_plan``): most equations try none.
 
 Before::
 
@@ -46,15 +48,17 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import defaultdict
 from contextlib import contextmanager
-from operator import is_
+from heapq import heappop, heappush
+from itertools import count
+from operator import attrgetter, is_
 
 import numpy as np
 
-from pullback.ad.dce import dce
-from pullback.ad.substitute import substitute
+from pullback.ad.dce import dce, dce_rules
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
-from pullback.ir.types import ArrayType
+from pullback.ir.types import DTYPES, ArrayType
 from pullback.opt.outer import OUTER_REWRITES, outer_rewrite
 from pullback.primitives import contractions as con
 from pullback.primitives import control
@@ -73,6 +77,7 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
 
 
 _NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
+_prim = attrgetter("prim")
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
 
 
@@ -96,32 +101,51 @@ def simplify(program: Program, settled: Settled | None = None) -> Program:
     (of a program sharing equations with this one) learnt: equations it kept are not rewritten again
     unless something they read has changed; it is updated for the next caller."""
     settled = settled if settled is not None else Settled()
-    for i in range(10):
-        stepped = _step(program, settled)
-        if i and _same(stepped, program):  # nothing rewritten: ``program`` is already free of dead code
-            return program
-        new = dce(stepped)
-        if _same(new, program):
-            return new
-        program = new
-    return program
+    settled.forget(program.inputs + program.constvars)
+    stepped, clean = program, False
+    for _ in range(10):
+        new = _step(stepped, settled)
+        if new is stepped:
+            break
+        # dead code is dropped once, after the last step (a rewrite of dead code leaves the live equations as
+        # they are), but after each step where an equation may lose the outputs no one reads (a loop's, see
+        # ``dce_rules``): the equation that remains is new, and the next step visits it
+        clean = not dce_rules.keys().isdisjoint(map(_prim, new.eqns))
+        stepped = dce(new) if clean else new
+    new = stepped if clean else dce(stepped)
+    if new is program:  # a new program, as ever (callers compare the programs passes return)
+        return Program(program.inputs, program.eqns, program.outputs, program.constvars, program.constvals,
+                       program.name)
+    return new
 
 
 class Settled:
-    """What one step learnt for the next: the equations it kept as they were, all those it
-    produced (those the equations after them saw), and, per equation rewritten, the vars whose
-    definitions (``defs``) and fills that rewriting read. A rewrite reads nothing else but its
-    operands, so an equation kept by the last step is kept again, unread, unless the definition
-    of one of its operands or of a var it read has changed since: the steps after the first cost
-    what changed, not the program's length."""
+    """What the steps so far learnt for the next: the equations the last one kept as they were, all
+    those it produced (those the equations after them saw), the definitions of the vars (``defs``,
+    the primitive of each, ``kinds``, and the fills), and, per var, the equations kept that read it:
+    as an operand, or through ``defs`` (each rewrite's lookups are logged). A rewrite reads nothing
+    else, so an equation kept by the last step is kept again, unread, unless the definition of a var
+    it read has changed since: a step visits the equations that are new and, in order, the readers
+    of what changed (a worklist), and costs what changed, not the program's length."""
 
-    __slots__ = ("kept", "seen", "reads", "alive")
+    __slots__ = ("kept", "seen", "alive", "log", "defs", "kinds", "fills", "readers")
 
     def __init__(self):
         self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
         self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
         self.seen: set[int] = set()  # ids of all equations of the step's result
-        self.reads: dict[int, tuple[int, ...]] = {}  # id of an equation -> the vars its last rewriting read
+        self.log: list[int] = []  # the vars looked up in ``defs`` by the rewrite being tried
+        self.defs: dict[int, Eqn] = _Reads(self.log)  # id of a var -> its definition, as the last visit left it
+        self.kinds: dict[int, Primitive] = {}  # the same keys -> the primitive of the definition (``_plan``)
+        self.fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal -> the literal
+        self.readers: defaultdict[int, list[Eqn]] = defaultdict(list)  # id of a var -> equations kept that read it
+
+    def forget(self, atoms) -> None:
+        """Drop the definitions of ``atoms`` (a program's inputs: an earlier program may have defined them)."""
+        for k in map(id, atoms):
+            if k in self.kinds:
+                del self.defs[k], self.kinds[k]
+            self.fills.pop(k, None)
 
 
 def checked_once(program: Program) -> Program:
@@ -150,7 +174,8 @@ def _same(a: Program, b: Program) -> bool:
 
 
 class _Reads(dict):
-    """``defs`` or ``fills``: every key looked up is logged, so that a step knows what each rewrite read."""
+    """``defs``: every key looked up is logged, so that a step knows what each rewrite read. (An operand's
+    fill is an operand's: its reader is known without.)"""
 
     __slots__ = ("note",)
 
@@ -175,46 +200,69 @@ _get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
 
 
 def _step(program: Program, settled: Settled | None = None) -> Program:
-    """One rewriting pass; ``settled`` (updated for the next pass) skips the equations the last
-    pass kept whose upstream is unchanged."""
-    log: list[int] = []
-    fills: dict[int, Literal] = _Reads(log)  # vars that are broadcasts of a scalar literal
-    defs: dict[int, Eqn] = _Reads(log)
+    """One rewriting pass over the equations that are new since the last (not kept by it) and, in order,
+    the readers of the vars whose definitions change (``Settled``); ``settled`` is updated for the next
+    (without it, every equation is rewritten)."""
+    settled = settled if settled is not None else Settled()
+    eqns = program.eqns
+    position = dict(zip(map(id, eqns), count()))
+    kept_before, seen_before = settled.kept, settled.seen
+    kept = kept_before & position.keys()
+    todo = sorted(map(position.__getitem__, position.keys() - kept_before))  # a heap of positions
+    if not todo:
+        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        return program
+    defs, kinds, fills, readers, log = settled.defs, settled.kinds, settled.fills, settled.readers, settled.log
     replace: dict[int, object] = {}
-    eqns: list[Eqn] = []
-    settled = settled or Settled()
-    kept_before, seen_before, reads = settled.kept, settled.seen, settled.reads
-    kept: set[int] = set()
-    changed: set[int] = set()  # vars defined otherwise than the equations after them saw in the last pass
+    results: dict[int, object] = {}  # position -> what replaces its equation (``_visit``)
 
     def sub(a):
         while isinstance(a, Var) and id(a) in replace:
             a = replace[id(a)]
         return a
 
-    define, keep, isdisjoint = dict.__setitem__, kept.add, changed.isdisjoint
-    for eqn in program.eqns:
-        if id(eqn) in kept_before and (not changed or (isdisjoint(map(id, eqn.inputs))
-                                                       and isdisjoint(reads[id(eqn)]))):
-            out = eqn.outputs[0]  # kept by the last pass, and what it read then is unchanged
-            if eqn.prim is st.broadcast_in_dim_p and type(eqn.inputs[0]) is Literal:
-                define(fills, id(out), eqn.inputs[0])
-            eqns.append(eqn)
-            define(defs, id(out), eqn)
-            keep(id(eqn))
+    last = -1
+    while todo:
+        i = heappop(todo)
+        if i == last:
             continue
-        n = len(eqns)
+        last = i
+        eqn = eqns[i]
         log.clear()
-        _visit(eqn, eqns, fills, defs, replace, sub)
-        reads[id(eqn)] = tuple(log)
-        if len(eqns) == n + 1 and eqns[-1] is eqn and id(eqn.outputs[0]) not in replace:
+        result = _visit(eqn, fills, defs, kinds, replace, sub)
+        if result is eqn:
             kept.add(id(eqn))
+            for k in map(id, eqn.inputs):
+                readers[k].append(eqn)
+            for k in log:
+                readers[k].append(eqn)
             if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
                 continue
-        changed.update(map(id, eqn.outputs))
-    settled.kept, settled.seen, settled.alive = kept, {id(e) for e in eqns}, tuple(eqns)
-    return substitute(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
-                              program.name), replace)
+        else:
+            kept.discard(id(eqn))
+            results[i] = result
+        for v in eqn.outputs:  # defined otherwise than the equations after it saw: they are read again
+            for reader in readers.get(id(v), ()):
+                j = position.get(id(reader))
+                if j is not None and j > i:
+                    heappush(todo, j)
+    if not results:
+        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        return program
+    new: list[Eqn] = []
+    at = 0
+    for i in sorted(results):
+        new += eqns[at:i]
+        result = results[i]
+        if type(result) is list:
+            new += result
+        elif result is not None:
+            new.append(result)
+        at = i + 1
+    new += eqns[at:]
+    settled.kept, settled.seen, settled.alive = kept, set(map(id, new)), tuple(new)
+    outputs = tuple(map(sub, program.outputs)) if replace else program.outputs
+    return Program(program.inputs, settled.alive, outputs, program.constvars, program.constvals, program.name)
 
 
 def _sourced(result, source):
@@ -227,69 +275,120 @@ def _sourced(result, source):
     return fix if isinstance(result, list) else fix[0]
 
 
-def _visit(eqn: Eqn, eqns: list[Eqn], fills: dict[int, Literal], defs: dict[int, Eqn], replace: dict[int, object],
-           sub) -> None:
-    """Rewrite one equation: append what replaces it to ``eqns``, or record the atom it equals in ``replace``."""
+def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dict[int, Primitive],
+           replace: dict[int, object], sub) -> Eqn | list[Eqn] | None:
+    """Rewrite one equation: ``eqn`` itself if it stays, what replaces it (an equation, or a list ending with
+    the definition of its output), or None when its output equals an atom (recorded in ``replace``). The
+    definitions (``defs``, ``kinds``, ``fills``) of what it returns are updated."""
     ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     out = eqn.outputs[0]
-    if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
-        lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
-        if any([lit is not None for lit in lits]) and any(
-            isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
-        ):  # keep one array operand: it carries the shape
-            ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
-    folded = _fold(prim, ins, fills)
-    if folded is not None:  # an operation on constants alone is a constant
-        ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
-        ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
-        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
-        c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
-        count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
-        ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
-        prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
-    if prim is control.scan_p:
-        merged = control.shared_consts(eqn, ins)
-        if merged is not None:
-            eqn, ins = merged, merged.inputs
-        found = control.invariant_carries(eqn, ins)
-        if found is not None:
-            eqn, same = found
-            ins = eqn.inputs
-            replace.update(same)
-        result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
-        if result is not None:
-            eqns.append(result)
-            return
-    result = _rewrite(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
-    if result is not None:
+    key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
+    rules, general = _PLANS.get(key) or _plan(key)
+    if general:  # an operand may be a fill, or all are literals, or a scan
+        before = ins
+        if prim in _ELEMENTWISE_BINARY or prim is ew.select_p:
+            lits = [fills.get(id(a)) if isinstance(a, Var) else None for a in ins]
+            if any([lit is not None for lit in lits]) and any(
+                isinstance(a, Var) and lit is None for a, lit in zip(ins, lits)
+            ):  # keep one array operand: it carries the shape
+                ins = tuple(a if lit is None else lit for a, lit in zip(ins, lits))
+        folded = _fold(prim, ins, fills)
+        if folded is not None:  # an operation on constants alone is a constant
+            ins, prim, p = (folded,), st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim in _RESHAPING and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            ins = (fills[id(ins[0])],)  # a fill reshaped is a fill of the new shape
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        elif prim is red.reduce_sum_p and isinstance(ins[0], Var) and id(ins[0]) in fills:
+            c = fills[id(ins[0])]  # the sum of a fill: the fill times the count
+            count = int(np.prod([ins[0].shape[a] for a in p["axes"]], dtype=np.int64))
+            ins = (Literal.of((np.asarray(c.value, out.dtype) * count).item(), out.dtype),)
+            prim, p = st.broadcast_in_dim_p, Params({"shape": out.shape, "broadcast_dimensions": ()})
+        if prim is control.scan_p:
+            merged = control.shared_consts(eqn, ins)
+            if merged is not None:
+                eqn, ins = merged, merged.inputs
+            found = control.invariant_carries(eqn, ins)
+            if found is not None:
+                eqn, same = found
+                ins = eqn.inputs
+                replace.update(same)
+            result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
+            if result is not None:
+                defs[id(out)], kinds[id(out)] = result, result.prim
+                return result
+        if ins is not before or prim is not key[0]:
+            key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
+            rules = (_PLANS.get(key) or _plan(key))[0]
+    if prim is ew.add_p and ins[0] is ins[1]:
+        rules = _RULES[prim]  # x + x is x 2 (``_scaling_rewrite``), whatever defines x
+    for rule in rules:
+        result = rule(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+        if result is None:
+            continue
         result = _sourced(result, eqn.source)
         if isinstance(result, list):
-            eqns.extend(result)
-            defs.update((id(e.outputs[0]), e) for e in result)
+            for e in result:
+                defs[id(e.outputs[0])] = e
+                kinds[id(e.outputs[0])] = e.prim
         elif isinstance(result, Eqn):
-            eqns.append(result)
             defs[id(out)] = result
+            kinds[id(out)] = result.prim
         else:
             replace[id(out)] = result
-        return
+            _undefine(id(out), defs, kinds, fills)
+            return None
+        if id(out) in fills:  # a fill the equations after it see from the next step on, if it is one
+            del fills[id(out)]
+        return result
     new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
     if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
         fills[id(out)] = ins[0]
-    eqns.append(new)
+    elif id(out) in fills:
+        del fills[id(out)]
     defs[id(out)] = new
+    kinds[id(out)] = prim
+    return new
 
 
-def _rewrite(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of):
-    """An atom that ``out`` equals, replacement equations defining ``out`` (one, or a list
-    ending with it), or None: the first answer of the rules for ``prim`` (``_RULES``)."""
-    for rule in _RULES.get(prim, ()):
-        result = rule(prim, ins, p, out, defs, fill_of)
-        if result is not None:
-            return result
-    return None
+def _undefine(k: int, defs: dict[int, Eqn], kinds: dict[int, Primitive], fills: dict[int, Literal]) -> None:
+    if k in kinds:
+        del defs[k], kinds[k]
+    fills.pop(k, None)
+
+
+def _plan(key: tuple) -> tuple[tuple, bool]:
+    """The rules that may rewrite an equation of ``key``'s primitive whose operands are defined by ``key``'s
+    other entries (a primitive; for a literal, ``_ZERO``, ``_ONE``, ``_MINUS_ONE`` or else ``Literal``; for a
+    var that no equation defines, ``Var``),
+    and whether one may be a fill or all constants, or the equation a scan (``_visit``'s general path).
+    A rule is tried only when an operand is of a kind that it looks for (``_TRIGGERS``): most equations
+    try none. Remembered in ``_PLANS`` (a few hundred keys at most)."""
+    prim, operands = key[0], set(key[1:])
+    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, operands))
+    general = (st.broadcast_in_dim_p in operands or prim is control.scan_p
+               or (prim in FOLD and operands <= _LITERALS))
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan = (rules, general)
+    return plan
+
+
+_PLANS: dict[tuple, tuple[tuple, bool]] = {}
+
+# an operand's kind in a key when it is one of the literals the rules look for (``_is``); any other literal's
+# is ``Literal``: every literal has one of the supported dtypes, so no 0, 1 or -1 is missed
+_ZERO, _ONE, _MINUS_ONE = "literal 0", "literal 1", "literal -1"
+_MARKS = {Literal.of(value, dtype): mark for dtype in DTYPES if dtype.kind in "fci"
+          for value, mark in ((0, _ZERO), (1, _ONE), (-1, _MINUS_ONE))}
+_LITERALS = {Literal, _ZERO, _ONE, _MINUS_ONE}
+
+
+def _triggered(rule, prim, operands: set) -> bool:
+    triggers = _TRIGGERS.get(rule)
+    if isinstance(triggers, dict):
+        triggers = triggers.get(prim)
+    return triggers is None or not operands.isdisjoint(triggers)
 
 
 def _same_type(a, out: Var) -> bool:
@@ -1005,40 +1104,47 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
     return None
 
 
-# Each primitive's rewrites, in the order they are tried (``_rewrite``): a rule sees only the equations of
-# the primitives it is listed for, so an equation costs the rules that can rewrite it.
+# Each primitive's rewrites, in the order they are tried (``_visit``), and what may trigger each (``_plan``): the
+# primitives defining an operand that it looks for, or the literals (``_MARKS``), per primitive where it
+# differs, or None: always tried. A rule sees only the equations of the primitives it is listed for, and of
+# those only the ones with an operand it looks for, so an equation costs the rules that can rewrite it.
+_DIAGONAL_TRIGGERS = {ew.mul_p: _DIAGONAL_MAKERS, ew.add_p: _DIAGONAL_MAKERS, st.diagonal_p: {st.broadcast_in_dim_p},
+                      red.reduce_sum_p: {st.diag_embed_p}}
+_SIGNS_TRIGGERS = {ew.mul_p: {ew.neg_p, _MINUS_ONE}, ew.neg_p: {ew.mul_p},
+                   **{prim: {ew.neg_p} for prim in (ew.add_p, ew.sub_p, ew.div_p, *_SAME_SIZE_LINEAR)}}
 _CHAIN = [
-    (_identity, {sp.stop_gradient_p}),
-    (_neutral, set(_NEUTRAL)),
-    (_times_zero, {ew.mul_p}),
-    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}),
-    (_scalar_outward, {ew.mul_p}),
-    (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}),
-    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}),
-    (_unchecked_solve, {la.trsm_p}),
-    (_outer_by_fill, {con.dot_general_p}),
-    (_negated_operand, {con.dot_general_p}),
-    (_scaled_operand, {con.dot_general_p}),
-    (_transposed_operand, {con.dot_general_p}),
-    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}),
-    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}),
-    (_outer, OUTER_REWRITES),
-    (_unit_contraction, {con.dot_general_p}),
-    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}),
-    (_pads, {ew.add_p}),
-    (_rank_one, {ew.add_p}),
-    (_flat_concatenate, {st.concatenate_p}),
-    (_whole_from_slices, {st.concatenate_p}),
-    (_divide_by_one, {ew.div_p}),
-    (_triangle_of_triangular, {st.tril_p, st.triu_p}),
-    (_subtract_zero, {ew.sub_p}),
-    (_double_negation, {ew.neg_p}),
-    (_transposes, {st.transpose_p}),
-    (_reshape, {st.reshape_p}),
-    (_identity_broadcast, {st.broadcast_in_dim_p}),
-    (_same_type_conversion, {st.convert_element_type_p}),
+    (_identity, {sp.stop_gradient_p}, None),
+    (_neutral, set(_NEUTRAL), {ew.mul_p: {_ONE}, ew.add_p: {_ZERO}}),
+    (_times_zero, {ew.mul_p}, {_ZERO}),
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, {ew.mul_p, st.reshape_p}),  # and x + x (``_visit``)
+    (_scalar_outward, {ew.mul_p}, {ew.mul_p}),
+    (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}, {ew.mul_p}),
+    (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}, None),
+    (_unchecked_solve, {la.trsm_p}, {st.transpose_p, la.potrf_p}),
+    (_outer_by_fill, {con.dot_general_p}, {st.broadcast_in_dim_p}),
+    (_negated_operand, {con.dot_general_p}, {ew.neg_p}),
+    (_scaled_operand, {con.dot_general_p}, {ew.mul_p}),
+    (_transposed_operand, {con.dot_general_p}, {st.transpose_p}),
+    (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}, _SIGNS_TRIGGERS),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, None),
+    (_outer, OUTER_REWRITES, {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}),  # (``outer._PRODUCTS``)
+    (_unit_contraction, {con.dot_general_p}, {st.eye_p, st.diag_embed_p}),
+    (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}, _DIAGONAL_TRIGGERS),
+    (_pads, {ew.add_p}, {st.pad_p}),
+    (_rank_one, {ew.add_p}, {con.dot_general_p}),
+    (_flat_concatenate, {st.concatenate_p}, {st.concatenate_p}),
+    (_whole_from_slices, {st.concatenate_p}, {st.slice_p}),
+    (_divide_by_one, {ew.div_p}, {_ONE}),
+    (_triangle_of_triangular, {st.tril_p, st.triu_p}, None),
+    (_subtract_zero, {ew.sub_p}, {_ZERO}),
+    (_double_negation, {ew.neg_p}, {ew.neg_p}),
+    (_transposes, {st.transpose_p}, None),
+    (_reshape, {st.reshape_p}, None),
+    (_identity_broadcast, {st.broadcast_in_dim_p}, None),
+    (_same_type_conversion, {st.convert_element_type_p}, None),
 ]
-_RULES = {prim: tuple(rule for rule, prims in _CHAIN if prim in prims) for _, prims in _CHAIN for prim in prims}
+_RULES = {prim: tuple(rule for rule, prims, _ in _CHAIN if prim in prims) for _, prims, _ in _CHAIN for prim in prims}
+_TRIGGERS = {rule: triggers for rule, _, triggers in _CHAIN}
 
 # a scan's body is simplified before it is transposed (duplicates merged, structure used: see there)
 control.scan.BODY_PASS = simplify

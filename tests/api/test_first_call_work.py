@@ -13,9 +13,10 @@ from benchmarks import compile_time as ct
 # function calls per primal equation of the whole first call, counted on the chain at 800 equations: a
 # budget that says when a change makes every equation dearer (1,420 before issue 29's work, 1,100 after
 # its first pass, 1,200 once printing grew, 1,102 after its second pass, 1,133 since; then cut by printing
-# from templates, by whole-program passes that return at once where their triggers are absent and by a
-# leaner trace, jvp and transpose; the issue's 10x target is about 150). The suite prints NumPy programs
-# (conftest): under the default ``compile="auto"`` the chain at 800 equations is a Numba loop.
+# from templates, whole-program passes that return at once where their triggers are absent, a leaner trace,
+# jvp and transpose, and a simplifier that visits only what changed and tries only the rules an operand can
+# trigger; the issue's 10x target is about 150). The suite prints NumPy programs (conftest): under the
+# default ``compile="auto"`` the chain at 800 equations is a Numba loop.
 CHAIN_CALLS_PER_EQN = 950
 
 

@@ -174,7 +174,8 @@ def measure(kind: str, size: int, stages: str | None) -> dict:
 
     pb.grad(lambda x: np.sum(np.sin(x) * x))(np.ones(2))  # warm-up: imports and caches of a tiny program
     fn, args, argnums = PROBLEMS[kind](size)
-    g = pb.differentiate(fn, argnums=argnums, reroll=REROLL[kind])
+    g = pb.differentiate(fn, argnums=argnums, reroll=REROLL[kind],
+                         first_call=os.environ.get("PULLBACK_BENCH_FIRST_CALL", "compiled"))
     probe = {"time": StageClock, "work": WorkCount}[stages]() if stages else None
     before = resident_bytes()
     with probe.installed() if probe is not None else contextlib.nullcontext():
@@ -277,6 +278,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max", type=int, default=CHAIN_EQNS[-1], metavar="N",
                         help="the chain at every power of ten up to N equations (10^6: minutes, GBs)")
     parser.add_argument("--write", action="store_true", help=f"write the tables into {RESULTS.name}")
+    parser.add_argument("--first-call", choices=("compiled", "eager", "auto"), default="compiled",
+                        help="first_call: the whole pipeline (default) or the eager walk (api/eager.py)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--stages", choices=["time", "work"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -284,12 +287,14 @@ def main(argv=None) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         print(json.dumps(measure(args.child[0], int(args.child[1]), args.stages)))
         return
+    os.environ["PULLBACK_BENCH_FIRST_CALL"] = args.first_call  # read by the child processes
     sizes = QUICK if args.quick else {"chain": CHAIN_EQNS, "kalman": KALMAN_STEPS, "rerolled": REROLLED_STEPS}
     if args.max > CHAIN_EQNS[-1]:
         extra = [10**k for k in range(len(str(CHAIN_EQNS[-1])), len(str(args.max)))]
         sizes = {**sizes, "chain": [*sizes["chain"], *extra]}
     section = [HEADING, "", f"`python -m benchmarks.compile_time{' --quick' if args.quick else ''}"
-               f"{f' --max {args.max}' if args.max > CHAIN_EQNS[-1] else ''}` on "
+               f"{f' --max {args.max}' if args.max > CHAIN_EQNS[-1] else ''}"
+               f"{f' --first-call {args.first_call}' if args.first_call != 'compiled' else ''}` on "
                f"{platform.machine()}, Python {platform.python_version()}: a fresh process per size; wall time and "
                "the process's CPU time of the first `value_and_grad` call (trace, transforms, printing, compiling "
                f"and one run). Load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when the run "

@@ -197,7 +197,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``)."""
-    namer = Namer(RESERVED if loops == "numpy" else RESERVED | frozenset(numba_loops.HELPERS))
+    helper_texts = {**(numba_loops.HELPERS if loops != "numpy" else {}), **getattr(backend, "HELPERS", {})}
+    namer = Namer(RESERVED | frozenset(helper_texts))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
 
     def expr(a: Atom) -> s.Expr:
@@ -412,7 +413,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
-    kernels[:0] = [numba_loops.helper(name) for name in sorted(getattr(ctx, "helpers", ()))]
+    kernels[:0] = [numba_loops.helper(name, helper_texts) for name in sorted(getattr(ctx, "helpers", ()))]
     body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx))
     if constants:
         body.insert(0, _docstring(program, constants))

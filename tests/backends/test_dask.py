@@ -134,11 +134,54 @@ def test_gp_likelihood_with_blocked_cholesky(client, rng):
     f = pb.differentiate(gp_nll)
     source = f.source(theta, Xd, yd)
     assert "da.linalg.cholesky(" in source and "dask.delayed" not in source
+    assert "blocked_potri(L)" in source and "l_inv" not in source  # K's inverse by blocks, no dense solve
     value, grad = f.value_and_grad(theta, Xd, yd)
     value0, grad0 = f.value_and_grad(theta, X, y)
     np.testing.assert_allclose(value, value0, rtol=1e-10)
     np.testing.assert_allclose(grad, grad0, rtol=1e-8)
     np.testing.assert_allclose(grad, _fd(lambda t: gp_nll(t, X, y), theta), rtol=1e-5)
+
+
+def _spd_factor(rng, n, complex_):
+    a = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if complex_ else 0)
+    a = a @ a.conj().T + n * np.eye(n)
+    return a, np.linalg.cholesky(a)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize(("n", "block"), [(12, 12), (12, 6), (12, 4), (23, 5)], ids=["1", "2", "3", "5"])
+def test_potri_by_blocks_is_the_inverse(n, block, complex_, rng):
+    """cholesky_inverse of a factor in 1, 2, 3, 5 square blocks (the last one smaller) is NumPy's inverse: one
+    LAPACK potri task on one chunk, the printed blocked potri on several."""
+    a, l = _spd_factor(rng, n, complex_)
+    ld = da.from_array(l, chunks=block)
+    f = pb.jit(pb.linalg.cholesky_inverse)
+    source = f.source(ld)
+    assert ("blocked_potri(l)" in source) == (block < n)
+    assert ("potri(" in source and "dask.delayed" in source) == (block == n)  # LAPACK's, as one task
+    with dask.config.set(scheduler="sync"):
+        out = f(ld)
+    np.testing.assert_allclose(out, np.linalg.inv(a), rtol=1e-10, atol=1e-13)
+
+
+def test_potri_by_blocks_skips_the_zero_blocks():
+    """The printed blocked potri makes nb(nb + 1)(2 nb + 1)/6 products of b x b blocks ((nb^3 - nb)/6 for
+    L^{-1}'s lower blocks, nb(nb + 1)(nb + 2)/6 for the upper blocks of L^{-H} L^{-1}: about nb^3/3 b^3
+    products, 2/3 n^3 flops) and nb(nb + 1)/2 triangular solves of one block: a solve of the whole factor
+    in an identity makes nb^2 of them, and its product with its transpose nb^3 block products."""
+    from dask.utils import key_split
+
+    b = 3
+    source = pb.jit(pb.linalg.cholesky_inverse).source(da.from_array(np.eye(4 * b), chunks=b))
+    module: dict = {}
+    exec(source, module)
+    for nb in (2, 3, 4, 6):
+        out = module["blocked_potri"](da.from_array(np.eye(nb * b), chunks=b))
+        assert out.chunks == ((b,) * nb,) * 2
+        graph = dict(out.__dask_graph__())
+        kinds = [key_split(k) for k in graph]
+        assert kinds.count("matmul") == nb * (nb + 1) * (2 * nb + 1) // 6
+        assert kinds.count("solve-triangular") == nb * (nb + 1) // 2
 
 
 def test_small_dense_linalg_on_a_reduced_result_is_one_task(client, rng):

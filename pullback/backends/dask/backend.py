@@ -10,8 +10,9 @@ time, naming the primitive, the user's line and the chunking that works, before 
   reductions and contractions over a chunked axis are Dask's tree reductions.
 - Linear algebra prints ``dask.array.linalg``: TSQR ``qr`` and ``svd``, blocked ``cholesky``,
   ``solve_triangular`` (on square blocks, the right-hand side's rows chunked as the matrix's
-  columns); on a single chunk each is one task calling LAPACK. Triangular products, ``potri``
-  (a blocked solve in an identity), ``syrk`` and ``ger`` are blocked products.
+  columns); on a single chunk each is one task calling LAPACK. ``potri`` is LAPACK's blocked algorithm
+  over the factor's blocks (``blocked_potri``, printed into the module: ``HELPERS``). Triangular
+  products, ``syrk`` and ``ger`` are blocked products.
 - Any other primitive whose operands are each one chunk, or smaller than one of Dask's chunks
   (a d x d Gram matrix, a reduced result, a batch of small matrices), runs as one task: the NumPy
   backend's statements, in a nested function called through ``dask.delayed``. On larger chunked
@@ -784,7 +785,7 @@ def blocked_potri(l):
     blocks of X = L^{-1} on and below the diagonal, column by column (L X = I: a diagonal block is a
     triangular solve in an identity, a block below it one in the sum of products of the blocks above),
     then the blocks of X^H X on and above the diagonal, each mirrored below. X's zero blocks are never
-    formed: 2/3 n^3 flops, one task per block product."""
+    formed: nb(nb + 1)(2 nb + 1)/6 block products, (2/3 + 3/(2 nb)) n^3 flops."""
     nb = len(l.chunks[0])
     a = [[l.blocks[i, j] for j in range(i + 1)] for i in range(nb)]
     x = [[None] * (i + 1) for i in range(nb)]

@@ -133,6 +133,15 @@ class Dask:
             return [s.assign(held, s.method(held[0], "persist"))]
         return [s.assign(held, s.call("dask.persist", *held))]
 
+    def carried(self, v, a, value):
+        """``v = new.rechunk(4)``: a loop's carry takes its first value's chunks at every step, where a step
+        changes them (a product with a matrix chunked otherwise, a reduction to one chunk), so that the
+        body, printed for those chunks (and checked on them), holds at every step, each step's residuals
+        and results are chunked alike, and so are the backward loop's accumulators (``_rechunked``)."""
+        if not _rechunked(self.ctx, v, a):
+            return value
+        return s.method(value, "rechunk", _chunks_expr(_value(self.ctx, v).chunks))
+
     def while_test(self, pred, e):
         """``while pred.compute():``: the predicate of a Dask value is computed at every step, a round trip
         to the scheduler (each step's carries are already held: ``while_carries``)."""
@@ -290,11 +299,35 @@ def _enter(ctx: Context, eqn) -> None:
 
 
 def _leave(ctx: Context, eqn) -> None:
-    """The results' placeholders, fixed while the sub-programs' inputs stand for this equation's operands."""
+    """The results' placeholders, fixed while the sub-programs' inputs stand for this equation's operands;
+    a loop's carries that its steps rechunk (``Dask.carried``) keep their first chunks."""
     for v in eqn.outputs:
         value = _value(ctx, v)
         if value is not None:
             ctx.values[id(v)] = value
+    if eqn.prim in (ctrl.scan_p, ctrl.while_p):
+        body = eqn.params["body"]
+        nk = eqn.params["num_carry"] if eqn.prim is ctrl.scan_p else len(eqn.outputs) - eqn.params["num_ys"]
+        first = eqn.params["num_consts"] if eqn.prim is ctrl.scan_p else eqn.params["num_body_consts"]
+        for v, c, a in zip(eqn.outputs[:nk], body.inputs[first:first + nk], body.outputs[:nk]):
+            if _rechunked(ctx, c, a):
+                ctx.values[id(v)] = _value(ctx, c)
+
+
+def _chunks_expr(chunks) -> cst.BaseExpression:
+    """Chunks as ``rechunk`` takes them: a block size per axis where the blocks are even (``4``,
+    ``(4, 3)``), else every block's size."""
+    if all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in chunks if c):
+        sizes = [c[0] if c else 0 for c in chunks]
+        return s.number(sizes[0]) if len(sizes) == 1 else s.ints(sizes)
+    return s.tuple_([s.ints(c) for c in chunks])
+
+
+def _rechunked(ctx: Context, carry, new) -> bool:
+    """Whether a loop's step changes a carry's chunks: ``new`` (its value after a step) and ``carry`` (the
+    body's input, standing for its first value) Dask arrays chunked differently."""
+    before, after = _value(ctx, carry), _value(ctx, new)
+    return is_dask(before) and is_dask(after) and before.chunks != after.chunks
 
 
 def _stands_for(ctx: Context, vs, atoms) -> None:

@@ -232,6 +232,7 @@ def test_fori_loop_of_gradient_descent_over_chunked_rows(client, rng):
     assert "for _ in range(5):" in source and "for _ in range(4, -1, -1):" in source
     assert source.count("dask.compute(") == 1 and ".compute()" not in source
     assert "+=" not in source and "] = " not in source and "np.empty" not in source
+    assert ".rechunk(" not in source  # the carry keeps its chunks: nothing to rechunk
     value, grad = f.value_and_grad(w0, Xd, yd)
     value0, grad0 = f.value_and_grad(w0, X, y)
     np.testing.assert_allclose(value, value0, rtol=1e-12)
@@ -361,6 +362,58 @@ def _shrunk(x):
     while np.sum(x ** 2) > 1e-3:
         x = np.tanh(0.8 * x)
     return x
+
+
+def solve_steps(L, A, v):
+    """Each step's product with A (chunked (6, 4)) leaves the carry in 6-row chunks; the solve needs L's 4."""
+    def body(i, v):
+        return np.tanh(A @ scipy.linalg.solve_triangular(L, v, lower=True))
+
+    return np.sum(pb.fori_loop(0, 3, body, v) ** 2)
+
+
+def solve_until(L, A, v):
+    def more(c):
+        return c[1] < 3
+
+    def step(c):
+        return np.tanh(A @ scipy.linalg.solve_triangular(L, c[0], lower=True)), c[1] + 1
+
+    v, k = pb.while_loop(more, step, (v, 0))
+    return np.sum(v ** 2)
+
+
+def factor_steps(A, S):
+    """The carry S = A S A^T / 4 + I changes chunks (A's rows); each step's Cholesky factor is a stacked
+    result read whole, and a residual of the backward loop."""
+    def step(S, _):
+        L = np.linalg.cholesky(S)
+        return A @ S @ A.T / 4 + np.eye(S.shape[0]), L
+
+    S, Ls = pb.scan(step, S, None, length=3)
+    return np.sum(Ls ** 2) + np.sum(np.log(np.diagonal(Ls, axis1=1, axis2=2))) + np.sum(S)
+
+
+@pytest.mark.parametrize("fn", [solve_steps, solve_until, factor_steps], ids=["fori", "while", "scan"])
+def test_loop_carries_whose_chunks_a_step_changes(fn, client, rng):
+    """A carry whose chunks a step changes is rechunked to its first value's chunks at each step
+    (``v = v.rechunk(4)``): the body, printed and checked for those chunks, holds at every step; the
+    stacked results, the residuals and the backward loop's accumulators are chunked alike."""
+    n = 12
+    A = rng.standard_normal((n, n)) / 4
+    S = rng.standard_normal((n, n))
+    S = S @ S.T / n + np.eye(n)
+    L, v = np.linalg.cholesky(S), rng.standard_normal(n)
+    args = (A, S) if fn is factor_steps else (L, A, v)
+    chunks = [(6, 4) if a is A else 4 for a in args]
+    dargs = [da.from_array(a, chunks=c) for a, c in zip(args, chunks)]
+    f = pb.differentiate(fn, argnums=tuple(range(len(args))))
+    assert (".rechunk((4, 4))" if fn is factor_steps else ".rechunk(4)") in f.source(*dargs)
+    value, grads = f.value_and_grad(*dargs)
+    value0, grads0 = f.value_and_grad(*args)
+    np.testing.assert_allclose(value, value0, rtol=1e-12)
+    for g, g0 in zip(grads, grads0):
+        np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-13)
 
 
 def test_bad_chunkings_are_refused_before_any_data_is_read():

@@ -416,6 +416,30 @@ def test_loop_carries_whose_chunks_a_step_changes(fn, client, rng):
         np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-13)
 
 
+def sliced(x):
+    w = np.arange(1.0, 1.0 + x.size).reshape(x.shape)
+    return (np.sum(np.cos(x[3:, ::-1]) * w[3:, ::-1]) + np.sum(x[6:1:-1, 2:5] ** 2) + np.sum(np.roll(x, 2, axis=0) * w)
+            + np.sum(x[-1:, :1]) + np.sum(np.flip(x) * w))
+
+
+def test_slices_cotangents_pad_with_zero_blocks(rng):
+    """A slice's cotangent (its pad) is the operand between ``da.zeros`` blocks, a reversed slice's reversed
+    first (strides of -1: flips, rolls), never ``da.pad``, whose zeros take the operand's chunks (padding a
+    1-row slice of a 10^8-row array would be 10^8 tasks)."""
+    x = rng.standard_normal((9, 6))
+    xd = da.from_array(x, chunks=(4, 3))
+    f = pb.differentiate(sliced)
+    source = f.source(xd)
+    assert "da.pad(" not in source and "da.zeros((" in source and "dask.delayed" not in source
+    with dask.config.set(scheduler="sync"):
+        value, grad = f.value_and_grad(xd)
+    value0, grad0 = f.value_and_grad(x)
+    np.testing.assert_allclose(value, value0, rtol=1e-12)
+    np.testing.assert_allclose(grad, grad0, rtol=1e-12, atol=1e-14)
+    huge = pb.differentiate(lambda v: np.sum(v[:1] * v[-1:]))  # two 1-element slices of 2^27 entries
+    assert huge.source(_unreadable((1 << 27,), 1 << 24)).count("da.zeros(") == 2
+
+
 def test_bad_chunkings_are_refused_before_any_data_is_read():
     """Operands larger than one of Dask's chunks (128 MiB) that a blocked algorithm cannot take as chunked."""
     f = pb.differentiate(gp_nll)

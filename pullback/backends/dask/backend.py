@@ -703,12 +703,32 @@ def _diag_embed(ctx, eqn, ins, outs):
 
 @emits(st.pad_p)
 def _pad(ctx, eqn, ins, outs):
-    """``da.pad`` with zeros around the operand, where the slice it transposes read (unit strides)."""
+    """Zeros around the operand, where the slice it transposes read (strides of 1 or -1, the operand then
+    reversed): the operand between
+    ``da.zeros`` blocks, axis by axis (``da.concatenate``). Not ``da.pad``, whose zeros take the operand's
+    chunk size: a 3-element slice's cotangent padded to 10^8 entries would be 3 x 10^7 tasks; these
+    zeros are chunked by Dask's ``array.chunk-size``."""
     p, out = eqn.params, eqn.outputs[0]
-    if any(step != 1 for step in p["strides"]):
+    if any(step not in (1, -1) for step in p["strides"]):
         return _one_task(ctx, eqn, ins, outs)
-    widths = s.tuple_([s.ints((lo, n - hi)) for lo, hi, n in zip(p["start_indices"], p["limit_indices"], out.shape)])
-    return s.call("da.pad", ins[0], widths)
+    x, shape, dt = ins[0], list(eqn.inputs[0].type.shape), s.dtype(out.type.dtype)
+    if -1 in p["strides"]:  # a reversed slice's cotangent: reversed, then padded as the slice's range
+        x = s.subscript(x, [s.slice_(None, None, -1 if step < 0 else None) for step in p["strides"]])
+    for axis, (start, limit, step, n) in enumerate(zip(p["start_indices"], p["limit_indices"], p["strides"],
+                                                       out.shape)):
+        r = range(start, limit, step)
+        lo, hi = (min(r[0], r[-1]), max(r[0], r[-1]) + 1) if len(r) else (0, 0)
+        if lo == 0 and hi == n:
+            continue
+        parts = []
+        for width, part in ((lo, "before"), (None, "x"), (n - hi, "after")):
+            if part == "x":
+                parts.append(x)
+            elif width:
+                parts.append(s.call("da.zeros", s.ints([*shape[:axis], width, *shape[axis + 1:]]), dtype=dt))
+        x, shape[axis] = s.call("da.concatenate", cst.List([cst.Element(e) for e in parts]),
+                                **({"axis": s.number(axis)} if axis else {})), n
+    return x
 
 
 def _op(a: cst.BaseExpression, trans: int, complex_: bool) -> cst.BaseExpression:

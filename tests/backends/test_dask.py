@@ -453,6 +453,12 @@ def test_bad_chunkings_are_refused_before_any_data_is_read():
     def sorted_sum(x):
         return np.sum(np.sort(x) * np.arange(x.shape[0]))
 
+    def solved(L, b):
+        return np.sum(scipy.linalg.solve_triangular(L, b, lower=True))
+
+    with pytest.raises(ChunkingError, match=r"trsm \(solve_triangular\).*right-hand side's rows chunked as the "
+                                            r"matrix's: rechunk it \(b.rechunk\(\(2048, -1\)\)\)"):
+        pb.differentiate(solved).value_and_grad(_unreadable((8192, 8192), 2048), _unreadable((8192, 4), (1000, 4)))
     with pytest.raises(ChunkingError, match=r"sort .*no chunked form.*rechunk"):  # 256 MB: not gathered
         pb.differentiate(sorted_sum).value_and_grad(_unreadable((1 << 25,), 1 << 22))
 

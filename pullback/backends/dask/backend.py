@@ -795,6 +795,15 @@ def _trsm(ctx, eqn, ins, outs):
     if alpha != 1.0:
         rhs = s.binop(s.number(alpha), "*", rhs)
     _square_blocks(ctx, eqn, at, "the triangular matrix")
+    ca, cb = chunks_of(_value(ctx, at)), chunks_of(_value(ctx, eqn.inputs[1]))
+    side = 0 if p["left"] else -1  # the right-hand side's axis that meets the matrix
+    if not _single(ca) and cb is not None and cb[side] != ca[0]:
+        where = f" (at {ctx.where})" if ctx.where else ""
+        want = (ca[0][0], -1) if p["left"] else (-1, ca[0][0])
+        raise ChunkingError(f"trsm (solve_triangular){where}: the right-hand side of shape {eqn.inputs[1].type.shape} "
+                            f"is chunked {_describe(cb)}, the matrix in {ca[0][0]} x {ca[0][0]} blocks; the blocked "
+                            f"solve needs the right-hand side's {'rows' if p['left'] else 'columns'} chunked as the "
+                            f"matrix's: rechunk it (b.rechunk({want}))")
     x = s.call("da.linalg.solve_triangular", lhs, rhs, lower=s.number(lower))
     return x if p["left"] else s.attribute(x, "T")
 

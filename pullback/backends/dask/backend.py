@@ -26,7 +26,8 @@ time, naming the primitive, the user's line and the chunking that works, before 
 Loops and branches print as a Dask user writes them (``codegen`` prints them; this module's hooks
 say how): a ``scan`` is a Python ``for`` building the graph, its stacked results lists of Dask arrays
 (``stack`` after the loop where the whole is read); a ``while`` on Dask values holds its carries and
-computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a ``cond`` on a Dask
+computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a carry whose chunks a step
+changes is rechunked to its first value's (``Dask.carried``); a ``cond`` on a Dask
 value selects with ``da.where`` or computes its predicate once (``Dask.branching``). Each sub-program
 prints on placeholders of what its inputs stand for (``_enter``). Checkpoints and custom rules print
 in place.
@@ -704,10 +705,9 @@ def _diag_embed(ctx, eqn, ins, outs):
 @emits(st.pad_p)
 def _pad(ctx, eqn, ins, outs):
     """Zeros around the operand, where the slice it transposes read (strides of 1 or -1, the operand then
-    reversed): the operand between
-    ``da.zeros`` blocks, axis by axis (``da.concatenate``). Not ``da.pad``, whose zeros take the operand's
-    chunk size: a 3-element slice's cotangent padded to 10^8 entries would be 3 x 10^7 tasks; these
-    zeros are chunked by Dask's ``array.chunk-size``."""
+    reversed): the operand between ``da.zeros`` blocks, axis by axis (``da.concatenate``). Not ``da.pad``,
+    whose zeros take the operand's chunk size: a 3-element slice's cotangent padded to 10^8 entries would
+    be 3 x 10^7 tasks; these zeros are chunked by Dask's ``array.chunk-size``."""
     p, out = eqn.params, eqn.outputs[0]
     if any(step not in (1, -1) for step in p["strides"]):
         return _one_task(ctx, eqn, ins, outs)
@@ -822,7 +822,7 @@ def _trmm(ctx, eqn, ins, outs):
 
 def _potri(ctx, eqn, ins, outs):
     """(L L^H)^{-1} from L in square blocks: ``blocked_potri`` (``HELPERS``), LAPACK's potri by blocks, which
-    never forms L^{-1}'s zero blocks nor the lower triangle's products (2/3 n^3 flops, as LAPACK's potri);
+    never forms L^{-1}'s zero blocks nor the lower triangle's products (about 2/3 n^3 flops, as LAPACK's);
     on one chunk (or a batch), LAPACK's potri as one task. The result takes L's chunks (set here: the
     helper's graph, of order (n/b)^3 tasks, is not built on placeholders when the program prints)."""
     (lt,), (out,) = eqn.inputs, eqn.outputs

@@ -453,6 +453,12 @@ def test_bad_chunkings_are_refused_before_any_data_is_read():
     def sorted_sum(x):
         return np.sum(np.sort(x) * np.arange(x.shape[0]))
 
+    def lq_norm(A):
+        return np.sum(pb.linalg.lq(A)[0] ** 2)
+
+    with pytest.raises(ChunkingError, match=r"gelqf \(lq\).*in column chunks.*rechunk it to \(40, 262144\)"):
+        pb.differentiate(lq_norm).value_and_grad(_unreadable((40, 1 << 20), (20, 1 << 18)))
+
     def solved(L, b):
         return np.sum(scipy.linalg.solve_triangular(L, b, lower=True))
 

@@ -890,6 +890,15 @@ def _geqrf(ctx, eqn, ins, outs):
 def _gelqf(ctx, eqn, ins, outs):
     """LQ of A is the transposed QR of A^T (TSQR for a wide matrix in column chunks)."""
     (a,), (l, q) = ins, outs
+    (at,) = eqn.inputs
+    m, n = at.type.shape[-2:]
+    c = chunks_of(_value(ctx, at))
+    if c is not None and len(c[1]) > 1 and (len(c[0]) > 1 or min(c[1]) < m or n < m):
+        where = f" (at {ctx.where})" if ctx.where else ""
+        raise ChunkingError(f"gelqf (lq){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; its LQ is "
+                            f"Dask's TSQR of the transpose, which needs a wide matrix in column chunks of at least "
+                            f"{m} columns and one row chunk: rechunk it to ({m}, {max(m, c[1][0])}), or to one chunk "
+                            "(x.rechunk(-1))")
     q_t, r_t = s.name(ctx.fresh("q_t")), s.name(ctx.fresh("r_t"))
     return [s.assign([q_t, r_t], s.call("da.linalg.qr", s.attribute(a, "T"))),
             s.assign([l], s.attribute(r_t, "T")), s.assign([q], s.attribute(q_t, "T"))]

@@ -207,7 +207,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     functions compiled by Numba (``numba_loops``); ``fresh``, outputs that would share memory with an
     input or another output returned as copies (the kernels of ``api.eager``, whose caller writes
     into no result, return views)."""
-    namer = Namer(RESERVED if loops == "numpy" else RESERVED | frozenset(numba_loops.HELPERS))
+    helper_texts = {**(numba_loops.HELPERS if loops != "numpy" else {}), **getattr(backend, "HELPERS", {})}
+    namer = Namer(RESERVED | frozenset(helper_texts))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
 
     def expr(a: Atom) -> s.Expr:
@@ -422,7 +423,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fuse_with = getattr(backend, "FUSE", None)  # the kernels' decorator; "" prints them plain
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
-    kernels[:0] = [numba_loops.helper(name) for name in sorted(getattr(ctx, "helpers", ()))]
+    kernels[:0] = [numba_loops.helper(name, helper_texts) for name in sorted(getattr(ctx, "helpers", ()))]
     body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx, fresh))
     if constants:
         body.insert(0, _docstring(program, constants))
@@ -632,15 +633,27 @@ def _name_new_carries(body: Program, nc: int, nk: int, namer: Namer) -> list[Var
 
 
 def _rebind(carry, new, nest: _Nest) -> list[cst.BaseStatement]:
-    """``c1, c2 = new1, new2`` for the carries a step changes (all at once: a step may swap them)."""
+    """``c1, c2 = new1, new2`` for the carries a step changes (all at once: a step may swap them); a
+    chunked backend (Dask) may give each the chunks its carry had (``carried``), a carry the body
+    assigns under its own name too (``c = c.rechunk(...)``)."""
     namer = nest.namer
-    changed = [(v, a) for v, a in zip(carry, new)
-               if a is not v and not (isinstance(a, Var) and a in namer and v in namer and namer[a] == namer[v])]
+    carried = getattr(nest.backend, "carried", lambda v, a, value: value)
+    changed, stmts = [], []
+    for v, a in zip(carry, new):
+        if a is v:
+            continue
+        if isinstance(a, Var) and a in namer and v in namer and namer[a] == namer[v]:
+            name = s.name(namer[v])
+            value = carried(v, a, name)
+            if value is not name:
+                stmts.append(s.assign([s.name(namer[v])], value))
+        else:
+            changed.append((v, a))
     if not changed:
-        return []
+        return stmts
     targets = [s.name(nest.namer[v]) for v, _ in changed]
-    values = [nest.expr(a) for _, a in changed]
-    return [s.assign(targets, s.tuple_(values, parens=False) if len(values) > 1 else values[0])]
+    values = [carried(v, a, nest.expr(a)) for v, a in changed]
+    return [s.assign(targets, s.tuple_(values, parens=False) if len(values) > 1 else values[0]), *stmts]
 
 
 def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:

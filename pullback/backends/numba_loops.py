@@ -421,9 +421,9 @@ def _diagonal(ctx, eqn, ins, outs):
     return s.call("np.diag", ins[0], *([s.number(offset)] if offset else []))
 
 
-def helper(name: str) -> cst.FunctionDef:
-    """The printed definition of the function ``name`` of ``HELPERS``."""
-    return cst.ensure_type(cst.parse_statement(HELPERS[name].lstrip()), cst.FunctionDef).with_changes(
+def helper(name: str, helpers: dict[str, str] = HELPERS) -> cst.FunctionDef:
+    """The printed definition of the function ``name`` of ``helpers`` (these loops', or a backend's)."""
+    return cst.ensure_type(cst.parse_statement(helpers[name].lstrip()), cst.FunctionDef).with_changes(
         leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
 
 

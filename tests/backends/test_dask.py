@@ -134,11 +134,54 @@ def test_gp_likelihood_with_blocked_cholesky(client, rng):
     f = pb.differentiate(gp_nll)
     source = f.source(theta, Xd, yd)
     assert "da.linalg.cholesky(" in source and "dask.delayed" not in source
+    assert "blocked_potri(L)" in source and "l_inv" not in source  # K's inverse by blocks, no dense solve
     value, grad = f.value_and_grad(theta, Xd, yd)
     value0, grad0 = f.value_and_grad(theta, X, y)
     np.testing.assert_allclose(value, value0, rtol=1e-10)
     np.testing.assert_allclose(grad, grad0, rtol=1e-8)
     np.testing.assert_allclose(grad, _fd(lambda t: gp_nll(t, X, y), theta), rtol=1e-5)
+
+
+def _spd_factor(rng, n, complex_):
+    a = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if complex_ else 0)
+    a = a @ a.conj().T + n * np.eye(n)
+    return a, np.linalg.cholesky(a)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize(("n", "block"), [(12, 12), (12, 6), (12, 4), (23, 5)], ids=["1", "2", "3", "5"])
+def test_potri_by_blocks_is_the_inverse(n, block, complex_, rng):
+    """cholesky_inverse of a factor in 1, 2, 3, 5 square blocks (the last one smaller) is NumPy's inverse: one
+    LAPACK potri task on one chunk, the printed blocked potri on several."""
+    a, l = _spd_factor(rng, n, complex_)
+    ld = da.from_array(l, chunks=block)
+    f = pb.jit(pb.linalg.cholesky_inverse)
+    source = f.source(ld)
+    assert ("blocked_potri(l)" in source) == (block < n)
+    assert ("potri(" in source and "dask.delayed" in source) == (block == n)  # LAPACK's, as one task
+    with dask.config.set(scheduler="sync"):
+        out = f(ld)
+    np.testing.assert_allclose(out, np.linalg.inv(a), rtol=1e-10, atol=1e-13)
+
+
+def test_potri_by_blocks_skips_the_zero_blocks():
+    """The printed blocked potri makes nb(nb + 1)(2 nb + 1)/6 products of b x b blocks ((nb^3 - nb)/6 for
+    L^{-1}'s lower blocks, nb(nb + 1)(nb + 2)/6 for the upper blocks of L^{-H} L^{-1}: about nb^3/3 b^3
+    products, 2/3 n^3 flops) and nb(nb + 1)/2 triangular solves of one block: a solve of the whole factor
+    in an identity makes nb^2 of them, and its product with its transpose nb^3 block products."""
+    from dask.utils import key_split
+
+    b = 3
+    source = pb.jit(pb.linalg.cholesky_inverse).source(da.from_array(np.eye(4 * b), chunks=b))
+    module: dict = {}
+    exec(source, module)
+    for nb in (2, 3, 4, 6):
+        out = module["blocked_potri"](da.from_array(np.eye(nb * b), chunks=b))
+        assert out.chunks == ((b,) * nb,) * 2
+        graph = dict(out.__dask_graph__())
+        kinds = [key_split(k) for k in graph]
+        assert kinds.count("matmul") == nb * (nb + 1) * (2 * nb + 1) // 6
+        assert kinds.count("solve-triangular") == nb * (nb + 1) // 2
 
 
 def test_small_dense_linalg_on_a_reduced_result_is_one_task(client, rng):
@@ -189,6 +232,7 @@ def test_fori_loop_of_gradient_descent_over_chunked_rows(client, rng):
     assert "for _ in range(5):" in source and "for _ in range(4, -1, -1):" in source
     assert source.count("dask.compute(") == 1 and ".compute()" not in source
     assert "+=" not in source and "] = " not in source and "np.empty" not in source
+    assert ".rechunk(" not in source  # the carry keeps its chunks: nothing to rechunk
     value, grad = f.value_and_grad(w0, Xd, yd)
     value0, grad0 = f.value_and_grad(w0, X, y)
     np.testing.assert_allclose(value, value0, rtol=1e-12)
@@ -320,6 +364,82 @@ def _shrunk(x):
     return x
 
 
+def solve_steps(L, A, v):
+    """Each step's product with A (chunked (6, 4)) leaves the carry in 6-row chunks; the solve needs L's 4."""
+    def body(i, v):
+        return np.tanh(A @ scipy.linalg.solve_triangular(L, v, lower=True))
+
+    return np.sum(pb.fori_loop(0, 3, body, v) ** 2)
+
+
+def solve_until(L, A, v):
+    def more(c):
+        return c[1] < 3
+
+    def step(c):
+        return np.tanh(A @ scipy.linalg.solve_triangular(L, c[0], lower=True)), c[1] + 1
+
+    v, k = pb.while_loop(more, step, (v, 0))
+    return np.sum(v ** 2)
+
+
+def factor_steps(A, S):
+    """The carry S = A S A^T / 4 + I changes chunks (A's rows); each step's Cholesky factor is a stacked
+    result read whole, and a residual of the backward loop."""
+    def step(S, _):
+        L = np.linalg.cholesky(S)
+        return A @ S @ A.T / 4 + np.eye(S.shape[0]), L
+
+    S, Ls = pb.scan(step, S, None, length=3)
+    return np.sum(Ls ** 2) + np.sum(np.log(np.diagonal(Ls, axis1=1, axis2=2))) + np.sum(S)
+
+
+@pytest.mark.parametrize("fn", [solve_steps, solve_until, factor_steps], ids=["fori", "while", "scan"])
+def test_loop_carries_whose_chunks_a_step_changes(fn, client, rng):
+    """A carry whose chunks a step changes is rechunked to its first value's chunks at each step
+    (``v = v.rechunk(4)``): the body, printed and checked for those chunks, holds at every step; the
+    stacked results, the residuals and the backward loop's accumulators are chunked alike."""
+    n = 12
+    A = rng.standard_normal((n, n)) / 4
+    S = rng.standard_normal((n, n))
+    S = S @ S.T / n + np.eye(n)
+    L, v = np.linalg.cholesky(S), rng.standard_normal(n)
+    args = (A, S) if fn is factor_steps else (L, A, v)
+    chunks = [(6, 4) if a is A else 4 for a in args]
+    dargs = [da.from_array(a, chunks=c) for a, c in zip(args, chunks)]
+    f = pb.differentiate(fn, argnums=tuple(range(len(args))))
+    assert (".rechunk((4, 4))" if fn is factor_steps else ".rechunk(4)") in f.source(*dargs)
+    value, grads = f.value_and_grad(*dargs)
+    value0, grads0 = f.value_and_grad(*args)
+    np.testing.assert_allclose(value, value0, rtol=1e-12)
+    for g, g0 in zip(grads, grads0):
+        np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-13)
+
+
+def sliced(x):
+    w = np.arange(1.0, 1.0 + x.size).reshape(x.shape)
+    return (np.sum(np.cos(x[3:, ::-1]) * w[3:, ::-1]) + np.sum(x[6:1:-1, 2:5] ** 2) + np.sum(np.roll(x, 2, axis=0) * w)
+            + np.sum(x[-1:, :1]) + np.sum(np.flip(x) * w))
+
+
+def test_slices_cotangents_pad_with_zero_blocks(rng):
+    """A slice's cotangent (its pad) is the operand between ``da.zeros`` blocks, a reversed slice's reversed
+    first (strides of -1: flips, rolls), never ``da.pad``, whose zeros take the operand's chunks (padding a
+    1-row slice of a 10^8-row array would be 10^8 tasks)."""
+    x = rng.standard_normal((9, 6))
+    xd = da.from_array(x, chunks=(4, 3))
+    f = pb.differentiate(sliced)
+    source = f.source(xd)
+    assert "da.pad(" not in source and "da.zeros((" in source and "dask.delayed" not in source
+    with dask.config.set(scheduler="sync"):
+        value, grad = f.value_and_grad(xd)
+    value0, grad0 = f.value_and_grad(x)
+    np.testing.assert_allclose(value, value0, rtol=1e-12)
+    np.testing.assert_allclose(grad, grad0, rtol=1e-12, atol=1e-14)
+    huge = pb.differentiate(lambda v: np.sum(v[:1] * v[-1:]))  # two 1-element slices of 2^27 entries
+    assert huge.source(_unreadable((1 << 27,), 1 << 24)).count("da.zeros(") == 2
+
+
 def test_bad_chunkings_are_refused_before_any_data_is_read():
     """Operands larger than one of Dask's chunks (128 MiB) that a blocked algorithm cannot take as chunked."""
     f = pb.differentiate(gp_nll)
@@ -333,6 +453,18 @@ def test_bad_chunkings_are_refused_before_any_data_is_read():
     def sorted_sum(x):
         return np.sum(np.sort(x) * np.arange(x.shape[0]))
 
+    def lq_norm(A):
+        return np.sum(pb.linalg.lq(A)[0] ** 2)
+
+    with pytest.raises(ChunkingError, match=r"gelqf \(lq\).*in column chunks.*rechunk it to \(40, 262144\)"):
+        pb.differentiate(lq_norm).value_and_grad(_unreadable((40, 1 << 20), (20, 1 << 18)))
+
+    def solved(L, b):
+        return np.sum(scipy.linalg.solve_triangular(L, b, lower=True))
+
+    with pytest.raises(ChunkingError, match=r"trsm \(solve_triangular\).*right-hand side's rows chunked as the "
+                                            r"matrix's: rechunk it \(b.rechunk\(\(2048, -1\)\)\)"):
+        pb.differentiate(solved).value_and_grad(_unreadable((8192, 8192), 2048), _unreadable((8192, 4), (1000, 4)))
     with pytest.raises(ChunkingError, match=r"sort .*no chunked form.*rechunk"):  # 256 MB: not gathered
         pb.differentiate(sorted_sum).value_and_grad(_unreadable((1 << 25,), 1 << 22))
 

@@ -10,8 +10,9 @@ time, naming the primitive, the user's line and the chunking that works, before 
   reductions and contractions over a chunked axis are Dask's tree reductions.
 - Linear algebra prints ``dask.array.linalg``: TSQR ``qr`` and ``svd``, blocked ``cholesky``,
   ``solve_triangular`` (on square blocks, the right-hand side's rows chunked as the matrix's
-  columns); on a single chunk each is one task calling LAPACK. Triangular products, ``potri``
-  (a blocked solve in an identity), ``syrk`` and ``ger`` are blocked products.
+  columns); on a single chunk each is one task calling LAPACK. ``potri`` is LAPACK's blocked algorithm
+  over the factor's blocks (``blocked_potri``, printed into the module: ``HELPERS``). Triangular
+  products, ``syrk`` and ``ger`` are blocked products.
 - Any other primitive whose operands are each one chunk, or smaller than one of Dask's chunks
   (a d x d Gram matrix, a reduced result, a batch of small matrices), runs as one task: the NumPy
   backend's statements, in a nested function called through ``dask.delayed``. On larger chunked
@@ -25,7 +26,8 @@ time, naming the primitive, the user's line and the chunking that works, before 
 Loops and branches print as a Dask user writes them (``codegen`` prints them; this module's hooks
 say how): a ``scan`` is a Python ``for`` building the graph, its stacked results lists of Dask arrays
 (``stack`` after the loop where the whole is read); a ``while`` on Dask values holds its carries and
-computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a ``cond`` on a Dask
+computes its test at every step (``Dask.while_carries``, ``Dask.while_test``); a carry whose chunks a step
+changes is rechunked to its first value's (``Dask.carried``); a ``cond`` on a Dask
 value selects with ``da.where`` or computes its predicate once (``Dask.branching``). Each sub-program
 prints on placeholders of what its inputs stand for (``_enter``). Checkpoints and custom rules print
 in place.
@@ -44,11 +46,13 @@ import numpy as np
 from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.backends.numpy import backend as npb
+from pullback.backends.numpy.factor_solves import at_factor
 from pullback.ir.core import Literal, Var, sub_programs
 from pullback.ir.types import StackType
 from pullback.primitives import control as ctrl
 from pullback.primitives import custom
 from pullback.primitives import structural as st
+from pullback.primitives.linalg import factor_solves as fa
 from pullback.primitives.linalg import factorizations as la
 from pullback.primitives.linalg import rank_update as rk
 
@@ -129,6 +133,15 @@ class Dask:
         if len(held) == 1:
             return [s.assign(held, s.method(held[0], "persist"))]
         return [s.assign(held, s.call("dask.persist", *held))]
+
+    def carried(self, v, a, value):
+        """``v = new.rechunk(4)``: a loop's carry takes its first value's chunks at every step, where a step
+        changes them (a product with a matrix chunked otherwise, a reduction to one chunk), so that the
+        body, printed for those chunks (and checked on them), holds at every step, each step's residuals
+        and results are chunked alike, and so are the backward loop's accumulators (``_rechunked``)."""
+        if not _rechunked(self.ctx, v, a):
+            return value
+        return s.method(value, "rechunk", _chunks_expr(_value(self.ctx, v).chunks))
 
     def while_test(self, pred, e):
         """``while pred.compute():``: the predicate of a Dask value is computed at every step, a round trip
@@ -287,11 +300,35 @@ def _enter(ctx: Context, eqn) -> None:
 
 
 def _leave(ctx: Context, eqn) -> None:
-    """The results' placeholders, fixed while the sub-programs' inputs stand for this equation's operands."""
+    """The results' placeholders, fixed while the sub-programs' inputs stand for this equation's operands;
+    a loop's carries that its steps rechunk (``Dask.carried``) keep their first chunks."""
     for v in eqn.outputs:
         value = _value(ctx, v)
         if value is not None:
             ctx.values[id(v)] = value
+    if eqn.prim in (ctrl.scan_p, ctrl.while_p):
+        body = eqn.params["body"]
+        nk = eqn.params["num_carry"] if eqn.prim is ctrl.scan_p else len(eqn.outputs) - eqn.params["num_ys"]
+        first = eqn.params["num_consts"] if eqn.prim is ctrl.scan_p else eqn.params["num_body_consts"]
+        for v, c, a in zip(eqn.outputs[:nk], body.inputs[first:first + nk], body.outputs[:nk]):
+            if _rechunked(ctx, c, a):
+                ctx.values[id(v)] = _value(ctx, c)
+
+
+def _chunks_expr(chunks) -> cst.BaseExpression:
+    """Chunks as ``rechunk`` takes them: a block size per axis where the blocks are even (``4``,
+    ``(4, 3)``), else every block's size."""
+    if all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in chunks if c):
+        sizes = [c[0] if c else 0 for c in chunks]
+        return s.number(sizes[0]) if len(sizes) == 1 else s.ints(sizes)
+    return s.tuple_([s.ints(c) for c in chunks])
+
+
+def _rechunked(ctx: Context, carry, new) -> bool:
+    """Whether a loop's step changes a carry's chunks: ``new`` (its value after a step) and ``carry`` (the
+    body's input, standing for its first value) Dask arrays chunked differently."""
+    before, after = _value(ctx, carry), _value(ctx, new)
+    return is_dask(before) and is_dask(after) and before.chunks != after.chunks
 
 
 def _stands_for(ctx: Context, vs, atoms) -> None:
@@ -672,12 +709,31 @@ def _diag_embed(ctx, eqn, ins, outs):
 
 @emits(st.pad_p)
 def _pad(ctx, eqn, ins, outs):
-    """``da.pad`` with zeros around the operand, where the slice it transposes read (unit strides)."""
+    """Zeros around the operand, where the slice it transposes read (strides of 1 or -1, the operand then
+    reversed): the operand between ``da.zeros`` blocks, axis by axis (``da.concatenate``). Not ``da.pad``,
+    whose zeros take the operand's chunk size: a 3-element slice's cotangent padded to 10^8 entries would
+    be 3 x 10^7 tasks; these zeros are chunked by Dask's ``array.chunk-size``."""
     p, out = eqn.params, eqn.outputs[0]
-    if any(step != 1 for step in p["strides"]):
+    if any(step not in (1, -1) for step in p["strides"]):
         return _one_task(ctx, eqn, ins, outs)
-    widths = s.tuple_([s.ints((lo, n - hi)) for lo, hi, n in zip(p["start_indices"], p["limit_indices"], out.shape)])
-    return s.call("da.pad", ins[0], widths)
+    x, shape, dt = ins[0], list(eqn.inputs[0].type.shape), s.dtype(out.type.dtype)
+    if -1 in p["strides"]:  # a reversed slice's cotangent: reversed, then padded as the slice's range
+        x = s.subscript(x, [s.slice_(None, None, -1 if step < 0 else None) for step in p["strides"]])
+    for axis, (start, limit, step, n) in enumerate(zip(p["start_indices"], p["limit_indices"], p["strides"],
+                                                       out.shape)):
+        r = range(start, limit, step)
+        lo, hi = (min(r[0], r[-1]), max(r[0], r[-1]) + 1) if len(r) else (0, 0)
+        if lo == 0 and hi == n:
+            continue
+        parts = []
+        for width, part in ((lo, "before"), (None, "x"), (n - hi, "after")):
+            if part == "x":
+                parts.append(x)
+            elif width:
+                parts.append(s.call("da.zeros", s.ints([*shape[:axis], width, *shape[axis + 1:]]), dtype=dt))
+        x, shape[axis] = s.call("da.concatenate", cst.List([cst.Element(e) for e in parts]),
+                                **({"axis": s.number(axis)} if axis else {})), n
+    return x
 
 
 def _op(a: cst.BaseExpression, trans: int, complex_: bool) -> cst.BaseExpression:
@@ -744,6 +800,15 @@ def _trsm(ctx, eqn, ins, outs):
     if alpha != 1.0:
         rhs = s.binop(s.number(alpha), "*", rhs)
     _square_blocks(ctx, eqn, at, "the triangular matrix")
+    ca, cb = chunks_of(_value(ctx, at)), chunks_of(_value(ctx, eqn.inputs[1]))
+    side = 0 if p["left"] else -1  # the right-hand side's axis that meets the matrix
+    if not _single(ca) and cb is not None and cb[side] != ca[0]:
+        where = f" (at {ctx.where})" if ctx.where else ""
+        want = (ca[0][0], -1) if p["left"] else (-1, ca[0][0])
+        raise ChunkingError(f"trsm (solve_triangular){where}: the right-hand side of shape {eqn.inputs[1].type.shape} "
+                            f"is chunked {_describe(cb)}, the matrix in {ca[0][0]} x {ca[0][0]} blocks; the blocked "
+                            f"solve needs the right-hand side's {'rows' if p['left'] else 'columns'} chunked as the "
+                            f"matrix's: rechunk it (b.rechunk({want}))")
     x = s.call("da.linalg.solve_triangular", lhs, rhs, lower=s.number(lower))
     return x if p["left"] else s.attribute(x, "T")
 
@@ -760,19 +825,53 @@ def _trmm(ctx, eqn, ins, outs):
     return product if alpha == 1.0 else s.binop(s.number(alpha), "*", product)
 
 
-@emits(la.potri_p)
-@matrices
 def _potri(ctx, eqn, ins, outs):
-    """(L L^H)^{-1} = L^{-H} L^{-1}: one blocked triangular solve in an identity (in L's blocks), then a product."""
-    (l,), (lt,) = ins, eqn.inputs
-    n, dt = lt.type.shape[-1], lt.type.dtype
+    """(L L^H)^{-1} from L in square blocks: ``blocked_potri`` (``HELPERS``), LAPACK's potri by blocks, which
+    never forms L^{-1}'s zero blocks nor the lower triangle's products (about 2/3 n^3 flops, as LAPACK's);
+    on one chunk (or a batch), LAPACK's potri as one task. The result takes L's chunks (set here: the
+    helper's graph, of order (n/b)^3 tasks, is not built on placeholders when the program prints)."""
+    (lt,), (out,) = eqn.inputs, eqn.outputs
+    c = chunks_of(_value(ctx, lt))
+    if _single(c) or lt.type.ndim > 2:
+        return _emitter(_one_task)(ctx, eqn, ins, outs)
     _square_blocks(ctx, eqn, lt, "the Cholesky factor")
-    block = _value(ctx, lt).chunks[0][0] if n else 1
-    inv = s.name(ctx.fresh("l_inv"))
-    eye = s.call("da.eye", s.number(n), chunks=s.number(block), dtype=s.dtype(dt))
-    left = s.method(inv, "conj") if dt.kind == "c" else inv
-    return [s.assign([inv], s.call("da.linalg.solve_triangular", l, eye, lower=s.number(True))),
-            s.assign(outs, s.binop(s.attribute(left, "T"), "@", inv))]
+    ctx.helpers.add("blocked_potri")
+    ctx.values[id(out)] = _placeholder(out.type, c)
+    return [s.assign(outs, s.call("blocked_potri", ins[0]))]
+
+
+EMITTERS[la.potri_p] = _potri
+EMITTERS[fa.po_inv_p] = lambda ctx, eqn, ins, outs: at_factor(ctx, eqn, ins, outs, EMITTERS)  # potri of the factor
+
+# Functions printed into the module where a primitive calls them (``codegen`` prints them before the
+# program, as the Numba loops' helpers): textbook blocked algorithms over a Dask array's blocks.
+HELPERS = {
+    "blocked_potri": '''
+def blocked_potri(l):
+    """(L L^H)^{-1} from the lower Cholesky factor L in square blocks, as LAPACK's potri by blocks: the
+    blocks of X = L^{-1} on and below the diagonal, column by column (L X = I: a diagonal block is a
+    triangular solve in an identity, a block below it one in the sum of products of the blocks above),
+    then the blocks of X^H X on and above the diagonal, each mirrored below. X's zero blocks are never
+    formed: nb(nb + 1)(2 nb + 1)/6 block products, (2/3 + 3/(2 nb)) n^3 flops."""
+    nb = len(l.chunks[0])
+    a = [[l.blocks[i, j] for j in range(i + 1)] for i in range(nb)]
+    x = [[None] * (i + 1) for i in range(nb)]
+    for j in range(nb):
+        eye = da.eye(l.chunks[0][j], dtype=l.dtype)
+        x[j][j] = da.linalg.solve_triangular(a[j][j], eye, lower=True)
+        for i in range(j + 1, nb):
+            above = sum((a[i][k] @ x[k][j] for k in range(j + 1, i)), a[i][j] @ x[j][j])
+            x[i][j] = -da.linalg.solve_triangular(a[i][i], above, lower=True)
+    h = [[x[i][j].conj().T if l.dtype.kind == "c" else x[i][j].T for j in range(i + 1)] for i in range(nb)]
+    b = [[None] * nb for _ in range(nb)]
+    for i in range(nb):
+        for j in range(i, nb):
+            b[i][j] = sum((h[k][i] @ x[k][j] for k in range(j + 1, nb)), h[j][i] @ x[j][j])
+            if j > i:
+                b[j][i] = b[i][j].conj().T if l.dtype.kind == "c" else b[i][j].T
+    return da.block(b)
+''',
+}
 
 
 @emits(la.geqrf_p)
@@ -796,6 +895,15 @@ def _geqrf(ctx, eqn, ins, outs):
 def _gelqf(ctx, eqn, ins, outs):
     """LQ of A is the transposed QR of A^T (TSQR for a wide matrix in column chunks)."""
     (a,), (l, q) = ins, outs
+    (at,) = eqn.inputs
+    m, n = at.type.shape[-2:]
+    c = chunks_of(_value(ctx, at))
+    if c is not None and len(c[1]) > 1 and (len(c[0]) > 1 or min(c[1]) < m or n < m):
+        where = f" (at {ctx.where})" if ctx.where else ""
+        raise ChunkingError(f"gelqf (lq){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; its LQ is "
+                            f"Dask's TSQR of the transpose, which needs a wide matrix in column chunks of at least "
+                            f"{m} columns and one row chunk: rechunk it to ({m}, {max(m, c[1][0])}), or to one chunk "
+                            "(x.rechunk(-1))")
     q_t, r_t = s.name(ctx.fresh("q_t")), s.name(ctx.fresh("r_t"))
     return [s.assign([q_t, r_t], s.call("da.linalg.qr", s.attribute(a, "T"))),
             s.assign([l], s.attribute(r_t, "T")), s.assign([q], s.attribute(q_t, "T"))]

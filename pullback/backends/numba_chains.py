@@ -86,6 +86,9 @@ AUTO_MIN_PROGRAM_SAVED_US = 100.0
 # ... and at most this many chains a program, those saving most: a long unrolled program (a fluid simulation
 # of 30,000 equations) has hundreds of chains, whose compiles would take minutes of its first call.
 AUTO_MAX_CHAINS = 4
+# ... and none of more operations than this: LLVM's time grows faster than the function (the unrolled Kalman
+# filter's cotangent of B, a sum of 900 small products over 300 steps, took minutes to compile as one chain).
+AUTO_MAX_OPERATIONS = 64
 # Below this many elements a loop gains little over NumPy's dispatch: an operation this small that reads
 # a chain's result waits for the chain rather than closing it (``_waits``).
 WAIT_MAX_ELEMENTS = 256
@@ -175,6 +178,8 @@ def worth_compiling(group: _Group, mode: str) -> bool:
         return False
     if mode == "numba":
         return True
+    if operations(group.eqns) > AUTO_MAX_OPERATIONS:
+        return False
     numpy_us, numba_us = costs(group)
     return numpy_us - numba_us >= max(AUTO_MIN_SAVED_US, 0.2 * numpy_us)
 

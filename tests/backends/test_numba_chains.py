@@ -314,6 +314,30 @@ def test_auto_compiles_at_most_a_few_chains_a_program():
     np.testing.assert_allclose(auto(x), many(x), rtol=1e-12)
 
 
+def test_auto_leaves_a_chain_of_very_many_operations_to_numpy():
+    """LLVM's time grows faster than the function: a sum of 150 products (as an unrolled loop's cotangent
+    of a matrix every step reads) saves a call's dispatch as one chain, but took minutes to compile, so
+    ``auto`` leaves chains over ``AUTO_MAX_OPERATIONS`` to NumPy; ``numba`` compiles them."""
+    xs = np.random.default_rng(0).standard_normal((75, 8, 8))
+    w = np.random.default_rng(1).standard_normal((8, 8))
+
+    def long_sum(xs, w):
+        total = xs[0] * w
+        for k in range(1, 75):
+            total = total + xs[k] * w
+        return total
+
+    assert 2 * 75 - 1 > numba_chains.AUTO_MAX_OPERATIONS
+    auto = pb.jit(long_sum, compile="auto")
+    assert _chains(auto.source(xs, w)) == 0
+    np.testing.assert_allclose(auto(xs, w), long_sum(xs, w), rtol=1e-12)
+    numba_chains.AUTO_MAX_OPERATIONS, kept = 10**6, numba_chains.AUTO_MAX_OPERATIONS
+    try:  # without the cap the model takes it: the test would not see the cap go
+        assert _chains(pb.jit(long_sum, compile="auto").source(xs, w)) == 1
+    finally:
+        numba_chains.AUTO_MAX_OPERATIONS = kept
+
+
 def test_an_operation_numba_cannot_compile_stays_numpy_and_says_so(caplog):
     x = np.linspace(0.1, 0.9, 20).reshape(4, 5)
 

@@ -879,15 +879,27 @@ def blocked_potri(l):
 def _geqrf(ctx, eqn, ins, outs):
     """``da.linalg.qr``: TSQR for a tall matrix in row chunks (one column chunk, each row chunk at least as
     tall as the matrix is wide), one LAPACK call on one chunk. R's signs are TSQR's (a valid QR)."""
-    (at,) = eqn.inputs
+    _tsqr_chunks(ctx, eqn.inputs[0], wide=False)
+    return [s.assign(outs, s.call("da.linalg.qr", ins[0]))]
+
+
+def _tsqr_chunks(ctx, at, wide: bool) -> None:
+    """Dask's TSQR takes a tall matrix in row chunks, each at least as tall as the matrix is wide, and one
+    column chunk (``wide``: the LQ's transpose, a wide matrix in column chunks); else a clear error."""
     m, n = at.type.shape[-2:]
     c = chunks_of(_value(ctx, at))
-    if c is not None and len(c[0]) > 1 and (len(c[1]) > 1 or min(c[0]) < n or m < n):
-        where = f" (at {ctx.where})" if ctx.where else ""
-        raise ChunkingError(f"geqrf (qr){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; Dask's "
-                            f"TSQR needs a tall matrix in row chunks of at least {n} rows and one column chunk: "
-                            f"rechunk it to ({max(n, c[0][0])}, {n}), or to one chunk (x.rechunk(-1))")
-    return [s.assign(outs, s.call("da.linalg.qr", ins[0]))]
+    long, short, k, other = (1, 0, m, n) if wide else (0, 1, n, m)
+    if c is None or len(c[long]) <= 1 or not (len(c[short]) > 1 or min(c[long]) < k or other < k):
+        return
+    where = f" (at {ctx.where})" if ctx.where else ""
+    head = f"a matrix of shape {at.type.shape} chunked {_describe(c)}; "
+    if wide:
+        raise ChunkingError(f"gelqf (lq){where}: {head}its LQ is Dask's TSQR of the transpose, which needs a wide "
+                            f"matrix in column chunks of at least {m} columns and one row chunk: rechunk it to "
+                            f"({m}, {max(m, c[1][0])}), or to one chunk (x.rechunk(-1))")
+    raise ChunkingError(f"geqrf (qr){where}: {head}Dask's TSQR needs a tall matrix in row chunks of at least {n} "
+                        f"rows and one column chunk: rechunk it to ({max(n, c[0][0])}, {n}), or to one chunk "
+                        "(x.rechunk(-1))")
 
 
 @emits(la.gelqf_p)
@@ -895,15 +907,7 @@ def _geqrf(ctx, eqn, ins, outs):
 def _gelqf(ctx, eqn, ins, outs):
     """LQ of A is the transposed QR of A^T (TSQR for a wide matrix in column chunks)."""
     (a,), (l, q) = ins, outs
-    (at,) = eqn.inputs
-    m, n = at.type.shape[-2:]
-    c = chunks_of(_value(ctx, at))
-    if c is not None and len(c[1]) > 1 and (len(c[0]) > 1 or min(c[1]) < m or n < m):
-        where = f" (at {ctx.where})" if ctx.where else ""
-        raise ChunkingError(f"gelqf (lq){where}: a matrix of shape {at.type.shape} chunked {_describe(c)}; its LQ is "
-                            f"Dask's TSQR of the transpose, which needs a wide matrix in column chunks of at least "
-                            f"{m} columns and one row chunk: rechunk it to ({m}, {max(m, c[1][0])}), or to one chunk "
-                            "(x.rechunk(-1))")
+    _tsqr_chunks(ctx, eqn.inputs[0], wide=True)
     q_t, r_t = s.name(ctx.fresh("q_t")), s.name(ctx.fresh("r_t"))
     return [s.assign([q_t, r_t], s.call("da.linalg.qr", s.attribute(a, "T"))),
             s.assign([l], s.attribute(r_t, "T")), s.assign([q], s.attribute(q_t, "T"))]

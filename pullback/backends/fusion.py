@@ -18,6 +18,7 @@ makes needless is already read as its operand, which ``cp.fuse`` broadcasts as u
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from pullback.ad.dce import dce
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Primitive, Program, Var
@@ -34,62 +35,90 @@ FUSABLE = frozenset({
 })
 
 
-class _Group:
+class Group:
+    """A run of equations of one shape printed as one kernel, and what waits for it."""
+
     def __init__(self, shape: tuple[int, ...]):
         self.shape = shape
         self.eqns: list[Eqn] = []
-        self.defined: set[int] = set()
+        self.defined: set[int] = set()  # values of the group's shape, computed in it
+        self.reduced: set[int] = set()  # the results of the reductions that end it (Numba's chains)
         self.deferred: list[Eqn] = []
-        self.tainted: set[int] = set()  # values computed from the group outside it
+        self.tainted: set[int] = set()  # values computed from the group outside it (and its reductions')
 
 
-def fuse(program: Program) -> Program:
-    """``program`` with each run of two or more fusable equations of one (non-scalar) shape fused."""
-    consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
-    consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
-    out: list[Eqn] = []
-    groups: dict[tuple[int, ...], _Group] = {}  # the open groups, one per shape
-    owner: dict[int, _Group] = {}  # the open group each value is defined in or computed from
+def runs(program: Program, member: Callable[[Eqn, dict], bool], emit: Callable[[Group, list], None],
+         ends: Callable[[Eqn, dict], Group | None] | None = None,
+         waits: Callable[[Eqn, list[Group]], Group | None] | None = None) -> list:
+    """``program``'s equations in order, each run of ``member`` equations of one shape handed to ``emit``
+    (which appends what prints in its place) when the run closes: before an equation that reads it and
+    cannot join or wait for it. ``ends``: the open group a reduction closes as its last equation;
+    ``waits``: the group an equation that is no member waits for (printed after its kernel). One open
+    group per shape; an equation reading a value computed from its shape's group outside it starts a new one."""
+    out: list = []
+    groups: dict[tuple[int, ...], Group] = {}  # the open groups, one per shape
+    owner: dict[int, Group] = {}  # the open group each value is defined in or computed from
 
-    def close(group: _Group) -> None:
-        out.extend(_fused(group, consumers) if len(group.eqns) > 1 else group.eqns)
+    def close(group: Group) -> None:
+        emit(group, out)
         out.extend(group.deferred)
         del groups[group.shape]
         for k in group.defined | group.tainted:
             del owner[k]
 
+    def join(group: Group, eqn: Eqn, into: list[Eqn], made: set[int]) -> None:
+        into.append(eqn)
+        made.update(id(v) for v in eqn.outputs)
+        owner.update((id(v), group) for v in eqn.outputs)
+
     for eqn in program.eqns:
         reads = {id(a) for a in eqn.inputs if isinstance(a, Var)}
         involved = list({id(g): g for a in eqn.inputs if (g := owner.get(id(a))) is not None}.values())
-        if eqn.prim in FUSABLE and eqn.outputs[0].type.ndim > 0:
+        end = ends(eqn, owner) if ends is not None else None
+        wait = waits(eqn, involved) if waits is not None else None
+        if end is not None:  # the reduction ends its operand's group
+            join(end, eqn, end.eqns, end.reduced)
+            end.tainted.update(id(v) for v in eqn.outputs)
+        elif member(eqn, groups) and wait is None:
             group = groups.get(eqn.outputs[0].shape)
             stale = group is not None and bool(reads & group.tainted)
             for g in involved:  # what it reads of other groups (or computed from its own) is printed first
                 if g is not group or stale:
                     close(g)
             if group is None or stale:
-                group = groups[eqn.outputs[0].shape] = _Group(eqn.outputs[0].shape)
-            group.eqns.append(eqn)
-            group.defined.update(id(v) for v in eqn.outputs)
-            owner.update((id(v), group) for v in eqn.outputs)
-        elif len(involved) == 1:  # reads one group: it waits for the kernel
-            group = involved[0]
-            group.deferred.append(eqn)
-            group.tainted.update(id(v) for v in eqn.outputs)
-            owner.update((id(v), group) for v in eqn.outputs)
+                group = groups[eqn.outputs[0].shape] = Group(eqn.outputs[0].shape)
+            join(group, eqn, group.eqns, group.defined)
+        elif wait is not None or len(involved) == 1:  # reads one group (or waits for one): after its kernel
+            group = wait or involved[0]
+            for g in involved:  # (smaller groups it reads are printed now)
+                if g is not group:
+                    close(g)
+            join(group, eqn, group.deferred, group.tainted)
         else:
             for g in involved:
                 close(g)
             out.append(eqn)
     for group in list(groups.values()):
         close(group)
+    return out
+
+
+def fuse(program: Program) -> Program:
+    """``program`` with each run of two or more fusable equations of one (non-scalar) shape fused."""
+    consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
+    consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
+
+    def emit(group: Group, out: list) -> None:
+        out.extend(_fused(group, consumers) if len(group.eqns) > 1 else group.eqns)
+
+    out = runs(program, lambda eqn, groups: eqn.prim in FUSABLE and eqn.outputs[0].type.ndim > 0, emit)
     if len(out) == len(program.eqns):
         return program
     return dce(Program(program.inputs, tuple(out), program.outputs, program.constvars, program.constvals,
                        program.name))
 
 
-def _fused(group: _Group, consumers: Counter) -> list[Eqn]:
+def _fused(group: Group, consumers: Counter) -> list[Eqn]:
     """The group as one equation: its operands and results (the values read outside the group) are
     its body's inputs and outputs, the same vars."""
     inside = Counter(id(a) for e in group.eqns for a in e.inputs if isinstance(a, Var))

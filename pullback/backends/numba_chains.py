@@ -36,6 +36,7 @@ import numpy as np
 
 from pullback.ad.dce import dce
 from pullback.backends import syntax as s
+from pullback.backends.fusion import Group, runs
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, SourceInfo, Var
 from pullback.ir.names import RESERVED, Namer
 from pullback.log import logger
@@ -135,22 +136,12 @@ def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
     return None
 
 
-class _Group:
-    def __init__(self, shape: tuple[int, ...]):
-        self.shape = shape
-        self.eqns: list[Eqn] = []
-        self.defined: set[int] = set()  # values of the group's shape, computed in its loop
-        self.reduced: set[int] = set()  # the results of the reductions that end it
-        self.deferred: list[Eqn] = []
-        self.tainted: set[int] = set()  # values computed from the group outside it (and its reductions')
-
-
 def operations(eqns: list[Eqn]) -> int:
     """The operations of a chain (views aside: they print as indices)."""
     return sum(e.prim not in VIEWS for e in eqns)
 
 
-def costs(group: _Group) -> tuple[float, float]:
+def costs(group: Group) -> tuple[float, float]:
     """The model's microseconds per call of the group's equations printed as NumPy and as one compiled
     loop (see ``_NUMPY_NS``)."""
     size = math.prod(group.shape)
@@ -172,7 +163,7 @@ def costs(group: _Group) -> tuple[float, float]:
     return numpy_us, _NUMBA_CALL_US + _NUMBA_OPERAND_US * operands + size * numba_ns / 1000
 
 
-def worth_compiling(group: _Group, mode: str) -> bool:
+def worth_compiling(group: Group, mode: str) -> bool:
     """``auto``'s choice, by the cost model (``costs``); ``numba``: any chain of two operations."""
     if math.prod(group.shape) == 0 or operations(group.eqns) < 2:
         return False
@@ -191,25 +182,17 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
         return program, []
     consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
     consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
-    out: list[Eqn] = []
-    groups: dict[tuple[int, ...], _Group] = {}
-    owner: dict[int, _Group] = {}
+    chosen: list[tuple[float, int, Group]] = []  # the model's saving a call, where in ``out``, the chain
 
-    chosen: list[tuple[float, int, _Group]] = []  # the model's saving a call, where in ``out``, the chain
-
-    def close(group: _Group) -> None:
+    def emit(group: Group, out: list) -> None:
         if worth_compiling(group, mode):
             numpy_us, numba_us = costs(group)
             chosen.append((numpy_us - numba_us, len(out), group))
-            out.append(group)  # type: ignore[arg-type]  # replaced below: a chain, or its equations
+            out.append(group)  # replaced below: a chain, or its equations
         else:
             out.extend(group.eqns)
-        out.extend(group.deferred)
-        del groups[group.shape]
-        for k in group.defined | group.tainted:
-            del owner[k]
 
-    def member(eqn: Eqn) -> bool:
+    def member(eqn: Eqn, groups: dict) -> bool:
         if elementwise(eqn, mode):
             return True
         if eqn.prim not in VIEWS or eqn.outputs[0].type.ndim == 0 or view_map(eqn) is None:
@@ -217,42 +200,14 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
         g = groups.get(eqn.outputs[0].shape)
         return g is None or id(eqn.inputs[0]) not in g.defined  # a view of the group's own value: not an index
 
-    for eqn in program.eqns:
-        reads = {id(a) for a in eqn.inputs if isinstance(a, Var)}
-        involved = list({id(g): g for a in eqn.inputs if (g := owner.get(id(a))) is not None}.values())
+    def ends(eqn: Eqn, owner: dict) -> Group | None:
+        """The group a sum or a max of its value ends (a float's, or a complex's sum)."""
         x = eqn.inputs[0] if eqn.inputs else None
-        end = (owner.get(id(x)) if eqn.prim in REDUCTIONS and isinstance(x, Var) else None)
-        if end is not None and id(x) in end.defined and np.dtype(x.dtype).kind in ("fc" if eqn.prim is
-                                                                                   red.reduce_sum_p else "f"):
-            end.eqns.append(eqn)  # the reduction ends its operand's group
-            end.reduced.update(id(v) for v in eqn.outputs)
-            end.tainted.update(id(v) for v in eqn.outputs)
-            owner.update((id(v), end) for v in eqn.outputs)
-        elif member(eqn) and (wait := _waits(eqn, involved)) is None:
-            group = groups.get(eqn.outputs[0].shape)
-            stale = group is not None and bool(reads & group.tainted)
-            for g in involved:
-                if g is not group or stale:
-                    close(g)
-            if group is None or stale:
-                group = groups[eqn.outputs[0].shape] = _Group(eqn.outputs[0].shape)
-            group.eqns.append(eqn)
-            group.defined.update(id(v) for v in eqn.outputs)
-            owner.update((id(v), group) for v in eqn.outputs)
-        elif (wait := _waits(eqn, involved)) is not None or len(involved) == 1:
-            group = wait or involved[0]
-            for g in involved:  # (smaller groups it reads are printed now)
-                if g is not group:
-                    close(g)
-            group.deferred.append(eqn)
-            group.tainted.update(id(v) for v in eqn.outputs)
-            owner.update((id(v), group) for v in eqn.outputs)
-        else:
-            for g in involved:
-                close(g)
-            out.append(eqn)
-    for group in list(groups.values()):
-        close(group)
+        end = owner.get(id(x)) if eqn.prim in REDUCTIONS and isinstance(x, Var) else None
+        kinds = "fc" if eqn.prim is red.reduce_sum_p else "f"
+        return end if end is not None and id(x) in end.defined and np.dtype(x.dtype).kind in kinds else None
+
+    out = runs(program, member, emit, ends, _waits)
     notes = _notes(program, mode) if mode == "numba" else []
     kept = sorted(chosen, key=lambda c: -c[0])[:AUTO_MAX_CHAINS] if mode == "auto" else chosen
     if not kept or (mode == "auto" and sum(c[0] for c in kept) < AUTO_MIN_PROGRAM_SAVED_US):
@@ -260,7 +215,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     compiled = {k for _, k, _ in kept}
     eqns: list[Eqn] = []
     for k, e in enumerate(out):
-        if isinstance(e, _Group):
+        if isinstance(e, Group):
             eqns.extend(_chain(e, consumers) if k in compiled else e.eqns)
         else:
             eqns.append(e)
@@ -268,7 +223,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
                        program.name)), notes
 
 
-def _waits(eqn: Eqn, involved: list[_Group]) -> _Group | None:
+def _waits(eqn: Eqn, involved: list[Group]) -> Group | None:
     """For a small result (at most ``WAIT_MAX_ELEMENTS``), the one open group of larger arrays that the
     equation reads, if any: the equation is printed as NumPy after that group's loop (a gradient's
     ``total_7 * exp`` of 3 x 8 after the loop over 5000 x 3 x 8 that sums ``total_7``), which stays open
@@ -291,7 +246,7 @@ def _notes(program: Program, mode: str) -> list[str]:
     return notes
 
 
-def _chain(group: _Group, consumers: Counter) -> list[Eqn]:
+def _chain(group: Group, consumers: Counter) -> list[Eqn]:
     """The group as one equation: its operands and the values read outside it (reductions' results
     included) are its body's inputs and outputs, the same vars."""
     inside = Counter(id(a) for e in group.eqns for a in e.inputs if isinstance(a, Var))

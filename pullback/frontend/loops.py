@@ -17,7 +17,8 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Var
-from pullback.ir.tracer import Tracer, _arg_names, call_user, is_python_scalar, located, trace_closed, tracing
+from pullback.ir.tracer import (Tracer, _arg_names, argument_leaf_names, call_user, is_python_scalar, located,
+                                trace_closed, tracing)
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
 
@@ -130,12 +131,7 @@ def _scan_ragged_blocks(f, init, x_leaves, x_tree, n: int, reverse: bool, k: int
     from pullback.primitives import lax
 
     q = -(-n // k)
-    names: list[str] = []
-    for x in x_leaves:  # the name of each xs (``v``): the blocks' loop reads ``v_block = v_blocks[t]``
-        name = base = _hint(x, "xs")
-        while name in names:
-            name = f"{base}_{len(names)}"
-        names.append(name)
+    names = _xs_names(x_leaves)
     keys = [f"{name}_block" for name in names]
 
     def blocked(x, name: str):
@@ -159,9 +155,9 @@ def _scan_ragged_blocks(f, init, x_leaves, x_tree, n: int, reverse: bool, k: int
              **{key: blocked(x, name) for key, name, x in zip(keys, names, x_leaves)}}
     part_leaves, part_tree = flatten(parts)
     # the blocks' loop reads its slices of ``parts`` under their keys; its carry (a block's first state) is
-    # ``carry``, leaving the user's names to the steps' loop, where the user's lines read them
-    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(checkpoint(block), init, part_leaves, part_tree,
-                                                                    arg_names=["carry", ""])
+    # ``u_block`` (``_block_step``), leaving the user's names to the steps' loop, where the user's lines read them
+    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(_block_step(checkpoint(block), f, init),
+                                                                    init, part_leaves, part_tree, arg_names=["carry", ""])
     outs = make_scan(body, captures, carry_leaves, part_leaves, length=q, reverse=reverse)
     nk = len(carry_leaves)
     carry, ys = unflatten(carry_tree, outs[:nk]), outs[nk:]
@@ -169,6 +165,33 @@ def _scan_ragged_blocks(f, init, x_leaves, x_tree, n: int, reverse: bool, k: int
         return carry, None
     return carry, unflatten(y_tree, [api.reshape(_named(y, f"{h}_blocks"), (q * k, *y.shape[2:]))[:n]
                                      for y, h in zip(ys, y_hints)])
+
+
+def _xs_names(x_leaves) -> list[str]:
+    """The name of each xs (``v``), distinct: the blocks' loop reads ``v_block = v_blocks[t]``."""
+    names: list[str] = []
+    for x in x_leaves:
+        name = base = _hint(x, "xs")
+        while name in names:
+            name = f"{base}_{len(names)}"
+        names.append(name)
+    return names
+
+
+def _block_step(block: Callable, f: Callable, init, xs_names: Sequence[str] = ()) -> Callable:
+    """``block(carry, part)`` as the step of the loop over blocks, its carry's leaves printed after the
+    user's carry (``u_block`` for the ``u`` of ``def step(u, x)``, ``mu_h_block`` for ``mu_h, S_hh, nll =
+    carry``): a block's first state, which the steps' loop inside reads as ``u = u_block``; and the
+    leaves of its ``part``, if named, as ``xs_names`` (``v_block``)."""
+    carry_names = [f"{h}_block" for h in argument_leaf_names(f, _arg_names(f, 2)[0], flatten(init)[1])]
+
+    def step(carry, part):
+        for leaf, hint in [*zip(flatten(carry)[0], carry_names), *zip(flatten(part)[0], xs_names)]:
+            if isinstance(leaf, Tracer) and isinstance(leaf.ssa, Var):
+                _named(leaf, hint)
+        return block(carry, part)
+
+    return step
 
 
 def _hint(x, default: str) -> str:
@@ -197,9 +220,11 @@ def _scan_blocks(f, init, xs, x_leaves, x_tree, n: int, reverse: bool, k: int):
     def blocks(carry):
         if not q:
             return carry, None
-        part = None if xs is None else unflatten(x_tree, [api.reshape(x[:q * k], (q, k, *x.shape[1:]))
-                                                          for x in x_leaves])
-        carry, ys = scan(checkpoint(lambda c, xb: run(c, xb, k)), carry, part, length=q, reverse=reverse)
+        names = _xs_names(x_leaves)
+        part = None if xs is None else unflatten(x_tree, [
+            _named(api.reshape(x[:q * k], (q, k, *x.shape[1:])), f"{name}_blocks") for x, name in zip(x_leaves, names)])
+        step = _block_step(checkpoint(lambda c, xb: run(c, xb, k)), f, carry, [f"{name}_block" for name in names])
+        carry, ys = scan(step, carry, part, length=q, reverse=reverse)
         if ys is None:
             return carry, None
         leaves, tree = flatten(ys)

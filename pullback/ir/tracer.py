@@ -751,6 +751,14 @@ def _leaf_names(treedef, name: str) -> list[str]:
     return ["_".join(map(str, (name, *path) if name else path)) for path in leaf_paths(treedef)]
 
 
+def argument_leaf_names(fn: Callable, name: str, treedef) -> list[str]:
+    """The names the leaves of ``fn``'s argument ``name`` (of structure ``treedef``) trace under: those
+    ``fn``'s source unpacks it into (``mu_h, S_hh, nll = carry``), else ``carry_0``, ``carry_1``, ..."""
+    default = _leaf_names(treedef, name)
+    given = unpacked.leaf_names(fn, name, treedef) if name else None
+    return [g or d for g, d in zip(given, default)] if given else default
+
+
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
           captures: list | None = None, arg_names: Sequence[str] | None = None,
           scope: Callable | None = None, positions: Sequence[int | None] | None = None) -> tuple[Program, Any]:
@@ -773,9 +781,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
-        default = _leaf_names(tree, n)
-        given = unpacked.leaf_names(scope or fn, n, tree) if n else None  # `mu_h, S_hh, nll = carry`
-        names += [g or d for g, d in zip(given, default)] if given else default
+        names += argument_leaf_names(scope or fn, n, tree)
         arguments += [(n, at) if n else (name, None) for name in _leaf_names(tree, n)]
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:

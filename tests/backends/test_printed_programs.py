@@ -79,6 +79,11 @@ def test_kalman_checkpointed_golden():
     check_golden("kalman_checkpointed_grad.py.txt", src)
     assert [line.split(" in ")[1] for line in _loop_lines(src)] == [
         "range(6):", "range(5):", "range(5, -1, -1):", "range(5):", "range(4, -1, -1):"]
+    # the blocks' carries after the user's (``mu_h_block``, a block's first ``mu_h``), kept in ``mu_h_blocks``;
+    # the blocks of ``v`` read as ``v_block = v_blocks[t]``
+    assert "mu_h = mu_h_block\n" in src and "mu_h_blocks[t] = mu_h_block\n" in src and "return nll_block, " in src
+    assert "v_block = v_blocks[t]" in src and "v_t = v_block[t_1]" in src
+    assert not re.search(r"\b(c|c_\d|carry\w*|xb)\b", src)
 
 
 def test_kalman_checkpointed_prime_golden():
@@ -95,7 +100,8 @@ def test_kalman_checkpointed_prime_golden():
     assert "31," not in src.replace("31 - ", "").replace("[:31]", "")  # nothing kept per step of the 31
     # each block sums the cotangents of the loop's constants under their names (S_v_bar_sum_1), added to
     # the whole loop's (S_v_bar_sum) after it
-    assert "carry_3" not in src and "S_v_bar_sum = S_v_bar_sum + S_v_bar_sum_1" in src
+    assert "carry" not in src and "S_v_bar_sum = S_v_bar_sum + S_v_bar_sum_1" in src
+    assert "S_hh = S_hh_block_1\n" in src and "S_hh_block_1 = S_hh_blocks[t]" in src
 
     args = kalman_args(31)
     d = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3))
@@ -151,6 +157,8 @@ def test_rk4_checkpointed_prime_golden():
     assert "steps = np.minimum(32, " in src
     assert src.count("k2 = lotka_volterra") == 3 and len(src.splitlines()) < 400
     assert "np.empty((32, 2)" in src and "997," not in src.replace("997 - ", "")  # nothing kept per step
+    # a block's first state is ``u_block``, kept per block in ``u_blocks``, read back as the steps' ``u``
+    assert "u = u_block\n" in src and "u_blocks[t] = u_block\n" in src and "carry" not in src
 
     def prey_at_end(theta, u0, checkpoint):
         return seq.rk4_final_state(theta, u0, 1e-3, 997, checkpoint=checkpoint)[0]
@@ -427,3 +435,28 @@ def test_composed_transforms_keep_the_functions_names_and_lines(form):
     assert quoted and set(quoted) <= own, (quoted, own)
     assert re.search(r"^    z = np\.tanh\(", src, re.M)
     assert not re.search(r"^    z(_\d+)? = (?!np\.tanh)", src, re.M), src
+
+
+def test_checkpointed_pytree_carry_names():
+    """A dict carry's leaves name the blocks' carries after the step's (``state_h_block``), ragged or not;
+    values and gradients those of the plain scan."""
+    def run(w, x0, checkpoint, n):
+        def step(state, x):
+            h = np.tanh(w * state["h"] + x)
+            return {"h": h, "total": state["total"] + np.sum(h ** 2)}, None
+
+        xs = np.linspace(-1.0, 1.0, n * 3).reshape(n, 3)
+        out, _ = pb.scan(step, {"h": x0, "total": 0.0}, xs, checkpoint=checkpoint)
+        return out["total"]
+
+    w, x0 = np.array([0.5, -0.3, 0.8]), np.array([0.1, 0.2, -0.4])
+    for n in (12, 13):  # blocks of 4 (equal), and of 4 with a last of 1 (ragged)
+        d = pb.differentiate(lambda w, x0: run(w, x0, True, n), argnums=(0, 1))
+        src = d.source(w, x0)
+        assert "state_h = state_h_block" in src and "state_h_blocks[t] = state_h_block" in src
+        assert "carry" not in src and "c_0" not in src
+        value, grads = d.value_and_grad(w, x0)
+        plain = pb.differentiate(lambda w, x0: run(w, x0, None, n), argnums=(0, 1)).value_and_grad(w, x0)
+        np.testing.assert_allclose(value, plain[0], rtol=1e-13)
+        for a, b in zip(grads, plain[1]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)

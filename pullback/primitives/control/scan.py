@@ -333,7 +333,7 @@ def _scan_partial_eval(eqn: Eqn, unknown_inputs: list[bool]):
                          name=f"{body.name}_known")
     cs, ks, xs = _split(operands, nc, nk)
     outs_k, outs_y = eqn.outputs[:nk], eqn.outputs[nk:]
-    stacks = [Var(_stacked(r.type, length, p.get("bound")), f"{r.hint}_steps" if r.hint else "") for r in step_res]
+    stacks = [Var(_stacked(r.type, length, p.get("bound")), _record_hint(r.hint)) for r in step_res]
     known_eqn = Eqn(scan_p, tuple(count) + tuple(a for a, u in zip(cs, c_u) if not u)
                     + tuple(a for a, u in zip(ks, k_u) if not u) + tuple(a for a, u in zip(xs, x_u) if not u),
                     tuple(v for v, u in zip(outs_k, k_u) if not u) + tuple(v for v, u in zip(outs_y, y_u) if not u)
@@ -635,3 +635,11 @@ def _broadcast_stack(x, size: int):
 
 broadcasts_of[StackType] = _broadcast_stack
 batch_rules[scan_p] = _scan_batch
+
+
+def _record_hint(hint: str) -> str:
+    """The name of a residual's record over a loop's steps: ``mu_steps`` for ``mu``; ``u_blocks`` for a
+    checkpointed loop's ``u_block`` (a block's first state, kept once per block)."""
+    if not hint:
+        return ""
+    return f"{hint}s" if hint.endswith("_block") else f"{hint}_steps"

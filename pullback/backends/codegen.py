@@ -20,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render
+from pullback.backends import fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render, stacked
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
@@ -55,6 +55,7 @@ TEMP_HINTS: dict[Primitive, str] = {
     ix.scatter_add_p: "accumulated", ix.sort_p: "ordered", ix.argsort_p: "order", ix.argmax_p: "imax",
     ix.argmin_p: "imin",
 }
+TEMP_HINTS[stacked.stack_p] = "stacked"  # (made while printing: ``stacked``)
 
 
 def _temp_name(prim: Primitive) -> str:

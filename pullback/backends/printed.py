@@ -4,6 +4,8 @@ explicit ones (the IR keeps its forms, which differentiate and simplify better):
 - a slice one entry wide on some axes, reshaped to drop those axes, is NumPy's integer index,
   ``v[t]`` rather than ``p = v[t:t + 1]; p.reshape(3)`` (both views; the IR's derivatives of slice
   and reshape are a pad and a reshape, and adjacent pads join);
+- a concatenation of arrays each reshaped to a unit axis along it is ``np.stack`` of the arrays
+  (``stacked``);
 - a broadcast read only by elementwise arithmetic is left to NumPy's broadcasting, ``K * s``
   rather than ``b = np.broadcast_to(s, (2, 3)); K * b``, where the operands' shapes still broadcast
   to the result's (the IR's binary operations take equal shapes).
@@ -15,6 +17,7 @@ from collections import Counter
 from operator import is_
 
 from pullback.ad.substitute import substitute
+from pullback.backends.stacked import stacks
 from pullback.ir.core import Eqn, Params, Program, Var
 from pullback.primitives import elementwise as ew
 from pullback.primitives import indexing as ix
@@ -23,7 +26,7 @@ from pullback.primitives import structural as st
 
 def prepare(program: Program) -> Program:
     """``program`` as it prints (see the module docstring)."""
-    return implicit_broadcasts(unit_indices(program))
+    return stacks(implicit_broadcasts(unit_indices(program)))
 
 
 def unit_indices(program: Program) -> Program:

@@ -17,8 +17,16 @@ import numpy as np
 
 from pullback.errors import TracingError
 from pullback.ir.core import Var
-from pullback.ir.tracer import (Tracer, _arg_names, argument_leaf_names, call_user, is_python_scalar, located,
-                                trace_closed, tracing)
+from pullback.ir.tracer import (
+    Tracer,
+    _arg_names,
+    argument_leaf_names,
+    call_user,
+    is_python_scalar,
+    located,
+    trace_closed,
+    tracing,
+)
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
 from pullback.tree import flatten, unflatten
 
@@ -156,8 +164,9 @@ def _scan_ragged_blocks(f, init, x_leaves, x_tree, n: int, reverse: bool, k: int
     part_leaves, part_tree = flatten(parts)
     # the blocks' loop reads its slices of ``parts`` under their keys; its carry (a block's first state) is
     # ``u_block`` (``_block_step``), leaving the user's names to the steps' loop, where the user's lines read them
-    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(_block_step(checkpoint(block), f, init),
-                                                                    init, part_leaves, part_tree, arg_names=["carry", ""])
+    step = _block_step(checkpoint(block), f, init)
+    body, captures, carry_leaves, carry_tree, y_tree = _traced_step(step, init, part_leaves, part_tree,
+                                                                    arg_names=["carry", ""])
     outs = make_scan(body, captures, carry_leaves, part_leaves, length=q, reverse=reverse)
     nk = len(carry_leaves)
     carry, ys = unflatten(carry_tree, outs[:nk]), outs[nk:]

@@ -47,6 +47,7 @@ from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.backends.numpy import backend as npb
 from pullback.backends.numpy.factor_solves import at_factor
+from pullback.backends.stacked import stack_p
 from pullback.ir.core import Literal, Var, sub_programs
 from pullback.ir.types import StackType
 from pullback.primitives import control as ctrl
@@ -576,7 +577,7 @@ _AS_NUMPY = [p for p in vars(ew).values() if isinstance(p, type(ew.exp_p)) and p
 _AS_NUMPY += [red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p,
               red.reduce_or_p, cum.cumsum_p, cum.cumprod_p, con.dot_general_p, st.broadcast_in_dim_p, st.reshape_p,
               st.slice_p, st.concatenate_p, st.tril_p, st.triu_p, st.convert_element_type_p, st.iota_p,
-              fft_.fft_p, ix.gather_p]
+              fft_.fft_p, ix.gather_p, stack_p]
 for _p in _AS_NUMPY:
     EMITTERS[_p] = _emitter(_renamed(npb.EMITTERS[_p]))
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from pullback.backends import layout
 from pullback.backends import syntax as s
+from pullback.backends.stacked import stack_p
 from pullback.backends.syntax import Expr
 from pullback.errors import TracingError
 from pullback.ir.core import Eqn, Literal, Primitive, Var
@@ -301,6 +302,12 @@ def _full(sl: cst.Slice) -> bool:
 @emits(st.concatenate_p)
 def _concatenate(ctx, eqn, ins, outs):
     return s.call("np.concatenate", s.tuple_(ins), axis=s.number(eqn.params["dimension"]))
+
+
+@emits(stack_p)
+def _stack(ctx, eqn, ins, outs):
+    axis = eqn.params["axis"]
+    return s.call("np.stack", s.tuple_(ins), **({"axis": s.number(axis)} if axis else {}))
 
 
 @emits(st.diagonal_p)

@@ -689,7 +689,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     stmts += _init_carry(carry, body.outputs[:nk], operands[nc:nc + nk], ins[nc:nc + nk], namer, nest.seeds)
     took = _name_new_carries(body, nc, nk, namer)
     ys = []
-    made_by = _result_hints(body)
+    made_by = _result_hints(printed.prepare(body))  # by the operations as they print (``stacked_steps``)
     kept: dict[int, Var] = {}  # one list per residual: a value recorded twice is kept once
     stack = getattr(nest.backend, "stack", None)  # a functional backend (Dask): a list, stacked after the loop
     functional = getattr(nest.backend, "FUNCTIONAL", False)  # (whose arrays are never overwritten: no copies)
@@ -821,7 +821,7 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     carry = body.inputs[nbc:]
     stmts += _init_carry(carry, body.outputs[:nk], eqn.inputs[ncc + nbc:], ins[ncc + nbc:], namer, nest.seeds)
     records = []
-    made_by = _result_hints(body)
+    made_by = _result_hints(printed.prepare(body))  # by the operations as they print (``stacked_steps``)
     for v, y, fresh in zip(eqn.outputs[nk:], body.outputs[nk:], _made_afresh(body, nk)):
         name = s.name(namer.name(v, v.hint, f"{made_by.get(id(y), 'y')}_steps"))
         stmts.append(s.assign([name], cst.List([])))

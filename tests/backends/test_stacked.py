@@ -139,3 +139,25 @@ def test_stacks_in_a_loop_compiled_by_numba():
     for a, b in zip(g1, g2):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     check_grads(lambda w, x0: f(w, x0), [w, x0])
+
+
+def test_elementwise_work_on_a_unit_piece_stacks_the_piece():
+    """``-x.reshape(1, 3)`` read by the concatenation alone stacks as ``-x`` (an elementwise operation of one
+    array commutes with the reshape: the tutorial's ``theta_bar = np.stack((neg_1, ...))``); not where the
+    reshape has another reader, which the concatenation then keeps."""
+    def f(a, b):
+        return np.concatenate([-a.reshape(1, 3), 2.0 * b.reshape(1, 3), np.sin(a).reshape(1, 3)])
+
+    def g(a, b):
+        r = a.reshape(1, 3)
+        return np.concatenate([-r, b.reshape(1, 3)]), r
+
+    a, b = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -3.0])
+    src = pb.jit(f).source(a, b)
+    assert "neg = -a\n" in src and "mul = 2.0 * b\n" in src and "np.stack((neg, mul, sin))" in src
+    assert "reshape" not in src.split("\n", 5)[-1]  # (past the comment quoting f's line)
+    np.testing.assert_array_equal(pb.jit(f)(a, b), f(a, b))
+    src = pb.jit(g).source(a, b)
+    assert "np.stack" not in src and "np.concatenate((neg, reshaped), axis=0)" in src
+    for x, y in zip(pb.jit(g)(a, b), g(a, b)):
+        np.testing.assert_array_equal(x, y)

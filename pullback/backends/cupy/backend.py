@@ -34,6 +34,7 @@ from pullback.backends.numpy import random as numpy_random
 from pullback.backends.numpy import signal as numpy_signal
 from pullback.backends.numpy import special as numpy_special
 from pullback.backends.numpy.backend import Context
+from pullback.backends.stacked import stack_p
 from pullback.backends.syntax import Expr
 from pullback.ir.core import Literal
 from pullback.primitives import elementwise as ew
@@ -418,6 +419,7 @@ EMITTERS[sp.yn_p] = _yn
 
 
 # One kernel reads x.T well enough on a GPU; the CPU's cache tiling would be 1000 launches.
+EMITTERS[stack_p] = _renamed(npb.stacked_arrays)  # ``cp.stack`` of 0-d arrays too (no ``cp.array`` of a tuple)
 EMITTERS[st.add_transpose_p] = lambda ctx, eqn, ins, outs: s.binop(ins[0], "+", s.attribute(ins[0], "T"))
 
 

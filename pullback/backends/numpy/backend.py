@@ -306,6 +306,16 @@ def _concatenate(ctx, eqn, ins, outs):
 
 @emits(stack_p)
 def _stack(ctx, eqn, ins, outs):
+    """``np.stack``; of scalars ``np.array``, as written for them, and at a fifth of the cost (0.2 us for
+    two scalars against 1.6 for ``np.stack``, 0.7 for the reshapes and concatenation of the IR: a step of
+    RK4 stacks eight pairs)."""
+    if all(a.type.ndim == 0 for a in eqn.inputs):
+        return s.call("np.array", s.tuple_(ins))
+    return stacked_arrays(ctx, eqn, ins, outs)
+
+
+def stacked_arrays(ctx, eqn, ins, outs):
+    """``np.stack((a, b), axis=k)``, ``axis`` omitted when 0."""
     axis = eqn.params["axis"]
     return s.call("np.stack", s.tuple_(ins), **({"axis": s.number(axis)} if axis else {}))
 

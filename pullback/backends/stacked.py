@@ -7,12 +7,13 @@ derivatives, its transpose slices, and both come from those rules). A concatenat
 all such reshapes prints as the stack of the reshapes' operands, and a reshape nothing else reads is
 not printed::
 
-    reshaped = a.reshape(1)                               stacked = np.stack((a, b))
-    reshaped_1 = b.reshape(1)                    ->
+    reshaped = a.reshape(1, 3)                            stacked = np.stack((a, b))
+    reshaped_1 = b.reshape(1, 3)                 ->
     concat = np.concatenate((reshaped, reshaped_1), axis=0)
 
-The same holds on the cotangent side, where a transposed slice of a stacked value gives such a
-concatenation (``u_bar = np.stack((u_0_bar, u_1_bar))``), and along any axis (``axis=k``). An
+(of scalars, NumPy's backend prints ``np.array((a, b))``: see its emitter). The same holds on the
+cotangent side, where a transposed slice of a stacked value gives such a concatenation (``theta_bar =
+np.array((a_bar, b_bar))`` for ``a, b = theta[0], theta[1]``), and along any axis (``axis=k``). An
 elementwise operation of one array that alone reads such a reshape, and that the concatenation alone
 reads, commutes with it: ``-x.reshape(1)`` stacks as ``-x``.
 """

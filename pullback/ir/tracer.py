@@ -23,7 +23,6 @@ import scipy
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
-    NO_PARAMS,
     VIEWS,
     Atom,
     Eqn,
@@ -35,7 +34,7 @@ from pullback.ir.core import (
     SourceInfo,
     Var,
     makes_view,
-    output_types,
+    typed_params,
 )
 from pullback.ir.types import ArrayType, ShapeDtypeStruct
 from pullback.tree import leaf_paths
@@ -336,7 +335,7 @@ def bind(prim: Primitive, *args, **params):
     atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
                    for a in args])
     try:
-        types = output_types(prim, atoms, params)
+        types, eqn_params = typed_params(prim, atoms, params)
     except ShapeError as e:
         raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     if prim.multiple_results:
@@ -348,7 +347,7 @@ def bind(prim: Primitive, *args, **params):
     source = builder.source  # ``builder.location()``, inline
     if source is None and not builder.replay:
         source = user_location()
-    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, source))
+    builder.eqns.append(Eqn(prim, atoms, outs, eqn_params, source))
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)

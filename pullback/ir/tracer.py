@@ -488,8 +488,8 @@ class Tracer:
     def __rtruediv__(self, o): return self._api.divide(o, self)
     def __pow__(self, o): return self._api.power(self, o)
     def __rpow__(self, o): return self._api.power(o, self)
-    def __matmul__(self, o): return self._api.lowering("@", self._api.matmul, (self, o), {})
-    def __rmatmul__(self, o): return self._api.lowering("@", self._api.matmul, (o, self), {})
+    def __matmul__(self, o): return self._api.matmul_operator(self, o)
+    def __rmatmul__(self, o): return self._api.matmul_operator(o, self)
     def __eq__(self, o): return self._api.equal(self, o)  # type: ignore[override]
     def __ne__(self, o): return self._api.not_equal(self, o)  # type: ignore[override]
     def __lt__(self, o): return self._api.less(self, o)

@@ -753,6 +753,23 @@ def matmul(a, b):
     return dot_general(a, b, con.DotDims((nb + 1,), (nb,), tuple(range(nb)), tuple(range(nb))))
 
 
+# matmul's contraction by the operands' ranks, for vectors and matrices (one object each: a DotDims is immutable)
+_MATMUL_DIMS = {(na, nb): con.DotDims((na - 1,), (builtins.max(nb - 2, 0),)) for na in (1, 2) for nb in (1, 2)}
+
+
+def matmul_operator(a, b):
+    """``a @ b`` on a tracer. Two tracers of one dtype, vectors or matrices whose core sizes agree (nearly
+    every ``@`` traced) are bound at once: promoting, lifting and checking them would change nothing. Any other
+    operands go through ``matmul``, lowered as ``@`` (its checks name the operator)."""
+    if type(a) is Tracer and type(b) is Tracer:
+        ta, tb = a.ssa.type, b.ssa.type
+        sa, sb = ta.shape, tb.shape
+        dims = _MATMUL_DIMS.get((len(sa), len(sb)))
+        if dims is not None and ta.dtype == tb.dtype and sa[-1] == sb[dims.rhs_contract[0]]:
+            return bind(con.dot_general_p, a, b, dims=dims)
+    return lowering("@", matmul, (a, b), {})
+
+
 def dot(a, b, out=None):
     if out is not None:
         unsupported("np.dot with out=")

@@ -233,7 +233,9 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
     else:
         if shape is not None:  # (Python scalars alone are folded below)
             dtype = result_dtype(*xs) if dtype is None else dtype
-            args = [x if type(x) is Tracer and x.ssa.type.dtype is dtype else astype(x, dtype) for x in xs]
+            supported = dtype in _CANONICAL  # ``astype``'s check: then a Python scalar is made a literal at once
+            args = [(x if (x.ssa.type.dtype is dtype or x.ssa.type.dtype == dtype) else astype(x, dtype))
+                    if type(x) is Tracer else Literal.of(x, dtype) if supported else astype(x, dtype) for x in xs]
             out = bind(prim, *args)
             for x in xs:  # ``_weak_result``, inline
                 if not (type(x) in PYTHON_SCALARS or (type(x) is Tracer and x.weak)):

@@ -24,6 +24,7 @@ from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
     VIEWS,
+    WITH_BODIES,
     Atom,
     Eqn,
     Literal,
@@ -851,36 +852,37 @@ def name_from_source(program: Program) -> Program:
             found[src] = sourcemap.statement_at(src.filename, src.lineno)
         return found[src]
 
-    # each equation's statement, looked up once (equations of one line share their SourceInfo: one lookup)
-    stmts: list[sourcemap.Statement | None] = []
-    last_src: SourceInfo | None = None
-    last_stmt = None
-    for eqn in eqns:
-        src = eqn.source
-        if src is not last_src:
-            last_src, last_stmt = src, (None if src is None else statement(src))
-        stmts.append(last_stmt)
-    stmts.append(None)
+    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``), each
+    # with its statement, looked up once: only a run's last equation can be the last of its statement's run
+    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None]] = []
+    i, n = 0, len(eqns)
+    while i < n:
+        src = eqns[i].source
+        j = i + 1
+        while j < n and eqns[j].source is src:
+            j += 1
+        groups.append((i, j, src, None if src is None else statement(src)))
+        i = j
 
     def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
         return a is b or (a.filename == b.filename and (sa is sb or sa == sb))
 
     last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
-    start = 0  # the first equation of the current run
+    start = 0  # the first equation of the current statement's run
     prev: SourceInfo | None = None
-    for i, eqn in enumerate(eqns):
-        src = eqn.source
-        if i and (src is None or prev is None or not same_statement(prev, stmts[i - 1], src, stmts[i])):
-            start = i
-        prev = src
-        if src is None:
+    prev_stmt = None
+    for g, (first, end, src, stmt) in enumerate(groups):
+        if g and (src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
+            start = first
+        prev, prev_stmt = src, stmt
+        if src is None or stmt is None or not stmt.targets:
             continue
-        stmt = stmts[i]
-        if stmt is None or not stmt.targets:
-            continue
-        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
-        if nxt is not None and same_statement(src, stmt, nxt, stmts[i + 1]):
-            continue  # not the last equation of this run
+        if g + 1 < len(groups):
+            nxt, nxt_stmt = groups[g + 1][2], groups[g + 1][3]
+            if nxt is not None and same_statement(src, stmt, nxt, nxt_stmt):
+                continue  # not the last equation of this statement's run
+        i = end - 1
+        eqn = eqns[i]
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
             outs = tuple(v for v in outs if v.dtype.kind in "fc")
@@ -908,7 +910,10 @@ def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
     operands: the gradient accumulated for ``S_v`` then prints as ``S_v_bar_sum``. Through the bodies of
     checkpoints (whose inputs are their operands) and loops within, as deep as they go."""
     eqns = list(program.eqns)
+    changed = False
     for k, e in enumerate(eqns):
+        if e.prim not in WITH_BODIES:  # only an equation holding programs has a body's inputs to name
+            continue
         p = e.params
         if "body" in p and "num_consts" in p and "length" in p:
             body, first = p["body"], int(p["length"] is None)
@@ -922,7 +927,8 @@ def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
         new = _name_loop_consts(rename(body, named) if named else body, {})
         if new is not body:
             eqns[k] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "body": new}), e.source)
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+            changed = True
+    if not changed:
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 

@@ -332,11 +332,28 @@ def bind(prim: Primitive, *args, **params):
         builder = _state.stack[-1]
     except (AttributeError, IndexError):
         builder = current_builder()
-    # a tracer of this trace that is no view is its var (the common case, without a call)
-    atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
-                   for a in args])
+    # each operand's atom and its part of ``typed_params``' key, in one loop without a call for the common
+    # operands: a tracer of this trace that is no view (its var), a literal
+    # (tuples grown by ``+=``, no call made, for the one to three operands of most operations; a list for more)
+    atoms: tuple = ()
+    ins: tuple | None = ()
+    operands = args
+    if args[4:]:  # (``len(args) > 4`` without a call)
+        atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
+                       for a in args])
+        operands, ins = (), None
+    for a in operands:
+        kind = type(a)
+        if kind is Tracer and a.builder is builder and a.view is None:
+            a = a.ssa
+            ins += (a.type,)  # type: ignore[operator]
+        else:
+            if kind is not Literal:
+                a = builder.atom(a)
+            ins += (a.type if type(a) is Var else (type(a.value), a),)  # type: ignore[operator]
+        atoms += (a,)
     try:
-        types, eqn_params = typed_params(prim, atoms, params)
+        types, eqn_params = typed_params(prim, atoms, params, ins)
     except ShapeError as e:
         raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     if prim.multiple_results:
@@ -346,8 +363,13 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     source = builder.source  # ``builder.location()``, inline
-    if source is None and not builder.replay:
-        source = user_location()
+    if source is None and not builder.replay:  # ``user_location()``, inline
+        frame = user_frame()
+        if frame is not None:
+            try:
+                source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
+            except KeyError:
+                source = user_location()
     builder.eqns.append(Eqn(prim, atoms, outs, eqn_params, source))
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]

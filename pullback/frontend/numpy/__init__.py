@@ -395,7 +395,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     impl = UFUNCS.get(ufunc)
     if impl is None:
         unsupported(name)
-    return _strong(lowering(name, impl, inputs, {}))
+    out = lowering(name, impl, inputs, {})
+    return out if type(out) is Tracer and not out.weak else _strong(out)
 
 
 def _strong(out):
@@ -1028,7 +1029,13 @@ def _strong_operand(x):
 
 
 def array_function(func, args, kwargs):
-    refuse_masked_operands((*args, *kwargs.values()))
+    for x in args:  # tracers alone (the common case) hold no masked array: checked without a call
+        if type(x) is not Tracer:
+            refuse_masked_operands((*args, *kwargs.values()))
+            break
+    else:
+        if kwargs:
+            refuse_masked_operands(kwargs.values())
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
@@ -1037,7 +1044,7 @@ def array_function(func, args, kwargs):
         operands = range(len(args))[_COERCING[func]]
         args = tuple(_strong_operand(a) if i in operands else a for i, a in enumerate(args))
     out = lowering(name, impl, args, kwargs)
-    return out if func in _PASS_THROUGH else _strong(out)
+    return out if func in _PASS_THROUGH or (type(out) is Tracer and not out.weak) else _strong(out)
 
 
 Tracer._numpy_api = sys.modules[__name__]

@@ -491,6 +491,12 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def transpose(a, axes=None):
+    if axes is None and type(a) is Tracer:  # ``a.T`` of a vector or matrix, without the general checks
+        shape = a.ssa.type.shape
+        if not shape[1:]:  # 0-d or 1-d: its own transpose
+            return a
+        if not shape[2:]:
+            return bind(st.transpose_p, a, permutation=(1, 0))
     a = _lift(a)
     perm = tuple(reversed(range(a.ndim))) if axes is None else tuple(_axis(x, a.ndim) for x in axes)
     if sorted(perm) != list(range(a.ndim)):

@@ -423,7 +423,11 @@ def call(f, /, *args, **kwargs):
     if kind is types.FunctionType:
         return _converted(f)(*args, **kwargs)
     if kind is np.ufunc and f in api.UFUNCS:
-        args, kwargs = _read_captured(args, kwargs)
+        if stack[-1].captured:
+            args, kwargs = _read_captured(args, kwargs)
+        if not kwargs and (len(args) == 1 and type(args[0]) is Tracer
+                           or len(args) == 2 and type(args[0]) is Tracer and type(args[1]) is Tracer):
+            return args[0]._api.array_ufunc(f, "__call__", args, {})  # what NumPy's dispatch to a tracer calls
         return f(*args, **kwargs)
     if kind is types.MethodType or kind is types.BuiltinMethodType:
         owner = f.__self__

@@ -97,6 +97,34 @@ _KNOWN_TYPES: dict[tuple, tuple[ArrayType, ...]] = {}
 _KNOWN_TYPES_MAX = 1 << 14
 
 
+def typed_params(prim: Primitive, inputs: tuple[Atom, ...], params: dict[str, Any],
+                 ins: tuple | None = None) -> tuple[tuple[ArrayType, ...], Params]:
+    """``output_types`` and the equation's ``Params`` together (what recording an equation needs), remembered
+    by one key: an unrolled loop records the same (primitive, operand types, params) at every step, and then
+    its equations share one immutable Params rather than each building, sorting and hashing its own. The key
+    holds the params' types beside their values, so that ``axis=True`` never finds the Params of ``axis=1``;
+    ``ins``: each input's part of the key (its type; a literal's value and the value's type)."""
+    if ins is None:  # (``bind`` gives them, made as it reads its operands)
+        ins = tuple([a.type if type(a) is Var else (type(a.value), a) for a in inputs])
+    key = (prim, ins, tuple(params.items()), tuple(map(type, params.values()))) if params else (prim, ins)
+    try:
+        hit = _KNOWN_EQNS.get(key)
+    except TypeError:  # an unhashable param: the rule will say what is wrong with it, or Params will
+        hit, key = None, None
+    if hit is not None:
+        return hit
+    out = shape_rules[prim](*inputs, **params)
+    hit = (tuple(out) if prim.multiple_results else (out,), Params(params) if params else NO_PARAMS)
+    if key is not None:
+        if len(_KNOWN_EQNS) >= _KNOWN_TYPES_MAX:
+            _KNOWN_EQNS.clear()
+        _KNOWN_EQNS[key] = hit
+    return hit
+
+
+_KNOWN_EQNS: dict[tuple, tuple[tuple[ArrayType, ...], Params]] = {}
+
+
 class ShapeError(ValueError):
     """An equation's inputs or params do not fit its primitive."""
 

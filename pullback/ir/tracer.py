@@ -23,8 +23,8 @@ import scipy
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
-    NO_PARAMS,
     VIEWS,
+    WITH_BODIES,
     Atom,
     Eqn,
     Literal,
@@ -35,7 +35,7 @@ from pullback.ir.core import (
     SourceInfo,
     Var,
     makes_view,
-    output_types,
+    typed_params,
 )
 from pullback.ir.types import ArrayType, ShapeDtypeStruct
 from pullback.tree import leaf_paths
@@ -332,11 +332,28 @@ def bind(prim: Primitive, *args, **params):
         builder = _state.stack[-1]
     except (AttributeError, IndexError):
         builder = current_builder()
-    # a tracer of this trace that is no view is its var (the common case, without a call)
-    atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
-                   for a in args])
+    # each operand's atom and its part of ``typed_params``' key, in one loop without a call for the common
+    # operands: a tracer of this trace that is no view (its var), a literal
+    # (tuples grown by ``+=``, no call made, for the one to three operands of most operations; a list for more)
+    atoms: tuple = ()
+    ins: tuple | None = ()
+    operands = args
+    if args[4:]:  # (``len(args) > 4`` without a call)
+        atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
+                       for a in args])
+        operands, ins = (), None
+    for a in operands:
+        kind = type(a)
+        if kind is Tracer and a.builder is builder and a.view is None:
+            a = a.ssa
+            ins += (a.type,)  # type: ignore[operator]
+        else:
+            if kind is not Literal:
+                a = builder.atom(a)
+            ins += (a.type if type(a) is Var else (type(a.value), a),)  # type: ignore[operator]
+        atoms += (a,)
     try:
-        types = output_types(prim, atoms, params)
+        types, eqn_params = typed_params(prim, atoms, params, ins)
     except ShapeError as e:
         raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     if prim.multiple_results:
@@ -346,9 +363,14 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     source = builder.source  # ``builder.location()``, inline
-    if source is None and not builder.replay:
-        source = user_location()
-    builder.eqns.append(Eqn(prim, atoms, outs, Params(params) if params else NO_PARAMS, source))
+    if source is None and not builder.replay:  # ``user_location()``, inline
+        frame = user_frame()
+        if frame is not None:
+            try:
+                source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
+            except KeyError:
+                source = user_location()
+    builder.eqns.append(Eqn(prim, atoms, outs, eqn_params, source))
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
@@ -489,8 +511,8 @@ class Tracer:
     def __rtruediv__(self, o): return self._api.divide(o, self)
     def __pow__(self, o): return self._api.power(self, o)
     def __rpow__(self, o): return self._api.power(o, self)
-    def __matmul__(self, o): return self._api.lowering("@", self._api.matmul, (self, o), {})
-    def __rmatmul__(self, o): return self._api.lowering("@", self._api.matmul, (o, self), {})
+    def __matmul__(self, o): return self._api.matmul_operator(self, o)
+    def __rmatmul__(self, o): return self._api.matmul_operator(o, self)
     def __eq__(self, o): return self._api.equal(self, o)  # type: ignore[override]
     def __ne__(self, o): return self._api.not_equal(self, o)  # type: ignore[override]
     def __lt__(self, o): return self._api.less(self, o)
@@ -858,36 +880,37 @@ def name_from_source(program: Program) -> Program:
             found[src] = sourcemap.statement_at(src.filename, src.lineno)
         return found[src]
 
-    # each equation's statement, looked up once (equations of one line share their SourceInfo: one lookup)
-    stmts: list[sourcemap.Statement | None] = []
-    last_src: SourceInfo | None = None
-    last_stmt = None
-    for eqn in eqns:
-        src = eqn.source
-        if src is not last_src:
-            last_src, last_stmt = src, (None if src is None else statement(src))
-        stmts.append(last_stmt)
-    stmts.append(None)
+    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``), each
+    # with its statement, looked up once: only a run's last equation can be the last of its statement's run
+    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None]] = []
+    i, n = 0, len(eqns)
+    while i < n:
+        src = eqns[i].source
+        j = i + 1
+        while j < n and eqns[j].source is src:
+            j += 1
+        groups.append((i, j, src, None if src is None else statement(src)))
+        i = j
 
     def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
         return a is b or (a.filename == b.filename and (sa is sb or sa == sb))
 
     last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
-    start = 0  # the first equation of the current run
+    start = 0  # the first equation of the current statement's run
     prev: SourceInfo | None = None
-    for i, eqn in enumerate(eqns):
-        src = eqn.source
-        if i and (src is None or prev is None or not same_statement(prev, stmts[i - 1], src, stmts[i])):
-            start = i
-        prev = src
-        if src is None:
+    prev_stmt = None
+    for g, (first, end, src, stmt) in enumerate(groups):
+        if g and (src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
+            start = first
+        prev, prev_stmt = src, stmt
+        if src is None or stmt is None or not stmt.targets:
             continue
-        stmt = stmts[i]
-        if stmt is None or not stmt.targets:
-            continue
-        nxt = eqns[i + 1].source if i + 1 < len(eqns) else None
-        if nxt is not None and same_statement(src, stmt, nxt, stmts[i + 1]):
-            continue  # not the last equation of this run
+        if g + 1 < len(groups):
+            nxt, nxt_stmt = groups[g + 1][2], groups[g + 1][3]
+            if nxt is not None and same_statement(src, stmt, nxt, nxt_stmt):
+                continue  # not the last equation of this statement's run
+        i = end - 1
+        eqn = eqns[i]
         outs = eqn.outputs
         if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
             outs = tuple(v for v in outs if v.dtype.kind in "fc")
@@ -915,7 +938,10 @@ def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
     operands: the gradient accumulated for ``S_v`` then prints as ``S_v_bar_sum``. Through the bodies of
     checkpoints (whose inputs are their operands) and loops within, as deep as they go."""
     eqns = list(program.eqns)
+    changed = False
     for k, e in enumerate(eqns):
+        if e.prim not in WITH_BODIES:  # only an equation holding programs has a body's inputs to name
+            continue
         p = e.params
         if "body" in p and "num_consts" in p and "length" in p:
             body, first = p["body"], int(p["length"] is None)
@@ -929,7 +955,8 @@ def _name_loop_consts(program: Program, hints: dict[int, str]) -> Program:
         new = _name_loop_consts(rename(body, named) if named else body, {})
         if new is not body:
             eqns[k] = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "body": new}), e.source)
-    if all(a is b for a, b in zip(eqns, program.eqns)):
+            changed = True
+    if not changed:
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
 

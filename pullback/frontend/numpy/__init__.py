@@ -233,7 +233,9 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
     else:
         if shape is not None:  # (Python scalars alone are folded below)
             dtype = result_dtype(*xs) if dtype is None else dtype
-            args = [x if type(x) is Tracer and x.ssa.type.dtype is dtype else astype(x, dtype) for x in xs]
+            supported = dtype in _CANONICAL  # ``astype``'s check: then a Python scalar is made a literal at once
+            args = [(x if (x.ssa.type.dtype is dtype or x.ssa.type.dtype == dtype) else astype(x, dtype))
+                    if type(x) is Tracer else Literal.of(x, dtype) if supported else astype(x, dtype) for x in xs]
             out = bind(prim, *args)
             for x in xs:  # ``_weak_result``, inline
                 if not (type(x) in PYTHON_SCALARS or (type(x) is Tracer and x.weak)):
@@ -393,7 +395,8 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     impl = UFUNCS.get(ufunc)
     if impl is None:
         unsupported(name)
-    return _strong(lowering(name, impl, inputs, {}))
+    out = lowering(name, impl, inputs, {})
+    return out if type(out) is Tracer and not out.weak else _strong(out)
 
 
 def _strong(out):
@@ -488,6 +491,12 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def transpose(a, axes=None):
+    if axes is None and type(a) is Tracer:  # ``a.T`` of a vector or matrix, without the general checks
+        shape = a.ssa.type.shape
+        if not shape[1:]:  # 0-d or 1-d: its own transpose
+            return a
+        if not shape[2:]:
+            return bind(st.transpose_p, a, permutation=(1, 0))
     a = _lift(a)
     perm = tuple(reversed(range(a.ndim))) if axes is None else tuple(_axis(x, a.ndim) for x in axes)
     if sorted(perm) != list(range(a.ndim)):
@@ -753,6 +762,23 @@ def matmul(a, b):
     return dot_general(a, b, con.DotDims((nb + 1,), (nb,), tuple(range(nb)), tuple(range(nb))))
 
 
+# matmul's contraction by the operands' ranks, for vectors and matrices (one object each: a DotDims is immutable)
+_MATMUL_DIMS = {(na, nb): con.DotDims((na - 1,), (builtins.max(nb - 2, 0),)) for na in (1, 2) for nb in (1, 2)}
+
+
+def matmul_operator(a, b):
+    """``a @ b`` on a tracer. Two tracers of one dtype, vectors or matrices whose core sizes agree (nearly
+    every ``@`` traced) are bound at once: promoting, lifting and checking them would change nothing. Any other
+    operands go through ``matmul``, lowered as ``@`` (its checks name the operator)."""
+    if type(a) is Tracer and type(b) is Tracer:
+        ta, tb = a.ssa.type, b.ssa.type
+        sa, sb = ta.shape, tb.shape
+        dims = _MATMUL_DIMS.get((len(sa), len(sb)))
+        if dims is not None and ta.dtype == tb.dtype and sa[-1] == sb[dims.rhs_contract[0]]:
+            return bind(con.dot_general_p, a, b, dims=dims)
+    return lowering("@", matmul, (a, b), {})
+
+
 def dot(a, b, out=None):
     if out is not None:
         unsupported("np.dot with out=")
@@ -1009,7 +1035,13 @@ def _strong_operand(x):
 
 
 def array_function(func, args, kwargs):
-    refuse_masked_operands((*args, *kwargs.values()))
+    for x in args:  # tracers alone (the common case) hold no masked array: checked without a call
+        if type(x) is not Tracer:
+            refuse_masked_operands((*args, *kwargs.values()))
+            break
+    else:
+        if kwargs:
+            refuse_masked_operands(kwargs.values())
     impl = FUNCTIONS.get(func)
     name = f"{func.__module__}.{func.__name__}"
     if impl is None:
@@ -1018,7 +1050,7 @@ def array_function(func, args, kwargs):
         operands = range(len(args))[_COERCING[func]]
         args = tuple(_strong_operand(a) if i in operands else a for i, a in enumerate(args))
     out = lowering(name, impl, args, kwargs)
-    return out if func in _PASS_THROUGH else _strong(out)
+    return out if func in _PASS_THROUGH or (type(out) is Tracer and not out.weak) else _strong(out)
 
 
 Tracer._numpy_api = sys.modules[__name__]

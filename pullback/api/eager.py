@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,21 @@ class Kernel:
     grads: tuple[int | None, ...]
     zeros: tuple  # (shape, dtype) of each output's cotangent, for the outputs that get none
     wrt: tuple[int, ...]  # the differentiated inputs' positions
+    out_at: slice | None = field(init=False)  # ``outs`` as a slice of the pool, where they are consecutive
+    res_at: slice | None = field(init=False)  # ``residuals`` likewise
+
+    def __post_init__(self):
+        self.out_at, self.res_at = _run(self.outs), _run(self.residuals)
+
+
+def _run(index: tuple[int, ...]) -> slice | None:
+    """``index`` as a slice where its positions are consecutive (the usual case: a kernel computes its
+    outputs, then its residuals), so the walk takes them from the pool in one step."""
+    if not index:
+        return slice(0, 0)
+    if all(b == a + 1 for a, b in zip(index, index[1:])):
+        return slice(index[0], index[-1] + 1)
+    return None
 
 
 KERNELS: dict[tuple, Kernel] = {}  # signature -> kernel, for the process
@@ -259,11 +274,9 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
             else:
                 key.append(a)
         on &= 1
-        outs = []
+        start = len(values)
         for o in eqn.outputs:
-            s = len(values)
-            slot[o] = s
-            outs.append(s)
+            slot[o] = len(values)
             values.append(None)
             last.append(-1)
             c = memo.get(id(o.type))
@@ -272,7 +285,7 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
             codes.append(c | (on & (c >> 1)))
         key = tuple(key)
         k = kernels.get(key)
-        step = [k, ins, outs]
+        step = [k, ins, slice(start, len(values))]
         if k is None:
             if key not in pending:
                 pending[key] = (eqn, tuple(type(a) is Var and bool(codes[slot[a]] & 1) for a in eqn.inputs))
@@ -294,17 +307,25 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
             else:
                 d.append(i)
     tape: list = [None] * len(steps)  # each step's residuals, for the backward walk
+    get = values.__getitem__
     for n, (k, ins, outs) in enumerate(steps):  # forward
-        args = [values[i] for i in ins]
-        if k.forward is None:
+        args = [*map(get, ins)]
+        f = k.forward
+        if f is None:
             pool = (*args, *k.consts)
+        elif k.single:
+            pool = (*args, f(*args), *k.consts)
         else:
-            got = k.forward(*args)
-            pool = (*args, got, *k.consts) if k.single else (*args, *got, *k.consts)
-        for s, j in zip(outs, k.outs):
-            values[s] = pool[j]
+            pool = (*args, *f(*args), *k.consts)
+        at = k.out_at
+        if at is not None:
+            values[outs] = pool[at]
+        else:
+            for s, j in zip(range(outs.start, outs.stop), k.outs):
+                values[s] = pool[j]
         if k.wrt:
-            tape[n] = [pool[j] for j in k.residuals]
+            at = k.res_at
+            tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         d = dead[n]
         if d is not None:
             for i in d:
@@ -323,19 +344,18 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
             continue
         tape[n] = None
         k, ins, outs = steps[n]
-        if len(outs) == 1:
-            s = outs[0]
+        s = outs.start
+        if outs.stop - s == 1:
             c = cts[s]
             if c is None:
                 continue
             cts[s] = None
             out_cts = (c,)
         else:
-            out_cts = [cts[s] for s in outs]
+            out_cts = cts[outs]
             if all(c is None for c in out_cts):
                 continue
-            for s in outs:
-                cts[s] = None
+            cts[outs] = [None] * len(out_cts)
             out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
         if k.backward is None:  # the cotangents pass through (an addition's)
             back = (*args, *out_cts, *k.back_consts)

@@ -30,11 +30,12 @@ from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 # How many primal equations a program needs, and how many per distinct signature, for the first call
-# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs about
-# 0.45 ms to build, walking an equation forward and back about 15 us; the compiled first call costs 130
-# (an elementwise chain, NumPy only) to 400 us (the Kalman filter) per equation, seconds more where Numba
-# compiles chains. So the walk pays from about 4 equations per signature; below 1000 equations the
-# compiled first call takes well under a second, and the walk would only add to the second call's compile.
+# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs 0.45
+# to 1 ms to build, walking an equation forward and back 3 (an elementwise chain) to 7 us (the Kalman
+# filter), NumPy's work included; the compiled first call costs 130 (the chain, NumPy only) to 400 us (the
+# Kalman filter) per equation, seconds more where Numba compiles chains. So the walk pays from about 4
+# equations per signature; below 1000 equations the compiled first call takes well under a second, and
+# the walk would only add to the second call's compile.
 MIN_EQUATIONS = 1000
 MIN_REPEATS = 4
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,12 @@ from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
 # How many primal equations a program needs, and how many per distinct signature, for the first call
-# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs about
-# 0.45 ms to build, walking an equation forward and back about 15 us; the compiled first call costs 130
-# (an elementwise chain, NumPy only) to 400 us (the Kalman filter) per equation, seconds more where Numba
-# compiles chains. So the walk pays from about 4 equations per signature; below 1000 equations the
-# compiled first call takes well under a second, and the walk would only add to the second call's compile.
+# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs 0.45
+# to 1 ms to build, walking an equation forward and back 3 (an elementwise chain) to 7 us (the Kalman
+# filter), NumPy's work included; the compiled first call costs 130 (the chain, NumPy only) to 400 us (the
+# Kalman filter) per equation, seconds more where Numba compiles chains. So the walk pays from about 4
+# equations per signature; below 1000 equations the compiled first call takes well under a second, and
+# the walk would only add to the second call's compile.
 MIN_EQUATIONS = 1000
 MIN_REPEATS = 4
 
@@ -58,6 +59,21 @@ class Kernel:
     grads: tuple[int | None, ...]
     zeros: tuple  # (shape, dtype) of each output's cotangent, for the outputs that get none
     wrt: tuple[int, ...]  # the differentiated inputs' positions
+    out_at: slice | None = field(init=False)  # ``outs`` as a slice of the pool, where they are consecutive
+    res_at: slice | None = field(init=False)  # ``residuals`` likewise
+
+    def __post_init__(self):
+        self.out_at, self.res_at = _run(self.outs), _run(self.residuals)
+
+
+def _run(index: tuple[int, ...]) -> slice | None:
+    """``index`` as a slice where its positions are consecutive (the usual case: a kernel computes its
+    outputs, then its residuals), so the walk takes them from the pool in one step."""
+    if not index:
+        return slice(0, 0)
+    if all(b == a + 1 for a, b in zip(index, index[1:])):
+        return slice(index[0], index[-1] + 1)
+    return None
 
 
 KERNELS: dict[tuple, Kernel] = {}  # signature -> kernel, for the process
@@ -108,11 +124,6 @@ _WINDOWS: dict[tuple, tuple] = {}  # (slice params, operand type) -> (starts, dy
 _START = ArrayType((), np.dtype(np.int64))
 # primitive -> the equation with params that vary from step to step as inputs, and their values
 PARAMETRIC: dict[Primitive, Callable[[Eqn], tuple[Eqn, tuple] | None]] = {st.slice_p: _window}
-
-
-def _signature(eqn: Eqn, active: Sequence[bool]) -> tuple:
-    ins = tuple((a.type, act) if type(a) is Var else a for a, act in zip(eqn.inputs, active))
-    return eqn.prim, eqn.params, eqn.source, ins
 
 
 def _mini(eqn: Eqn, name: str) -> Program:
@@ -196,90 +207,137 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
     """The values of ``program``'s outputs on ``leaves``, and the cotangents of its inputs in ``wrt``
     (input order) for a cotangent of one on its first output: the program walked forward, kernel by
     kernel, then back."""
-    slot: dict[int, int] = {}
+    slot: dict[Var, int] = {}
     values: list[Any] = []
-    active: list[bool] = []
+    codes: list[int] = []
+    memo: dict[int, int] = {}
     for v, x, w in zip(program.inputs, leaves, wrt):
-        slot[id(v)] = len(values)
+        slot[v] = len(values)
         values.append(x)
-        active.append(bool(w))
+        codes.append(_code(v.type, memo) | bool(w))
     for v, x in zip(program.constvars, program.constvals):
-        slot[id(v)] = len(values)
+        slot[v] = len(values)
         values.append(x)
-        active.append(False)
+        codes.append(_code(v.type, memo) & ~1)
     with gc_paused():  # the tape holds many small tuples: the collector would walk them again and again
-        return _walk(program, slot, values, active, wrt)
+        return _walk(program, slot, values, codes, memo, wrt)
 
 
-def _walk(program: Program, slot: dict[int, int], values: list, active: list[bool], wrt: Sequence[bool]):
+# each type a number, twice its index, one more where it has a tangent: a value's code adds whether it
+# is active (its low bit), so a signature is a tuple of small ints, hashed and compared in C
+_TYPE_CODES: dict[ArrayType, int] = {}
+
+
+def _code(t: ArrayType, memo: dict[int, int]) -> int:
+    """``t``'s code (``_TYPE_CODES``); ``memo`` keys it by the object for this walk: the program holds it."""
+    c = _TYPE_CODES.get(t)
+    if c is None:
+        c = _TYPE_CODES[t] = 4 * len(_TYPE_CODES) + (2 if tangent_type(t) is not None else 0)
+    memo[id(t)] = c
+    return c
+
+
+def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int], memo: dict[int, int],
+          wrt: Sequence[bool]):
     """``value_and_grads`` once the inputs and constants have slots: each equation's kernel and slots found
-    first (the kernels of new signatures built together), so the walks themselves index flat lists."""
-    leaves = values[:len(program.inputs)]
-    steps = []  # (signature, input slots, output slots) per equation, in order
+    first (the kernels of new signatures built together), so the walks themselves index flat lists. A
+    value's code (``_TYPE_CODES``) has bit 0 set where it is active, bit 1 where its type has a tangent."""
+    n_in = len(program.inputs)
+    leaves = values[:n_in]
+    steps: list = []  # [kernel (or its signature, until built), input slots, output slots] per equation
     pending: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
+    unbuilt: list[list] = []
     kernels = KERNELS
-    differentiable: dict[ArrayType, bool] = {}
-    for eqn in program.eqns:
-        rewrite = PARAMETRIC.get(eqn.prim)
+    parametric = PARAMETRIC
+    last: list[int] = [-1] * len(values)  # the step that reads each value last: dropped after it, as eager code
+    for n, eqn in enumerate(program.eqns):
+        rewrite = parametric.get(eqn.prim)
         if rewrite is not None:
             found = rewrite(eqn)
             if found is not None:
                 eqn, given = found
                 for v, x in zip(eqn.inputs[len(eqn.inputs) - len(given):], given):
-                    slot[id(v)] = len(values)
+                    slot[v] = len(values)
                     values.append(x)
-                    active.append(False)
-        ins = tuple(slot[id(a)] for a in eqn.inputs if type(a) is Var)
-        acts = tuple(type(a) is Var and active[slot[id(a)]] for a in eqn.inputs)
-        outs = []
-        on = any(acts)
-        for o in eqn.outputs:
-            slot[id(o)] = len(values)
-            outs.append(len(values))
-            values.append(None)
-            if on:
-                t = differentiable.get(o.type)
-                if t is None:
-                    t = differentiable[o.type] = tangent_type(o.type) is not None
-                active.append(t)
+                    codes.append(_code(v.type, memo) & ~1)
+                    last.append(-1)
+        ins = []
+        key = [eqn.prim, eqn.params, eqn.source]
+        on = 0
+        for a in eqn.inputs:
+            if type(a) is Var:
+                s = slot[a]
+                ins.append(s)
+                last[s] = n
+                c = codes[s]
+                on |= c
+                key.append(c)
             else:
-                active.append(False)
-        key = _signature(eqn, acts)
-        if key not in kernels and key not in pending:
-            pending[key] = (eqn, acts)
-        steps.append((key, ins, tuple(outs)))
+                key.append(a)
+        on &= 1
+        start = len(values)
+        for o in eqn.outputs:
+            slot[o] = len(values)
+            values.append(None)
+            last.append(-1)
+            c = memo.get(id(o.type))
+            if c is None:
+                c = _code(o.type, memo)
+            codes.append(c | (on & (c >> 1)))
+        key = tuple(key)
+        k = kernels.get(key)
+        step = [k, ins, slice(start, len(values))]
+        if k is None:
+            if key not in pending:
+                pending[key] = (eqn, tuple(type(a) is Var and bool(codes[slot[a]] & 1) for a in eqn.inputs))
+            step[0] = key
+            unbuilt.append(step)
+        steps.append(step)
     build(pending)
-    steps = [(kernels[key], ins, outs) for key, ins, outs in steps]
-    last = [-1] * len(values)  # the step that reads each value last: it is dropped after it, as eager code would
-    for n, (_, ins, _) in enumerate(steps):
-        for i in ins:
-            last[i] = n
-    dead: list[list[int]] = [[] for _ in steps]
-    kept = {slot[id(a)] for a in program.outputs if type(a) is Var}
+    for step in unbuilt:
+        step[0] = kernels[step[0]]
+    dead: list[list[int] | None] = [None] * len(steps)
+    for a in program.outputs:  # kept
+        if type(a) is Var:
+            last[slot[a]] = -1
     for i, n in enumerate(last):
-        if n >= 0 and i not in kept:
-            dead[n].append(i)
+        if n >= 0:
+            d = dead[n]
+            if d is None:
+                dead[n] = [i]
+            else:
+                d.append(i)
     tape: list = [None] * len(steps)  # each step's residuals, for the backward walk
+    get = values.__getitem__
     for n, (k, ins, outs) in enumerate(steps):  # forward
-        args = [values[i] for i in ins]
-        if k.forward is None:
+        args = [*map(get, ins)]
+        f = k.forward
+        if f is None:
             pool = (*args, *k.consts)
+        elif k.single:
+            pool = (*args, f(*args), *k.consts)
         else:
-            got = k.forward(*args)
-            pool = (*args, got, *k.consts) if k.single else (*args, *got, *k.consts)
-        for s, j in zip(outs, k.outs):
-            values[s] = pool[j]
+            pool = (*args, *f(*args), *k.consts)
+        at = k.out_at
+        if at is not None:
+            values[outs] = pool[at]
+        else:
+            for s, j in zip(range(outs.start, outs.stop), k.outs):
+                values[s] = pool[j]
         if k.wrt:
-            tape[n] = [pool[j] for j in k.residuals]
-        for i in dead[n]:
-            values[i] = None
+            at = k.res_at
+            tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
+        d = dead[n]
+        if d is not None:
+            for i in d:
+                values[i] = None
     # a 0-d value as the compiled program returns it: a NumPy scalar of its type
-    results = [np.asarray(values[slot[id(a)]] if type(a) is Var else a.value, a.dtype)[()] if not a.type.ndim
-               else values[slot[id(a)]] for a in program.outputs]
+    results = [np.asarray(values[slot[a]] if type(a) is Var else a.value, a.dtype)[()] if not a.type.ndim
+               else values[slot[a]] for a in program.outputs]
     cts: list[Any] = [None] * len(values)
     first = program.outputs[0]
     if type(first) is Var:
-        cts[slot[id(first)]] = np.ones(first.type.shape, first.type.dtype)
+        cts[slot[first]] = np.ones(first.type.shape, first.type.dtype)
     mine = set()  # the slots whose cotangent is an array this walk made by adding: later ones add in place
     for n in range(len(steps) - 1, -1, -1):  # backward
         args = tape[n]
@@ -287,12 +345,19 @@ def _walk(program: Program, slot: dict[int, int], values: list, active: list[boo
             continue
         tape[n] = None
         k, ins, outs = steps[n]
-        out_cts = [cts[s] for s in outs]
-        if all(c is None for c in out_cts):
-            continue
-        for s in outs:
+        s = outs.start
+        if outs.stop - s == 1:
+            c = cts[s]
+            if c is None:
+                continue
             cts[s] = None
-        out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
+            out_cts = (c,)
+        else:
+            out_cts = cts[outs]
+            if all(c is None for c in out_cts):
+                continue
+            cts[outs] = [None] * len(out_cts)
+            out_cts = [np.zeros(*z) if c is None else c for c, z in zip(out_cts, k.zeros)]
         if k.backward is None:  # the cotangents pass through (an addition's)
             back = (*args, *out_cts, *k.back_consts)
         else:

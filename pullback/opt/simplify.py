@@ -206,11 +206,11 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     settled = settled if settled is not None else Settled()
     eqns = program.eqns
     position = dict(zip(map(id, eqns), count()))
-    kept_before, seen_before = settled.kept, settled.seen
-    kept = kept_before & position.keys()
-    todo = sorted(map(position.__getitem__, position.keys() - kept_before))  # a heap of positions
+    seen_before = settled.seen
+    todo = sorted(map(position.__getitem__, position.keys() - settled.kept))  # in order, then ``pending``
+    settled.log.clear()
     if not todo:
-        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        settled.kept, settled.seen, settled.alive = settled.kept & position.keys(), set(position), eqns
         return program
     defs, kinds, fills, readers, log = settled.defs, settled.kinds, settled.fills, settled.readers, settled.log
     replace: dict[int, object] = {}
@@ -221,33 +221,45 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             a = replace[id(a)]
         return a
 
-    last = -1
-    while todo:
-        i = heappop(todo)
-        if i == last:
-            continue
+    pending: list[int] = []  # a heap of the positions of readers, after ``todo``'s next
+    last, t, n_todo = -1, 0, len(todo)
+    while True:
+        if pending and (t == n_todo or pending[0] < todo[t]):
+            i = heappop(pending)
+            if i == last:
+                continue
+        elif t < n_todo:
+            i = todo[t]
+            t += 1
+            if i == last:
+                continue
+        else:
+            break
         last = i
         eqn = eqns[i]
-        log.clear()
         result = _visit(eqn, fills, defs, kinds, replace, sub)
         if result is eqn:
-            kept.add(id(eqn))
             for k in map(id, eqn.inputs):
                 readers[k].append(eqn)
-            for k in log:
-                readers[k].append(eqn)
+            if log:
+                for k in log:
+                    readers[k].append(eqn)
+                log.clear()
             if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
                 continue
         else:
-            kept.discard(id(eqn))
+            log.clear()
             results[i] = result
-        for v in eqn.outputs:  # defined otherwise than the equations after it saw: they are read again
-            for reader in readers.get(id(v), ()):
-                j = position.get(id(reader))
-                if j is not None and j > i:
-                    heappush(todo, j)
+        for later in map(readers.get, map(id, eqn.outputs)):  # defined otherwise than the equations after it
+            if later:  # saw: they are read again
+                for reader in later:
+                    j = position.get(id(reader))
+                    if j is not None and j > i:
+                        heappush(pending, j)
+    # what the step kept: the equations it did not visit (kept by the last) and those it visited and kept
+    kept = position.keys() - {id(eqns[i]) for i in results} if results else set(position)
     if not results:
-        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        settled.kept, settled.seen, settled.alive = kept, kept, eqns
         return program
     new: list[Eqn] = []
     at = 0
@@ -280,9 +292,10 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
     """Rewrite one equation: ``eqn`` itself if it stays, what replaces it (an equation, or a list ending with
     the definition of its output), or None when its output equals an atom (recorded in ``replace``). The
     definitions (``defs``, ``kinds``, ``fills``) of what it returns are updated."""
-    ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
+    ins = eqn.inputs if not replace or replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     out = eqn.outputs[0]
+    k_out = id(out)
     key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
     rules, general = _PLANS.get(key) or _plan(key)
     if general:  # an operand may be a fill, or all are literals, or a scan
@@ -315,7 +328,7 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
                 replace.update(same)
             result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
             if result is not None:
-                defs[id(out)], kinds[id(out)] = result, result.prim
+                defs[k_out], kinds[k_out] = result, result.prim
                 return result
         if ins is not before or prim is not key[0]:
             key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
@@ -332,22 +345,22 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
                 defs[id(e.outputs[0])] = e
                 kinds[id(e.outputs[0])] = e.prim
         elif isinstance(result, Eqn):
-            defs[id(out)] = result
-            kinds[id(out)] = result.prim
+            defs[k_out] = result
+            kinds[k_out] = result.prim
         else:
-            replace[id(out)] = result
-            _undefine(id(out), defs, kinds, fills)
+            replace[k_out] = result
+            _undefine(k_out, defs, kinds, fills)
             return None
-        if id(out) in fills:  # a fill the equations after it see from the next step on, if it is one
-            del fills[id(out)]
+        if k_out in fills:  # a fill the equations after it see from the next step on, if it is one
+            del fills[k_out]
         return result
     new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
     if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
-        fills[id(out)] = ins[0]
-    elif id(out) in fills:
-        del fills[id(out)]
-    defs[id(out)] = new
-    kinds[id(out)] = prim
+        fills[k_out] = ins[0]
+    elif k_out in fills:
+        del fills[k_out]
+    defs[k_out] = new
+    kinds[k_out] = prim
     return new
 
 

@@ -1067,6 +1067,10 @@ def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
 
 
 _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive))
+# what may define a matrix that ``_symmetric`` finds symmetric (``_symmetry``'s triggers)
+_SYMMETRIC_MAKERS = _ELEMENTWISE | {st.add_transpose_p, st.diag_embed_p, st.eye_p, la.potri_p, la.syrk_p,
+                                    con.dot_general_p, st.add_diagonal_p, st.transpose_p, rk.ger_p,
+                                    st.broadcast_in_dim_p}
 
 
 def _mirrored(x, y, defs: dict[int, Eqn]) -> bool:
@@ -1101,13 +1105,18 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         return ins[0]
     if prim is red.reduce_sum_p and p["axes"] == (0,) and _symmetric(ins[0], defs):  # column sums are row sums
         return Eqn(prim, ins, (out,), Params({**p, "axes": (1,)}))
-    if prim is con.dot_general_p and not p["dims"].lhs_batch and len(p["dims"].lhs_contract) == 1:
-        dims: con.DotDims = p["dims"]
-        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
-            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
-        if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
+    if prim is not con.dot_general_p:
+        return None
+    dims: con.DotDims = p["dims"]
+    if dims.lhs_batch or len(dims.lhs_contract) != 1:
+        return None
+    a, b = ins[0].type.shape, ins[1].type.shape  # (a symmetric matrix is square)
+    if len(a) == 2 and a[0] == a[1] and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
+        return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
+    if len(b) == 2 and b[0] == b[1]:
+        if dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
-        if ins[0].type.ndim == ins[1].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
+        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
                 and ins[0].shape[1] < ins[0].shape[0] and ins[1].type.size >= _SHARED_PRODUCT_MIN \
                 and _symmetric(ins[1], defs):
             # B^T S = (S B)^T for a thin B (the RBF kernel's X): the product S B, which CSE shares
@@ -1139,7 +1148,7 @@ _CHAIN = [
     (_scaled_operand, {con.dot_general_p}, {ew.mul_p}),
     (_transposed_operand, {con.dot_general_p}, {st.transpose_p}),
     (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}, _SIGNS_TRIGGERS),
-    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, None),
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, _SYMMETRIC_MAKERS),
     (_outer, OUTER_REWRITES, {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}),  # (``outer._PRODUCTS``)
     (_unit_contraction, {con.dot_general_p}, {st.eye_p, st.diag_embed_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}, _DIAGONAL_TRIGGERS),

@@ -128,14 +128,15 @@ class Settled:
     it read has changed since: a step visits the equations that are new and, in order, the readers
     of what changed (a worklist), and costs what changed, not the program's length."""
 
-    __slots__ = ("kept", "seen", "alive", "log", "defs", "kinds", "fills", "readers")
+    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers")
 
     def __init__(self):
         self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
         self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
         self.seen: set[int] = set()  # ids of all equations of the step's result
-        self.log: list[int] = []  # the vars looked up in ``defs`` by the rewrite being tried
-        self.defs: dict[int, Eqn] = _Reads(self.log)  # id of a var -> its definition, as the last visit left it
+        self.log: dict[int, None] = {}  # the vars looked up in ``defs`` by the rewrite being tried
+        self.defs: dict[int, Eqn] = {}  # id of a var -> its definition, as the last visit left it
+        self.reads = _Reads(self.defs, self.log)  # ``defs`` as the rules read it: lookups logged
         self.kinds: dict[int, Primitive] = {}  # the same keys -> the primitive of the definition (``_plan``)
         self.fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal -> the literal
         self.readers: defaultdict[int, list[Eqn]] = defaultdict(list)  # id of a var -> equations kept that read it
@@ -173,30 +174,28 @@ def _same(a: Program, b: Program) -> bool:
     return len(a.eqns) == len(b.eqns) and all(map(is_, a.eqns, b.eqns))
 
 
-class _Reads(dict):
-    """``defs``: every key looked up is logged, so that a step knows what each rewrite read. (An operand's
-    fill is an operand's: its reader is known without.)"""
+class _Reads:
+    """``defs`` as the rules read it: every key looked up is logged, so that a step knows what each rewrite
+    read (an operand's fill is an operand's: its reader is known without). The table itself, a plain dict, is
+    what the step writes; the log is a dict used as an ordered set."""
 
-    __slots__ = ("note",)
+    __slots__ = ("table", "log")
 
-    def __init__(self, log: list[int]):
-        super().__init__()
-        self.note = log.append
+    def __init__(self, table: dict[int, Eqn], log: dict[int, None]):
+        self.table, self.log = table, log
 
     def get(self, key, default=None):
-        self.note(key)
-        return _get(self, key, default)
+        self.log[key] = None
+        table = self.table
+        return table[key] if key in table else default
 
     def __getitem__(self, key):
-        self.note(key)
-        return _getitem(self, key)
+        self.log[key] = None
+        return self.table[key]
 
     def __contains__(self, key):
-        self.note(key)
-        return _contains(self, key)
-
-
-_get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
+        self.log[key] = None
+        return key in self.table
 
 
 def _step(program: Program, settled: Settled | None = None) -> Program:
@@ -213,6 +212,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
         settled.kept, settled.seen, settled.alive = settled.kept & position.keys(), set(position), eqns
         return program
     defs, kinds, fills, readers, log = settled.defs, settled.kinds, settled.fills, settled.readers, settled.log
+    reads = settled.reads
     replace: dict[int, object] = {}
     results: dict[int, object] = {}  # position -> what replaces its equation (``_visit``)
 
@@ -237,7 +237,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             break
         last = i
         eqn = eqns[i]
-        result = _visit(eqn, fills, defs, kinds, replace, sub)
+        result = _visit(eqn, fills, defs, reads, kinds, replace, sub)
         if result is eqn:
             for k in map(id, eqn.inputs):
                 readers[k].append(eqn)
@@ -287,7 +287,7 @@ def _sourced(result, source):
     return fix if isinstance(result, list) else fix[0]
 
 
-def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dict[int, Primitive],
+def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Reads, kinds: dict[int, Primitive],
            replace: dict[int, object], sub) -> Eqn | list[Eqn] | None:
     """Rewrite one equation: ``eqn`` itself if it stays, what replaces it (an equation, or a list ending with
     the definition of its output), or None when its output equals an atom (recorded in ``replace``). The
@@ -336,7 +336,7 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
     if prim is ew.add_p and ins[0] is ins[1]:
         rules = _RULES[prim]  # x + x is x 2 (``_scaling_rewrite``), whatever defines x
     for rule in rules:
-        result = rule(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+        result = rule(prim, ins, p, out, reads, lambda v: fills.get(id(v)))
         if result is None:
             continue
         result = _sourced(result, eqn.source)

@@ -378,7 +378,7 @@ def _plan(key: tuple) -> tuple[tuple, bool]:
     A rule is tried only when an operand is of a kind that it looks for (``_TRIGGERS``): most equations
     try none. Remembered in ``_PLANS`` (a few hundred keys at most)."""
     prim, operands = key[0], set(key[1:])
-    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, operands))
+    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, key[1:], operands))
     general = (st.broadcast_in_dim_p in operands or prim is control.scan_p
                or (prim in FOLD and operands <= _LITERALS))
     if len(_PLANS) > 4096:
@@ -397,11 +397,32 @@ _MARKS = {Literal.of(value, dtype): mark for dtype in DTYPES if dtype.kind in "f
 _LITERALS = {Literal, _ZERO, _ONE, _MINUS_ONE}
 
 
-def _triggered(rule, prim, operands: set) -> bool:
+def _triggered(rule, prim, kinds: tuple, operands: set) -> bool:
+    """Whether ``rule`` may rewrite an equation of ``prim`` whose operands are of ``kinds`` (in order;
+    ``operands``, as a set): a trigger is a set of kinds of which one operand must be, or a test of
+    ``kinds`` where the rule needs more (a literal and a product, each in its place)."""
     triggers = _TRIGGERS.get(rule)
     if isinstance(triggers, dict):
         triggers = triggers.get(prim)
+    if callable(triggers):
+        return triggers(kinds)
     return triggers is None or not operands.isdisjoint(triggers)
+
+
+def _literal_and(wanted):
+    """The test of a binary operation's operand kinds: one is a literal, the other of ``wanted``."""
+    return lambda kinds: (kinds[1] in _LITERALS and kinds[0] in wanted) or (kinds[0] in _LITERALS
+                                                                            and kinds[1] in wanted)
+
+
+def _at(k: int, wanted):
+    """The test of operand kinds: the ``k``-th is of ``wanted``."""
+    return lambda kinds: kinds[k] in wanted
+
+
+def _both(wanted):
+    """The test of a binary operation's operand kinds: both of ``wanted``."""
+    return lambda kinds: kinds[0] in wanted and kinds[1] in wanted
 
 
 def _same_type(a, out: Var) -> bool:
@@ -1134,11 +1155,20 @@ _DIAGONAL_TRIGGERS = {ew.mul_p: _DIAGONAL_MAKERS, ew.add_p: _DIAGONAL_MAKERS, st
                       red.reduce_sum_p: {st.diag_embed_p}}
 _SIGNS_TRIGGERS = {ew.mul_p: {ew.neg_p, _MINUS_ONE}, ew.neg_p: {ew.mul_p},
                    **{prim: {ew.neg_p} for prim in (ew.add_p, ew.sub_p, ew.div_p, *_SAME_SIZE_LINEAR)}}
+# x c1 + x c2 (or x): a scaling; (x c1) c2: a literal and a scaling; a solve of a scaled (or reshaped) operand
+_SCALING_TRIGGERS = {ew.add_p: {ew.mul_p}, ew.mul_p: _literal_and({ew.mul_p}),
+                     **{prim: _at(k, {ew.mul_p, st.reshape_p}) for prim, k in _SOLVES.items()}}
+# what ``outer.outer_rewrite`` looks through (``outer._PRODUCTS``): a broadcast of a broadcast, a product of one,
+# a scaling of one by a literal, a sum of two
+_OUTER_PRODUCTS = {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}
+_OUTER_TRIGGERS = {st.broadcast_in_dim_p: {st.broadcast_in_dim_p}, con.dot_general_p: _OUTER_PRODUCTS,
+                   ew.neg_p: _OUTER_PRODUCTS, ew.mul_p: _literal_and(_OUTER_PRODUCTS),
+                   ew.add_p: _both(_OUTER_PRODUCTS), ew.sub_p: _both(_OUTER_PRODUCTS), st.transpose_p: _OUTER_PRODUCTS}
 _CHAIN = [
     (_identity, {sp.stop_gradient_p}, None),
     (_neutral, set(_NEUTRAL), {ew.mul_p: {_ONE}, ew.add_p: {_ZERO}}),
     (_times_zero, {ew.mul_p}, {_ZERO}),
-    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, {ew.mul_p, st.reshape_p}),  # and x + x (``_visit``)
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, _SCALING_TRIGGERS),  # and x + x (``_visit``)
     (_scalar_outward, {ew.mul_p}, {ew.mul_p}),
     (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}, {ew.mul_p}),
     (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}, None),
@@ -1149,7 +1179,7 @@ _CHAIN = [
     (_transposed_operand, {con.dot_general_p}, {st.transpose_p}),
     (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}, _SIGNS_TRIGGERS),
     (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, _SYMMETRIC_MAKERS),
-    (_outer, OUTER_REWRITES, {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}),  # (``outer._PRODUCTS``)
+    (_outer, OUTER_REWRITES, _OUTER_TRIGGERS),
     (_unit_contraction, {con.dot_general_p}, {st.eye_p, st.diag_embed_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}, _DIAGONAL_TRIGGERS),
     (_pads, {ew.add_p}, {st.pad_p}),

@@ -48,10 +48,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from contextlib import contextmanager
 from heapq import heappop, heappush
-from itertools import count
+from itertools import count, repeat
 from operator import attrgetter, is_
 
 import numpy as np
@@ -77,6 +77,7 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
 
 
 _NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
+_consume = deque(maxlen=0).extend  # runs an iterator for its effects (appends), the loop in C
 _prim = attrgetter("prim")
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
 
@@ -214,6 +215,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     defs, kinds, fills, readers, log = settled.defs, settled.kinds, settled.fills, settled.readers, settled.log
     reads = settled.reads
     replace: dict[int, object] = {}
+    replaced = replace.keys()
     results: dict[int, object] = {}  # position -> what replaces its equation (``_visit``)
 
     def sub(a):
@@ -237,13 +239,11 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             break
         last = i
         eqn = eqns[i]
-        result = _visit(eqn, fills, defs, reads, kinds, replace, sub)
-        if result is eqn:
-            for k in map(id, eqn.inputs):
-                readers[k].append(eqn)
+        result = _visit(eqn, fills, defs, reads, kinds, replace, replaced, sub)
+        if result is eqn:  # it reads its operands and what its rewrites looked up
+            _consume(map(list.append, map(readers.__getitem__, map(id, eqn.inputs)), repeat(eqn)))
             if log:
-                for k in log:
-                    readers[k].append(eqn)
+                _consume(map(list.append, map(readers.__getitem__, log), repeat(eqn)))
                 log.clear()
             if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
                 continue
@@ -288,11 +288,11 @@ def _sourced(result, source):
 
 
 def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Reads, kinds: dict[int, Primitive],
-           replace: dict[int, object], sub) -> Eqn | list[Eqn] | None:
+           replace: dict[int, object], replaced, sub) -> Eqn | list[Eqn] | None:
     """Rewrite one equation: ``eqn`` itself if it stays, what replaces it (an equation, or a list ending with
     the definition of its output), or None when its output equals an atom (recorded in ``replace``). The
     definitions (``defs``, ``kinds``, ``fills``) of what it returns are updated."""
-    ins = eqn.inputs if not replace or replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
+    ins = eqn.inputs if not replace or replaced.isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     out = eqn.outputs[0]
     k_out = id(out)

@@ -280,11 +280,13 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
 def _sourced(result, source):
     """A rewrite's equations keep the user's line of the equation they replace (its comment, and the line
     the equations transposed from them name)."""
-    if source is None or not isinstance(result, Eqn | list):
+    if source is None:
         return result
-    fix = [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source)
-           for e in (result if isinstance(result, list) else [result])]
-    return fix if isinstance(result, list) else fix[0]
+    if type(result) is list:
+        return [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source) for e in result]
+    if type(result) is Eqn and result.source is None:
+        return Eqn(result.prim, result.inputs, result.outputs, result.params, source)
+    return result
 
 
 def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Reads, kinds: dict[int, Primitive],
@@ -340,11 +342,11 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Re
         if result is None:
             continue
         result = _sourced(result, eqn.source)
-        if isinstance(result, list):
+        if type(result) is list:
             for e in result:
                 defs[id(e.outputs[0])] = e
                 kinds[id(e.outputs[0])] = e.prim
-        elif isinstance(result, Eqn):
+        elif type(result) is Eqn:
             defs[k_out] = result
             kinds[k_out] = result.prim
         else:

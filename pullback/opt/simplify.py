@@ -1059,32 +1059,46 @@ def _diagonal_matrix(d: Eqn | None, out: Var) -> bool:
 def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
     """Whether the square matrix ``a`` equals its transpose by construction: ``x + x.T``, ``x x^T``,
     potri and syrk of real factors, a diagonal, and sums, negations, scalings, diagonal updates and
-    symmetric rank-1 updates (``ger(S, x, x)``) of those."""
-    d = defs.get(id(a)) if isinstance(a, Var) and depth and a.type.ndim == 2 else None
-    if d is None or a.shape[0] != a.shape[1]:
+    symmetric rank-1 updates (``ger(S, x, x)``) of those. (What needs no lookup is tested first.)"""
+    shape = a.type.shape if isinstance(a, Var) and depth else None
+    if shape is None or len(shape) != 2 or shape[0] != shape[1]:
         return False
-
-    def sym(x) -> bool:
-        return _symmetric(x, defs, depth - 1)
-
-    if d.prim in (st.add_transpose_p, st.diag_embed_p) or _is_square_eye(d, a):
-        return d.prim is not st.diag_embed_p or d.params["offset"] == 0
-    if d.prim in (la.potri_p, la.syrk_p):
-        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
-    if d.prim is con.dot_general_p:  # x x^T, either side scaled by a literal
-        x, y = ((_scaled(v, defs) or (v,))[0] for v in d.inputs)
-        return x is y and not d.params["dims"].lhs_batch and d.params["dims"].lhs_contract == \
-            d.params["dims"].rhs_contract and x.type.ndim == 2
-    if d.prim in (ew.add_p, ew.sub_p) and _mirrored(*d.inputs, defs):  # r[:, None] + r[None, :]
+    d = defs.get(id(a))
+    if d is None:
+        return False
+    prim = d.prim
+    if prim is st.add_transpose_p:
         return True
-    if d.prim in (ew.neg_p, st.add_diagonal_p) or (d.prim is st.transpose_p and d.params["permutation"] == (1, 0)):
-        return sym(d.inputs[0])
-    if d.prim in _ELEMENTWISE:  # entrywise of symmetric matrices and scalars (exp(-d2 / 2), K * W, ...)
-        return all(isinstance(x, Literal) or x.type.ndim == 0 or sym(x) for x in d.inputs) \
-            and any(isinstance(x, Var) and x.type.ndim == 2 for x in d.inputs)
-    if d.prim is rk.ger_p:
-        return d.inputs[1] is d.inputs[2] and sym(d.inputs[0])
-    if d.prim is st.broadcast_in_dim_p:
+    if prim is st.diag_embed_p:
+        return d.params["offset"] == 0
+    if prim is st.eye_p and d.params["k"] == 0:
+        return True
+    if prim is la.potri_p or prim is la.syrk_p:
+        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
+    if prim is con.dot_general_p:  # x x^T, either side scaled by a literal
+        dims = d.params["dims"]
+        if dims.lhs_batch or dims.lhs_contract != dims.rhs_contract:
+            return False
+        u, v = d.inputs
+        x, y = _scaled(u, defs), _scaled(v, defs)
+        x, y = u if x is None else x[0], v if y is None else y[0]
+        return x is y and x.type.ndim == 2
+    if (prim is ew.add_p or prim is ew.sub_p) and _mirrored(*d.inputs, defs):  # r[:, None] + r[None, :]
+        return True
+    if prim is ew.neg_p or prim is st.add_diagonal_p or (prim is st.transpose_p and d.params["permutation"] == (1, 0)):
+        return _symmetric(d.inputs[0], defs, depth - 1)
+    if prim in _ELEMENTWISE:  # entrywise of symmetric matrices and scalars (exp(-d2 / 2), K * W, ...)
+        matrix = False  # (a symmetric operand is a matrix)
+        for x in d.inputs:
+            if isinstance(x, Literal) or not x.type.shape:
+                continue
+            if not _symmetric(x, defs, depth - 1):
+                return False
+            matrix = True
+        return matrix
+    if prim is rk.ger_p:
+        return d.inputs[1] is d.inputs[2] and _symmetric(d.inputs[0], defs, depth - 1)
+    if prim is st.broadcast_in_dim_p:
         return d.inputs[0].type.ndim == 0 if isinstance(d.inputs[0], Var) else True
     return False
 

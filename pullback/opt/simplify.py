@@ -132,9 +132,9 @@ class Settled:
     __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers")
 
     def __init__(self):
-        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
-        self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
-        self.seen: set[int] = set()  # ids of all equations of the step's result
+        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the var ids below stay its vars' own
+        self.kept: set[Eqn] = set()  # equations of the step's result that it kept unchanged (by identity)
+        self.seen: set[Eqn] = set()  # all equations of the step's result
         self.log: dict[int, None] = {}  # the vars looked up in ``defs`` by the rewrite being tried
         self.defs: dict[int, Eqn] = {}  # id of a var -> its definition, as the last visit left it
         self.reads = _Reads(self.defs, self.log)  # ``defs`` as the rules read it: lookups logged
@@ -205,7 +205,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     (without it, every equation is rewritten)."""
     settled = settled if settled is not None else Settled()
     eqns = program.eqns
-    position = dict(zip(map(id, eqns), count()))
+    position = dict(zip(eqns, count()))  # (an equation hashes by identity)
     seen_before = settled.seen
     todo = sorted(map(position.__getitem__, position.keys() - settled.kept))  # in order, then ``pending``
     settled.log.clear()
@@ -245,7 +245,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             if log:
                 _consume(map(list.append, map(readers.__getitem__, log), repeat(eqn)))
                 log.clear()
-            if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
+            if eqn in seen_before:  # as the equations after it saw it in the last pass
                 continue
         else:
             log.clear()
@@ -253,11 +253,11 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
         for later in map(readers.get, map(id, eqn.outputs)):  # defined otherwise than the equations after it
             if later:  # saw: they are read again
                 for reader in later:
-                    j = position.get(id(reader))
+                    j = position.get(reader)
                     if j is not None and j > i:
                         heappush(pending, j)
     # what the step kept: the equations it did not visit (kept by the last) and those it visited and kept
-    kept = position.keys() - {id(eqns[i]) for i in results} if results else set(position)
+    kept = position.keys() - set(map(eqns.__getitem__, results)) if results else set(position)
     if not results:
         settled.kept, settled.seen, settled.alive = kept, kept, eqns
         return program
@@ -272,7 +272,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             new.append(result)
         at = i + 1
     new += eqns[at:]
-    settled.kept, settled.seen, settled.alive = kept, set(map(id, new)), tuple(new)
+    settled.kept, settled.seen, settled.alive = kept, set(new), tuple(new)
     outputs = tuple(map(sub, program.outputs)) if replace else program.outputs
     return Program(program.inputs, settled.alive, outputs, program.constvars, program.constvals, program.name)
 

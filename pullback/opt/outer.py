@@ -72,6 +72,8 @@ def outer_factors(a, defs: dict[int, Eqn]) -> Outer | None:
     d = defs.get(id(a)) if isinstance(a, Var) else None
     if d is None or d.prim not in _PRODUCTS:  # a plain array (the common case: one lookup)
         return None
+    if not _reaches_broadcast(d, defs, 0):  # a product of plain arrays (the next most common)
+        return None
     found = _factors(a, defs, 0)
     if found is None or all(len(f.dims) == a.type.ndim for f in found[1]):
         return None
@@ -104,6 +106,27 @@ def _factors(a, defs, depth: int) -> tuple[complex, list[Factor]] | None:
             return None
         return fx[0] * fy[0], fx[1] + fy[1]
     return 1, [Factor(a, tuple(range(a.type.ndim)))]
+
+
+def _reaches_broadcast(d: Eqn, defs, depth: int) -> bool:
+    """Whether ``_factors``'s walk from the definition ``d`` (at ``depth``) meets a broadcast, without which
+    there is no outer product: the same walk (the same lookups), building nothing."""
+    prim = d.prim
+    if prim is st.broadcast_in_dim_p:
+        return True
+    if prim is ew.neg_p:
+        below = (d.inputs[0],)
+    elif prim is ew.mul_p:
+        x, y = d.inputs
+        below = (y,) if isinstance(x, Literal) else (x,) if isinstance(y, Literal) else (x, y)
+    else:
+        return False
+    for b in below:
+        if isinstance(b, Var) and depth < _MAX_FACTORS:
+            e = defs.get(id(b))
+            if e is not None and _reaches_broadcast(e, defs, depth + 1):
+                return True
+    return False
 
 
 def _peel(a: Var, defs) -> tuple[complex, Var]:

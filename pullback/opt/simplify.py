@@ -48,10 +48,10 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from contextlib import contextmanager
 from heapq import heappop, heappush
-from itertools import count
+from itertools import count, repeat
 from operator import attrgetter, is_
 
 import numpy as np
@@ -77,6 +77,7 @@ _ELEMENTWISE_BINARY = {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p, ew.max_
 
 
 _NEUTRAL = {ew.mul_p: 1, ew.add_p: 0}
+_consume = deque(maxlen=0).extend  # runs an iterator for its effects (appends), the loop in C
 _prim = attrgetter("prim")
 _RESHAPING = {st.broadcast_in_dim_p, st.reshape_p, st.transpose_p}
 
@@ -128,14 +129,15 @@ class Settled:
     it read has changed since: a step visits the equations that are new and, in order, the readers
     of what changed (a worklist), and costs what changed, not the program's length."""
 
-    __slots__ = ("kept", "seen", "alive", "log", "defs", "kinds", "fills", "readers")
+    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers")
 
     def __init__(self):
-        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the ids above stay its equations' own
-        self.kept: set[int] = set()  # ids of equations of the step's result that it kept unchanged
-        self.seen: set[int] = set()  # ids of all equations of the step's result
-        self.log: list[int] = []  # the vars looked up in ``defs`` by the rewrite being tried
-        self.defs: dict[int, Eqn] = _Reads(self.log)  # id of a var -> its definition, as the last visit left it
+        self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the var ids below stay its vars' own
+        self.kept: set[Eqn] = set()  # equations of the step's result that it kept unchanged (by identity)
+        self.seen: set[Eqn] = set()  # all equations of the step's result
+        self.log: dict[int, None] = {}  # the vars looked up in ``defs`` by the rewrite being tried
+        self.defs: dict[int, Eqn] = {}  # id of a var -> its definition, as the last visit left it
+        self.reads = _Reads(self.defs, self.log)  # ``defs`` as the rules read it: lookups logged
         self.kinds: dict[int, Primitive] = {}  # the same keys -> the primitive of the definition (``_plan``)
         self.fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal -> the literal
         self.readers: defaultdict[int, list[Eqn]] = defaultdict(list)  # id of a var -> equations kept that read it
@@ -173,30 +175,28 @@ def _same(a: Program, b: Program) -> bool:
     return len(a.eqns) == len(b.eqns) and all(map(is_, a.eqns, b.eqns))
 
 
-class _Reads(dict):
-    """``defs``: every key looked up is logged, so that a step knows what each rewrite read. (An operand's
-    fill is an operand's: its reader is known without.)"""
+class _Reads:
+    """``defs`` as the rules read it: every key looked up is logged, so that a step knows what each rewrite
+    read (an operand's fill is an operand's: its reader is known without). The table itself, a plain dict, is
+    what the step writes; the log is a dict used as an ordered set."""
 
-    __slots__ = ("note",)
+    __slots__ = ("table", "log")
 
-    def __init__(self, log: list[int]):
-        super().__init__()
-        self.note = log.append
+    def __init__(self, table: dict[int, Eqn], log: dict[int, None]):
+        self.table, self.log = table, log
 
     def get(self, key, default=None):
-        self.note(key)
-        return _get(self, key, default)
+        self.log[key] = None
+        table = self.table
+        return table[key] if key in table else default
 
     def __getitem__(self, key):
-        self.note(key)
-        return _getitem(self, key)
+        self.log[key] = None
+        return self.table[key]
 
     def __contains__(self, key):
-        self.note(key)
-        return _contains(self, key)
-
-
-_get, _getitem, _contains = dict.get, dict.__getitem__, dict.__contains__
+        self.log[key] = None
+        return key in self.table
 
 
 def _step(program: Program, settled: Settled | None = None) -> Program:
@@ -205,15 +205,17 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     (without it, every equation is rewritten)."""
     settled = settled if settled is not None else Settled()
     eqns = program.eqns
-    position = dict(zip(map(id, eqns), count()))
-    kept_before, seen_before = settled.kept, settled.seen
-    kept = kept_before & position.keys()
-    todo = sorted(map(position.__getitem__, position.keys() - kept_before))  # a heap of positions
+    position = dict(zip(eqns, count()))  # (an equation hashes by identity)
+    seen_before = settled.seen
+    todo = sorted(map(position.__getitem__, position.keys() - settled.kept))  # in order, then ``pending``
+    settled.log.clear()
     if not todo:
-        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        settled.kept, settled.seen, settled.alive = settled.kept & position.keys(), set(position), eqns
         return program
     defs, kinds, fills, readers, log = settled.defs, settled.kinds, settled.fills, settled.readers, settled.log
+    reads = settled.reads
     replace: dict[int, object] = {}
+    replaced = replace.keys()
     results: dict[int, object] = {}  # position -> what replaces its equation (``_visit``)
 
     def sub(a):
@@ -221,33 +223,43 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             a = replace[id(a)]
         return a
 
-    last = -1
-    while todo:
-        i = heappop(todo)
-        if i == last:
-            continue
-        last = i
-        eqn = eqns[i]
-        log.clear()
-        result = _visit(eqn, fills, defs, kinds, replace, sub)
-        if result is eqn:
-            kept.add(id(eqn))
-            for k in map(id, eqn.inputs):
-                readers[k].append(eqn)
-            for k in log:
-                readers[k].append(eqn)
-            if id(eqn) in seen_before:  # as the equations after it saw it in the last pass
+    pending: list[int] = []  # a heap of the positions of readers, after ``todo``'s next
+    last, t, n_todo = -1, 0, len(todo)
+    while True:
+        if pending and (t == n_todo or pending[0] < todo[t]):
+            i = heappop(pending)
+            if i == last:
+                continue
+        elif t < n_todo:
+            i = todo[t]
+            t += 1
+            if i == last:
                 continue
         else:
-            kept.discard(id(eqn))
+            break
+        last = i
+        eqn = eqns[i]
+        result = _visit(eqn, fills, defs, reads, kinds, replace, replaced, sub)
+        if result is eqn:  # it reads its operands and what its rewrites looked up
+            _consume(map(list.append, map(readers.__getitem__, map(id, eqn.inputs)), repeat(eqn)))
+            if log:
+                _consume(map(list.append, map(readers.__getitem__, log), repeat(eqn)))
+                log.clear()
+            if eqn in seen_before:  # as the equations after it saw it in the last pass
+                continue
+        else:
+            log.clear()
             results[i] = result
-        for v in eqn.outputs:  # defined otherwise than the equations after it saw: they are read again
-            for reader in readers.get(id(v), ()):
-                j = position.get(id(reader))
-                if j is not None and j > i:
-                    heappush(todo, j)
+        for later in map(readers.get, map(id, eqn.outputs)):  # defined otherwise than the equations after it
+            if later:  # saw: they are read again
+                for reader in later:
+                    j = position.get(reader)
+                    if j is not None and j > i:
+                        heappush(pending, j)
+    # what the step kept: the equations it did not visit (kept by the last) and those it visited and kept
+    kept = position.keys() - set(map(eqns.__getitem__, results)) if results else set(position)
     if not results:
-        settled.kept, settled.seen, settled.alive = kept, set(position), eqns
+        settled.kept, settled.seen, settled.alive = kept, kept, eqns
         return program
     new: list[Eqn] = []
     at = 0
@@ -260,7 +272,7 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
             new.append(result)
         at = i + 1
     new += eqns[at:]
-    settled.kept, settled.seen, settled.alive = kept, set(map(id, new)), tuple(new)
+    settled.kept, settled.seen, settled.alive = kept, set(new), tuple(new)
     outputs = tuple(map(sub, program.outputs)) if replace else program.outputs
     return Program(program.inputs, settled.alive, outputs, program.constvars, program.constvals, program.name)
 
@@ -268,21 +280,24 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
 def _sourced(result, source):
     """A rewrite's equations keep the user's line of the equation they replace (its comment, and the line
     the equations transposed from them name)."""
-    if source is None or not isinstance(result, Eqn | list):
+    if source is None:
         return result
-    fix = [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source)
-           for e in (result if isinstance(result, list) else [result])]
-    return fix if isinstance(result, list) else fix[0]
+    if type(result) is list:
+        return [e if e.source is not None else Eqn(e.prim, e.inputs, e.outputs, e.params, source) for e in result]
+    if type(result) is Eqn and result.source is None:
+        return Eqn(result.prim, result.inputs, result.outputs, result.params, source)
+    return result
 
 
-def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dict[int, Primitive],
-           replace: dict[int, object], sub) -> Eqn | list[Eqn] | None:
+def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Reads, kinds: dict[int, Primitive],
+           replace: dict[int, object], replaced, sub) -> Eqn | list[Eqn] | None:
     """Rewrite one equation: ``eqn`` itself if it stays, what replaces it (an equation, or a list ending with
     the definition of its output), or None when its output equals an atom (recorded in ``replace``). The
     definitions (``defs``, ``kinds``, ``fills``) of what it returns are updated."""
-    ins = eqn.inputs if replace.keys().isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
+    ins = eqn.inputs if not replace or replaced.isdisjoint(map(id, eqn.inputs)) else tuple(map(sub, eqn.inputs))
     prim, p = eqn.prim, eqn.params
     out = eqn.outputs[0]
+    k_out = id(out)
     key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
     rules, general = _PLANS.get(key) or _plan(key)
     if general:  # an operand may be a fill, or all are literals, or a scan
@@ -315,7 +330,7 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
                 replace.update(same)
             result = control.with_fills(eqn, ins, lambda v: fills.get(id(v))) or (eqn if found or merged else None)
             if result is not None:
-                defs[id(out)], kinds[id(out)] = result, result.prim
+                defs[k_out], kinds[k_out] = result, result.prim
                 return result
         if ins is not before or prim is not key[0]:
             key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
@@ -323,31 +338,31 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], kinds: dic
     if prim is ew.add_p and ins[0] is ins[1]:
         rules = _RULES[prim]  # x + x is x 2 (``_scaling_rewrite``), whatever defines x
     for rule in rules:
-        result = rule(prim, ins, p, out, defs, lambda v: fills.get(id(v)))
+        result = rule(prim, ins, p, out, reads, lambda v: fills.get(id(v)))
         if result is None:
             continue
         result = _sourced(result, eqn.source)
-        if isinstance(result, list):
+        if type(result) is list:
             for e in result:
                 defs[id(e.outputs[0])] = e
                 kinds[id(e.outputs[0])] = e.prim
-        elif isinstance(result, Eqn):
-            defs[id(out)] = result
-            kinds[id(out)] = result.prim
+        elif type(result) is Eqn:
+            defs[k_out] = result
+            kinds[k_out] = result.prim
         else:
-            replace[id(out)] = result
-            _undefine(id(out), defs, kinds, fills)
+            replace[k_out] = result
+            _undefine(k_out, defs, kinds, fills)
             return None
-        if id(out) in fills:  # a fill the equations after it see from the next step on, if it is one
-            del fills[id(out)]
+        if k_out in fills:  # a fill the equations after it see from the next step on, if it is one
+            del fills[k_out]
         return result
     new = Eqn(prim, ins, eqn.outputs, p, eqn.source) if ins != eqn.inputs or prim is not eqn.prim else eqn
     if prim is st.broadcast_in_dim_p and isinstance(ins[0], Literal):
-        fills[id(out)] = ins[0]
-    elif id(out) in fills:
-        del fills[id(out)]
-    defs[id(out)] = new
-    kinds[id(out)] = prim
+        fills[k_out] = ins[0]
+    elif k_out in fills:
+        del fills[k_out]
+    defs[k_out] = new
+    kinds[k_out] = prim
     return new
 
 
@@ -365,7 +380,7 @@ def _plan(key: tuple) -> tuple[tuple, bool]:
     A rule is tried only when an operand is of a kind that it looks for (``_TRIGGERS``): most equations
     try none. Remembered in ``_PLANS`` (a few hundred keys at most)."""
     prim, operands = key[0], set(key[1:])
-    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, operands))
+    rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, key[1:], operands))
     general = (st.broadcast_in_dim_p in operands or prim is control.scan_p
                or (prim in FOLD and operands <= _LITERALS))
     if len(_PLANS) > 4096:
@@ -384,11 +399,32 @@ _MARKS = {Literal.of(value, dtype): mark for dtype in DTYPES if dtype.kind in "f
 _LITERALS = {Literal, _ZERO, _ONE, _MINUS_ONE}
 
 
-def _triggered(rule, prim, operands: set) -> bool:
+def _triggered(rule, prim, kinds: tuple, operands: set) -> bool:
+    """Whether ``rule`` may rewrite an equation of ``prim`` whose operands are of ``kinds`` (in order;
+    ``operands``, as a set): a trigger is a set of kinds of which one operand must be, or a test of
+    ``kinds`` where the rule needs more (a literal and a product, each in its place)."""
     triggers = _TRIGGERS.get(rule)
     if isinstance(triggers, dict):
         triggers = triggers.get(prim)
+    if callable(triggers):
+        return triggers(kinds)
     return triggers is None or not operands.isdisjoint(triggers)
+
+
+def _literal_and(wanted):
+    """The test of a binary operation's operand kinds: one is a literal, the other of ``wanted``."""
+    return lambda kinds: (kinds[1] in _LITERALS and kinds[0] in wanted) or (kinds[0] in _LITERALS
+                                                                            and kinds[1] in wanted)
+
+
+def _at(k: int, wanted):
+    """The test of operand kinds: the ``k``-th is of ``wanted``."""
+    return lambda kinds: kinds[k] in wanted
+
+
+def _both(wanted):
+    """The test of a binary operation's operand kinds: both of ``wanted``."""
+    return lambda kinds: kinds[0] in wanted and kinds[1] in wanted
 
 
 def _same_type(a, out: Var) -> bool:
@@ -1023,37 +1059,55 @@ def _diagonal_matrix(d: Eqn | None, out: Var) -> bool:
 def _symmetric(a, defs: dict[int, Eqn], depth: int = 16) -> bool:
     """Whether the square matrix ``a`` equals its transpose by construction: ``x + x.T``, ``x x^T``,
     potri and syrk of real factors, a diagonal, and sums, negations, scalings, diagonal updates and
-    symmetric rank-1 updates (``ger(S, x, x)``) of those."""
-    d = defs.get(id(a)) if isinstance(a, Var) and depth and a.type.ndim == 2 else None
-    if d is None or a.shape[0] != a.shape[1]:
+    symmetric rank-1 updates (``ger(S, x, x)``) of those. (What needs no lookup is tested first.)"""
+    shape = a.type.shape if isinstance(a, Var) and depth else None
+    if shape is None or len(shape) != 2 or shape[0] != shape[1]:
         return False
-
-    def sym(x) -> bool:
-        return _symmetric(x, defs, depth - 1)
-
-    if d.prim in (st.add_transpose_p, st.diag_embed_p) or _is_square_eye(d, a):
-        return d.prim is not st.diag_embed_p or d.params["offset"] == 0
-    if d.prim in (la.potri_p, la.syrk_p):
-        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
-    if d.prim is con.dot_general_p:  # x x^T, either side scaled by a literal
-        x, y = ((_scaled(v, defs) or (v,))[0] for v in d.inputs)
-        return x is y and not d.params["dims"].lhs_batch and d.params["dims"].lhs_contract == \
-            d.params["dims"].rhs_contract and x.type.ndim == 2
-    if d.prim in (ew.add_p, ew.sub_p) and _mirrored(*d.inputs, defs):  # r[:, None] + r[None, :]
+    d = defs.get(id(a))
+    if d is None:
+        return False
+    prim = d.prim
+    if prim is st.add_transpose_p:
         return True
-    if d.prim in (ew.neg_p, st.add_diagonal_p) or (d.prim is st.transpose_p and d.params["permutation"] == (1, 0)):
-        return sym(d.inputs[0])
-    if d.prim in _ELEMENTWISE:  # entrywise of symmetric matrices and scalars (exp(-d2 / 2), K * W, ...)
-        return all(isinstance(x, Literal) or x.type.ndim == 0 or sym(x) for x in d.inputs) \
-            and any(isinstance(x, Var) and x.type.ndim == 2 for x in d.inputs)
-    if d.prim is rk.ger_p:
-        return d.inputs[1] is d.inputs[2] and sym(d.inputs[0])
-    if d.prim is st.broadcast_in_dim_p:
+    if prim is st.diag_embed_p:
+        return d.params["offset"] == 0
+    if prim is st.eye_p and d.params["k"] == 0:
+        return True
+    if prim is la.potri_p or prim is la.syrk_p:
+        return a.dtype.kind != "c"  # Hermitian, not symmetric, when complex
+    if prim is con.dot_general_p:  # x x^T, either side scaled by a literal
+        dims = d.params["dims"]
+        if dims.lhs_batch or dims.lhs_contract != dims.rhs_contract:
+            return False
+        u, v = d.inputs
+        x, y = _scaled(u, defs), _scaled(v, defs)
+        x, y = u if x is None else x[0], v if y is None else y[0]
+        return x is y and x.type.ndim == 2
+    if (prim is ew.add_p or prim is ew.sub_p) and _mirrored(*d.inputs, defs):  # r[:, None] + r[None, :]
+        return True
+    if prim is ew.neg_p or prim is st.add_diagonal_p or (prim is st.transpose_p and d.params["permutation"] == (1, 0)):
+        return _symmetric(d.inputs[0], defs, depth - 1)
+    if prim in _ELEMENTWISE:  # entrywise of symmetric matrices and scalars (exp(-d2 / 2), K * W, ...)
+        matrix = False  # (a symmetric operand is a matrix)
+        for x in d.inputs:
+            if isinstance(x, Literal) or not x.type.shape:
+                continue
+            if not _symmetric(x, defs, depth - 1):
+                return False
+            matrix = True
+        return matrix
+    if prim is rk.ger_p:
+        return d.inputs[1] is d.inputs[2] and _symmetric(d.inputs[0], defs, depth - 1)
+    if prim is st.broadcast_in_dim_p:
         return d.inputs[0].type.ndim == 0 if isinstance(d.inputs[0], Var) else True
     return False
 
 
 _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, Primitive))
+# what may define a matrix that ``_symmetric`` finds symmetric (``_symmetry``'s triggers)
+_SYMMETRIC_MAKERS = _ELEMENTWISE | {st.add_transpose_p, st.diag_embed_p, st.eye_p, la.potri_p, la.syrk_p,
+                                    con.dot_general_p, st.add_diagonal_p, st.transpose_p, rk.ger_p,
+                                    st.broadcast_in_dim_p}
 
 
 def _mirrored(x, y, defs: dict[int, Eqn]) -> bool:
@@ -1088,13 +1142,18 @@ def _symmetry(prim, ins, p, out: Var, defs: dict[int, Eqn], fill_of=None):
         return ins[0]
     if prim is red.reduce_sum_p and p["axes"] == (0,) and _symmetric(ins[0], defs):  # column sums are row sums
         return Eqn(prim, ins, (out,), Params({**p, "axes": (1,)}))
-    if prim is con.dot_general_p and not p["dims"].lhs_batch and len(p["dims"].lhs_contract) == 1:
-        dims: con.DotDims = p["dims"]
-        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
-            return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
-        if ins[1].type.ndim == 2 and dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
+    if prim is not con.dot_general_p:
+        return None
+    dims: con.DotDims = p["dims"]
+    if dims.lhs_batch or len(dims.lhs_contract) != 1:
+        return None
+    a, b = ins[0].type.shape, ins[1].type.shape  # (a symmetric matrix is square)
+    if len(a) == 2 and a[0] == a[1] and dims.lhs_contract == (0,) and _symmetric(ins[0], defs):
+        return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims((1,), dims.rhs_contract)}))
+    if len(b) == 2 and b[0] == b[1]:
+        if dims.rhs_contract == (1,) and _symmetric(ins[1], defs):
             return Eqn(prim, ins, (out,), Params({**p, "dims": con.DotDims(dims.lhs_contract, (0,))}))
-        if ins[0].type.ndim == ins[1].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
+        if ins[0].type.ndim == 2 and dims.lhs_contract == (0,) and dims.rhs_contract == (0,) \
                 and ins[0].shape[1] < ins[0].shape[0] and ins[1].type.size >= _SHARED_PRODUCT_MIN \
                 and _symmetric(ins[1], defs):
             # B^T S = (S B)^T for a thin B (the RBF kernel's X): the product S B, which CSE shares
@@ -1112,11 +1171,20 @@ _DIAGONAL_TRIGGERS = {ew.mul_p: _DIAGONAL_MAKERS, ew.add_p: _DIAGONAL_MAKERS, st
                       red.reduce_sum_p: {st.diag_embed_p}}
 _SIGNS_TRIGGERS = {ew.mul_p: {ew.neg_p, _MINUS_ONE}, ew.neg_p: {ew.mul_p},
                    **{prim: {ew.neg_p} for prim in (ew.add_p, ew.sub_p, ew.div_p, *_SAME_SIZE_LINEAR)}}
+# x c1 + x c2 (or x): a scaling; (x c1) c2: a literal and a scaling; a solve of a scaled (or reshaped) operand
+_SCALING_TRIGGERS = {ew.add_p: {ew.mul_p}, ew.mul_p: _literal_and({ew.mul_p}),
+                     **{prim: _at(k, {ew.mul_p, st.reshape_p}) for prim, k in _SOLVES.items()}}
+# what ``outer.outer_rewrite`` looks through (``outer._PRODUCTS``): a broadcast of a broadcast, a product of one,
+# a scaling of one by a literal, a sum of two
+_OUTER_PRODUCTS = {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}
+_OUTER_TRIGGERS = {st.broadcast_in_dim_p: {st.broadcast_in_dim_p}, con.dot_general_p: _OUTER_PRODUCTS,
+                   ew.neg_p: _OUTER_PRODUCTS, ew.mul_p: _literal_and(_OUTER_PRODUCTS),
+                   ew.add_p: _both(_OUTER_PRODUCTS), ew.sub_p: _both(_OUTER_PRODUCTS), st.transpose_p: _OUTER_PRODUCTS}
 _CHAIN = [
     (_identity, {sp.stop_gradient_p}, None),
     (_neutral, set(_NEUTRAL), {ew.mul_p: {_ONE}, ew.add_p: {_ZERO}}),
     (_times_zero, {ew.mul_p}, {_ZERO}),
-    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, {ew.mul_p, st.reshape_p}),  # and x + x (``_visit``)
+    (_scaling, {ew.add_p, ew.mul_p, *_SOLVES}, _SCALING_TRIGGERS),  # and x + x (``_visit``)
     (_scalar_outward, {ew.mul_p}, {ew.mul_p}),
     (_scalar_after_reduction, {con.dot_general_p, red.reduce_sum_p}, {ew.mul_p}),
     (_real_conjugate_transpose, {la.trsm_p, la.trmm_p}, None),
@@ -1126,8 +1194,8 @@ _CHAIN = [
     (_scaled_operand, {con.dot_general_p}, {ew.mul_p}),
     (_transposed_operand, {con.dot_general_p}, {st.transpose_p}),
     (_signs, {ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.neg_p, *_SAME_SIZE_LINEAR}, _SIGNS_TRIGGERS),
-    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, None),
-    (_outer, OUTER_REWRITES, {st.broadcast_in_dim_p, ew.neg_p, ew.mul_p}),  # (``outer._PRODUCTS``)
+    (_symmetry, {st.add_transpose_p, st.transpose_p, con.dot_general_p, red.reduce_sum_p}, _SYMMETRIC_MAKERS),
+    (_outer, OUTER_REWRITES, _OUTER_TRIGGERS),
     (_unit_contraction, {con.dot_general_p}, {st.eye_p, st.diag_embed_p}),
     (_diagonal, {ew.mul_p, ew.add_p, st.diagonal_p, red.reduce_sum_p}, _DIAGONAL_TRIGGERS),
     (_pads, {ew.add_p}, {st.pad_p}),

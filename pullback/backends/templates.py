@@ -47,12 +47,16 @@ _MISSING = object()
 class Template:
     """A rendered statement list with numbered holes: the operands' and results' names, then the fresh ones."""
 
-    __slots__ = ("parts", "fresh", "modules", "empty")
+    __slots__ = ("format", "fresh", "modules", "empty")
 
     def __init__(self, text: str, fresh: list[str], modules: set[str]):
-        self.parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
-        for i in range(1, len(self.parts), 2):
-            self.parts[i] = int(self.parts[i])
+        # a ``str.format`` pattern: filling it is one call (the text's own braces doubled)
+        parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
+        for i in range(0, len(parts), 2):
+            parts[i] = parts[i].replace("{", "{{").replace("}", "}}")
+        for i in range(1, len(parts), 2):
+            parts[i] = "{" + str(int(parts[i])) + "}"
+        self.format = "".join(parts).format
         self.fresh = fresh
         self.modules = modules
         self.empty = not text
@@ -71,9 +75,20 @@ class Templates:
     def key(self, eqn: Eqn, mode) -> tuple:
         """Everything an emitter may read except the names: operands as (first position, type) for
         values (so that ``x * x`` differs from ``x * y``) and as typed values for literals."""
-        first: dict[int, int] = {}
-        ins = tuple([(first.setdefault(id(a), k), a.type) if type(a) is Var else
-                     (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs)])
+        operands = eqn.inputs
+        ins = []
+        for k, a in enumerate(operands):
+            if type(a) is Var:
+                j = k
+                for m in range(k):  # (the first position of a value read twice)
+                    if operands[m] is a:
+                        j = m
+                        break
+                ins.append((j, a.type))
+            else:
+                ins.append((type(a.value), repr(a.value), a.type))
+        outputs = eqn.outputs
+        outs = (outputs[0].type,) if len(outputs) == 1 else tuple([v.type for v in outputs])
         attributes = vars(self.ctx)
         if attributes.keys() != self._attributes:  # the context's attributes, all of its state but its services
             self._attributes = frozenset(attributes)
@@ -82,7 +97,7 @@ class Templates:
                 (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1
                 else operator.attrgetter(*names))
         state = self._state(self.ctx)  # where, reusable, ... all of it
-        return (eqn.prim, eqn.params, ins, tuple([v.type for v in eqn.outputs]), state, mode)
+        return (eqn.prim, eqn.params, tuple(ins), outs, state, mode)
 
     def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the
@@ -120,9 +135,8 @@ class Templates:
 
     def fill(self, template: Template, ins: list[str], outs: list[str]) -> str:
         """The template's text with these names: the operands', the results', then fresh ones drawn now."""
-        names = ins + outs + [self.ctx.fresh(h) for h in template.fresh]
-        self.ctx.modules.update(template.modules)
-        parts = template.parts[:]
-        for i in range(1, len(parts), 2):
-            parts[i] = names[parts[i]]
-        return "".join(parts)
+        if template.modules:
+            self.ctx.modules.update(template.modules)
+        if template.fresh:
+            return template.format(*ins, *outs, *[self.ctx.fresh(h) for h in template.fresh])
+        return template.format(*ins, *outs)

@@ -133,6 +133,8 @@ def scalar_inputs(program: Program) -> list[Var]:
     scalar-safe operations only, into an operation that is not scalar-safe."""
     roots: dict[int, frozenset[int]] = {id(v): frozenset({id(v)}) for v in program.inputs
                                        if not isinstance(v.type, StackType) and v.type.shape == ()}
+    if not roots:  # (no 0-d input: nothing to look for)
+        return []
     needed: set[int] = set()
     for eqn in program.eqns:
         found = [roots[id(a)] for a in eqn.inputs if isinstance(a, Var) and id(a) in roots]
@@ -149,15 +151,18 @@ def scalar_inputs(program: Program) -> list[Var]:
 
 def _last_uses(program: Program) -> dict[int, list[Var]]:
     """Equation index -> the locals whose last use it is (outputs and inputs are kept)."""
-    keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
-    last: dict[int, tuple[int, Var]] = {}
+    # (keyed by the values themselves: a Var hashes by identity)
+    keep = {a for a in program.outputs if type(a) is Var} | set(program.inputs) | set(program.constvars)
+    last: dict[Var, tuple[int, Var]] = {}
+    unread = memory.UNREAD  # the matrix beside its factors is not read (``memory.reads``)
     for i, eqn in enumerate(program.eqns):
-        for a in memory.reads(eqn):  # (the matrix beside its factors is not read: see memory.UNREAD)
-            if isinstance(a, Var) and id(a) not in keep:
-                last[id(a)] = (i, a)
+        skip = unread[eqn.prim] if eqn.prim in unread else None
+        for k, a in enumerate(eqn.inputs):
+            if type(a) is Var and a not in keep and (skip is None or k not in skip):
+                last[a] = (i, a)
         for v in eqn.outputs:  # defined but never used: dead at once
-            if id(v) not in keep:
-                last.setdefault(id(v), (i, v))
+            if v not in keep and v not in last:
+                last[v] = (i, v)
     by_eqn: dict[int, list[Var]] = {}
     for i, v in last.values():
         by_eqn.setdefault(i, []).append(v)
@@ -784,6 +789,11 @@ def _listed_stacks(prog: Program, functional: bool = False) -> set[int]:
     keeps them, not copied into an array preallocated once (a copy per residual per step, whose call
     costs more than the copy at small sizes). Only results that each step makes afresh (see
     ``_made_afresh``), but for a ``functional`` backend's (Dask's arrays are never overwritten)."""
+    for e in prog.eqns:
+        if e.prim is ctrl.scan_p:
+            break
+    else:  # (no loop: no stack)
+        return set()
     only_sliced: dict[int, bool] = {}
     for e in prog.eqns:
         if e.prim is ctrl.scan_p:
@@ -996,9 +1006,11 @@ def opaques(program: Program) -> list[Opaque]:
     def walk(p: Program) -> None:
         for eqn in p.eqns:
             for v in eqn.params.values():
-                params(v)
-            for body in sub_programs(eqn):
-                walk(body)
+                if type(v) is Opaque or type(v) is tuple:
+                    params(v)
+            if eqn.prim in WITH_BODIES:  # (the equations that hold sub-programs)
+                for body in sub_programs(eqn):
+                    walk(body)
 
     walk(program)
     return list(found.values())

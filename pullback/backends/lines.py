@@ -18,6 +18,7 @@ It also reports which modules the code reads, so that an import nothing uses is 
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tokenize
@@ -235,6 +236,8 @@ def _comment(line: str, width: int) -> str:
 def fit(source: str, width: int = WIDTH) -> tuple[str, dict[str, str]]:
     """``source`` with its long lines broken (see the module docstring), and the shortened comments'
     texts -> their full texts (for the map from comments to the user's lines)."""
+    if _longer(width).search(source) is None:  # (most programs: no line to break, the text as it is)
+        return source, {}
     out, shortened = [], {}
     in_docstring = False
     for line in source.splitlines(keepends=True):
@@ -262,5 +265,14 @@ def modules_read(source: str, aliases) -> set[str]:
     """Which of the module ``aliases`` (``np``, ``scipy``) the code of ``source`` reads, as ``alias.``
     outside comment lines: a regular expression over the text, linear and fast on a module of 10^5 lines
     (``tokenize`` takes a second there). Our messages, the only strings, do not name modules."""
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    code = _COMMENT_LINE.sub("", source)  # (one pass of the regular expression engine, not a call per line)
     return {a for a in aliases if re.search(r"(?<![\w.])" + re.escape(a) + r"\.", code)}
+
+
+_COMMENT_LINE = re.compile(r"^[^\S\n]*#[^\n]*$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=8)
+def _longer(width: int) -> re.Pattern:
+    """A line longer than ``width`` characters."""
+    return re.compile(rf"[^\n]{{{width + 1}}}")

@@ -210,6 +210,11 @@ def vector_solves(program, ctx: Context):
         return e.prim is la.trsm_p and e.params["left"] and e.params.get("alpha", 1.0) == 1.0 and e.inputs[
             0].type.ndim == 2
 
+    for e in program.eqns:
+        if e.prim is la.trsm_p:
+            break
+    else:  # (no triangular solve: nothing to change)
+        return program
     defs: dict[int, Eqn] = {}
     readers: dict[int, list[tuple[Eqn, int]]] = {}
     for e in program.eqns:

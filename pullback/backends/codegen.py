@@ -235,6 +235,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fortran: set[int] = set()  # ids of the locals known to be F-ordered (see ``layout``)
     free: set[int] = set()  # ids of branches' inputs whose operands die with the branch (see ``memory.plan``)
     order_rules = getattr(backend, "FORTRAN", {})
+    elementwise_order = layout.elementwise
     optional = getattr(backend, "OPTIONAL_RESULTS", {})
 
     def templated(eqn: Eqn, k: int | None) -> str | None:
@@ -308,7 +309,9 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
                 dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
             k = _in_place_operand(eqn, ctx.reusable, backend) if ctx.reusable else None
-            if k is not None or eqn.prim in order_rules:  # (else no result of it is F-ordered)
+            # (no rule, or an elementwise one with no F-ordered operand: no result of it is F-ordered)
+            if k is not None or eqn.prim in order_rules and (
+                    ctx.fortran or order_rules[eqn.prim] is not elementwise_order):
                 layout.record(eqn, order_rules, ctx.fortran, k, fortran)
             printer = _NESTED.get(eqn.prim)
             # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`

@@ -57,30 +57,31 @@ def runs(program: Program, member: Callable[[Eqn, dict], bool], emit: Callable[[
     group per shape; an equation reading a value computed from its shape's group outside it starts a new one."""
     out: list = []
     groups: dict[tuple[int, ...], Group] = {}  # the open groups, one per shape
-    owner: dict[int, Group] = {}  # the open group each value is defined in or computed from
+    # the open group each value is defined in or computed from (keyed by the value: a Var hashes by identity)
+    owner: dict[Var, Group] = {}
 
     def close(group: Group) -> None:
         emit(group, out)
         out.extend(group.deferred)
         del groups[group.shape]
-        for k in group.defined | group.tainted:
-            del owner[k]
+        for eqns in (group.eqns, group.deferred):  # (the values ``join`` gave it)
+            for e in eqns:
+                for v in e.outputs:
+                    del owner[v]
 
     def join(group: Group, eqn: Eqn, into: list[Eqn], made: set[int]) -> None:
         into.append(eqn)
         for v in eqn.outputs:
-            k = id(v)
-            made.add(k)
-            owner[k] = group
+            made.add(id(v))
+            owner[v] = group
 
     for eqn in program.eqns:
-        # the open groups it reads, each once, in the order it reads them (a literal's id is in no group:
-        # the program holds its values and literals alike, so no id is shared)
-        involved: list[Group] = []
+        involved: list[Group] = []  # the open groups it reads, each once, in the order it reads them
         for a in eqn.inputs:
-            g = owner.get(id(a))
-            if g is not None and g not in involved:
-                involved.append(g)
+            if type(a) is Var:
+                g = owner.get(a)
+                if g is not None and g not in involved:
+                    involved.append(g)
         # (a reduction ends, and an equation waits for, a group it reads: none where it reads none)
         end = ends(eqn, owner) if ends is not None and involved else None
         wait = waits(eqn, involved) if waits is not None and involved else None

@@ -209,7 +209,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
         if eqn.prim not in REDUCTIONS:
             return None
         x = eqn.inputs[0]
-        end = owner.get(id(x)) if type(x) is Var else None
+        end = owner.get(x) if type(x) is Var else None  # (``runs`` keys its values by themselves)
         kinds = "fc" if eqn.prim is red.reduce_sum_p else "f"
         return end if end is not None and id(x) in end.defined and np.dtype(x.dtype).kind in kinds else None
 

@@ -144,7 +144,7 @@ def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
 
 def operations(eqns: list[Eqn]) -> int:
     """The operations of a chain (views aside: they print as indices)."""
-    return sum(e.prim not in VIEWS for e in eqns)
+    return len([e for e in eqns if e.prim not in VIEWS])
 
 
 def costs(group: Group) -> tuple[float, float]:
@@ -171,11 +171,12 @@ def costs(group: Group) -> tuple[float, float]:
 
 def worth_compiling(group: Group, mode: str) -> bool:
     """``auto``'s choice, by the cost model (``costs``); ``numba``: any chain of two operations."""
-    if math.prod(group.shape) == 0 or operations(group.eqns) < 2:
+    n = operations(group.eqns)
+    if math.prod(group.shape) == 0 or n < 2:
         return False
     if mode == "numba":
         return True
-    if operations(group.eqns) > AUTO_MAX_OPERATIONS:
+    if n > AUTO_MAX_OPERATIONS:
         return False
     numpy_us, numba_us = costs(group)
     return numpy_us - numba_us >= max(AUTO_MIN_SAVED_US, 0.2 * numpy_us)
@@ -237,13 +238,15 @@ def _waits(eqn: Eqn, involved: list[Group]) -> Group | None:
     ``total_7 * exp`` of 3 x 8 after the loop over 5000 x 3 x 8 that sums ``total_7``), which stays open
     for the operations and reductions that follow; the smaller groups it reads are printed first."""
     out = eqn.outputs[0].type
-    others = [g for g in involved if g.shape != out.shape]  # (a group of its own shape is no larger)
-    if not others:
+    for g in involved:
+        if g.shape != out.shape:
+            break
+    else:  # (only groups of its own shape, none larger)
         return None
     size = out.size
     if size > WAIT_MAX_ELEMENTS:
         return None
-    larger = [g for g in others if math.prod(g.shape) > size]
+    larger = [g for g in involved if g.shape != out.shape and math.prod(g.shape) > size]
     return larger[0] if len(larger) == 1 else None
 
 

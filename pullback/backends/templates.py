@@ -70,6 +70,7 @@ class Templates:
         self._cache: dict[tuple, Template | None] = {}
         self.built = 0  # kinds emitted through libcst, for tests
         self._attributes: frozenset[str] | None = None  # the context's attributes when ``_state`` was made
+        self._keys = vars(ctx).keys()  # (a live view of its attributes' names)
         self._state: Callable = tuple
 
     def key(self, eqn: Eqn, mode) -> tuple:
@@ -89,8 +90,8 @@ class Templates:
                 ins.append((type(a.value), repr(a.value), a.type))
         outputs = eqn.outputs
         outs = (outputs[0].type,) if len(outputs) == 1 else tuple([v.type for v in outputs])
-        attributes = vars(self.ctx)
-        if attributes.keys() != self._attributes:  # the context's attributes, all of its state but its services
+        if self._keys != self._attributes:  # the context's attributes, all of its state but its services
+            attributes = vars(self.ctx)
             self._attributes = frozenset(attributes)
             names = [k for k in attributes if k not in _NOT_STATE]
             self._state = (lambda c: ()) if not names else (

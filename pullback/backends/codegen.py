@@ -11,6 +11,7 @@ changes to them are seen.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -196,7 +197,7 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[
             if isinstance(t, StackType):
                 chosen.append(v)
                 continue
-            size = t.size * t.dtype.itemsize
+            size = math.prod(t.shape) * t.dtype.itemsize
             if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > budget:
                 chosen.append(v)
             else:

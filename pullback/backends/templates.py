@@ -29,6 +29,7 @@ import libcst as cst
 from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.ir.core import Eqn, Var
+from pullback.ir.types import ArrayType
 
 # the context's services, not what an emitter decides by (``objects``: fixed for the function, and
 # an object is in the params by identity; ``helpers``: what compiled loops call, printed without templates)
@@ -42,6 +43,12 @@ def _hole(k: int) -> str:
 
 
 _MISSING = object()
+
+
+def _typed(t):
+    """An array type as the key holds it: (shape, dtype), equal exactly when the types are, and hashed
+    without a call of Python (other types, a loop's stacks, as they are)."""
+    return (t.shape, t.dtype) if type(t) is ArrayType else t
 
 
 class Template:
@@ -85,11 +92,16 @@ class Templates:
                     if operands[m] is a:
                         j = m
                         break
-                ins.append((j, a.type))
+                t = a.type  # (an array type as (shape, dtype): equal exactly when the types are, hashed in C)
+                ins.append((j, (t.shape, t.dtype) if type(t) is ArrayType else t))
             else:
-                ins.append((type(a.value), repr(a.value), a.type))
+                ins.append((type(a.value), repr(a.value), _typed(a.type)))
         outputs = eqn.outputs
-        outs = (outputs[0].type,) if len(outputs) == 1 else tuple([v.type for v in outputs])
+        if len(outputs) == 1 and type(outputs[0].type) is ArrayType:
+            t = outputs[0].type
+            outs = ((t.shape, t.dtype),)
+        else:
+            outs = tuple([_typed(v.type) for v in outputs])
         if self._keys != self._attributes:  # the context's attributes, all of its state but its services
             attributes = vars(self.ctx)
             self._attributes = frozenset(attributes)

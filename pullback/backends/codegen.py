@@ -11,6 +11,7 @@ changes to them are seen.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -65,6 +66,8 @@ def _temp_name(prim: Primitive) -> str:
 def _temp_hint(eqn: Eqn, namer: Namer) -> str:
     """The name of an unnamed result: after its operand for a transpose (``B_T``) and for an entry read at
     fixed indices (``u_0`` for ``u[0]``), else after its operation."""
+    if eqn.prim is not st.transpose_p and eqn.prim is not ix.gather_p:
+        return TEMP_HINTS.get(eqn.prim, eqn.prim.name)
     a = eqn.inputs[0] if eqn.inputs else None
     if isinstance(a, Var) and a in namer:
         if eqn.prim is st.transpose_p and eqn.outputs[0].type.ndim == 2:
@@ -132,6 +135,8 @@ def scalar_inputs(program: Program) -> list[Var]:
     scalar-safe operations only, into an operation that is not scalar-safe."""
     roots: dict[int, frozenset[int]] = {id(v): frozenset({id(v)}) for v in program.inputs
                                        if not isinstance(v.type, StackType) and v.type.shape == ()}
+    if not roots:  # (no 0-d input: nothing to look for)
+        return []
     needed: set[int] = set()
     for eqn in program.eqns:
         found = [roots[id(a)] for a in eqn.inputs if isinstance(a, Var) and id(a) in roots]
@@ -148,15 +153,18 @@ def scalar_inputs(program: Program) -> list[Var]:
 
 def _last_uses(program: Program) -> dict[int, list[Var]]:
     """Equation index -> the locals whose last use it is (outputs and inputs are kept)."""
-    keep = {id(a) for a in program.outputs} | {id(v) for v in program.inputs} | {id(v) for v in program.constvars}
-    last: dict[int, tuple[int, Var]] = {}
+    # (keyed by the values themselves: a Var hashes by identity)
+    keep = {a for a in program.outputs if type(a) is Var} | set(program.inputs) | set(program.constvars)
+    last: dict[Var, tuple[int, Var]] = {}
+    unread = memory.UNREAD  # the matrix beside its factors is not read (``memory.reads``)
     for i, eqn in enumerate(program.eqns):
-        for a in memory.reads(eqn):  # (the matrix beside its factors is not read: see memory.UNREAD)
-            if isinstance(a, Var) and id(a) not in keep:
-                last[id(a)] = (i, a)
+        skip = unread[eqn.prim] if eqn.prim in unread else None
+        for k, a in enumerate(eqn.inputs):
+            if type(a) is Var and a not in keep and (skip is None or k not in skip):
+                last[a] = (i, a)
         for v in eqn.outputs:  # defined but never used: dead at once
-            if id(v) not in keep:
-                last.setdefault(id(v), (i, v))
+            if v not in keep and v not in last:
+                last[v] = (i, v)
     by_eqn: dict[int, list[Var]] = {}
     for i, v in last.values():
         by_eqn.setdefault(i, []).append(v)
@@ -190,7 +198,7 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[
             if isinstance(t, StackType):
                 chosen.append(v)
                 continue
-            size = t.size * t.dtype.itemsize
+            size = math.prod(t.shape) * t.dtype.itemsize
             if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > budget:
                 chosen.append(v)
             else:
@@ -229,6 +237,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     fortran: set[int] = set()  # ids of the locals known to be F-ordered (see ``layout``)
     free: set[int] = set()  # ids of branches' inputs whose operands die with the branch (see ``memory.plan``)
     order_rules = getattr(backend, "FORTRAN", {})
+    elementwise_order = layout.elementwise
     optional = getattr(backend, "OPTIONAL_RESULTS", {})
 
     def templated(eqn: Eqn, k: int | None) -> str | None:
@@ -244,12 +253,16 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         if template is None:
             return None
         ins = namer.operands(eqn.inputs)
-        if k is None:
-            fallback = _temp_hint(eqn, namer)
-            hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(eqn.outputs))
-            outs = [namer.name(v, v.hint, h) for v, h in zip(eqn.outputs, hints)]
+        outputs = eqn.outputs
+        if k is not None:
+            outs = [namer[v] for v in outputs]
+        elif len(outputs) == 1 and eqn.prim not in OUTPUT_HINTS:
+            v = outputs[0]
+            outs = [namer.name(v, v.hint, _temp_hint(eqn, namer))]
         else:
-            outs = [namer[v] for v in eqn.outputs]
+            fallback = _temp_hint(eqn, namer)
+            hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(outputs))
+            outs = [namer.name(v, v.hint, h) for v, h in zip(outputs, hints)]
         return templates.fill(template, ins, outs)
 
     def block(prog: Program, text: bool = False, plain: bool = False) -> list[cst.BaseStatement | str]:
@@ -282,19 +295,26 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim not in _NESTED:
                 hint = _temp_name(prog.eqns[i].prim)
                 namer.unused(outs[0], outs[0].hint or hint, hint)
+        source: Any = _MISSING
         for i, eqn in enumerate(prog.eqns):
-            said = comments.get(eqn.source)
-            if said is None:
-                said = comments[eqn.source] = (_where(eqn.source), _comment(eqn.source))
-            ctx.where, comment = said
-            ctx.reusable = reuse.get(i, frozenset())
-            ctx.fortran = layout.operands(eqn, fortran)
-            ctx.unused = unused_results(eqn, last.get(i, ()))
-            if dels and ctx.unused & optional.get(eqn.prim, frozenset()):  # left unassigned by the emitter: no del
+            if eqn.source is not source:  # (the user's line: its comment and place made once per line)
+                source = eqn.source
+                said = comments.get(source)
+                if said is None:
+                    said = comments[source] = (_where(source), _comment(source))
+                where, comment = said
+            ctx.where = where  # (a nested block sets it for its own equations)
+            ctx.reusable = reuse.get(i, _NO_POSITIONS) if reuse else _NO_POSITIONS
+            ctx.fortran = layout.operands(eqn, fortran) if fortran else layout.NONE
+            ctx.unused = unused_results(eqn, last[i]) if i in last else _NO_POSITIONS
+            if dels and ctx.unused and ctx.unused & optional.get(eqn.prim, _NO_POSITIONS):  # unassigned: no del
                 skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
                 dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
-            k = _in_place_operand(eqn, ctx.reusable, backend)
-            layout.record(eqn, order_rules, ctx.fortran, k, fortran)
+            k = _in_place_operand(eqn, ctx.reusable, backend) if ctx.reusable else None
+            # (no rule, or an elementwise one with no F-ordered operand: no result of it is F-ordered)
+            if k is not None or eqn.prim in order_rules and (
+                    ctx.fortran or order_rules[eqn.prim] is not elementwise_order):
+                layout.record(eqn, order_rules, ctx.fortran, k, fortran)
             printer = _NESTED.get(eqn.prim)
             # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
             returned_update = (k is not None and printer is None and id(eqn.outputs[0]) in returned
@@ -310,10 +330,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     last_comment[0] = comment[1]
                     piece = render.INDENT + comment[0] + "\n" + piece
                 stmts_out.append(piece)
-                if dead.get(i):
+                if i in dead and dead[i]:
                     named = {namer[v] for v in eqn.outputs if v in namer}
                     dead[i] = [v for v in dead[i] if namer[v] not in named]
-                if dead.get(i):
+                if i in dead and dead[i]:
                     stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
                 continue
             ins = [expr(a) for a in eqn.inputs]
@@ -774,6 +794,11 @@ def _listed_stacks(prog: Program, functional: bool = False) -> set[int]:
     keeps them, not copied into an array preallocated once (a copy per residual per step, whose call
     costs more than the copy at small sizes). Only results that each step makes afresh (see
     ``_made_afresh``), but for a ``functional`` backend's (Dask's arrays are never overwritten)."""
+    for e in prog.eqns:
+        if e.prim is ctrl.scan_p:
+            break
+    else:  # (no loop: no stack)
+        return set()
     only_sliced: dict[int, bool] = {}
     for e in prog.eqns:
         if e.prim is ctrl.scan_p:
@@ -986,9 +1011,11 @@ def opaques(program: Program) -> list[Opaque]:
     def walk(p: Program) -> None:
         for eqn in p.eqns:
             for v in eqn.params.values():
-                params(v)
-            for body in sub_programs(eqn):
-                walk(body)
+                if type(v) is Opaque or type(v) is tuple:
+                    params(v)
+            if eqn.prim in WITH_BODIES:  # (the equations that hold sub-programs)
+                for body in sub_programs(eqn):
+                    walk(body)
 
     walk(program)
     return list(found.values())
@@ -1045,14 +1072,18 @@ def _operands_of_bodies(eqn: Eqn) -> list[tuple[Program, int, int]]:
 
 
 _NO_POSITIONS: frozenset[int] = frozenset()
+_FIRST: frozenset[int] = frozenset({0})
+_MISSING = object()
 
 
 def unused_results(eqn: Eqn, dead_here) -> frozenset[int]:
     """Positions of the equation's results that nothing reads (dead where they are made)."""
     if not dead_here:
         return _NO_POSITIONS
-    here = {id(v) for v in dead_here}
-    return frozenset(k for k, v in enumerate(eqn.outputs) if id(v) in here)
+    outputs = eqn.outputs
+    if len(outputs) == 1:  # (values compare by identity)
+        return _FIRST if outputs[0] in dead_here else _NO_POSITIONS
+    return frozenset([k for k, v in enumerate(outputs) if v in dead_here])
 
 
 def _elementwise_update(eqn: Eqn, backend: ModuleType) -> bool:

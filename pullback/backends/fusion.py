@@ -57,36 +57,47 @@ def runs(program: Program, member: Callable[[Eqn, dict], bool], emit: Callable[[
     group per shape; an equation reading a value computed from its shape's group outside it starts a new one."""
     out: list = []
     groups: dict[tuple[int, ...], Group] = {}  # the open groups, one per shape
-    owner: dict[int, Group] = {}  # the open group each value is defined in or computed from
+    # the open group each value is defined in or computed from (keyed by the value: a Var hashes by identity)
+    owner: dict[Var, Group] = {}
 
     def close(group: Group) -> None:
         emit(group, out)
         out.extend(group.deferred)
         del groups[group.shape]
-        for k in group.defined | group.tainted:
-            del owner[k]
+        for eqns in (group.eqns, group.deferred):  # (the values ``join`` gave it)
+            for e in eqns:
+                for v in e.outputs:
+                    del owner[v]
 
     def join(group: Group, eqn: Eqn, into: list[Eqn], made: set[int]) -> None:
         into.append(eqn)
-        made.update(id(v) for v in eqn.outputs)
-        owner.update((id(v), group) for v in eqn.outputs)
+        for v in eqn.outputs:
+            made.add(id(v))
+            owner[v] = group
 
     for eqn in program.eqns:
-        reads = {id(a) for a in eqn.inputs if isinstance(a, Var)}
-        involved = list({id(g): g for a in eqn.inputs if (g := owner.get(id(a))) is not None}.values())
-        end = ends(eqn, owner) if ends is not None else None
-        wait = waits(eqn, involved) if waits is not None else None
+        involved: list[Group] = []  # the open groups it reads, each once, in the order it reads them
+        for a in eqn.inputs:
+            if type(a) is Var:
+                g = owner.get(a)
+                if g is not None and g not in involved:
+                    involved.append(g)
+        # (a reduction ends, and an equation waits for, a group it reads: none where it reads none)
+        end = ends(eqn, owner) if ends is not None and involved else None
+        wait = waits(eqn, involved) if waits is not None and involved else None
         if end is not None:  # the reduction ends its operand's group
             join(end, eqn, end.eqns, end.reduced)
             end.tainted.update(id(v) for v in eqn.outputs)
         elif member(eqn, groups) and wait is None:
-            group = groups.get(eqn.outputs[0].shape)
-            stale = group is not None and bool(reads & group.tainted)
+            shape = eqn.outputs[0].type.shape
+            group = groups.get(shape)
+            stale = group is not None and bool(group.tainted) and any(
+                id(a) in group.tainted for a in eqn.inputs if type(a) is Var)
             for g in involved:  # what it reads of other groups (or computed from its own) is printed first
                 if g is not group or stale:
                     close(g)
             if group is None or stale:
-                group = groups[eqn.outputs[0].shape] = Group(eqn.outputs[0].shape)
+                group = groups[shape] = Group(shape)
             join(group, eqn, group.eqns, group.defined)
         elif wait is not None or len(involved) == 1:  # reads one group (or waits for one): after its kernel
             group = wait or involved[0]

@@ -18,6 +18,8 @@ It also reports which modules the code reads, so that an import nothing uses is 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import io
 import re
 import tokenize
@@ -235,6 +237,10 @@ def _comment(line: str, width: int) -> str:
 def fit(source: str, width: int = WIDTH) -> tuple[str, dict[str, str]]:
     """``source`` with its long lines broken (see the module docstring), and the shortened comments'
     texts -> their full texts (for the map from comments to the user's lines)."""
+    if _longer(width).search(source) is None:  # (most programs: no line to break, the text as it is)
+        return source, {}
+    if _OTHER_BREAKS.search(source) is None:  # lines end in "\n" only: visit the long lines alone
+        return _fit_long_lines(source, width)
     out, shortened = [], {}
     in_docstring = False
     for line in source.splitlines(keepends=True):
@@ -258,9 +264,54 @@ def fit(source: str, width: int = WIDTH) -> tuple[str, dict[str, str]]:
     return "".join(out), shortened
 
 
+def _fit_long_lines(source: str, width: int) -> tuple[str, dict[str, str]]:
+    """``fit`` of a text whose lines end in "\n" only, visiting only its lines longer than ``width``: one
+    inside a docstring (after an odd number of triple quotes) or holding an odd number of them stays."""
+    quotes = [m.start() for m in re.finditer('"""', source)]
+    out, shortened, done = [], {}, 0
+    for m in _long_line(width).finditer(source):
+        start, end = m.span()
+        body = m.group()
+        if bisect.bisect_left(quotes, start) % 2 or body.count('"""') % 2:
+            continue
+        out.append(source[done:start])
+        stripped = body.lstrip(" ")
+        indent = body[: len(body) - len(stripped)]
+        if stripped.startswith("#"):
+            short = _comment(body, width)
+            shortened[short.strip()] = stripped
+            out.append(short)
+        else:
+            out.append("\n".join(_split(stripped, indent, width)))
+        if end == len(source):  # (``fit`` ends every line it breaks with "\n")
+            out.append("\n")
+        done = end
+    out.append(source[done:])
+    return "".join(out), shortened
+
+
 def modules_read(source: str, aliases) -> set[str]:
     """Which of the module ``aliases`` (``np``, ``scipy``) the code of ``source`` reads, as ``alias.``
     outside comment lines: a regular expression over the text, linear and fast on a module of 10^5 lines
     (``tokenize`` takes a second there). Our messages, the only strings, do not name modules."""
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    code = _COMMENT_LINE.sub("", source)  # (one pass of the regular expression engine, not a call per line)
     return {a for a in aliases if re.search(r"(?<![\w.])" + re.escape(a) + r"\.", code)}
+
+
+_COMMENT_LINE = re.compile(r"^[^\S\n]*#[^\n]*$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=8)
+def _longer(width: int) -> re.Pattern:
+    """A line longer than ``width`` characters."""
+    return re.compile(rf"[^\n]{{{width + 1}}}")
+
+
+@functools.lru_cache(maxsize=8)
+def _long_line(width: int) -> re.Pattern:
+    """A whole line longer than ``width`` characters (its "\n" aside)."""
+    return re.compile(rf"^[^\n]{{{width + 1},}}$", re.MULTILINE)
+
+
+# the line boundaries of ``str.splitlines`` but "\n"
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")

@@ -95,26 +95,32 @@ AUTO_MAX_OPERATIONS = 64
 WAIT_MAX_ELEMENTS = 256
 
 
+# the functions Numba computes over twice NumPy's time
+_SLOW = frozenset(p for p, ns in _NUMBA_NS.items() if ns > 2 * _NUMPY_NS.get(p, _NUMPY_PASS_NS))
+
+
 def _dtypes_ok(eqn: Eqn) -> bool:
     """Floating and complex operands (bool for a select's predicate), results of those or bool."""
     for k, a in enumerate(eqn.inputs):
-        kind = np.dtype(a.dtype).kind if isinstance(a, Var) else None
-        if kind is None:
+        if type(a) is not Var:
             continue
+        kind = a.type.dtype.kind  # (types hold canonical NumPy dtypes)
         if kind == "b" and not (eqn.prim is ew.select_p and k == 0):
             return False
         if kind not in "fcb" or (kind == "c" and eqn.prim in _REAL_ONLY):
             return False
-    return all(np.dtype(v.dtype).kind in "fcb" for v in eqn.outputs)
+    for v in eqn.outputs:
+        if v.type.dtype.kind not in "fcb":
+            return False
+    return True
 
 
 def elementwise(eqn: Eqn, mode: str) -> bool:
     """Whether ``eqn`` may be an operation of a chain (of its result's shape) under ``mode``."""
     out = eqn.outputs[0].type
-    if eqn.prim not in SPELLED or out.ndim == 0 or not _dtypes_ok(eqn):
+    if eqn.prim not in SPELLED or not out.shape or not _dtypes_ok(eqn):
         return False
-    slow = _NUMBA_NS.get(eqn.prim, 0.0) > 2 * _NUMPY_NS.get(eqn.prim, _NUMPY_PASS_NS)
-    return not (mode == "auto" and slow and out.size > AUTO_MAX_TRANSCENDENTAL)
+    return not (mode == "auto" and eqn.prim in _SLOW and out.size > AUTO_MAX_TRANSCENDENTAL)
 
 
 def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
@@ -138,7 +144,7 @@ def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
 
 def operations(eqns: list[Eqn]) -> int:
     """The operations of a chain (views aside: they print as indices)."""
-    return sum(e.prim not in VIEWS for e in eqns)
+    return len([e for e in eqns if e.prim not in VIEWS])
 
 
 def costs(group: Group) -> tuple[float, float]:
@@ -165,11 +171,12 @@ def costs(group: Group) -> tuple[float, float]:
 
 def worth_compiling(group: Group, mode: str) -> bool:
     """``auto``'s choice, by the cost model (``costs``); ``numba``: any chain of two operations."""
-    if math.prod(group.shape) == 0 or operations(group.eqns) < 2:
+    n = operations(group.eqns)
+    if math.prod(group.shape) == 0 or n < 2:
         return False
     if mode == "numba":
         return True
-    if operations(group.eqns) > AUTO_MAX_OPERATIONS:
+    if n > AUTO_MAX_OPERATIONS:
         return False
     numpy_us, numba_us = costs(group)
     return numpy_us - numba_us >= max(AUTO_MIN_SAVED_US, 0.2 * numpy_us)
@@ -180,8 +187,6 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     equation, and under ``"numba"`` notes of the elementwise operations that stay NumPy."""
     if mode == "numpy":
         return program, []
-    consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
-    consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
     chosen: list[tuple[float, int, Group]] = []  # the model's saving a call, where in ``out``, the chain
 
     def emit(group: Group, out: list) -> None:
@@ -202,8 +207,10 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
 
     def ends(eqn: Eqn, owner: dict) -> Group | None:
         """The group a sum or a max of its value ends (a float's, or a complex's sum)."""
-        x = eqn.inputs[0] if eqn.inputs else None
-        end = owner.get(id(x)) if eqn.prim in REDUCTIONS and isinstance(x, Var) else None
+        if eqn.prim not in REDUCTIONS:
+            return None
+        x = eqn.inputs[0]
+        end = owner.get(x) if type(x) is Var else None  # (``runs`` keys its values by themselves)
         kinds = "fc" if eqn.prim is red.reduce_sum_p else "f"
         return end if end is not None and id(x) in end.defined and np.dtype(x.dtype).kind in kinds else None
 
@@ -213,6 +220,8 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
     if not kept or (mode == "auto" and sum(c[0] for c in kept) < AUTO_MIN_PROGRAM_SAVED_US):
         return program, notes
     compiled = {k for _, k, _ in kept}
+    consumers = Counter(id(a) for e in program.eqns for a in e.inputs if isinstance(a, Var))
+    consumers.update(id(a) for a in program.outputs if isinstance(a, Var))
     eqns: list[Eqn] = []
     for k, e in enumerate(out):
         if isinstance(e, Group):
@@ -228,9 +237,17 @@ def _waits(eqn: Eqn, involved: list[Group]) -> Group | None:
     equation reads, if any: the equation is printed as NumPy after that group's loop (a gradient's
     ``total_7 * exp`` of 3 x 8 after the loop over 5000 x 3 x 8 that sums ``total_7``), which stays open
     for the operations and reductions that follow; the smaller groups it reads are printed first."""
-    size = eqn.outputs[0].type.size
-    larger = [g for g in involved if math.prod(g.shape) > size]
-    return larger[0] if len(larger) == 1 and size <= WAIT_MAX_ELEMENTS else None
+    out = eqn.outputs[0].type
+    for g in involved:
+        if g.shape != out.shape:
+            break
+    else:  # (only groups of its own shape, none larger)
+        return None
+    size = out.size
+    if size > WAIT_MAX_ELEMENTS:
+        return None
+    larger = [g for g in involved if g.shape != out.shape and math.prod(g.shape) > size]
+    return larger[0] if len(larger) == 1 else None
 
 
 def _notes(program: Program, mode: str) -> list[str]:

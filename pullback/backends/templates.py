@@ -29,6 +29,7 @@ import libcst as cst
 from pullback.backends import render
 from pullback.backends import syntax as s
 from pullback.ir.core import Eqn, Var
+from pullback.ir.types import ArrayType
 
 # the context's services, not what an emitter decides by (``objects``: fixed for the function, and
 # an object is in the params by identity; ``helpers``: what compiled loops call, printed without templates)
@@ -44,15 +45,25 @@ def _hole(k: int) -> str:
 _MISSING = object()
 
 
+def _typed(t):
+    """An array type as the key holds it: (shape, dtype), equal exactly when the types are, and hashed
+    without a call of Python (other types, a loop's stacks, as they are)."""
+    return (t.shape, t.dtype) if type(t) is ArrayType else t
+
+
 class Template:
     """A rendered statement list with numbered holes: the operands' and results' names, then the fresh ones."""
 
-    __slots__ = ("parts", "fresh", "modules", "empty")
+    __slots__ = ("format", "fresh", "modules", "empty")
 
     def __init__(self, text: str, fresh: list[str], modules: set[str]):
-        self.parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
-        for i in range(1, len(self.parts), 2):
-            self.parts[i] = int(self.parts[i])
+        # a ``str.format`` pattern: filling it is one call (the text's own braces doubled)
+        parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
+        for i in range(0, len(parts), 2):
+            parts[i] = parts[i].replace("{", "{{").replace("}", "}}")
+        for i in range(1, len(parts), 2):
+            parts[i] = "{" + str(int(parts[i])) + "}"
+        self.format = "".join(parts).format
         self.fresh = fresh
         self.modules = modules
         self.empty = not text
@@ -66,23 +77,40 @@ class Templates:
         self._cache: dict[tuple, Template | None] = {}
         self.built = 0  # kinds emitted through libcst, for tests
         self._attributes: frozenset[str] | None = None  # the context's attributes when ``_state`` was made
+        self._keys = vars(ctx).keys()  # (a live view of its attributes' names)
         self._state: Callable = tuple
 
     def key(self, eqn: Eqn, mode) -> tuple:
         """Everything an emitter may read except the names: operands as (first position, type) for
         values (so that ``x * x`` differs from ``x * y``) and as typed values for literals."""
-        first: dict[int, int] = {}
-        ins = tuple([(first.setdefault(id(a), k), a.type) if type(a) is Var else
-                     (type(a.value), repr(a.value), a.type) for k, a in enumerate(eqn.inputs)])
-        attributes = vars(self.ctx)
-        if attributes.keys() != self._attributes:  # the context's attributes, all of its state but its services
+        operands = eqn.inputs
+        ins = []
+        for k, a in enumerate(operands):
+            if type(a) is Var:
+                j = k
+                for m in range(k):  # (the first position of a value read twice)
+                    if operands[m] is a:
+                        j = m
+                        break
+                t = a.type  # (an array type as (shape, dtype): equal exactly when the types are, hashed in C)
+                ins.append((j, (t.shape, t.dtype) if type(t) is ArrayType else t))
+            else:
+                ins.append((type(a.value), repr(a.value), _typed(a.type)))
+        outputs = eqn.outputs
+        if len(outputs) == 1 and type(outputs[0].type) is ArrayType:
+            t = outputs[0].type
+            outs = ((t.shape, t.dtype),)
+        else:
+            outs = tuple([_typed(v.type) for v in outputs])
+        if self._keys != self._attributes:  # the context's attributes, all of its state but its services
+            attributes = vars(self.ctx)
             self._attributes = frozenset(attributes)
             names = [k for k in attributes if k not in _NOT_STATE]
             self._state = (lambda c: ()) if not names else (
                 (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1
                 else operator.attrgetter(*names))
         state = self._state(self.ctx)  # where, reusable, ... all of it
-        return (eqn.prim, eqn.params, ins, tuple([v.type for v in eqn.outputs]), state, mode)
+        return (eqn.prim, eqn.params, tuple(ins), outs, state, mode)
 
     def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the
@@ -120,9 +148,8 @@ class Templates:
 
     def fill(self, template: Template, ins: list[str], outs: list[str]) -> str:
         """The template's text with these names: the operands', the results', then fresh ones drawn now."""
-        names = ins + outs + [self.ctx.fresh(h) for h in template.fresh]
-        self.ctx.modules.update(template.modules)
-        parts = template.parts[:]
-        for i in range(1, len(parts), 2):
-            parts[i] = names[parts[i]]
-        return "".join(parts)
+        if template.modules:
+            self.ctx.modules.update(template.modules)
+        if template.fresh:
+            return template.format(*ins, *outs, *[self.ctx.fresh(h) for h in template.fresh])
+        return template.format(*ins, *outs)

@@ -60,7 +60,7 @@ class Namer:
     def fresh(self, hint: str, fallback: str = "t") -> str:
         """``base`` if free, else ``base_i`` for the least free ``i``. Names are never released, so
         the suffixes below ``_next[base]`` stay taken: probing resumes there, linear in all."""
-        base = sanitize(hint, fallback)
+        base = _SANITIZED.get((hint, fallback)) or sanitize(hint, fallback)
         name, i = base, self._next.get(base, 1)
         self.probes += 1
         while name in self._taken:

@@ -210,17 +210,23 @@ def vector_solves(program, ctx: Context):
         return e.prim is la.trsm_p and e.params["left"] and e.params.get("alpha", 1.0) == 1.0 and e.inputs[
             0].type.ndim == 2
 
-    defs: dict[int, Eqn] = {}
+    returned = {id(a) for a in program.outputs}
+    defs: dict[int, Eqn] = {}  # the columns that may go -> the equation making each
+    for e in program.eqns:
+        if e.prim is not st.reshape_p and e.prim is not la.trsm_p:  # (the trigger: most equations are neither)
+            continue
+        out = e.outputs[0]
+        if column(out) and id(out) not in returned and (
+                (e.prim is st.reshape_p and e.inputs[0].type.ndim == 1) or solve(e)):
+            defs[id(out)] = e
+    if not any(solve(d) for d in defs.values()):  # (no column solved: nothing to change)
+        return program
+    cols = set(defs)
     readers: dict[int, list[tuple[Eqn, int]]] = {}
     for e in program.eqns:
         for k, a in enumerate(e.inputs):
-            if isinstance(a, Var):
+            if type(a) is Var and id(a) in cols:
                 readers.setdefault(id(a), []).append((e, k))
-        for v in e.outputs:
-            defs[id(v)] = e
-    returned = {id(a) for a in program.outputs}
-    cols = {id(e.outputs[0]) for e in program.eqns if column(e.outputs[0]) and id(e.outputs[0]) not in returned and (
-        (e.prim is st.reshape_p and e.inputs[0].type.ndim == 1) or solve(e))}
     changed = True
     while changed:
         changed = False

@@ -364,6 +364,13 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
     builder = current_builder()
     env: dict[int, Any] = {id(v): a for v, a in zip(program.inputs, args)}
     env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
+    # its constants keep the names its own trace gave them (``M``, ``L_T``) where this trace's scope gives none:
+    # named while the program holds them (an id is a name only while its array lives)
+    names, named = builder.const_names, []
+    for v, c in zip(program.constvars, program.constvals):
+        if v.hint and v.hint != "c" and id(c) not in names and id(c) not in builder.consts:
+            names[id(c)] = v.hint
+            named.append(id(c))
 
     def read(a):
         return env.get(id(a), a) if isinstance(a, Var) else a
@@ -379,6 +386,8 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
             if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
                 hints.setdefault(id(o.ssa), v.hint)
     builder.source, builder.replay = saved, replay
+    for key in named:
+        del names[key]
     return [read(a) for a in program.outputs]
 
 

@@ -1,0 +1,65 @@
+"""Names in printed programs through the function forms (``pb.source(pb.grad(f))``, ``pb.vmap(pb.grad(f))``,
+...): the arrays ``f`` reads from its scope keep the names ``differentiate(f)`` gives them (``M``, ``L_T``,
+``W`` of ``self.W``), not ``c``."""
+
+import numpy as np
+import pytest
+
+import pullback as pb
+
+L_LOWER = np.tril(np.arange(1.0, 10.0).reshape(3, 3)) + 3 * np.eye(3)
+
+
+def through_transpose(x):
+    return np.sum(np.tanh(L_LOWER.T @ x) ** 2)
+
+
+def closure():
+    M = np.linspace(0.5, 1.5, 9).reshape(3, 3)
+
+    def closed(x):
+        z = M @ x
+        return np.sum(np.tanh(z) ** 2)
+
+    return closed, M
+
+
+class Model:
+    def __init__(self):
+        self.W = np.eye(3) + 0.1
+
+    def loss(self, x):
+        h = np.tanh(self.W @ x)
+        return np.sum(h ** 2)
+
+
+def _keywords(src: str) -> str:
+    """The generated function's keyword-only parameters, as printed."""
+    head = next(line for line in src.splitlines() if line.startswith("def "))
+    return head.split("*, ")[1].rstrip("):") if "*, " in head else ""
+
+
+FORMS = {
+    "grad": lambda f, x: pb.source(pb.grad(f), x),
+    "value_and_grad": lambda f, x: pb.source(pb.value_and_grad(f), x),
+    "jacrev": lambda f, x: pb.source(pb.jacrev(f), x),
+    "jacfwd": lambda f, x: pb.source(pb.jacfwd(f), x),
+    "hessian": lambda f, x: pb.source(pb.hessian(f), x),
+    "vmap_grad": lambda f, x: pb.source(pb.vmap(pb.grad(f)), np.stack([x, 2 * x])),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_function_forms_name_captured_arrays_as_differentiate_does(form):
+    x = np.array([0.3, -0.2, 0.1])
+    closed, M = closure()
+    model = Model()
+    for f, name, array in ((closed, "M", M), (through_transpose, "L_LOWER_T", L_LOWER.T), (model.loss, "W", model.W)):
+        assert _keywords(pb.differentiate(f).source(x)) == name
+        np.testing.assert_array_equal(pb.differentiate(f).constants(x)[name], array)
+        src = FORMS[form](f, x)
+        assert _keywords(src) == name, src
+        assert " c " not in src and "c.T" not in src
+    # the named programs compute f's gradient (the closure's: M^T (2 tanh(z) (1 - tanh(z)^2)))
+    t = np.tanh(M @ x)
+    np.testing.assert_allclose(pb.grad(closed)(x), M.T @ (2 * t * (1 - t ** 2)), rtol=1e-13)

@@ -103,6 +103,14 @@ def user_location() -> SourceInfo | None:
         return found
 
 
+def _local_arrays() -> dict[int, str]:
+    """id(array) -> name, for the NumPy arrays the user's running frame holds in its local variables."""
+    frame = user_frame(3)
+    if frame is None:
+        return {}
+    return {id(v): k for k, v in frame.f_locals.items() if type(v) is np.ndarray and k.isidentifier()}
+
+
 def located(message: str, source: SourceInfo | None = None) -> str:
     """``message`` prefixed by the user's file:line."""
     source = source or user_location()
@@ -173,16 +181,24 @@ class Builder:
 
     def _origin_name(self, value) -> str:
         """A constant's name from where it came from: a view of a named array is named after it
-        (``L.T`` is ``L_T``, ``W[:2]`` is ``W_view``); an anonymous array is ``c``."""
-        base = value.base if type(value) is np.ndarray else None
-        while base is not None and id(base) not in self.const_names:
-            base = base.base if type(base) is np.ndarray else None
-        if base is None:
-            return "c"
-        name = self.const_names[id(base)]
-        if value.shape == base.shape[::-1] and value.strides == base.strides[::-1] and value.ndim > 1:
-            return f"{name}_T"
-        return f"{name}_view"
+        (``L.T`` is ``L_T``, ``W[:2]`` is ``W_view``); an array the traced code made is named after the
+        user's variable holding it where it is used (``D = np.eye(n) - np.eye(n, k=1)``: ``D``, a view of
+        it ``D_view``); an anonymous array is ``c``."""
+        for names in (self.const_names, None):
+            if names is None:
+                names = _local_arrays()
+            base = value
+            while base is not None and id(base) not in names:
+                base = base.base if type(base) is np.ndarray else None
+            if base is None:
+                continue
+            name = names[id(base)]
+            if base is value:
+                return name
+            if value.shape == base.shape[::-1] and value.strides == base.strides[::-1] and value.ndim > 1:
+                return f"{name}_T"
+            return f"{name}_view"
+        return "c"
 
     def read(self, value: np.ndarray) -> Tracer:
         """A captured array as a traced constant: work on it is the program's, re-run at every call."""

@@ -63,3 +63,29 @@ def test_function_forms_name_captured_arrays_as_differentiate_does(form):
     # the named programs compute f's gradient (the closure's: M^T (2 tanh(z) (1 - tanh(z)^2)))
     t = np.tanh(M @ x)
     np.testing.assert_allclose(pb.grad(closed)(x), M.T @ (2 * t * (1 - t ** 2)), rtol=1e-13)
+
+
+def differences(x):
+    n = x.shape[0]
+    D = np.eye(n) - np.eye(n, k=1)
+    w = np.arange(n, dtype=np.float64) / n
+    mask = np.arange(n) % 2 == 0
+    return np.sum((D @ x) ** 2) + np.sum(np.where(mask, w * x, 0.0)) + np.sum(D[:2] @ x)
+
+
+def test_arrays_made_while_tracing_are_named_after_the_users_variables():
+    """An array the traced code computes (``D = np.eye(n) - np.eye(n, k=1)``) is a keyword constant named
+    after the variable holding it (``D``, ``w``, ``mask``; a view of it ``D_view``), not ``c``; the
+    gradient is the finite differences'."""
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    d = pb.differentiate(differences)
+    src = d.source(x)
+    assert sorted(_keywords(src).split(", ")) == ["D", "D_view", "mask", "w"], src
+    n = 4
+    consts = d.constants(x)
+    np.testing.assert_array_equal(consts["D"], np.eye(n) - np.eye(n, k=1))
+    np.testing.assert_array_equal(consts["mask"], np.arange(n) % 2 == 0)
+    eps, g = 1e-6, d.grad(x)
+    fd = [(differences(x + eps * e) - differences(x - eps * e)) / (2 * eps) for e in np.eye(n)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+

@@ -793,18 +793,19 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
+    user_fn = scope or callables.described(fn)[1]  # through pullback's wrappers: pb.grad(f) unpacks as f does
     names, leaves, trees, arguments = [], [], [], []
     for a, n, at in zip(args, arg_names, positions or [None] * len(args)):
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
         default = _leaf_names(tree, n)
-        given = unpacked.leaf_names(scope or fn, n, tree) if n else None  # `mu_h, S_hh, nll = carry`
+        given = unpacked.leaf_names(user_fn, n, tree) if n else None  # `mu_h, S_hh, nll = carry`
         names += [g or d for g, d in zip(given, default)] if given else default
         arguments += [(n, at) if n else (name, None) for name in _leaf_names(tree, n)]
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
-        builder.const_names = _closure_names(inspect.unwrap(scope or fn))
+        builder.const_names = _closure_names(callables.unwrapped(scope or fn))
         builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}

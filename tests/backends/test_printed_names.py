@@ -89,3 +89,33 @@ def test_arrays_made_while_tracing_are_named_after_the_users_variables():
     fd = [(differences(x + eps * e) - differences(x - eps * e)) / (2 * eps) for e in np.eye(n)]
     np.testing.assert_allclose(g, fd, rtol=1e-7)
 
+
+def layer_loss(params, x, scale=1.0):
+    W, b = params
+    h = np.tanh(W @ x + b)
+    return np.sum(h ** 2) * scale
+
+
+@pytest.mark.parametrize("form, head", [
+    ("differentiate", "def layer_loss_grad(W, b, x):"), ("grad", "def layer_loss_grad(W, b, x):"),
+    ("value_and_grad", "def layer_loss_value_and_grad(W, b, x):"), ("jit", "def layer_loss(W, b, x):"),
+    ("vmap_grad", "def layer_loss_grad(W, b, x):")])
+@pytest.mark.parametrize("partial", [False, True])
+def test_function_forms_and_partials_print_the_functions_name_and_unpacked_parameters(form, head, partial):
+    """``pb.grad(f)`` and ``functools.partial(f, scale=2.0)`` print as ``differentiate(f)`` does: ``f``'s name
+    and the names ``f`` unpacks its parameters into (``W, b = params``), not ``f`` and ``params_0``."""
+    import functools
+
+    params, x = (np.eye(3) * 0.5, np.full(3, 0.1)), np.array([0.5, -1.0, 2.0])
+    f = functools.partial(layer_loss, scale=2.0) if partial else layer_loss
+    src = {"differentiate": lambda: pb.differentiate(f).source(params, x),
+           "grad": lambda: pb.source(pb.grad(f), params, x),
+           "value_and_grad": lambda: pb.source(pb.value_and_grad(f), params, x),
+           "jit": lambda: pb.source(f, params, x),
+           "vmap_grad": lambda: pb.source(pb.vmap(pb.grad(f), in_axes=(None, 0)), params, np.stack([x, x]))}[form]()
+    assert head in src, src
+    h = np.tanh(params[0] @ x + params[1])
+    delta = 2 * h * (1 - h ** 2) * (2.0 if partial else 1.0)
+    W_bar, b_bar = pb.grad(f)(params, x)
+    np.testing.assert_allclose(W_bar, np.outer(delta, x), rtol=1e-13)
+    np.testing.assert_allclose(b_bar, delta, rtol=1e-13)

@@ -119,3 +119,20 @@ def test_function_forms_and_partials_print_the_functions_name_and_unpacked_param
     W_bar, b_bar = pb.grad(f)(params, x)
     np.testing.assert_allclose(W_bar, np.outer(delta, x), rtol=1e-13)
     np.testing.assert_allclose(b_bar, delta, rtol=1e-13)
+
+
+def test_a_lambda_in_a_statement_of_several_lines_is_quoted_at_its_own_line():
+    """``pb.grad(lambda w: ...)`` passed inside a call written over several lines: the comments quote the
+    lambda's line (where ``f``'s code is), not the first line of the enclosing statement."""
+    import inspect
+
+    x = np.array([0.5, -1.0, 2.0])
+    sources = [
+        pb.source(pb.grad(lambda w: np.sum(np.sin(w) * w)),
+                  x),
+    ]
+    line = inspect.currentframe().f_lineno - 3  # the lambda's line
+    comments = [ln.strip() for ln in sources[0].splitlines() if ln.strip().startswith("# ")]
+    assert comments and all(c.startswith(f"# test_printed_names.py:{line}  pb.source(pb.grad(lambda w:")
+                            for c in comments), comments
+    np.testing.assert_allclose(pb.grad(lambda w: np.sum(np.sin(w) * w))(x), np.sin(x) + x * np.cos(x), rtol=1e-14)

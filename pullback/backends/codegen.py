@@ -53,7 +53,7 @@ TEMP_HINTS: dict[Primitive, str] = {
     ew.and_p: "both", ew.or_p: "either", ew.xor_p: "differ", ew.not_p: "inverted",
     ix.gather_p: "picked", ix.scatter_p: "updated", ix.dynamic_slice_p: "window", ix.dynamic_update_slice_p: "updated",
     ix.scatter_add_p: "accumulated", ix.sort_p: "ordered", ix.argsort_p: "order", ix.argmax_p: "imax",
-    ix.argmin_p: "imin",
+    ix.argmin_p: "imin", st.iota_p: "arange",
 }
 
 

@@ -136,3 +136,17 @@ def test_a_lambda_in_a_statement_of_several_lines_is_quoted_at_its_own_line():
     assert comments and all(c.startswith(f"# test_printed_names.py:{line}  pb.source(pb.grad(lambda w:")
                             for c in comments), comments
     np.testing.assert_allclose(pb.grad(lambda w: np.sum(np.sin(w) * w))(x), np.sin(x) + x * np.cos(x), rtol=1e-14)
+
+
+def positions_weighted(x):
+    return np.sum(x * np.arange(x.shape[0]))
+
+
+def test_an_unnamed_arange_is_named_after_the_call():
+    """``np.arange(n)`` made while tracing, used where it is made: printed as the call under the name
+    ``arange`` (the NumPy function a reader knows, not the IR's ``iota``)."""
+    x = np.array([0.5, -1.0, 2.0])
+    d = pb.differentiate(positions_weighted)
+    src = d.source(x)
+    assert "arange = np.arange(3, dtype=np.int64)" in src and "iota" not in src, src
+    np.testing.assert_allclose(d.grad(x), [0.0, 1.0, 2.0])

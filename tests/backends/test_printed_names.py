@@ -150,3 +150,22 @@ def test_an_unnamed_arange_is_named_after_the_call():
     src = d.source(x)
     assert "arange = np.arange(3, dtype=np.int64)" in src and "iota" not in src, src
     np.testing.assert_allclose(d.grad(x), [0.0, 1.0, 2.0])
+
+
+def test_the_hessian_of_a_matrix_argument_prints_and_traces_again():
+    """``pb.source(pb.hessian(f), X)`` and ``pb.jit(pb.hessian(f))`` for a matrix ``X``: the Hessian's diagonal
+    store (``H[i, :, i, :] = blocks``) re-traces (its index arrays numbered in order), printing
+    ``def f_hessian(x)``; the values are the elementwise second derivative on the diagonal."""
+    def f(x):
+        return np.sum(np.sin(np.exp(x)))
+
+    x = np.linspace(-0.5, 0.5, 6).reshape(2, 3)
+    src = pb.source(pb.hessian(f), x)
+    assert "def f_hessian(x):" in src
+    e = np.exp(x)
+    want = np.zeros((2, 3, 2, 3))
+    for i in range(2):
+        for j in range(3):
+            want[i, j, i, j] = np.cos(e[i, j]) * e[i, j] - np.sin(e[i, j]) * e[i, j] ** 2
+    np.testing.assert_allclose(pb.jit(pb.hessian(f))(x), want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(pb.hessian(f)(x), want, rtol=1e-13, atol=1e-15)

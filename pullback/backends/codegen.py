@@ -54,7 +54,7 @@ TEMP_HINTS: dict[Primitive, str] = {
     ew.and_p: "both", ew.or_p: "either", ew.xor_p: "differ", ew.not_p: "inverted",
     ix.gather_p: "picked", ix.scatter_p: "updated", ix.dynamic_slice_p: "window", ix.dynamic_update_slice_p: "updated",
     ix.scatter_add_p: "accumulated", ix.sort_p: "ordered", ix.argsort_p: "order", ix.argmax_p: "imax",
-    ix.argmin_p: "imin",
+    ix.argmin_p: "imin", st.iota_p: "arange",
 }
 TEMP_HINTS[stacked.stack_p] = "stacked"  # (made while printing: ``stacked``)
 
@@ -187,8 +187,16 @@ KEEP_PER_EQN = 256
 _OBJECT_BYTES = 100  # an ndarray's own header, about
 
 
-def _worth_freeing(last: dict[int, list[Var]], prog: Program) -> dict[int, list[Var]]:
-    """The locals of ``last`` (equation index -> locals last used there) that a ``del`` should free."""
+def _worth_freeing(last: dict[int, list[Var]], prog: Program, top: bool = False) -> dict[int, list[Var]]:
+    """The locals of ``last`` (equation index -> locals last used there) that a ``del`` should free; in the
+    function's own block (``top``), none where what follows allocates less than ``DEL_BYTES``: returning frees them."""
+    after, tail = 0, len(prog.eqns)
+    while top and tail and after < DEL_BYTES:  # (a loop may allocate in its steps whatever its results weigh)
+        tail -= 1
+        eqn = prog.eqns[tail]
+        after += DEL_BYTES if eqn.prim in WITH_BODIES else sum(
+            v.type.size * v.type.dtype.itemsize for v in eqn.outputs if type(v.type) is ArrayType)
+    last = {i: vs for i, vs in last.items() if i < tail}
     kept, out = 0, {}
     budget = max(KEEP_BYTES, KEEP_PER_EQN * len(prog.eqns))
     for i in sorted(last):
@@ -270,10 +278,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         rendered text, printed from templates where the equation's kind allows; ``plain``, with no
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
-        prog = printed.prepare(prog)
         plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
+        top, prog = prog is program, printed.prepare(prog)
         last = _last_uses(prog)
-        dead = _worth_freeing(last, prog) if dels and not plain else {}
+        dead = _worth_freeing(last, prog, top) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),
                              min_size=1 if compiled[0] else memory.MIN_SIZE)
                  if in_place and (not plain or compiled[0]) and not getattr(backend, "FUNCTIONAL", False) else {})
@@ -319,9 +327,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             # a returned result updates a dead buffer, then takes its own name: `x += y; x_bar = x`
             returned_update = (k is not None and printer is None and id(eqn.outputs[0]) in returned
                                and eqn.prim not in memory.UPDATES)
-            if k is not None and printer is None and not returned_update:
-                namer.alias(eqn.outputs[0], eqn.inputs[k])
+            if k is not None and printer is None:  # the operand's buffer lives on as the result: no del frees it
                 dead[i] = [v for v in dead.get(i, []) if v is not eqn.inputs[k]]
+                if not returned_update:
+                    namer.alias(eqn.outputs[0], eqn.inputs[k])
             piece = templated(eqn, k) if text and printer is None and not returned_update else None
             if piece is not None:
                 if i in factor_notes and piece:

@@ -9,6 +9,7 @@ transform.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import FunctionType, MethodType
 
@@ -39,5 +40,19 @@ def described(fn: Callable) -> tuple[str, Callable, bool]:
             break
         through = through or not isinstance(fn, FunctionType | MethodType)  # an object: vmap, differentiate
         fn = inner
-    base = getattr(fn, "__name__", "f")
+    base = getattr(unwrapped(fn), "__name__", "f")
     return "_".join(["f" if base == "<lambda>" else base, *reversed(suffixes)]), fn, through
+
+
+def unwrapped(fn: Callable) -> Callable:
+    """The function whose code ``fn`` runs, through ``__wrapped__`` and ``functools.partial``
+    (``partial(loss, adjoint=True)`` is ``loss``): its name, its unpackings and its scope's arrays name
+    the printed program's."""
+    seen: set[int] = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        inner = fn.func if isinstance(fn, functools.partial) else getattr(fn, "__wrapped__", None)
+        if inner is None or not callable(inner):
+            break
+        fn = inner
+    return fn

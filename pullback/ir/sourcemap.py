@@ -72,6 +72,16 @@ def _statements(text: str) -> dict[int, Statement]:
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
+    # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):
+    # its own lines are the function's, quoted for its values, not the statement's first line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda):
+            outer = by_line.get(node.lineno)
+            last = node.end_lineno or node.lineno
+            if outer is not None and outer.last - outer.first > last - node.lineno:
+                inner = Statement(node.lineno, last, ())
+                for line in range(inner.first, inner.last + 1):
+                    by_line[line] = inner
     return by_line
 
 

@@ -103,6 +103,14 @@ def user_location() -> SourceInfo | None:
         return found
 
 
+def _local_arrays() -> dict[int, str]:
+    """id(array) -> name, for the NumPy arrays the user's running frame holds in its local variables."""
+    frame = user_frame(3)
+    if frame is None:
+        return {}
+    return {id(v): k for k, v in frame.f_locals.items() if type(v) is np.ndarray and k.isidentifier()}
+
+
 def located(message: str, source: SourceInfo | None = None) -> str:
     """``message`` prefixed by the user's file:line."""
     source = source or user_location()
@@ -173,16 +181,24 @@ class Builder:
 
     def _origin_name(self, value) -> str:
         """A constant's name from where it came from: a view of a named array is named after it
-        (``L.T`` is ``L_T``, ``W[:2]`` is ``W_view``); an anonymous array is ``c``."""
-        base = value.base if type(value) is np.ndarray else None
-        while base is not None and id(base) not in self.const_names:
-            base = base.base if type(base) is np.ndarray else None
-        if base is None:
-            return "c"
-        name = self.const_names[id(base)]
-        if value.shape == base.shape[::-1] and value.strides == base.strides[::-1] and value.ndim > 1:
-            return f"{name}_T"
-        return f"{name}_view"
+        (``L.T`` is ``L_T``, ``W[:2]`` is ``W_view``); an array the traced code made is named after the
+        user's variable holding it where it is used (``D = np.eye(n) - np.eye(n, k=1)``: ``D``, a view of
+        it ``D_view``); an anonymous array is ``c``."""
+        for names in (self.const_names, None):
+            if names is None:
+                names = _local_arrays()
+            base = value
+            while base is not None and id(base) not in names:
+                base = base.base if type(base) is np.ndarray else None
+            if base is None:
+                continue
+            name = names[id(base)]
+            if base is value:
+                return name
+            if value.shape == base.shape[::-1] and value.strides == base.strides[::-1] and value.ndim > 1:
+                return f"{name}_T"
+            return f"{name}_view"
+        return "c"
 
     def read(self, value: np.ndarray) -> Tracer:
         """A captured array as a traced constant: work on it is the program's, re-run at every call."""
@@ -386,6 +402,13 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
     builder = current_builder()
     env: dict[int, Any] = {id(v): a for v, a in zip(program.inputs, args)}
     env.update({id(v): c for v, c in zip(program.constvars, program.constvals)})
+    # its constants keep the names its own trace gave them (``M``, ``L_T``) where this trace's scope gives none:
+    # named while the program holds them (an id is a name only while its array lives)
+    names, named = builder.const_names, []
+    for v, c in zip(program.constvars, program.constvals):
+        if v.hint and v.hint != "c" and id(c) not in names and id(c) not in builder.consts:
+            names[id(c)] = v.hint
+            named.append(id(c))
 
     def read(a):
         return env.get(id(a), a) if isinstance(a, Var) else a
@@ -401,6 +424,8 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
             if hints is not None and v.hint and isinstance(o, Tracer) and not o.ssa.hint:
                 hints.setdefault(id(o.ssa), v.hint)
     builder.source, builder.replay = saved, replay
+    for key in named:
+        del names[key]
     return [read(a) for a in program.outputs]
 
 
@@ -798,16 +823,17 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
+    user_fn = scope or callables.described(fn)[1]  # through pullback's wrappers: pb.grad(f) unpacks as f does
     names, leaves, trees, arguments = [], [], [], []
     for a, n, at in zip(args, arg_names, positions or [None] * len(args)):
         arg_leaves, tree = flatten(a)
         trees.append(tree)
         leaves += arg_leaves
-        names += argument_leaf_names(scope or fn, n, tree)
+        names += argument_leaf_names(user_fn, n, tree)
         arguments += [(n, at) if n else (name, None) for name in _leaf_names(tree, n)]
     types = [input_type(a) for a in leaves]
     with new_trace() as builder:
-        builder.const_names = _closure_names(inspect.unwrap(scope or fn))
+        builder.const_names = _closure_names(callables.unwrapped(scope or fn))
         builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}

@@ -16,6 +16,7 @@ import inspect
 import textwrap
 from collections.abc import Callable
 
+from pullback.ir import callables
 from pullback.tree import LEAF
 
 
@@ -69,7 +70,7 @@ def _count(treedef) -> int:
 def leaf_names(fn: Callable | None, param: str, treedef) -> list[str | None] | None:
     """The names ``fn``'s source unpacks its parameter ``param`` (of structure ``treedef``) into, one per
     leaf in flatten's order (None where a leaf gets no name); None when it does not unpack it so."""
-    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    code = getattr(callables.unwrapped(fn), "__code__", None) if fn is not None else None
     if code is None or treedef is LEAF:
         return None
     target = _unpackings(code).get(param)

@@ -145,8 +145,8 @@ def _diagonal_store(out: Var, total: Var, kept: list[int], perm: tuple, p: int, 
                     Params({"shape": out.shape, "broadcast_dimensions": ()})))
     i = Var(ArrayType((n,), np.dtype(np.int64)), "i")
     eqns.append(Eqn(st.iota_p, (), (i,), Params({"dtype": np.dtype(np.int64), "shape": (n,), "dimension": 0})))
-    index = tuple(ix.Operand(pair.index(t)) if t in pair else ix.Slice(0, out.shape[t], 1)
-                  for t in range(out.type.ndim))
+    index = tuple(ix.Operand(sorted(pair).index(t)) if t in pair else ix.Slice(0, out.shape[t], 1)
+                  for t in range(out.type.ndim))  # (both are ``i``: numbered in the order they stand, as bind checks)
     eqns.append(Eqn(ix.scatter_p, (zeros, updates, i, i), (result,), Params({"index": index, "unique_indices": True})))
     return eqns
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pullback.ad.emit import emit
 from pullback.ad.jvp import Zero, instantiate
 from pullback.ad.ops import lax
 from pullback.errors import TracingError
-from pullback.ir.core import Primitive, Program, Var
-from pullback.ir.tracer import Tracer, bind, new_trace, rename
+from pullback.ir.core import NO_PARAMS, Primitive, Program, Var
+from pullback.ir.tracer import Tracer, new_trace, rename
 from pullback.ir.types import ArrayType
 
 
@@ -88,7 +89,7 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
                     break
             else:
                 builder.source = eqn.source
-                outs = bind(eqn.prim, *[env[a] if type(a) is Var else a for a in eqn.inputs], **eqn.params)
+                outs = emit(eqn, [env[a] if type(a) is Var else a for a in eqn.inputs])  # output types known
                 for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
                     env[v] = o
         builder.source = None
@@ -129,7 +130,9 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
                 for a in eqn.inputs
             ]
             builder.source = eqn.source
-            cts_in = rule(cts_out if eqn.prim.multiple_results else cts_out[0], *args, **eqn.params)
+            ct_out = cts_out if eqn.prim.multiple_results else cts_out[0]
+            # (``**`` of a Params asks it for its keys: a call)
+            cts_in = rule(ct_out, *args) if eqn.params is NO_PARAMS else rule(ct_out, *args, **eqn.params)
             for a, c in zip(eqn.inputs, cts_in):
                 if c is not None and type(a) is Var and a in linear and type(c) is not Zero:
                     t = c.ssa.type

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pullback.ad import emit
 from pullback.ad import ops as ad_ops
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind
@@ -59,7 +60,7 @@ FOLD[ew.logistic_p] = _scipy_special("expit")
 def _apply(prim, *xs):
     for x in xs:  # a loop, not all() of a generator: this runs for every equation a rule records
         if type(x) is not Literal:
-            return bind(prim, *xs)
+            return emit.apply(prim, *xs)
     if prim in FOLD:
         value = FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
         return Literal.of(value, value.dtype)

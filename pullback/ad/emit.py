@@ -1,0 +1,91 @@
+"""The lean way the transforms and their rules record an equation: what ``bind`` does, less what they need not.
+
+``jvp`` and ``transpose`` record a few equations per equation of the program they read, all at known
+lines (``new_trace(replay=True)``), on operands that are this trace's own tracers or literals. ``bind``
+serves every caller (the user's code, views, captured tracers, shape errors named after the user's
+function); these two serve the transforms:
+
+- ``emit``: an equation whose output types are already known (a primal equation re-recorded, whose
+  outputs' types the program it came from holds), so no shape rule is asked;
+- ``apply``: an operation of ``primitives.lax`` (no params), whose output types are remembered per
+  primitive and operand types (by identity: a type is compared with ``is`` before its answer is used).
+
+Either goes through ``bind`` whenever an operand or the trace is not the common case, so what is
+recorded is the same equation ``bind`` would record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Primitive, Var, output_types
+from pullback.ir.tracer import Tracer, _state, bind
+
+
+def emit(eqn: Eqn, args: Sequence):
+    """``bind(eqn.prim, *args, **eqn.params)``, ``args`` of the types of ``eqn``'s inputs: its outputs have the
+    types of ``eqn``'s (an equation re-recorded on other values)."""
+    prim, params = eqn.prim, eqn.params
+    builder = _state.stack[-1]  # a transform's trace is running
+    source = builder.source
+    if (source is None and not builder.replay) or prim in VIEWS:
+        return bind(prim, *args, **params)
+    atoms = []
+    for a in args:
+        if type(a) is Tracer and a.builder is builder and a.view is None:
+            atoms.append(a.ssa)
+        elif type(a) is Literal:
+            atoms.append(a)
+        else:
+            return bind(prim, *args, **params)
+    if prim.multiple_results:
+        outs = tuple([Var(v.type) for v in eqn.outputs])
+        builder.eqns.append(Eqn(prim, tuple(atoms), outs, params, source))
+        return tuple([Tracer(v, builder) for v in outs])
+    out = Var(eqn.outputs[0].type)
+    builder.eqns.append(Eqn(prim, tuple(atoms), (out,), params, source))
+    return Tracer(out, builder)
+
+
+# (primitive, id of each operand's type or literal) -> (those types and literals, the output types)
+_KNOWN: dict[tuple, tuple[tuple, tuple]] = {}
+_KNOWN_MAX = 1 << 12
+
+
+def apply(prim: Primitive, *args):
+    """``bind(prim, *args)`` of a single-output primitive without params, its output type remembered."""
+    builder = _state.stack[-1]  # a transform's trace is running
+    source = builder.source
+    if (source is None and not builder.replay) or prim in VIEWS:
+        return bind(prim, *args)
+    atoms = []
+    key = [prim]
+    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
+        if type(a) is Tracer and a.builder is builder and a.view is None:
+            a = a.ssa
+            key.append(id(a.type))
+        elif type(a) is Literal:  # (``Literal.of`` shares one object per value and dtype)
+            key.append(id(a))
+        else:
+            return bind(prim, *args)
+        atoms.append(a)
+    key = tuple(key)
+    hit = _KNOWN.get(key)
+    if hit is not None:
+        for a, k in zip(atoms, hit[0]):
+            if (a.type if type(a) is Var else a) is not k:
+                hit = None
+                break
+    if hit is not None:
+        types = hit[1]
+    else:
+        try:
+            types = output_types(prim, tuple(atoms), NO_PARAMS)
+        except Exception:  # a shape error: ``bind`` reports it as it does
+            return bind(prim, *args)
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), types)
+    out = Var(types[0])
+    builder.eqns.append(Eqn(prim, tuple(atoms), (out,), NO_PARAMS, source))
+    return Tracer(out, builder)

@@ -12,11 +12,17 @@ function); these two serve the transforms:
 
 Either goes through ``bind`` whenever an operand or the trace is not the common case, so what is
 recorded is the same equation ``bind`` would record.
+
+``collection_paused``: a transform makes a few objects per equation and frees none of them, so each of
+the cyclic garbage collector's full passes while it runs reads every object the program holds, for
+nothing; with the collector paused, a long program's jvp takes half the time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Primitive, Var, output_types
 from pullback.ir.tracer import Tracer, _state, bind
@@ -89,3 +95,17 @@ def apply(prim: Primitive, *args):
     out = Var(types[0])
     builder.eqns.append(Eqn(prim, tuple(atoms), (out,), NO_PARAMS, source))
     return Tracer(out, builder)
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a transform builds a program (see the module's docstring);
+    as it was on exit. Reference counting still frees what the transform drops."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -8,7 +8,8 @@ function); these two serve the transforms:
 - ``emit``: an equation whose output types are already known (a primal equation re-recorded, whose
   outputs' types the program it came from holds), so no shape rule is asked;
 - ``apply``: an operation of ``primitives.lax`` (no params), whose output types are remembered per
-  primitive and operand types (by identity: a type is compared with ``is`` before its answer is used).
+  primitive and operand types (by identity: a type is compared with ``is`` before its answer is used);
+- ``record``: one with params (``lax``'s ``bind``), whose ``Params`` object is remembered with its types.
 
 Either goes through ``bind`` whenever an operand or the trace is not the common case, so what is
 recorded is the same equation ``bind`` would record.
@@ -24,7 +25,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Primitive, Var, output_types
+from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Params, Primitive, Var, makes_view, output_types
 from pullback.ir.tracer import Tracer, _state, bind
 
 
@@ -34,23 +35,27 @@ def emit(eqn: Eqn, args: Sequence):
     prim, params = eqn.prim, eqn.params
     builder = _state.stack[-1]  # a transform's trace is running
     source = builder.source
-    if (source is None and not builder.replay) or prim in VIEWS:
+    if source is None and not builder.replay:
         return bind(prim, *args, **params)
     atoms = []
     for a in args:
-        if type(a) is Tracer and a.builder is builder and a.view is None:
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
             atoms.append(a.ssa)
         elif type(a) is Literal:
             atoms.append(a)
         else:
             return bind(prim, *args, **params)
     if prim.multiple_results:
+        if prim in VIEWS:
+            return bind(prim, *args, **params)
         outs = tuple([Var(v.type) for v in eqn.outputs])
         builder.eqns.append(Eqn(prim, tuple(atoms), outs, params, source))
         return tuple([Tracer(v, builder) for v in outs])
     out = Var(eqn.outputs[0].type)
-    builder.eqns.append(Eqn(prim, tuple(atoms), (out,), params, source))
-    return Tracer(out, builder)
+    atoms = tuple(atoms)
+    builder.eqns.append(Eqn(prim, atoms, (out,), params, source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
 
 
 # (primitive, id of each operand's type or literal) -> (those types and literals, the output types)
@@ -62,12 +67,12 @@ def apply(prim: Primitive, *args):
     """``bind(prim, *args)`` of a single-output primitive without params, its output type remembered."""
     builder = _state.stack[-1]  # a transform's trace is running
     source = builder.source
-    if (source is None and not builder.replay) or prim in VIEWS:
+    if source is None and not builder.replay:
         return bind(prim, *args)
     atoms = []
     key = [prim]
     for a in args:  # loops, not comprehensions: this runs for every equation a rule records
-        if type(a) is Tracer and a.builder is builder and a.view is None:
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
             a = a.ssa
             key.append(id(a.type))
         elif type(a) is Literal:  # (``Literal.of`` shares one object per value and dtype)
@@ -93,8 +98,79 @@ def apply(prim: Primitive, *args):
             _KNOWN.clear()
         _KNOWN[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), types)
     out = Var(types[0])
-    builder.eqns.append(Eqn(prim, tuple(atoms), (out,), NO_PARAMS, source))
-    return Tracer(out, builder)
+    atoms = tuple(atoms)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
+
+
+
+# (primitive, id of each operand's type or literal, the params' items) -> (those types and literals,
+# the params' values, their Params, the output types)
+_RECORDED: dict[tuple, tuple] = {}
+
+
+def record(prim: Primitive, *args, **params):
+    """``bind(prim, *args, **params)``, for the rules' operations (``primitives.lax``): the output types
+    and the ``Params`` remembered for the primitive, the operand types and the params' values (of the
+    same types)."""
+    try:
+        builder = _state.stack[-1]
+    except (AttributeError, IndexError):
+        return bind(prim, *args, **params)
+    source = builder.source
+    if (source is None and not builder.replay) or prim.multiple_results:
+        return bind(prim, *args, **params)
+    atoms = []
+    key = [prim]
+    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
+            a = a.ssa
+            key.append(id(a.type))
+        elif type(a) is Literal:
+            key.append(id(a))
+        else:
+            return bind(prim, *args, **params)
+        atoms.append(a)
+    key.append(tuple(params.items()))
+    key = tuple(key)
+    try:
+        hit = _RECORDED.get(key)
+    except TypeError:  # an unhashable param: ``bind`` says what is wrong with it
+        return bind(prim, *args, **params)
+    if hit is not None:
+        for a, k in zip(atoms, hit[0]):
+            if (a.type if type(a) is Var else a) is not k:
+                hit = None
+                break
+    if hit is not None:
+        for v, w in zip(params.values(), hit[1]):
+            if type(v) is not type(w):
+                hit = None
+                break
+    if hit is None:
+        p = Params(params) if params else NO_PARAMS
+        try:
+            types = output_types(prim, tuple(atoms), p)
+        except Exception:  # a shape error: ``bind`` reports it as it does
+            return bind(prim, *args, **params)
+        if len(_RECORDED) >= _KNOWN_MAX:
+            _RECORDED.clear()
+        hit = _RECORDED[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), tuple(params.values()),
+                                p, types)
+    out = Var(hit[3][0])
+    atoms = tuple(atoms)
+    builder.eqns.append(Eqn(prim, atoms, (out,), hit[2], source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
+
+
+def _view(out: Tracer, prim: Primitive, args: Sequence, atoms: tuple) -> Tracer:
+    """``out``, marked a view of its first operand where ``prim`` makes one (as ``bind`` marks it)."""
+    if args and type(args[0]) is Tracer and makes_view(prim, atoms):
+        root = args[0].view[0] if args[0].view is not None else args[0]
+        out.view = (root, root.version)
+    return out
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pullback.ad.emit import collection_paused, emit
+from pullback.ad.emit import collection_paused, emit, record
 from pullback.ad.ops import lax
 from pullback.ir.core import NO_PARAMS, Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
@@ -109,7 +109,7 @@ def deflinear(prim: Primitive) -> None:
     def part(ans, primals, tangents, **params):
         if all(isinstance(t, Zero) for t in tangents):
             return ans, Zero(ans.ssa.type)
-        return ans, bind(prim, *(instantiate(t) for t in tangents), **params)
+        return ans, record(prim, *[instantiate(t) for t in tangents], **params)
 
     _register(prim, part)
 

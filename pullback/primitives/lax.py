@@ -9,8 +9,9 @@ import numpy as np
 
 from pullback.ad import emit
 from pullback.ad import ops as ad_ops
+from pullback.ad.emit import record as bind  # ``ir.tracer.bind``, leaner for the rules' operations
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer
 from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum

@@ -105,6 +105,59 @@ def apply(prim: Primitive, *args):
 
 
 
+
+def apply1(prim: Primitive, x):
+    """``apply`` of one operand, without the loops."""
+    builder = _state.stack[-1]
+    source = builder.source
+    if type(x) is not Tracer or x.builder is not builder or x.view is not None or (
+            source is None and not builder.replay):
+        return apply(prim, x)
+    a = x.ssa
+    t = a.type
+    hit = _KNOWN.get((prim, id(t)))
+    if hit is not None and hit[0][0] is t:
+        types = hit[1]
+    else:
+        return apply(prim, x)
+    out = Var(types[0])
+    atoms = (a,)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    o = Tracer(out, builder)
+    return _view(o, prim, (x,), atoms) if prim in VIEWS else o
+
+
+def apply2(prim: Primitive, x, y):
+    """``apply`` of two operands (tracers or literals), without the loops."""
+    builder = _state.stack[-1]
+    source = builder.source
+    if source is None and not builder.replay:
+        return apply(prim, x, y)
+    if type(x) is Tracer and x.builder is builder and x.view is None:
+        a = x.ssa
+        ka = a.type
+    elif type(x) is Literal:
+        a = ka = x
+    else:
+        return apply(prim, x, y)
+    if type(y) is Tracer and y.builder is builder and y.view is None:
+        b = y.ssa
+        kb = b.type
+    elif type(y) is Literal:
+        b = kb = y
+    else:
+        return apply(prim, x, y)
+    hit = _KNOWN.get((prim, id(ka), id(kb)))
+    if hit is not None and hit[0][0] is ka and hit[0][1] is kb:
+        types = hit[1]
+    else:
+        return apply(prim, x, y)
+    out = Var(types[0])
+    atoms = (a, b)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    o = Tracer(out, builder)
+    return _view(o, prim, (x, y), atoms) if prim in VIEWS else o
+
 # (primitive, id of each operand's type or literal, the params' items) -> (those types and literals,
 # the params' values, their Params, the output types)
 _RECORDED: dict[tuple, tuple] = {}

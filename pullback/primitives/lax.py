@@ -69,11 +69,27 @@ def _apply(prim, *xs):
 
 
 def _binary(prim):
-    return lambda x, y: _apply(prim, *_pair(x, y))
+    def op(x, y):  # the common cases (a tracer and a tracer, literal or Python float or int) in one call
+        if type(x) is Tracer:
+            if type(y) is Tracer or type(y) is Literal:
+                return emit.apply2(prim, x, y)
+            if type(y) is float or type(y) is int:
+                return emit.apply2(prim, x, Literal.of(y, x.ssa.type.dtype))
+        elif type(y) is Tracer:
+            if type(x) is Literal:
+                return emit.apply2(prim, x, y)
+            if type(x) is float or type(x) is int:
+                return emit.apply2(prim, Literal.of(x, y.ssa.type.dtype), y)
+        return _apply(prim, *_pair(x, y))
+
+    return op
 
 
 def _unary(prim):
-    return lambda x: _apply(prim, x)
+    def op(x):
+        return emit.apply1(prim, x) if type(x) is Tracer else _apply(prim, x)
+
+    return op
 
 
 add, sub, mul, div, pow = (_binary(p) for p in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p))

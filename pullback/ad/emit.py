@@ -37,22 +37,20 @@ def emit(eqn: Eqn, args: Sequence):
     source = builder.source
     if source is None and not builder.replay:
         return bind(prim, *args, **params)
-    atoms = []
-    for a in args:
-        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
-            atoms.append(a.ssa)
-        elif type(a) is Literal:
-            atoms.append(a)
-        else:
+    for a in args:  # checked, then read in one comprehension (no call per operand)
+        if type(a) is Tracer:
+            if a.builder is not builder or (a.view is not None and a.view[0].version != a.view[1]):
+                return bind(prim, *args, **params)
+        elif type(a) is not Literal:
             return bind(prim, *args, **params)
+    atoms = tuple([a.ssa if type(a) is Tracer else a for a in args])
     if prim.multiple_results:
         if prim in VIEWS:
             return bind(prim, *args, **params)
         outs = tuple([Var(v.type) for v in eqn.outputs])
-        builder.eqns.append(Eqn(prim, tuple(atoms), outs, params, source))
+        builder.eqns.append(Eqn(prim, atoms, outs, params, source))
         return tuple([Tracer(v, builder) for v in outs])
     out = Var(eqn.outputs[0].type)
-    atoms = tuple(atoms)
     builder.eqns.append(Eqn(prim, atoms, (out,), params, source))
     t = Tracer(out, builder)
     return _view(t, prim, args, atoms) if prim in VIEWS else t

@@ -167,6 +167,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
             found = env.get(a)
             return Zero(a.type) if found is None and zero else found
 
+        rules: dict[Primitive, tuple] = {}  # this pass's look-ups of ``jvp_rules`` and ``given_primal``
         for eqn in program.eqns:
             builder.source = eqn.source
             inputs = eqn.inputs
@@ -180,10 +181,13 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
                 outs, touts = emit(eqn, ps), None
             else:
                 ts = [tangent[a] if type(a) is Var and a in tangent else Zero(a.type) for a in inputs]
-                rule = jvp_rules.get(eqn.prim)
-                if rule is None:
-                    raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
-                part = given_primal.get(rule)
+                found = rules.get(eqn.prim)  # (the rule, its part after the primal equation or None)
+                if found is None:
+                    rule = jvp_rules.get(eqn.prim)
+                    if rule is None:
+                        raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
+                    found = rules[eqn.prim] = (rule, given_primal.get(rule))
+                rule, part = found
                 if part is None:
                     outs, touts = rule(ps, ts, **eqn.params)
                 elif eqn.params is NO_PARAMS:  # (``**`` of a Params asks it for its keys: a call)

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pullback.ad.emit import collection_paused, emit, record
 from pullback.ad.ops import lax
-from pullback.ir.core import Literal, Primitive, Program, Var
+from pullback.ir.core import NO_PARAMS, Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
 from pullback.ir.types import ArrayType, is_inexact
 
@@ -61,6 +62,11 @@ def instantiate_like(t, primal):
 # rule(primals, tangents, **params) -> (primal_out, tangent_out); tangents may be Zero
 JvpRule = Callable[..., tuple]
 jvp_rules: dict[Primitive, JvpRule] = {}
+# The rules ``defjvp``, ``deflinear`` and ``defzero`` make, each to its part after the primal equation:
+# part(ans, primals, tangents, **params) -> (ans, tangent_out). ``jvp`` records the primal equation itself
+# (its output types known from the program it reads) and calls the part; keyed by the rule, so that a rule
+# registered in its place is called as it is.
+given_primal: dict[Callable, Callable] = {}
 
 
 def tangent_type(t: ArrayType) -> ArrayType | None:
@@ -74,42 +80,49 @@ def tangent_type(t: ArrayType) -> ArrayType | None:
 def defjvp(prim: Primitive, *partials: Callable | None) -> None:
     """``partials[i](t_i, *primals, ans=..., **params)`` is input i's contribution; the
     rule sums the contributions of the inputs whose tangent is not Zero."""
-    def rule(primals, tangents, **params):
-        ans = bind(prim, *primals, **params)
+    def part(ans, primals, tangents, **params):
         out = None
         for partial, t in zip(partials, tangents):
-            if partial is None or isinstance(t, Zero):
+            if partial is None or type(t) is Zero:
                 continue
             term = partial(t, *primals, ans=ans, **params)
             out = term if out is None else lax.add(out, term)
         return ans, Zero(ans.ssa.type) if out is None else out
 
+    _register(prim, part)
+
+
+def _register(prim: Primitive, part: Callable) -> None:
+    """``jvp_rules[prim]``: ``part`` after the primal equation is recorded (see ``given_primal``)."""
+
+    def rule(primals, tangents, **params):
+        return part(bind(prim, *primals, **params), primals, tangents, **params)
+
     jvp_rules[prim] = rule
+    given_primal[rule] = part
 
 
 def deflinear(prim: Primitive) -> None:
     """A primitive linear in all its operands: the tangent is the primitive applied to the
     tangents (Zero operands materialised only when another tangent is not Zero)."""
 
-    def rule(primals, tangents, **params):
-        ans = bind(prim, *primals, **params)
+    def part(ans, primals, tangents, **params):
         if all(isinstance(t, Zero) for t in tangents):
             return ans, Zero(ans.ssa.type)
-        return ans, bind(prim, *(instantiate(t) for t in tangents), **params)
+        return ans, record(prim, *[instantiate(t) for t in tangents], **params)
 
-    jvp_rules[prim] = rule
+    _register(prim, part)
 
 
 def defzero(prim: Primitive) -> None:
     """Outputs that are piecewise constant (comparisons, sign, iota): zero tangent."""
 
-    def rule(primals, tangents, **params):
-        ans = bind(prim, *primals, **params)
+    def part(ans, primals, tangents, **params):
         outs = ans if prim.multiple_results else (ans,)
         zeros = tuple(Zero(o.ssa.type) for o in outs)
         return ans, zeros if prim.multiple_results else zeros[0]
 
-    jvp_rules[prim] = rule
+    _register(prim, part)
 
 
 # --- the transform --------------------------------------------------------------------------
@@ -131,7 +144,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     # program yet); a value that is the input program's own (a rule returning an input) is renamed, by copy
     hints: dict[int, str] = {}
     foreign = {*program.inputs, *program.constvars}
-    with new_trace(replay=True) as builder:
+    with collection_paused(), new_trace(replay=True) as builder:
         # keyed by the Var itself (hashed by identity, without a call), not by ``id``
         primal: dict[Var, object] = {}
         tangent: dict[Var, object] = {}
@@ -154,23 +167,33 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
             found = env.get(a)
             return Zero(a.type) if found is None and zero else found
 
+        rules: dict[Primitive, tuple] = {}  # this pass's look-ups of ``jvp_rules`` and ``given_primal``
         for eqn in program.eqns:
             builder.source = eqn.source
             inputs = eqn.inputs
             ps = [a if type(a) is Literal else primal[a] for a in inputs]
-            for a in inputs:  # does a tangent reach it? (``tangent`` holds no Zero; a literal is no key)
-                if a in tangent:
+            for a in inputs:  # does a tangent reach it? (``tangent`` holds no Zero; a literal, unhashed, no key)
+                if type(a) is Var and a in tangent:
                     break
             else:
                 a = None
-            if a is None:
-                outs, touts = bind(eqn.prim, *ps, **eqn.params), None
+            if a is None:  # the primal equation alone, its output types known
+                outs, touts = emit(eqn, ps), None
             else:
-                ts = [tangent[a] if a in tangent else Zero(a.type) for a in inputs]
-                rule = jvp_rules.get(eqn.prim)
-                if rule is None:
-                    raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
-                outs, touts = rule(ps, ts, **eqn.params)
+                ts = [tangent[a] if type(a) is Var and a in tangent else Zero(a.type) for a in inputs]
+                found = rules.get(eqn.prim)  # (the rule, its part after the primal equation or None)
+                if found is None:
+                    rule = jvp_rules.get(eqn.prim)
+                    if rule is None:
+                        raise NotImplementedError(f"no JVP rule for primitive {eqn.prim.name}")
+                    found = rules[eqn.prim] = (rule, given_primal.get(rule))
+                rule, part = found
+                if part is None:
+                    outs, touts = rule(ps, ts, **eqn.params)
+                elif eqn.params is NO_PARAMS:  # (``**`` of a Params asks it for its keys: a call)
+                    outs, touts = part(emit(eqn, ps), ps, ts)
+                else:
+                    outs, touts = part(emit(eqn, ps), ps, ts, **eqn.params)
             if not eqn.prim.multiple_results:
                 outs, touts = (outs,), (touts,)
             elif touts is None:
@@ -182,7 +205,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
                         hints.setdefault(id(o.ssa), v.hint)
                     else:
                         o.ssa.hint = v.hint
-                if t is not None and type(t) is not Zero and tangent_type(v.type) is not None:
+                if t is not None and type(t) is not Zero and v.type.dtype.kind in "fc":  # ``tangent_type``
                     tangent[v] = t
                     if v.hint and not t.ssa.hint:
                         if t.ssa in foreign:

@@ -26,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pullback.ad.emit import collection_paused, emit
 from pullback.ad.jvp import Zero, instantiate
 from pullback.ad.ops import lax
 from pullback.errors import TracingError
-from pullback.ir.core import Primitive, Program, Var
-from pullback.ir.tracer import Tracer, bind, new_trace, rename
+from pullback.ir.core import NO_PARAMS, Primitive, Program, Var
+from pullback.ir.tracer import Tracer, new_trace, rename
 from pullback.ir.types import ArrayType
 
 
@@ -71,7 +72,7 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
     # keyed by the Var itself (hashed by identity, without a call), not by ``id``
     linear: set[Var] = {v for v, lin in zip(program.inputs, linear_inputs) if lin}
     hints: dict[int, str] = {}
-    with new_trace(replay=True) as builder:
+    with collection_paused(), new_trace(replay=True) as builder:
         env: dict[Var, object] = {}  # values of the non-linear vars
         for v, lin in zip(program.inputs, linear_inputs):
             if not lin:
@@ -88,7 +89,7 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
                     break
             else:
                 builder.source = eqn.source
-                outs = bind(eqn.prim, *[env[a] if type(a) is Var else a for a in eqn.inputs], **eqn.params)
+                outs = emit(eqn, [env[a] if type(a) is Var else a for a in eqn.inputs])  # output types known
                 for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
                     env[v] = o
         builder.source = None
@@ -102,22 +103,37 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
         foreign = {*program.inputs, *program.constvars}
 
         def name(v, c) -> None:
-            if isinstance(c, Tracer) and v.hint and not c.ssa.hint and c.ssa not in ct_inputs:
+            if type(c) is Tracer and v.hint and not c.ssa.hint and c.ssa not in ct_inputs:
                 if c.ssa in foreign:
                     hints.setdefault(id(c.ssa), cotangent_hint(v.hint))
                 else:
                     c.ssa.hint = cotangent_hint(v.hint)
 
         for eqn in reversed(linear_eqns):
-            cts_out = [ct.pop(v) if v in ct else Zero(v.type) for v in eqn.outputs]
-            nonzero = False
-            for v, c in zip(eqn.outputs, cts_out):
-                if type(c) is not Zero:
-                    nonzero = True
-                    if v.hint:
-                        name(v, c)
-            if not nonzero:
-                continue
+            if eqn.prim.multiple_results:
+                ct_out = [ct.pop(v) if v in ct else Zero(v.type) for v in eqn.outputs]
+                nonzero = False
+                for v, c in zip(eqn.outputs, ct_out):
+                    if type(c) is not Zero:
+                        nonzero = True
+                        if v.hint:
+                            name(v, c)
+                if not nonzero:
+                    continue
+            else:  # one output: ``name`` inline
+                v = eqn.outputs[0]
+                ct_out = ct.pop(v, None)
+                if ct_out is None:  # a Zero cotangent
+                    continue
+                h = v.hint
+                if h and type(ct_out) is Tracer:
+                    c = ct_out.ssa
+                    if not c.hint and c not in ct_inputs:
+                        h = (h[:-4] if h[-4:] == "_dot" else h) + "_bar"  # ``cotangent_hint``
+                        if c in foreign:
+                            hints.setdefault(id(c), h)
+                        else:
+                            c.hint = h
             rule = transpose_rules.get(eqn.prim)
             if rule is None:
                 raise TracingError(
@@ -129,11 +145,13 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
                 for a in eqn.inputs
             ]
             builder.source = eqn.source
-            cts_in = rule(cts_out if eqn.prim.multiple_results else cts_out[0], *args, **eqn.params)
+            # (``**`` of a Params asks it for its keys: a call)
+            cts_in = rule(ct_out, *args) if eqn.params is NO_PARAMS else rule(ct_out, *args, **eqn.params)
             for a, c in zip(eqn.inputs, cts_in):
                 if c is not None and type(a) is Var and a in linear and type(c) is not Zero:
-                    t = c.ssa.type
-                    if t is not a.type and t != a.type:
+                    t, u = c.ssa.type, a.type  # (compared without ``__eq__``'s call where both are ArrayTypes)
+                    if t is not u and (t.shape != u.shape or t.dtype != u.dtype if type(t) is ArrayType is type(u)
+                                       else t != u):
                         raise TracingError(f"transpose rule of {eqn.prim.name} gave a cotangent of type {c.ssa.type} "
                                            f"for an input of type {a.type}")
                     prev = ct.get(a)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pullback.ad import emit
 from pullback.ad import ops as ad_ops
+from pullback.ad.emit import record as bind  # ``ir.tracer.bind``, leaner for the rules' operations
 from pullback.ir.core import Literal
-from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind
+from pullback.ir.tracer import PYTHON_SCALARS, Tracer
 from pullback.ir.types import ArrayType
 from pullback.primitives import contractions as con
 from pullback.primitives import cumulative as cum
@@ -59,7 +61,7 @@ FOLD[ew.logistic_p] = _scipy_special("expit")
 def _apply(prim, *xs):
     for x in xs:  # a loop, not all() of a generator: this runs for every equation a rule records
         if type(x) is not Literal:
-            return bind(prim, *xs)
+            return emit.apply(prim, *xs)
     if prim in FOLD:
         value = FOLD[prim](*(np.asarray(x.value, x.dtype) for x in xs))
         return Literal.of(value, value.dtype)
@@ -67,11 +69,27 @@ def _apply(prim, *xs):
 
 
 def _binary(prim):
-    return lambda x, y: _apply(prim, *_pair(x, y))
+    def op(x, y):  # the common cases (a tracer and a tracer, literal or Python float or int) in one call
+        if type(x) is Tracer:
+            if type(y) is Tracer or type(y) is Literal:
+                return emit.apply2(prim, x, y)
+            if type(y) is float or type(y) is int:
+                return emit.apply2(prim, x, Literal.of(y, x.ssa.type.dtype))
+        elif type(y) is Tracer:
+            if type(x) is Literal:
+                return emit.apply2(prim, x, y)
+            if type(x) is float or type(x) is int:
+                return emit.apply2(prim, Literal.of(x, y.ssa.type.dtype), y)
+        return _apply(prim, *_pair(x, y))
+
+    return op
 
 
 def _unary(prim):
-    return lambda x: _apply(prim, x)
+    def op(x):
+        return emit.apply1(prim, x) if type(x) is Tracer else _apply(prim, x)
+
+    return op
 
 
 add, sub, mul, div, pow = (_binary(p) for p in (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p, ew.pow_p))

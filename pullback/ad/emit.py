@@ -1,0 +1,238 @@
+"""The lean way the transforms and their rules record an equation: what ``bind`` does, less what they need not.
+
+``jvp`` and ``transpose`` record a few equations per equation of the program they read, all at known
+lines (``new_trace(replay=True)``), on operands that are this trace's own tracers or literals. ``bind``
+serves every caller (the user's code, views, captured tracers, shape errors named after the user's
+function); these two serve the transforms:
+
+- ``emit``: an equation whose output types are already known (a primal equation re-recorded, whose
+  outputs' types the program it came from holds), so no shape rule is asked;
+- ``apply``: an operation of ``primitives.lax`` (no params), whose output types are remembered per
+  primitive and operand types (by identity: a type is compared with ``is`` before its answer is used);
+- ``record``: one with params (``lax``'s ``bind``), whose ``Params`` object is remembered with its types.
+
+Either goes through ``bind`` whenever an operand or the trace is not the common case, so what is
+recorded is the same equation ``bind`` would record.
+
+``collection_paused``: a transform makes a few objects per equation and frees none of them, so each of
+the cyclic garbage collector's full passes while it runs reads every object the program holds, for
+nothing; with the collector paused, a long program's jvp takes half the time.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Params, Primitive, Var, makes_view, output_types
+from pullback.ir.tracer import Tracer, _state, bind
+
+
+def emit(eqn: Eqn, args: Sequence):
+    """``bind(eqn.prim, *args, **eqn.params)``, ``args`` of the types of ``eqn``'s inputs: its outputs have the
+    types of ``eqn``'s (an equation re-recorded on other values)."""
+    prim, params = eqn.prim, eqn.params
+    builder = _state.stack[-1]  # a transform's trace is running
+    source = builder.source
+    if source is None and not builder.replay:
+        return bind(prim, *args, **params)
+    for a in args:  # checked, then read in one comprehension (no call per operand)
+        if type(a) is Tracer:
+            if a.builder is not builder or (a.view is not None and a.view[0].version != a.view[1]):
+                return bind(prim, *args, **params)
+        elif type(a) is not Literal:
+            return bind(prim, *args, **params)
+    atoms = tuple([a.ssa if type(a) is Tracer else a for a in args])
+    if prim.multiple_results:
+        if prim in VIEWS:
+            return bind(prim, *args, **params)
+        outs = tuple([Var(v.type) for v in eqn.outputs])
+        builder.eqns.append(Eqn(prim, atoms, outs, params, source))
+        return tuple([Tracer(v, builder) for v in outs])
+    out = Var(eqn.outputs[0].type)
+    builder.eqns.append(Eqn(prim, atoms, (out,), params, source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
+
+
+# (primitive, id of each operand's type or literal) -> (those types and literals, the output types)
+_KNOWN: dict[tuple, tuple[tuple, tuple]] = {}
+_KNOWN_MAX = 1 << 12
+
+
+def apply(prim: Primitive, *args):
+    """``bind(prim, *args)`` of a single-output primitive without params, its output type remembered."""
+    builder = _state.stack[-1]  # a transform's trace is running
+    source = builder.source
+    if source is None and not builder.replay:
+        return bind(prim, *args)
+    atoms = []
+    key = [prim]
+    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
+            a = a.ssa
+            key.append(id(a.type))
+        elif type(a) is Literal:  # (``Literal.of`` shares one object per value and dtype)
+            key.append(id(a))
+        else:
+            return bind(prim, *args)
+        atoms.append(a)
+    key = tuple(key)
+    hit = _KNOWN.get(key)
+    if hit is not None:
+        for a, k in zip(atoms, hit[0]):
+            if (a.type if type(a) is Var else a) is not k:
+                hit = None
+                break
+    if hit is not None:
+        types = hit[1]
+    else:
+        try:
+            types = output_types(prim, tuple(atoms), NO_PARAMS)
+        except Exception:  # a shape error: ``bind`` reports it as it does
+            return bind(prim, *args)
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), types)
+    out = Var(types[0])
+    atoms = tuple(atoms)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
+
+
+
+
+def apply1(prim: Primitive, x):
+    """``apply`` of one operand, without the loops."""
+    builder = _state.stack[-1]
+    source = builder.source
+    if type(x) is not Tracer or x.builder is not builder or x.view is not None or (
+            source is None and not builder.replay):
+        return apply(prim, x)
+    a = x.ssa
+    t = a.type
+    hit = _KNOWN.get((prim, id(t)))
+    if hit is not None and hit[0][0] is t:
+        types = hit[1]
+    else:
+        return apply(prim, x)
+    out = Var(types[0])
+    atoms = (a,)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    o = Tracer(out, builder)
+    return _view(o, prim, (x,), atoms) if prim in VIEWS else o
+
+
+def apply2(prim: Primitive, x, y):
+    """``apply`` of two operands (tracers or literals), without the loops."""
+    builder = _state.stack[-1]
+    source = builder.source
+    if source is None and not builder.replay:
+        return apply(prim, x, y)
+    if type(x) is Tracer and x.builder is builder and x.view is None:
+        a = x.ssa
+        ka = a.type
+    elif type(x) is Literal:
+        a = ka = x
+    else:
+        return apply(prim, x, y)
+    if type(y) is Tracer and y.builder is builder and y.view is None:
+        b = y.ssa
+        kb = b.type
+    elif type(y) is Literal:
+        b = kb = y
+    else:
+        return apply(prim, x, y)
+    hit = _KNOWN.get((prim, id(ka), id(kb)))
+    if hit is not None and hit[0][0] is ka and hit[0][1] is kb:
+        types = hit[1]
+    else:
+        return apply(prim, x, y)
+    out = Var(types[0])
+    atoms = (a, b)
+    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    o = Tracer(out, builder)
+    return _view(o, prim, (x, y), atoms) if prim in VIEWS else o
+
+# (primitive, id of each operand's type or literal, the params' items) -> (those types and literals,
+# the params' values, their Params, the output types)
+_RECORDED: dict[tuple, tuple] = {}
+
+
+def record(prim: Primitive, *args, **params):
+    """``bind(prim, *args, **params)``, for the rules' operations (``primitives.lax``): the output types
+    and the ``Params`` remembered for the primitive, the operand types and the params' values (of the
+    same types)."""
+    try:
+        builder = _state.stack[-1]
+    except (AttributeError, IndexError):
+        return bind(prim, *args, **params)
+    source = builder.source
+    if (source is None and not builder.replay) or prim.multiple_results:
+        return bind(prim, *args, **params)
+    atoms = []
+    key = [prim]
+    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
+            a = a.ssa
+            key.append(id(a.type))
+        elif type(a) is Literal:
+            key.append(id(a))
+        else:
+            return bind(prim, *args, **params)
+        atoms.append(a)
+    key.append(tuple(params.items()))
+    key = tuple(key)
+    try:
+        hit = _RECORDED.get(key)
+    except TypeError:  # an unhashable param: ``bind`` says what is wrong with it
+        return bind(prim, *args, **params)
+    if hit is not None:
+        for a, k in zip(atoms, hit[0]):
+            if (a.type if type(a) is Var else a) is not k:
+                hit = None
+                break
+    if hit is not None:
+        for v, w in zip(params.values(), hit[1]):
+            if type(v) is not type(w):
+                hit = None
+                break
+    if hit is None:
+        p = Params(params) if params else NO_PARAMS
+        try:
+            types = output_types(prim, tuple(atoms), p)
+        except Exception:  # a shape error: ``bind`` reports it as it does
+            return bind(prim, *args, **params)
+        if len(_RECORDED) >= _KNOWN_MAX:
+            _RECORDED.clear()
+        hit = _RECORDED[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), tuple(params.values()),
+                                p, types)
+    out = Var(hit[3][0])
+    atoms = tuple(atoms)
+    builder.eqns.append(Eqn(prim, atoms, (out,), hit[2], source))
+    t = Tracer(out, builder)
+    return _view(t, prim, args, atoms) if prim in VIEWS else t
+
+
+def _view(out: Tracer, prim: Primitive, args: Sequence, atoms: tuple) -> Tracer:
+    """``out``, marked a view of its first operand where ``prim`` makes one (as ``bind`` marks it)."""
+    if args and type(args[0]) is Tracer and makes_view(prim, atoms):
+        root = args[0].view[0] if args[0].view is not None else args[0]
+        out.view = (root, root.version)
+    return out
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a transform builds a program (see the module's docstring);
+    as it was on exit. Reference counting still frees what the transform drops."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -14,7 +14,7 @@ function); these two serve the transforms:
 Either goes through ``bind`` whenever an operand or the trace is not the common case, so what is
 recorded is the same equation ``bind`` would record.
 
-``collection_paused``: a transform makes a few objects per equation and frees none of them, so each of
+``gc_paused``: a transform makes a few objects per equation and frees none of them, so each of
 the cyclic garbage collector's full passes while it runs reads every object the program holds, for
 nothing; with the collector paused, a long program's jvp takes half the time.
 """
@@ -225,9 +225,10 @@ def _view(out: Tracer, prim: Primitive, args: Sequence, atoms: tuple) -> Tracer:
 
 
 @contextmanager
-def collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a transform builds a program (see the module's docstring);
-    as it was on exit. Reference counting still frees what the transform drops."""
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a program is built (a trace, a transform, printing and
+    compiling: see the module's docstring); as it was on exit. Reference counting still frees what is
+    dropped, and cycles made meanwhile are collected after."""
     if not gc.isenabled():
         yield
         return

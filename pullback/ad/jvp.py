@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pullback.ad.emit import collection_paused, emit, record
+from pullback.ad.emit import emit, gc_paused, record
 from pullback.ad.ops import lax
 from pullback.ir.core import NO_PARAMS, Literal, Primitive, Program, Var
 from pullback.ir.tracer import Tracer, bind, new_trace, rename
@@ -144,7 +144,7 @@ def jvp(program: Program, wrt: Sequence[bool] | None = None) -> Program:
     # program yet); a value that is the input program's own (a rule returning an input) is renamed, by copy
     hints: dict[int, str] = {}
     foreign = {*program.inputs, *program.constvars}
-    with collection_paused(), new_trace(replay=True) as builder:
+    with gc_paused(), new_trace(replay=True) as builder:
         # keyed by the Var itself (hashed by identity, without a call), not by ``id``
         primal: dict[Var, object] = {}
         tangent: dict[Var, object] = {}

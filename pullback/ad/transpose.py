@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pullback.ad.emit import collection_paused, emit
+from pullback.ad.emit import emit, gc_paused
 from pullback.ad.jvp import Zero, instantiate
 from pullback.ad.ops import lax
 from pullback.errors import TracingError
@@ -72,7 +72,7 @@ def transpose(program: Program, linear_inputs: Sequence[bool]) -> Program:
     # keyed by the Var itself (hashed by identity, without a call), not by ``id``
     linear: set[Var] = {v for v, lin in zip(program.inputs, linear_inputs) if lin}
     hints: dict[int, str] = {}
-    with collection_paused(), new_trace(replay=True) as builder:
+    with gc_paused(), new_trace(replay=True) as builder:
         env: dict[Var, object] = {}  # values of the non-linear vars
         for v, lin in zip(program.inputs, linear_inputs):
             if not lin:

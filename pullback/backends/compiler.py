@@ -4,34 +4,18 @@ function lives."""
 
 from __future__ import annotations
 
-import gc
 import itertools
 import linecache
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 
+from pullback.ad.emit import gc_paused
 from pullback.backends import codegen, errstate, numba_loops
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.core import Program
 
 _counter = itertools.count()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Cyclic garbage collection off while a program is built. Building allocates millions of
-    small objects (IR, libcst nodes) that reference counting frees, and each full collection would
-    walk all of them: about a third of the time of a large first call. The collector's own state
-    is restored after; cycles made meanwhile are collected then."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _forget(filename: str) -> None:

@@ -35,7 +35,8 @@ def cse(program: Program) -> Program:
         prim = eqn.prim
         if prim in COMMUTATIVE and len(keys) == 2:
             a, b = keys
-            if (b < a if type(a) is int and type(b) is int else _before(b, a)):  # (two vars: compared here)
+            var_a, var_b = type(a) is int, type(b) is int  # (a var and anything: ordered here, as ``_before`` does)
+            if (b < a if var_a and var_b else var_b) if var_a or var_b else _before(b, a):
                 keys = (b, a)  # x * c and c * x are one product
         key = (prim, keys, eqn.params)
         first = None if (prim in EFFECTS or prim in WITH_BODIES and effectful(eqn)) else seen.get(key)

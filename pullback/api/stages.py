@@ -147,8 +147,9 @@ def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Pro
 def _forward_length(program: Program, seed: Var) -> int:
     """The index of the first equation that reads the cotangent seed."""
     for i, eqn in enumerate(program.eqns):
-        if any(a is seed for a in eqn.inputs):
-            return i
+        for a in eqn.inputs:  # (a loop, not a generator per equation)
+            if a is seed:
+                return i
     return len(program.eqns)
 
 

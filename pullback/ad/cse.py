@@ -33,8 +33,11 @@ def cse(program: Program) -> Program:
         keys = tuple(map(id, inputs)) if Literal not in map(type, inputs) else tuple(
             [id(a) if type(a) is Var else _key(a) for a in inputs])
         prim = eqn.prim
-        if prim in COMMUTATIVE and len(keys) == 2 and _before(keys[1], keys[0]):
-            keys = (keys[1], keys[0])  # x * c and c * x are one product
+        if prim in COMMUTATIVE and len(keys) == 2:
+            a, b = keys
+            var_a, var_b = type(a) is int, type(b) is int  # (a var and anything: ordered here, as ``_before`` does)
+            if (b < a if var_a and var_b else var_b) if var_a or var_b else _before(b, a):
+                keys = (b, a)  # x * c and c * x are one product
         key = (prim, keys, eqn.params)
         first = None if (prim in EFFECTS or prim in WITH_BODIES and effectful(eqn)) else seen.get(key)
         if first is not None:

@@ -106,10 +106,13 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     path: dict[int, tuple[int, ...]] = {j: (j,) for j in range(boundary, len(eqns))}
     held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
     for i in reversed(range(boundary)):
-        if (not readers[i] or any(id(v) in pinned for v in eqns[i].outputs) or any(j not in path for j in readers[i])
-                or effectful(eqns[i])):
+        read = readers[i]  # (set comparisons, counted in C: no generator per equation)
+        if not read or not pinned.isdisjoint(map(id, eqns[i].outputs)) or not path.keys() >= read or effectful(eqns[i]):
             continue  # unread, an output, read by the forward pass, or an effect (effects keep their order): it stays
-        first = min(readers[i], key=lambda j: path[j] + (last,))
+        if len(read) == 1:
+            (first,) = read
+        else:
+            first = min(read, key=lambda j: path[j] + (last,))
         below = held.setdefault(first, [])
         path[i] = path[first] + (len(below),)
         below.append(i)
@@ -144,8 +147,9 @@ def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Pro
 def _forward_length(program: Program, seed: Var) -> int:
     """The index of the first equation that reads the cotangent seed."""
     for i, eqn in enumerate(program.eqns):
-        if any(a is seed for a in eqn.inputs):
-            return i
+        for a in eqn.inputs:  # (a loop, not a generator per equation)
+            if a is seed:
+                return i
     return len(program.eqns)
 
 

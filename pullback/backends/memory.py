@@ -181,7 +181,7 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
             pinned.add(root.get(id(a), id(a)))
     last: dict[int, int] = {}  # buffer -> index of the last equation reading any of its aliases
     for i, eqn in enumerate(program.eqns):
-        for a in reads(eqn):
+        for a in eqn.inputs if eqn.prim not in UNREAD else reads(eqn):  # (most read every operand: no list)
             if isinstance(a, Var):
                 last[root.get(id(a), id(a))] = i
     made_elementwise = {id(v) for e in program.eqns if e.prim in _ELEMENTWISE for v in e.outputs}
@@ -191,11 +191,13 @@ def plan(program: Program, free: frozenset[int] = frozenset(), min_size: int = M
         # a result may take over a dead buffer too (codegen binds the result's name to it after the update)
         update = eqn.prim in UPDATES
         any_size = update or eqn.prim in OVERWRITING
-        sized = [k for k, a in enumerate(eqn.inputs)  # the operands large enough (most equations of a long
-                 if isinstance(a, Var) and type(a.type) is ArrayType  # program of small arrays: none)
-                 and (a.type.size >= min_size or (any_size and a.type.ndim)
-                      or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
-                 and (k == 0 or not update)]  # (not a stack)
+        sized = []  # the operands large enough (most equations of a long program of small arrays: none)
+        for k, a in enumerate(eqn.inputs):  # (a loop, not a comprehension: no call per equation)
+            if (isinstance(a, Var) and type(a.type) is ArrayType
+                    and (a.type.size >= min_size or (any_size and a.type.ndim)
+                         or (chain and id(a) in made_elementwise and a.type.size >= chain_size))
+                    and (k == 0 or not update)):  # (not a stack)
+                sized.append(k)
         if not sized:
             continue
         buffers = [root.get(id(a), id(a)) if isinstance(a, Var) else None for a in eqn.inputs]

@@ -59,6 +59,7 @@ import numpy as np
 from pullback.ad.dce import dce
 from pullback.ad.substitute import substitute
 from pullback.ir.core import Eqn, Literal, Params, Program, Var, output_types
+from pullback.ir.types import ArrayType
 from pullback.opt import census
 from pullback.primitives import contractions as con
 from pullback.primitives import elementwise as ew
@@ -150,10 +151,13 @@ class _Pass:
     # --- building ---------------------------------------------------------------------------
     def _record(self, eqn: Eqn) -> None:
         self.eqns.append(eqn)
-        for v in eqn.outputs:
+        outs = eqn.outputs
+        for v in outs:
             self.defs[id(v)] = eqn
-        if self.seen is not None:
-            self._see(eqn)
+        if self.seen is not None and len(outs) == 1:  # ``_see``, inlined: one call fewer per equation
+            ins = eqn.inputs
+            key = tuple(map(id, ins)) if Literal not in map(type, ins) else tuple(map(_key, ins))
+            self.seen.setdefault((eqn.prim, key, eqn.params), outs[0])
 
     def _see(self, eqn: Eqn) -> None:
         if len(eqn.outputs) == 1:
@@ -435,7 +439,8 @@ class _Pass:
                 ins = tuple([self.replace.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs])
                 eqn = Eqn(eqn.prim, ins, eqn.outputs, eqn.params, eqn.source)
             out = eqn.outputs[0]
-            square = len(eqn.outputs) == 1 and out.type.ndim == 2 and out.shape[0] == out.shape[1] > 0
+            t = out.type  # (its shape read once: no property calls per equation)
+            square = len(eqn.outputs) == 1 and t.__class__ is ArrayType and len(n := t.shape) == 2 and n[0] == n[1] > 0
             if square:
                 self.source = eqn.source
                 self.analyse(eqn, out)

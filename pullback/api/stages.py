@@ -25,13 +25,20 @@ from pullback.opt.simplify import Settled
 from pullback.primitives import structural as st
 
 
-def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Split:
+def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0, canonical_form: bool = False) -> Split:
     """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents.
-    The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated."""
+    The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated. ``canonical_form``:
+    ``program`` is ``opt.canonical.canonical_form``'s result (the primal stage's), which ``canonical``
+    returns as it is and which has no dead code, so that neither runs again here."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
     # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones
-    program = dce(cse(canonical(program)))
+    # (CSE of a program free of dead code leaves none: a duplicate reads what its first reads)
+    if canonical_form and __import__('os').environ.get('CANON_CHECK'):
+        assert canonical(program) is program, 'not canonical'
+        c = cse(program)
+        assert dce(c) is c, 'dead after cse'
+    program = cse(program) if canonical_form else dce(cse(canonical(program)))
     j = jvp(program, wrt)
     if n_aux:
         j = Program(j.inputs, j.eqns, j.outputs[:m + m - n_aux], j.constvars, j.constvals, j.name)
@@ -65,11 +72,11 @@ def _merge_consts(*programs: Program) -> tuple[tuple[Var, ...], tuple]:
 
 
 def vjp(program: Program, wrt: Sequence[bool], n_aux: int = 0, settled: Settled | None = None,
-        final: bool = True) -> Program:
+        final: bool = True, canonical_form: bool = False) -> Program:
     """``(*primals, *out_cotangents) -> (*outs, *input_cotangents)`` for the inputs in ``wrt``; the
-    last ``n_aux`` outputs get no cotangent (see ``linearize``; ``settled``, ``final``: see ``simplify``,
-    ``optimize``)."""
-    split = linearize(program, wrt, n_aux)
+    last ``n_aux`` outputs get no cotangent (see ``linearize``, also for ``canonical_form``; ``settled``,
+    ``final``: see ``simplify``, ``optimize``)."""
+    split = linearize(program, wrt, n_aux, canonical_form)
     settled = settled if settled is not None else Settled()
     # the backward pass is simplified once, below, with the forward pass's definitions in view: simplified on
     # its own first, most of it was read again there (its residuals gain definitions), for the same result
@@ -128,13 +135,14 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     return tuple(eqns[k] for k in order)
 
 
-def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0) -> Program:
+def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0, canonical_form: bool = False) -> Program:
     """``(*primals) -> (value, *aux, *gradients)`` of a real scalar function (its first output, of size 1
     and any shape, as autograd takes it; the ``n_aux`` others are auxiliary values, returned as they are):
-    the VJP seeded with 1."""
+    the VJP seeded with 1 (``canonical_form``: see ``linearize``)."""
     assert len(program.outputs) == 1 + n_aux
     settled = Settled()  # what simplifying the VJP learnt: with the seed set, only what reads it is rewritten again
-    v = vjp(program, wrt, n_aux, settled, final=False)  # sunk and simplified with the seed still an input
+    # sunk and simplified with the seed still an input
+    v = vjp(program, wrt, n_aux, settled, final=False, canonical_form=canonical_form)
     seed = v.inputs[-1]
     one = Eqn(st.broadcast_in_dim_p, (Literal.of(1, seed.dtype),), (seed,),
               Params({"shape": seed.type.shape, "broadcast_dimensions": ()}))

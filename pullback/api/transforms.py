@@ -23,7 +23,6 @@ import numpy as np
 
 from pullback import log
 from pullback.ad.batch import batch
-from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
 from pullback.api import cache, eager, kronecker, lowrank
@@ -49,7 +48,7 @@ from pullback.ir.tracer import (
 )
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
-from pullback.opt.canonical import canonical
+from pullback.opt.canonical import canonical_form
 from pullback.opt.contraction_order import program_flops
 from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
@@ -560,8 +559,9 @@ class differentiate(_ByFunction):
         program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
         if self.reroll:
             program = reroll(program)
-        program = dce(canonical(program))  # one spelling per factorisation, before any derivative; no dead
-        # values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``)
+        program = canonical_form(program)  # one spelling per factorisation, before any derivative (the
+        # stages below differentiate it as it is); no dead values (pb.grad(f) inlined drops f's value; effects
+        # stay, see ``dce``)
         return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
 
     def _build_jvp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
@@ -573,19 +573,19 @@ class differentiate(_ByFunction):
         """``known`` (primals -> outputs and residuals), ``linear`` (residuals and tangents -> output
         tangents) and ``transpose`` (its transpose), of one linearisation."""
         wrt, _ = self._wrt(primal.program, args, trees)
-        split = ad.linearize(primal.program, wrt, self._n_aux(primal))
+        split = ad.linearize(primal.program, wrt, self._n_aux(primal), canonical_form=True)
         if kind == "known":
             return _closed(primal, ad.optimize(split.known))
         return Staged(ad.optimize(split.unknown) if kind == "linear" else ad.transpose_linear(split))
 
     def _build_vjp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         wrt, _ = self._wrt(primal.program, args, trees)
-        return _closed(primal, ad.vjp(primal.program, wrt))
+        return _closed(primal, ad.vjp(primal.program, wrt, canonical_form=True))
 
     def _build_grad(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p = primal.program
         wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
-        g = ad.value_and_grad(p, wrt, n_aux)
+        g = ad.value_and_grad(p, wrt, n_aux, canonical_form=True)
         program = Program(g.inputs, g.eqns, self._grad_outputs(list(g.outputs), n_aux, args, trees, nums), g.constvars,
                           g.constvals, g.name)
         return _closed(primal, program, tree)

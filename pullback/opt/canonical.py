@@ -300,3 +300,13 @@ def canonical(program: Program) -> Program:
     merged = cse(program)
     out = _Canon(merged).run()
     return program if out is merged else out
+
+
+def canonical_form(program: Program) -> Program:
+    """``canonical`` applied until it changes nothing, dead code dropped: a program that ``canonical``
+    returns as it is (one sweep of rewrites may make a pattern for the next), so that ``linearize``, given
+    it, need not run ``canonical`` again (``canonical_form=True``). Free when the first sweep finds nothing."""
+    out = dce(canonical(program))
+    while (again := canonical(out)) is not out:
+        out = again  # (a changed result is free of dead code: canonical's rewrites end in DCE)
+    return out

@@ -31,10 +31,13 @@ passes meet one pattern whatever the user wrote.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pullback.ad.cse import cse
 from pullback.ad.dce import dce
 from pullback.ir.core import Eqn, Literal, Params, Program, Var, output_types
 from pullback.ir.types import ArrayType
+from pullback.opt.census import primitives
 from pullback.primitives import elementwise as ew
 from pullback.primitives import structural as st
 from pullback.primitives.linalg import factor_solves as fa
@@ -56,16 +59,19 @@ class _Canon:
 
     def __init__(self, program: Program):
         self.program = program
-        self.defs: dict[int, Eqn] = {}
-        self.uses: dict[int, list[Eqn]] = {}
-        for e in program.eqns:
-            for v in e.outputs:
-                self.defs[id(v)] = e
-            for a in e.inputs:
-                if isinstance(a, Var):
-                    self.uses.setdefault(id(a), []).append(e)
+        self.defs: dict[int, Eqn] = {id(v): e for e in program.eqns for v in e.outputs}
         self.dropped: set[int] = set()
         self.returned = {id(a) for a in program.outputs if isinstance(a, Var)}
+
+    @cached_property
+    def uses(self) -> dict[int, list[Eqn]]:
+        """id of a var -> the equations reading it (asked for only where the program factorises with getrf)."""
+        uses: dict[int, list[Eqn]] = {}
+        for e in self.program.eqns:
+            for a in e.inputs:
+                if isinstance(a, Var):
+                    uses.setdefault(id(a), []).append(e)
+        return uses
 
     def adjoint_of(self, t) -> tuple[Var, bool] | None:
         """(x, conjugated) when ``t`` is ``x^T`` (False) or ``x^H`` (True; real: a transpose is both)."""
@@ -188,10 +194,17 @@ class _Canon:
         replace: dict[int, object] = {}
         factored: dict[tuple, Eqn] = {}  # (matrix, params) -> its first potrf, of either triangle
         changed = False
+        rewrites, dropped, keep = self.REWRITES, self.dropped, eqns.append
         for eqn in self.program.eqns:
-            if id(eqn) in self.dropped:
+            prim = eqn.prim
+            if prim not in rewrites and prim is not la.potrf_p and prim is not la.getrf_p:  # most: nothing to do
+                if not dropped or id(eqn) not in dropped:
+                    keep(eqn)
                 continue
-            new = next((r for rule in self.REWRITES.get(eqn.prim, ()) if (r := rule(self, eqn)) is not None), None)
+            if id(eqn) in dropped:
+                continue
+            new = next((r for rule in rewrites[prim] if (r := rule(self, eqn)) is not None), None) if prim in rewrites \
+                else None
             if new is not None:
                 eqns.extend(new if isinstance(new, list) else [new])
                 changed = True
@@ -292,10 +305,14 @@ def _substituted(program: Program, replace: dict[int, object]) -> Program:
     return substitute(program, replace)
 
 
+# without one of these, ``canonical`` returns the program at once (counted in C: no Python call per equation)
+_TRIGGERS = frozenset((la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p, ew.log_p))
+
+
 def canonical(program: Program) -> Program:
     """``program`` with the factorisations' spellings brought to one form (the module docstring);
     ``program`` itself when there is nothing to bring."""
-    if not any(e.prim in (la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p, ew.log_p) for e in program.eqns):
+    if _TRIGGERS.isdisjoint(primitives(program)):
         return program
     merged = cse(program)
     out = _Canon(merged).run()
@@ -307,6 +324,10 @@ def canonical_form(program: Program) -> Program:
     returns as it is (one sweep of rewrites may make a pattern for the next), so that ``linearize``, given
     it, need not run ``canonical`` again (``canonical_form=True``). Free when the first sweep finds nothing."""
     out = dce(canonical(program))
-    while (again := canonical(out)) is not out:
-        out = again  # (a changed result is free of dead code: canonical's rewrites end in DCE)
+    if out is program:
+        return out
+    # canonical of a result it changed: that result ends in CSE and DCE (CSE again would find nothing), and
+    # holds a trigger of its rewrites (what they make does)
+    while (again := _Canon(out).run()) is not out:
+        out = again
     return out

@@ -34,10 +34,6 @@ def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0, canonical_f
     m = len(program.outputs)
     # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones
     # (CSE of a program free of dead code leaves none: a duplicate reads what its first reads)
-    if canonical_form and __import__('os').environ.get('CANON_CHECK'):
-        assert canonical(program) is program, 'not canonical'
-        c = cse(program)
-        assert dce(c) is c, 'dead after cse'
     program = cse(program) if canonical_form else dce(cse(canonical(program)))
     j = jvp(program, wrt)
     if n_aux:

@@ -44,7 +44,20 @@ _ALPHA = {la.trsm_p: 1, la.trmm_p: 1}
 def single_readers(program: Program) -> Program:
     """``program`` with the products read only by a transpose taken the other way round, and the
     scalings of triangular solves and products read by nothing else folded into their alpha."""
-    return _alpha(_swapped(_vector_products(program)))
+    vectors = _vector_products(program)
+    swapped = _swapped(vectors, vectors is not program)
+    return _alpha(swapped, swapped is not program)
+
+
+def _without(program: Program, eqns: list[Eqn], killed: set[int], dead_free: bool) -> Program:
+    """``program`` with ``eqns``, less the equations (by id) that the rewrites left unread: DCE, which
+    finds just those where ``program`` held no dead code (``dead_free``; the rewritten equations read
+    what the killed ones read), so that only the first pass that rewrites anything runs DCE."""
+    if dead_free:
+        return Program(program.inputs, tuple(e for e in eqns if id(e) not in killed), program.outputs,
+                       program.constvars, program.constvals, program.name)
+    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
+                       program.name))
 
 
 def _vector_products(program: Program) -> Program:
@@ -92,8 +105,9 @@ def _vector_product(eqn: Eqn, products: dict[int, Eqn], columns: dict[int, Eqn],
     return eqn
 
 
-def _swapped(program: Program) -> Program:
-    """``program`` with the products read only by a transpose taken the other way round."""
+def _swapped(program: Program, dead_free: bool = False) -> Program:
+    """``program`` with the products read only by a transpose taken the other way round (``dead_free``:
+    see ``_without``)."""
     products = {id(e.outputs[0]): e for e in program.eqns if e.prim is con.dot_general_p}
     transposed = {id(e.inputs[0]) for e in program.eqns if e.prim is st.transpose_p and id(e.inputs[0]) in products}
     if not transposed:
@@ -102,8 +116,9 @@ def _swapped(program: Program) -> Program:
     eqns = [_swapped_product(e, products, readers) if e.prim is st.transpose_p else e for e in program.eqns]
     if all(map(is_, eqns, program.eqns)):
         return program
-    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
-                       program.name))
+    # a product read only by the transpose now read the other way round is unread
+    killed = {id(products[id(old.inputs[0])]) for old, new in zip(program.eqns, eqns) if new is not old}
+    return _without(program, eqns, killed, dead_free)
 
 
 def _swapped_product(eqn: Eqn, products: dict[int, Eqn], readers: Counter) -> Eqn:
@@ -144,9 +159,10 @@ def _scaling(eqn: Eqn | None) -> tuple[Var, float] | None:
     return (x, c) if isinstance(x, Var) and x.type == out.type else None
 
 
-def _alpha(program: Program) -> Program:
+def _alpha(program: Program, dead_free: bool = False) -> Program:
     """Scalings of triangular solves and products (their results, or their right-hand sides) folded into
-    BLAS's alpha where the scaled or unscaled intermediate has no other reader."""
+    BLAS's alpha where the scaled or unscaled intermediate has no other reader (``dead_free``: see
+    ``_without``)."""
     if _ALPHA.keys().isdisjoint(primitives(program)):
         return program
     readers = census.readers(program)
@@ -154,6 +170,7 @@ def _alpha(program: Program) -> Program:
     rhs = {id(e.inputs[_ALPHA[e.prim]]) for e in program.eqns if e.prim in _ALPHA}
     defs: dict[int, Eqn] = {}
     eqns = []
+    killed: set[int] = set()  # the scalings and the solves folded into another equation: unread now
     for eqn in program.eqns:
         new = eqn
         prim = eqn.prim
@@ -165,6 +182,7 @@ def _alpha(program: Program) -> Program:
                 x, c = scaled
                 new = _scaled(eqn, tuple(x if j == k else a for j, a in enumerate(eqn.inputs)), eqn.outputs, c,
                               eqn.source)
+                killed.add(id(defs[id(b)]))
         elif (prim is ew.mul_p or prim is ew.neg_p) and not defs.keys().isdisjoint(map(id, eqn.inputs)):
             scaled = _scaling(eqn)  # op(x) c: alpha c
             if scaled is not None:
@@ -172,13 +190,13 @@ def _alpha(program: Program) -> Program:
                 d = defs.get(id(y))
                 if d is not None and d.prim in _ALPHA and readers[id(y)] == 1:
                     new = _scaled(d, d.inputs, eqn.outputs, c, d.source)
+                    killed.add(id(d))
         eqns.append(new)
         if len(new.outputs) == 1 and (new.prim in _ALPHA or id(new.outputs[0]) in rhs):
             defs[id(new.outputs[0])] = new
     if all(map(is_, eqns, program.eqns)):
         return program
-    return dce(Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals,
-                       program.name))
+    return _without(program, eqns, killed, dead_free)
 
 
 def _scaled(eqn: Eqn, inputs, outputs, c: float, source) -> Eqn:

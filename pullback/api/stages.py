@@ -28,8 +28,8 @@ from pullback.primitives import structural as st
 def linearize(program: Program, wrt: Sequence[bool], n_aux: int = 0, canonical_form: bool = False) -> Split:
     """known: primals -> (outs..., residuals...); unknown: (residuals..., tangents...) -> out tangents.
     The last ``n_aux`` outputs are auxiliary (``has_aux``): computed, not differentiated. ``canonical_form``:
-    ``program`` is ``opt.canonical.canonical_form``'s result (the primal stage's), which ``canonical``
-    returns as it is and which has no dead code, so that neither runs again here."""
+    ``program`` is one that ``canonical`` returns as it is, free of dead code (a primal stage's, when its
+    ``canonical`` changed nothing), so that neither runs again here."""
     n_tangents = sum(wrt)
     m = len(program.outputs)
     # one factorisation (one tangent map) per repeated computation or spelling (canonical), none for dead ones

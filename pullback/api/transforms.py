@@ -23,6 +23,7 @@ import numpy as np
 
 from pullback import log
 from pullback.ad.batch import batch
+from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
 from pullback.api import cache, eager, kronecker, lowrank
@@ -48,7 +49,7 @@ from pullback.ir.tracer import (
 )
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
-from pullback.opt.canonical import canonical_form
+from pullback.opt.canonical import canonical
 from pullback.opt.contraction_order import program_flops
 from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
@@ -73,8 +74,8 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "_fn", "_run", "_source",
-                 "_constants")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "_fn", "_run",
+                 "_source", "_constants")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
@@ -86,6 +87,9 @@ class Staged:
         self.capture_at = capture_at
         self.backend = numpy_backend  # the CuPy backend for CuPy arguments (set by differentiate)
         self.loops = "numpy"  # which loops Numba compiles: differentiate's ``compile`` (see ``numba_loops``)
+        # the program is one that ``canonical`` returns as it is, free of dead code (a primal's, known when
+        # it is made): the derivatives' ``linearize`` runs neither again (``canonical_form``)
+        self.canonical = False
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
@@ -559,10 +563,13 @@ class differentiate(_ByFunction):
         program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
         if self.reroll:
             program = reroll(program)
-        program = canonical_form(program)  # one spelling per factorisation, before any derivative (the
-        # stages below differentiate it as it is); no dead values (pb.grad(f) inlined drops f's value; effects
-        # stay, see ``dce``)
-        return Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
+        # no dead values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``), then one spelling per
+        # factorisation, before any derivative
+        clean = dce(program)
+        program = canonical(clean)
+        staged = Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
+        staged.canonical = program is clean  # canonical of it is itself: linearize need not run it again
+        return staged
 
     def _build_jvp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p, n = primal.program, primal.capture_at  # the captures get no tangents: the inner derivative holds them
@@ -573,19 +580,19 @@ class differentiate(_ByFunction):
         """``known`` (primals -> outputs and residuals), ``linear`` (residuals and tangents -> output
         tangents) and ``transpose`` (its transpose), of one linearisation."""
         wrt, _ = self._wrt(primal.program, args, trees)
-        split = ad.linearize(primal.program, wrt, self._n_aux(primal), canonical_form=True)
+        split = ad.linearize(primal.program, wrt, self._n_aux(primal), canonical_form=primal.canonical)
         if kind == "known":
             return _closed(primal, ad.optimize(split.known))
         return Staged(ad.optimize(split.unknown) if kind == "linear" else ad.transpose_linear(split))
 
     def _build_vjp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         wrt, _ = self._wrt(primal.program, args, trees)
-        return _closed(primal, ad.vjp(primal.program, wrt, canonical_form=True))
+        return _closed(primal, ad.vjp(primal.program, wrt, canonical_form=primal.canonical))
 
     def _build_grad(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p = primal.program
         wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
-        g = ad.value_and_grad(p, wrt, n_aux, canonical_form=True)
+        g = ad.value_and_grad(p, wrt, n_aux, canonical_form=primal.canonical)
         program = Program(g.inputs, g.eqns, self._grad_outputs(list(g.outputs), n_aux, args, trees, nums), g.constvars,
                           g.constvals, g.name)
         return _closed(primal, program, tree)

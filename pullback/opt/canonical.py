@@ -318,16 +318,3 @@ def canonical(program: Program) -> Program:
     out = _Canon(merged).run()
     return program if out is merged else out
 
-
-def canonical_form(program: Program) -> Program:
-    """``canonical`` applied until it changes nothing, dead code dropped: a program that ``canonical``
-    returns as it is (one sweep of rewrites may make a pattern for the next), so that ``linearize``, given
-    it, need not run ``canonical`` again (``canonical_form=True``). Free when the first sweep finds nothing."""
-    out = dce(canonical(program))
-    if out is program:
-        return out
-    # canonical of a result it changed: that result ends in CSE and DCE (CSE again would find nothing), and
-    # holds a trigger of its rewrites (what they make does)
-    while (again := _Canon(out).run()) is not out:
-        out = again
-    return out

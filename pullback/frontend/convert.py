@@ -82,7 +82,15 @@ class _Calls(ast.NodeTransformer):
 
     The stores and loads are for NumPy arrays made inside the traced function and filled with traced
     values (``traj = np.zeros((T, 2))``, then ``traj[t] = y``): such an array becomes a traced value,
-    and every later read of it, by any name, through a call or as an operand, is that value's."""
+    and every later read of it, by any name, through a call or as an operand, is that value's.
+    ``ifexps``: where each conditional expression starts, for ``_ControlFlow`` (which rewrites only those)."""
+
+    def __init__(self):
+        self.ifexps: list[tuple[int, int]] = []
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.ifexps.append((node.lineno, node.col_offset))
+        return self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Name):  # the callee, found by identity: not a value to load
@@ -226,9 +234,14 @@ def _returns(stmts: list[ast.stmt]) -> bool:
 class _ControlFlow(ast.NodeTransformer):
     """Runs after ``_Calls``: the code it adds calls ``control_flow`` directly."""
 
-    def __init__(self):
+    def __init__(self, ifexps: list[tuple[int, int]]):
         self.count = 0
         self.declared: list[set[str]] = [set()]  # names declared global in the enclosing functions
+        self.ifexps = ifexps  # where ``_Calls`` saw conditional expressions: a statement without one is kept
+
+    def _has_ifexp(self, stmt: ast.stmt) -> bool:
+        start, end = (stmt.lineno, stmt.col_offset), (stmt.end_lineno, stmt.end_col_offset)
+        return any(start <= spot <= end for spot in self.ifexps)  # type: ignore[operator]
 
     def visit_FunctionDef(self, node):
         self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names})
@@ -294,7 +307,9 @@ class _ControlFlow(ast.NodeTransformer):
             for handler in getattr(stmt, "handlers", ()):
                 handler.body = self._block(handler.body)
             return [stmt]
-        return [self.visit(stmt)]
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or self._has_ifexp(stmt):
+            return [self.visit(stmt)]
+        return [stmt]  # nothing in it to rewrite (visiting every node of it costs more than the check)
 
     def _flags(self, loop: ast.While) -> list[ast.stmt]:
         """A ``while`` whose body breaks or continues (no return): the jumps become flags, as AutoGraph
@@ -567,7 +582,8 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     if found is None:
         return None
     node, cls = found
-    node = _ControlFlow().visit(_Calls().visit(_bare(node)))
+    calls = _Calls()
+    node = _ControlFlow(calls.ifexps).visit(calls.visit(_bare(node)))
     if isinstance(node, ast.Lambda):
         fn_name = "__pullback_lambda__"
         definition: ast.stmt = ast.copy_location(ast.Assign([ast.Name(fn_name, ast.Store())], node), node)

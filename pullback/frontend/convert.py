@@ -83,10 +83,16 @@ class _Calls(ast.NodeTransformer):
     The stores and loads are for NumPy arrays made inside the traced function and filled with traced
     values (``traj = np.zeros((T, 2))``, then ``traj[t] = y``): such an array becomes a traced value,
     and every later read of it, by any name, through a call or as an operand, is that value's.
-    ``ifexps``: where each conditional expression starts, for ``_ControlFlow`` (which rewrites only those)."""
+    ``ifexps``: where each conditional expression starts, for ``_ControlFlow`` (which rewrites only those);
+    ``globals``: whether a ``global`` statement was seen (where none was, ``_ControlFlow`` looks for none)."""
 
     def __init__(self):
         self.ifexps: list[tuple[int, int]] = []
+        self.globals = False
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        self.globals = True
+        return node
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.ifexps.append((node.lineno, node.col_offset))
@@ -234,17 +240,19 @@ def _returns(stmts: list[ast.stmt]) -> bool:
 class _ControlFlow(ast.NodeTransformer):
     """Runs after ``_Calls``: the code it adds calls ``control_flow`` directly."""
 
-    def __init__(self, ifexps: list[tuple[int, int]]):
+    def __init__(self, calls: _Calls):
         self.count = 0
         self.declared: list[set[str]] = [set()]  # names declared global in the enclosing functions
-        self.ifexps = ifexps  # where ``_Calls`` saw conditional expressions: a statement without one is kept
+        self.ifexps = calls.ifexps  # where ``_Calls`` saw conditional expressions: a statement without one is kept
+        self.globals = calls.globals
 
     def _has_ifexp(self, stmt: ast.stmt) -> bool:
         start, end = (stmt.lineno, stmt.col_offset), (stmt.end_lineno, stmt.end_col_offset)
         return any(start <= spot <= end for spot in self.ifexps)  # type: ignore[operator]
 
     def visit_FunctionDef(self, node):
-        self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names})
+        self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names}
+                             if self.globals else set())
         node.body = self._block(node.body)
         self.declared.pop()
         return node
@@ -560,10 +568,32 @@ def _within(node: ast.AST, spot: tuple[int, int]) -> bool:
 # --- conversion ------------------------------------------------------------------------------------
 
 
+def _copy(node: ast.AST, lines: list[str]) -> ast.AST:
+    """A fresh copy of a function's syntax (``_convert`` rewrites it in place; the file's stays as parsed):
+    its own lines parsed again, at their positions, which costs a fraction of a ``deepcopy`` of the tree.
+    A lambda, or lines that do not parse to the same function, are deep-copied."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        text = "".join(lines[first - 1:node.end_lineno])
+        indented = node.col_offset > 0
+        if not indented or first >= 2:  # an indented def sits in a block: ``if 1:`` on the line above stands for it
+            text = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "") + text
+            try:
+                new = ast.parse(text).body[0]
+            except (SyntaxError, ValueError, IndexError):
+                new = None
+            if indented and isinstance(new, ast.If):
+                new = new.body[0]
+            if (type(new) is type(node) and new.name == node.name  # type: ignore[union-attr]
+                    and (new.lineno, new.col_offset, new.end_lineno, new.end_col_offset)  # type: ignore[union-attr]
+                    == (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)):
+                return new  # type: ignore[return-value]
+    return copy.deepcopy(node)
+
+
 def _bare(node: ast.AST) -> ast.AST:
     """The function's syntax without what runs when it is defined (decorators, defaults,
-    annotations): the original function object already holds their values."""
-    node = copy.deepcopy(node)
+    annotations): the original function object already holds their values. ``node``: a copy, changed in place."""
     args = node.args  # type: ignore[attr-defined]
     args.defaults, args.kw_defaults = [], [None] * len(args.kwonlyargs)
     for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
@@ -583,7 +613,7 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
         return None
     node, cls = found
     calls = _Calls()
-    node = _ControlFlow(calls.ifexps).visit(calls.visit(_bare(node)))
+    node = _ControlFlow(calls).visit(calls.visit(_bare(_copy(node, _FILES[code.co_filename].lines))))
     if isinstance(node, ast.Lambda):
         fn_name = "__pullback_lambda__"
         definition: ast.stmt = ast.copy_location(ast.Assign([ast.Name(fn_name, ast.Store())], node), node)

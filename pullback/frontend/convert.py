@@ -503,14 +503,54 @@ def _parsed(filename: str, module_globals: dict | None) -> _File | None:
     return found
 
 
-def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, ast.ClassDef | None] | None:
-    """The syntax of ``code``'s function and its enclosing class, if the source is found and fits."""
+def _own_lines(code: types.CodeType, module_globals: dict | None) -> ast.AST | None:
+    """A module-level function's syntax parsed from its own lines (a fresh tree, at the file's positions),
+    without parsing and indexing the whole file: its lines end before the next line that starts at the
+    margin (a line of it that starts there is inside brackets or a string, and cut off it does not parse).
+    None where the function is not one (a method, a nested function, a lambda) or its lines do not parse."""
+    if "." in code.co_qualname or code.co_name == "<lambda>":
+        return None
+    lines = linecache.getlines(code.co_filename, module_globals)
+    first = code.co_firstlineno
+    if not 0 < first <= len(lines) or lines[first - 1][:1] in _INDENT:
+        return None
+    end = first - 1
+    while end < len(lines) and not lines[end].startswith(("def ", "async def ")):  # past the decorators
+        end += 1
+    end += 1
+    while end < len(lines) and (lines[end][:1] in _INSIDE or not lines[end].strip()):
+        end += 1
+    try:
+        body = ast.parse("\n" * (first - 1) + "".join(lines[first - 1:end])).body
+    except (SyntaxError, ValueError):
+        return None
+    return body[0] if len(body) == 1 and isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+_INDENT = (" ", "\t", "\f")
+_INSIDE = frozenset(" \t\f#)]}")  # how a line of a module-level function can start
+
+
+def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, ast.ClassDef | None, bool] | None:
+    """The syntax of ``code``'s function and its enclosing class, if the source is found and fits; and
+    whether that syntax is a fresh copy (not the file's, which stays as parsed)."""
+    own = _own_lines(code, module_globals)
+    if own is not None:
+        found = _fitting(code, [(own, None)])
+        if found is not None:
+            return (*found, True)
     file = _parsed(code.co_filename, module_globals)
     if file is None:
         return None
+    found = _fitting(code, file.by_line.get(code.co_firstlineno, ()))
+    return None if found is None else (*found, False)
+
+
+def _fitting(code: types.CodeType, nodes) -> tuple[ast.AST, ast.ClassDef | None] | None:
+    """The one of ``nodes`` (syntax, class) that is ``code``'s function, its source unchanged since."""
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     candidates = []
-    for node, cls in file.by_line.get(code.co_firstlineno, ()):
+    for node, cls in nodes:
         name = "<lambda>" if isinstance(node, ast.Lambda) else node.name
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
@@ -611,9 +651,9 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     found = _node(code, module_globals)
     if found is None:
         return None
-    node, cls = found
+    node, cls, fresh = found
     calls = _Calls()
-    node = _ControlFlow(calls).visit(calls.visit(_bare(_copy(node, _FILES[code.co_filename].lines))))
+    node = _ControlFlow(calls).visit(calls.visit(_bare(node if fresh else _copy(node, _FILES[code.co_filename].lines))))
     if isinstance(node, ast.Lambda):
         fn_name = "__pullback_lambda__"
         definition: ast.stmt = ast.copy_location(ast.Assign([ast.Name(fn_name, ast.Store())], node), node)

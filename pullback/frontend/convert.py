@@ -504,31 +504,50 @@ def _parsed(filename: str, module_globals: dict | None) -> _File | None:
 
 
 def _own_lines(code: types.CodeType, module_globals: dict | None) -> ast.AST | None:
-    """A module-level function's syntax parsed from its own lines (a fresh tree, at the file's positions),
-    without parsing and indexing the whole file: its lines end before the next line that starts at the
-    margin (a line of it that starts there is inside brackets or a string, and cut off it does not parse).
-    None where the function is not one (a method, a nested function, a lambda) or its lines do not parse."""
-    if "." in code.co_qualname or code.co_name == "<lambda>":
+    """A function's syntax parsed from its own lines (a fresh tree, at the file's positions), without
+    parsing and indexing the whole file: its lines end before the next line that starts at its ``def``'s
+    indentation or left of it (a line of it that starts there is inside brackets or a string, and cut off
+    it does not parse). None for a method, a function in a class, a lambda, an indentation with tabs, or
+    lines that do not parse to one function: the whole file is read for those."""
+    parts = code.co_qualname.split(".")  # ``f.<locals>.g``: no class around it (one would mangle names)
+    if code.co_name == "<lambda>" or len(parts) % 2 == 0 or any(p != "<locals>" for p in parts[1:-1:2]):
         return None
     lines = linecache.getlines(code.co_filename, module_globals)
     first = code.co_firstlineno
-    if not 0 < first <= len(lines) or lines[first - 1][:1] in _INDENT:
+    if not 0 < first <= len(lines):
         return None
+    indent = len(lines[first - 1]) - len(lines[first - 1].lstrip(" "))
+    if lines[first - 1][indent:indent + 1] in _INDENT or (indent and first < 2):
+        return None  # a tab or form feed in the indentation
     end = first - 1
-    while end < len(lines) and not lines[end].startswith(("def ", "async def ")):  # past the decorators
+    while end < len(lines) and not lines[end][indent:].startswith(("def ", "async def ")):  # past the decorators
         end += 1
     end += 1
-    while end < len(lines) and (lines[end][:1] in _INSIDE or not lines[end].strip()):
+    while end < len(lines):
+        line = lines[end]
+        text = line.lstrip(" ")
+        if text[:1] in _INDENT and text.strip():
+            if indent:
+                return None
+        elif len(line) - len(text) <= indent and text[:1] not in _INSIDE and text.strip():
+            break
         end += 1
+    text = "".join(lines[first - 1:end])
+    if indent:  # in a block: ``if 1:`` on the line above stands for it
+        text = "\n" * (first - 2) + "if 1:\n" + text
+    else:
+        text = "\n" * (first - 1) + text
     try:
-        body = ast.parse("\n" * (first - 1) + "".join(lines[first - 1:end])).body
+        body = ast.parse(text).body
     except (SyntaxError, ValueError):
         return None
+    if indent and len(body) == 1 and isinstance(body[0], ast.If):
+        body = body[0].body
     return body[0] if len(body) == 1 and isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
 _INDENT = (" ", "\t", "\f")
-_INSIDE = frozenset(" \t\f#)]}")  # how a line of a module-level function can start
+_INSIDE = frozenset("#)]}")  # how a line of the function can start at its def's indentation or left of it
 
 
 def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, ast.ClassDef | None, bool] | None:

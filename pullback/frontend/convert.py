@@ -82,7 +82,21 @@ class _Calls(ast.NodeTransformer):
 
     The stores and loads are for NumPy arrays made inside the traced function and filled with traced
     values (``traj = np.zeros((T, 2))``, then ``traj[t] = y``): such an array becomes a traced value,
-    and every later read of it, by any name, through a call or as an operand, is that value's."""
+    and every later read of it, by any name, through a call or as an operand, is that value's.
+    ``ifexps``: where each conditional expression starts, for ``_ControlFlow`` (which rewrites only those);
+    ``globals``: whether a ``global`` statement was seen (where none was, ``_ControlFlow`` looks for none)."""
+
+    def __init__(self):
+        self.ifexps: list[tuple[int, int]] = []
+        self.globals = False
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        self.globals = True
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.ifexps.append((node.lineno, node.col_offset))
+        return self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Name):  # the callee, found by identity: not a value to load
@@ -226,12 +240,19 @@ def _returns(stmts: list[ast.stmt]) -> bool:
 class _ControlFlow(ast.NodeTransformer):
     """Runs after ``_Calls``: the code it adds calls ``control_flow`` directly."""
 
-    def __init__(self):
+    def __init__(self, calls: _Calls):
         self.count = 0
         self.declared: list[set[str]] = [set()]  # names declared global in the enclosing functions
+        self.ifexps = calls.ifexps  # where ``_Calls`` saw conditional expressions: a statement without one is kept
+        self.globals = calls.globals
+
+    def _has_ifexp(self, stmt: ast.stmt) -> bool:
+        start, end = (stmt.lineno, stmt.col_offset), (stmt.end_lineno, stmt.end_col_offset)
+        return any(start <= spot <= end for spot in self.ifexps)  # type: ignore[operator]
 
     def visit_FunctionDef(self, node):
-        self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names})
+        self.declared.append({n for s in ast.walk(node) if isinstance(s, ast.Global) for n in s.names}
+                             if self.globals else set())
         node.body = self._block(node.body)
         self.declared.pop()
         return node
@@ -294,7 +315,9 @@ class _ControlFlow(ast.NodeTransformer):
             for handler in getattr(stmt, "handlers", ()):
                 handler.body = self._block(handler.body)
             return [stmt]
-        return [self.visit(stmt)]
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or self._has_ifexp(stmt):
+            return [self.visit(stmt)]
+        return [stmt]  # nothing in it to rewrite (visiting every node of it costs more than the check)
 
     def _flags(self, loop: ast.While) -> list[ast.stmt]:
         """A ``while`` whose body breaks or continues (no return): the jumps become flags, as AutoGraph
@@ -480,14 +503,73 @@ def _parsed(filename: str, module_globals: dict | None) -> _File | None:
     return found
 
 
-def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, ast.ClassDef | None] | None:
-    """The syntax of ``code``'s function and its enclosing class, if the source is found and fits."""
+def _own_lines(code: types.CodeType, module_globals: dict | None) -> ast.AST | None:
+    """A function's syntax parsed from its own lines (a fresh tree, at the file's positions), without
+    parsing and indexing the whole file: its lines end before the next line that starts at its ``def``'s
+    indentation or left of it (a line of it that starts there is inside brackets or a string, and cut off
+    it does not parse). None for a method, a function in a class, a lambda, an indentation with tabs, or
+    lines that do not parse to one function: the whole file is read for those."""
+    parts = code.co_qualname.split(".")  # ``f.<locals>.g``: no class around it (one would mangle names)
+    if code.co_name == "<lambda>" or len(parts) % 2 == 0 or any(p != "<locals>" for p in parts[1:-1:2]):
+        return None
+    lines = linecache.getlines(code.co_filename, module_globals)
+    first = code.co_firstlineno
+    if not 0 < first <= len(lines):
+        return None
+    indent = len(lines[first - 1]) - len(lines[first - 1].lstrip(" "))
+    if lines[first - 1][indent:indent + 1] in _INDENT or (indent and first < 2):
+        return None  # a tab or form feed in the indentation
+    end = first - 1
+    while end < len(lines) and not lines[end][indent:].startswith(("def ", "async def ")):  # past the decorators
+        end += 1
+    end += 1
+    while end < len(lines):
+        line = lines[end]
+        text = line.lstrip(" ")
+        if text[:1] in _INDENT and text.strip():
+            if indent:
+                return None
+        elif len(line) - len(text) <= indent and text[:1] not in _INSIDE and text.strip():
+            break
+        end += 1
+    text = "".join(lines[first - 1:end])
+    if indent:  # in a block: ``if 1:`` on the line above stands for it
+        text = "\n" * (first - 2) + "if 1:\n" + text
+    else:
+        text = "\n" * (first - 1) + text
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    if indent and len(body) == 1 and isinstance(body[0], ast.If):
+        body = body[0].body
+    return body[0] if len(body) == 1 and isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+_INDENT = (" ", "\t", "\f")
+_INSIDE = frozenset("#)]}")  # how a line of the function can start at its def's indentation or left of it
+
+
+def _node(code: types.CodeType, module_globals: dict | None) -> tuple[ast.AST, ast.ClassDef | None, bool] | None:
+    """The syntax of ``code``'s function and its enclosing class, if the source is found and fits; and
+    whether that syntax is a fresh copy (not the file's, which stays as parsed)."""
+    own = _own_lines(code, module_globals)
+    if own is not None:
+        found = _fitting(code, [(own, None)])
+        if found is not None:
+            return (*found, True)
     file = _parsed(code.co_filename, module_globals)
     if file is None:
         return None
+    found = _fitting(code, file.by_line.get(code.co_firstlineno, ()))
+    return None if found is None else (*found, False)
+
+
+def _fitting(code: types.CodeType, nodes) -> tuple[ast.AST, ast.ClassDef | None] | None:
+    """The one of ``nodes`` (syntax, class) that is ``code``'s function, its source unchanged since."""
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     candidates = []
-    for node, cls in file.by_line.get(code.co_firstlineno, ()):
+    for node, cls in nodes:
         name = "<lambda>" if isinstance(node, ast.Lambda) else node.name
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
@@ -545,10 +627,32 @@ def _within(node: ast.AST, spot: tuple[int, int]) -> bool:
 # --- conversion ------------------------------------------------------------------------------------
 
 
+def _copy(node: ast.AST, lines: list[str]) -> ast.AST:
+    """A fresh copy of a function's syntax (``_convert`` rewrites it in place; the file's stays as parsed):
+    its own lines parsed again, at their positions, which costs a fraction of a ``deepcopy`` of the tree.
+    A lambda, or lines that do not parse to the same function, are deep-copied."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        text = "".join(lines[first - 1:node.end_lineno])
+        indented = node.col_offset > 0
+        if not indented or first >= 2:  # an indented def sits in a block: ``if 1:`` on the line above stands for it
+            text = "\n" * (first - 1 - indented) + ("if 1:\n" if indented else "") + text
+            try:
+                new = ast.parse(text).body[0]
+            except (SyntaxError, ValueError, IndexError):
+                new = None
+            if indented and isinstance(new, ast.If):
+                new = new.body[0]
+            if (type(new) is type(node) and new.name == node.name  # type: ignore[union-attr]
+                    and (new.lineno, new.col_offset, new.end_lineno, new.end_col_offset)  # type: ignore[union-attr]
+                    == (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)):
+                return new  # type: ignore[return-value]
+    return copy.deepcopy(node)
+
+
 def _bare(node: ast.AST) -> ast.AST:
     """The function's syntax without what runs when it is defined (decorators, defaults,
-    annotations): the original function object already holds their values."""
-    node = copy.deepcopy(node)
+    annotations): the original function object already holds their values. ``node``: a copy, changed in place."""
     args = node.args  # type: ignore[attr-defined]
     args.defaults, args.kw_defaults = [], [None] * len(args.kwonlyargs)
     for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
@@ -566,8 +670,9 @@ def _convert(code: types.CodeType, module_globals: dict | None) -> types.CodeTyp
     found = _node(code, module_globals)
     if found is None:
         return None
-    node, cls = found
-    node = _ControlFlow().visit(_Calls().visit(_bare(node)))
+    node, cls, fresh = found
+    calls = _Calls()
+    node = _ControlFlow(calls).visit(calls.visit(_bare(node if fresh else _copy(node, _FILES[code.co_filename].lines))))
     if isinstance(node, ast.Lambda):
         fn_name = "__pullback_lambda__"
         definition: ast.stmt = ast.copy_location(ast.Assign([ast.Name(fn_name, ast.Store())], node), node)

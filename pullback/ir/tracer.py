@@ -899,12 +899,16 @@ def name_from_source(program: Program) -> Program:
     hints: dict[int, str] = {}
     named: dict[int, Var] = {}
     eqns = program.eqns
-    found: dict[SourceInfo, sourcemap.Statement | None] = {}  # once per line: a lookup reads the whole file
+    # once per line: a lookup reads the whole file (keyed by the line's (file, number), hashed without a call)
+    found: dict[tuple[str, int], sourcemap.Statement | None] = {}
 
     def statement(src: SourceInfo) -> sourcemap.Statement | None:
-        if src not in found:
-            found[src] = sourcemap.statement_at(src.filename, src.lineno)
-        return found[src]
+        key = (src.filename, src.lineno)
+        try:
+            return found[key]
+        except KeyError:
+            stmt = found[key] = sourcemap.statement_at(src.filename, src.lineno)
+            return stmt
 
     # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``), each
     # with its statement, looked up once: only a run's last equation can be the last of its statement's run
@@ -919,7 +923,9 @@ def name_from_source(program: Program) -> Program:
         i = j
 
     def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
-        return a is b or (a.filename == b.filename and (sa is sb or sa == sb))
+        # (statements of one file are one object per statement: ``==`` only where a file was read twice)
+        return a is b or (a.filename == b.filename and (sa is sb or (
+            sa is not None and sb is not None and sa.first == sb.first and sa == sb)))
 
     last_read: dict[int, int] | None = None  # var -> the last equation reading it (made when first needed)
     start = 0  # the first equation of the current statement's run

@@ -10,11 +10,11 @@ and the 40 x 60 wing over 20 steps, the sizes the examples run), and the Kalman 
 with autograd's own SciPy wrappers for the triangular solves. pullback runs each with its loops
 rolled back up (the default) and with ``reroll=False`` (every step unrolled).
 
-Every measurement is a fresh process (so no import, trace or cache is shared) after imports and
-inputs are made: wall-clock seconds and the process's CPU seconds (steadier on a shared machine),
-the median over ``--repeats`` processes. autograd's number is the median over three calls in its
-process, its first call included. The values and gradients (against fixed weights) are checked to
-agree with autograd's before any time is kept.
+Every measurement is a fresh process with an empty Numba cache (so no import, trace or cache is
+shared) after imports and inputs are made: wall-clock seconds and the process's CPU seconds
+(steadier on a shared machine), the median over ``--repeats`` processes. autograd's number is the
+median over three calls in its process, its first call included. The values and gradients (against
+fixed weights) are checked to agree with autograd's before any time is kept.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,9 +129,11 @@ def measure(name: str, run: str) -> dict:
 
 
 def child(name: str, run: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
-    out = subprocess.run([sys.executable, "-m", "benchmarks.first_call", "--child", name, run],
-                         capture_output=True, text=True, env=env, check=True)
+    """One measurement in a fresh process with an empty Numba cache (a first call, not a rerun's)."""
+    with tempfile.TemporaryDirectory(prefix="pullback-first-call-") as cache:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]), PULLBACK_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, "-m", "benchmarks.first_call", "--child", name, run],
+                             capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

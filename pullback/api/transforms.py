@@ -74,8 +74,8 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "_fn", "_run",
-                 "_source", "_constants")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm", "_fn",
+                 "_run", "_source", "_constants", "_deferred")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
@@ -90,6 +90,10 @@ class Staged:
         # the program is one that ``canonical`` returns as it is, free of dead code (a primal's, known when
         # it is made): the derivatives' ``linearize`` runs neither again (``canonical_form``)
         self.canonical = False
+        # under ``compile="auto"``: Numba compiles the loops now, even where its on-disk cache lacks them (the
+        # program has run as NumPy for ``numba_loops.AUTO_WARM_SECONDS``; see ``_warming``)
+        self.warm = False
+        self._deferred = False  # the compiled function is the NumPy stand-in (see ``_warming``)
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
@@ -102,7 +106,9 @@ class Staged:
                            "compiling %s (%d equations), which takes seconds ...", self.program.name, n)
         start = time.perf_counter()
         loops = self.loops if self.backend is numpy_backend else "numpy"
-        self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef, loops=loops)
+        self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef, loops=loops,
+                                                 cold=loops != "auto" or self.warm)
+        self._deferred = getattr(self._fn, "__pullback_deferred__", False)
         if logging_on:
             log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
                             self._source.count("\n"), time.perf_counter() - start)
@@ -140,8 +146,30 @@ class Staged:
                     raise
                 raise LinAlgError(str(e)) from None
 
-        self._run = run if "@numba.njit" not in (self._source or "") else self._falling_back(run)
+        if self._deferred:
+            self._run = self._warming(run)
+        else:
+            self._run = run if "@numba.njit" not in (self._source or "") else self._falling_back(run)
         return self._run
+
+    def _warming(self, run: Callable) -> Callable:
+        """``run``, the NumPy program standing in for one whose loops Numba has not compiled yet (``auto``
+        with a cold cache), replaced by the compiled one once the calls have taken
+        ``numba_loops.AUTO_WARM_SECONDS`` in all: a program run once never waits for LLVM."""
+        spent, instead = [0.0], []
+
+        def run_then_compile(*args):
+            if instead:
+                return instead[0](*args)
+            start = time.perf_counter()
+            out = run(*args)
+            spent[0] += time.perf_counter() - start
+            if spent[0] >= numba_loops.AUTO_WARM_SECONDS:
+                self.warm, self._fn, self._run = True, None, None
+                instead.append(self.runner())
+            return out
+
+        return run_then_compile
 
     def _falling_back(self, run: Callable) -> Callable:
         """``run``, which calls loops compiled by Numba, replaced by the NumPy program for good once a loop

@@ -28,10 +28,11 @@ def print_program(program: Program, backend: ModuleType = numpy_backend, out_tre
 
 
 def compile_program(program: Program, backend: ModuleType = numpy_backend, out_tree=None,
-                    loops: str = "numpy") -> tuple[Callable, str]:
+                    loops: str = "numpy", cold: bool = True) -> tuple[Callable, str]:
     """The compiled function of ``program``, and its source. ``loops``: which loops Numba compiles
     (``numba_loops``); a module holding such loops is written to a file first, which Numba's on-disk
-    cache needs."""
+    cache needs. ``cold=False``: where Numba's cache does not hold them yet, the function returned is
+    the NumPy program (marked ``__pullback_deferred__``), with the source that will compile them."""
     with gc_paused():
         gen = codegen.generate(program, backend, out_tree, loops=loops)
     if "@numba.njit" in gen.source:  # a module of its own, that Numba's cache finds again (``numba_loops``)
@@ -40,6 +41,10 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
         except OSError as e:  # no cache directory to write: the loops stay NumPy
             numba_loops.log_fallback(gen.function_name, e)
             return compile_program(program, backend, out_tree)
+        if not cold and not numba_loops.cached(filename, gen.source):
+            fn = compile_program(program, backend, out_tree)[0]
+            fn.__pullback_deferred__ = True
+            return fn, gen.source
         namespace = numba_loops.module_namespace(filename)
         namespace[errstate.STATEMENTS] = gen.statements
     else:

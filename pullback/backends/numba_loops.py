@@ -21,10 +21,11 @@ reading shifted or padded copies of vectors (``np.roll``, a stencil), as loops o
 
 Which loops (``compile=``): ``"numba"`` every loop Numba can compile; ``"auto"`` those where the
 per-operation dispatch saved outweighs the compile (``worth_compiling``: many small steps, not a few
-large BLAS calls); ``"numpy"`` none. A loop that stays NumPy under ``"numba"`` says why, in the
-log and in a comment above the printed function. The printed module is written to a cache
-directory under the hash of its source (``module_file``), as Numba's on-disk cache needs a real
-file: the compiled machine code is reused across calls and processes.
+large BLAS calls) and, where Numba's on-disk cache lacks them, once the program has run for
+``AUTO_WARM_SECONDS`` as NumPy (``api.transforms.Staged._warming``); ``"numpy"`` none. A loop that
+stays NumPy under ``"numba"`` says why, in the log and in a comment above the printed function. The
+printed module is written to a cache directory under the hash of its source (``module_file``), as
+Numba's on-disk cache needs a real file: the compiled machine code is reused across calls and processes.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ AUTO_MAX_ELEMENTS = 2_048
 # ... and its factorisations and triangular solves are of matrices at most this wide: ``HELPERS`` are plain
 # loops, about as fast as a LAPACK call's dispatch at 16 (a Kalman filter of 64 states runs 2x faster as NumPy).
 AUTO_MAX_FACTOR_N = 16
+# ... and not before the program has spent this long running as NumPy, unless Numba's on-disk cache already
+# holds its compiled functions (``cached``): a cold compile takes seconds (9 to 17 s for a Kalman filter's
+# loops), which a program run once never repays; one that keeps running repays it, and then compiles.
+AUTO_WARM_SECONDS = 1.0
 
 
 def check_mode(mode: str) -> str:
@@ -272,6 +277,18 @@ def module_file(source: str, name: str) -> str:
             f.write(source)
         os.replace(tmp, path)  # atomic: a concurrent writer writes the same text
     return path
+
+
+def cached(path: str, source: str) -> bool:
+    """Whether Numba's on-disk cache holds an index for every compiled function of the module written at
+    ``path`` (``module_file``): a call then loads machine code instead of compiling it."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    try:
+        names = os.listdir(os.path.join(os.path.dirname(path), "__pycache__"))
+    except OSError:
+        return False
+    found = sum(1 for n in names if n.startswith(f"{stem}.") and n.endswith(".nbi"))
+    return found >= source.count("@numba.njit")
 
 
 def module_namespace(path: str) -> dict:

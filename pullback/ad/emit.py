@@ -56,6 +56,31 @@ def emit(eqn: Eqn, args: Sequence):
     return _view(t, prim, args, atoms) if prim in VIEWS else t
 
 
+def _atoms(prim: Primitive, args: tuple, builder) -> tuple[list, list] | None:
+    """The atoms of ``args`` (tracers of ``builder`` whose view is current, literals) and a cache key of
+    ``prim`` and their types (by id: ``_same_types`` checks a hit); None where any is something else."""
+    atoms = []
+    key = [prim]
+    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
+        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
+            a = a.ssa
+            key.append(id(a.type))
+        elif type(a) is Literal:  # (``Literal.of`` shares one object per value and dtype)
+            key.append(id(a))
+        else:
+            return None
+        atoms.append(a)
+    return atoms, key
+
+
+def _same_types(atoms: list, known: tuple) -> bool:
+    """Whether each atom's type (a literal: itself) is the object a cache entry was made for."""
+    for a, k in zip(atoms, known):
+        if (a.type if type(a) is Var else a) is not k:
+            return False
+    return True
+
+
 # (primitive, id of each operand's type or literal) -> (those types and literals, the output types)
 _KNOWN: dict[tuple, tuple[tuple, tuple]] = {}
 _KNOWN_MAX = 1 << 12
@@ -67,25 +92,13 @@ def apply(prim: Primitive, *args):
     source = builder.source
     if source is None and not builder.replay:
         return bind(prim, *args)
-    atoms = []
-    key = [prim]
-    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
-        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
-            a = a.ssa
-            key.append(id(a.type))
-        elif type(a) is Literal:  # (``Literal.of`` shares one object per value and dtype)
-            key.append(id(a))
-        else:
-            return bind(prim, *args)
-        atoms.append(a)
+    found = _atoms(prim, args, builder)
+    if found is None:
+        return bind(prim, *args)
+    atoms, key = found
     key = tuple(key)
     hit = _KNOWN.get(key)
-    if hit is not None:
-        for a, k in zip(atoms, hit[0]):
-            if (a.type if type(a) is Var else a) is not k:
-                hit = None
-                break
-    if hit is not None:
+    if hit is not None and _same_types(atoms, hit[0]):
         types = hit[1]
     else:
         try:
@@ -102,8 +115,6 @@ def apply(prim: Primitive, *args):
     return _view(t, prim, args, atoms) if prim in VIEWS else t
 
 
-
-
 def apply1(prim: Primitive, x):
     """``apply`` of one operand, without the loops."""
     builder = _state.stack[-1]
@@ -111,18 +122,11 @@ def apply1(prim: Primitive, x):
     if type(x) is not Tracer or x.builder is not builder or x.view is not None or (
             source is None and not builder.replay):
         return apply(prim, x)
-    a = x.ssa
-    t = a.type
+    t = x.ssa.type
     hit = _KNOWN.get((prim, id(t)))
-    if hit is not None and hit[0][0] is t:
-        types = hit[1]
-    else:
+    if hit is None or hit[0][0] is not t:
         return apply(prim, x)
-    out = Var(types[0])
-    atoms = (a,)
-    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
-    o = Tracer(out, builder)
-    return _view(o, prim, (x,), atoms) if prim in VIEWS else o
+    return _recorded(builder, prim, (x,), (x.ssa,), hit[1], source)
 
 
 def apply2(prim: Primitive, x, y):
@@ -131,30 +135,30 @@ def apply2(prim: Primitive, x, y):
     source = builder.source
     if source is None and not builder.replay:
         return apply(prim, x, y)
-    if type(x) is Tracer and x.builder is builder and x.view is None:
-        a = x.ssa
-        ka = a.type
-    elif type(x) is Literal:
-        a = ka = x
-    else:
+    a, b = _operand(x, builder), _operand(y, builder)
+    if a is None or b is None:
         return apply(prim, x, y)
-    if type(y) is Tracer and y.builder is builder and y.view is None:
-        b = y.ssa
-        kb = b.type
-    elif type(y) is Literal:
-        b = kb = y
-    else:
-        return apply(prim, x, y)
+    ka, kb = a.type if type(a) is Var else a, b.type if type(b) is Var else b
     hit = _KNOWN.get((prim, id(ka), id(kb)))
-    if hit is not None and hit[0][0] is ka and hit[0][1] is kb:
-        types = hit[1]
-    else:
+    if hit is None or hit[0][0] is not ka or hit[0][1] is not kb:
         return apply(prim, x, y)
+    return _recorded(builder, prim, (x, y), (a, b), hit[1], source)
+
+
+def _operand(v, builder) -> Var | Literal | None:
+    """The atom of a tracer of ``builder`` (not a view) or of a literal; None for anything else."""
+    if type(v) is Tracer and v.builder is builder and v.view is None:
+        return v.ssa
+    return v if type(v) is Literal else None
+
+
+def _recorded(builder, prim: Primitive, args: tuple, atoms: tuple, types: tuple, source) -> Tracer:
+    """The tracer of one output of ``prim`` on ``atoms`` of known ``types``, its equation recorded."""
     out = Var(types[0])
-    atoms = (a, b)
     builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
     o = Tracer(out, builder)
-    return _view(o, prim, (x, y), atoms) if prim in VIEWS else o
+    return _view(o, prim, args, atoms) if prim in VIEWS else o
+
 
 # (primitive, id of each operand's type or literal, the params' items) -> (those types and literals,
 # the params' values, their Params, the output types)
@@ -172,28 +176,18 @@ def record(prim: Primitive, *args, **params):
     source = builder.source
     if (source is None and not builder.replay) or prim.multiple_results:
         return bind(prim, *args, **params)
-    atoms = []
-    key = [prim]
-    for a in args:  # loops, not comprehensions: this runs for every equation a rule records
-        if type(a) is Tracer and a.builder is builder and (a.view is None or a.view[0].version == a.view[1]):
-            a = a.ssa
-            key.append(id(a.type))
-        elif type(a) is Literal:
-            key.append(id(a))
-        else:
-            return bind(prim, *args, **params)
-        atoms.append(a)
+    found = _atoms(prim, args, builder)
+    if found is None:
+        return bind(prim, *args, **params)
+    atoms, key = found
     key.append(tuple(params.items()))
     key = tuple(key)
     try:
         hit = _RECORDED.get(key)
     except TypeError:  # an unhashable param: ``bind`` says what is wrong with it
         return bind(prim, *args, **params)
-    if hit is not None:
-        for a, k in zip(atoms, hit[0]):
-            if (a.type if type(a) is Var else a) is not k:
-                hit = None
-                break
+    if hit is not None and not _same_types(atoms, hit[0]):
+        hit = None
     if hit is not None:
         for v, w in zip(params.values(), hit[1]):
             if type(v) is not type(w):

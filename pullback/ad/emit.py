@@ -25,7 +25,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Params, Primitive, Var, makes_view, output_types
+from pullback.ir.core import NO_PARAMS, VIEWS, Eqn, Literal, Params, Primitive, Var, makes_view, typed_params
 from pullback.ir.tracer import Tracer, _state, bind
 
 
@@ -102,17 +102,13 @@ def apply(prim: Primitive, *args):
         types = hit[1]
     else:
         try:
-            types = output_types(prim, tuple(atoms), NO_PARAMS)
+            types = typed_params(prim, tuple(atoms), {})[0]
         except Exception:  # a shape error: ``bind`` reports it as it does
             return bind(prim, *args)
         if len(_KNOWN) >= _KNOWN_MAX:
             _KNOWN.clear()
         _KNOWN[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), types)
-    out = Var(types[0])
-    atoms = tuple(atoms)
-    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
-    t = Tracer(out, builder)
-    return _view(t, prim, args, atoms) if prim in VIEWS else t
+    return _recorded(builder, prim, args, tuple(atoms), types, source)
 
 
 def apply1(prim: Primitive, x):
@@ -152,10 +148,11 @@ def _operand(v, builder) -> Var | Literal | None:
     return v if type(v) is Literal else None
 
 
-def _recorded(builder, prim: Primitive, args: tuple, atoms: tuple, types: tuple, source) -> Tracer:
+def _recorded(builder, prim: Primitive, args: tuple, atoms: tuple, types: tuple, source,
+              params: Params = NO_PARAMS) -> Tracer:
     """The tracer of one output of ``prim`` on ``atoms`` of known ``types``, its equation recorded."""
     out = Var(types[0])
-    builder.eqns.append(Eqn(prim, atoms, (out,), NO_PARAMS, source))
+    builder.eqns.append(Eqn(prim, atoms, (out,), params, source))
     o = Tracer(out, builder)
     return _view(o, prim, args, atoms) if prim in VIEWS else o
 
@@ -194,20 +191,15 @@ def record(prim: Primitive, *args, **params):
                 hit = None
                 break
     if hit is None:
-        p = Params(params) if params else NO_PARAMS
-        try:
-            types = output_types(prim, tuple(atoms), p)
+        try:  # the types and the Params that ``bind`` shares for this kind of equation
+            types, p = typed_params(prim, tuple(atoms), params)
         except Exception:  # a shape error: ``bind`` reports it as it does
             return bind(prim, *args, **params)
         if len(_RECORDED) >= _KNOWN_MAX:
             _RECORDED.clear()
         hit = _RECORDED[key] = (tuple([a.type if type(a) is Var else a for a in atoms]), tuple(params.values()),
                                 p, types)
-    out = Var(hit[3][0])
-    atoms = tuple(atoms)
-    builder.eqns.append(Eqn(prim, atoms, (out,), hit[2], source))
-    t = Tracer(out, builder)
-    return _view(t, prim, args, atoms) if prim in VIEWS else t
+    return _recorded(builder, prim, args, tuple(atoms), hit[3], source, hit[2])
 
 
 def _view(out: Tracer, prim: Primitive, args: Sequence, atoms: tuple) -> Tracer:

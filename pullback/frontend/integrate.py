@@ -44,7 +44,7 @@ from pullback import tree
 from pullback.errors import TracingError
 from pullback.frontend.custom import custom_vjp, stop_gradient
 from pullback.frontend.loops import cond, scan, while_loop
-from pullback.ir.tracer import Tracer, call_user, located, tracing
+from pullback.ir.tracer import Tracer, call_user, current_builder, located, tracing
 
 __all__ = ["OdeResult", "odeint", "solve_ivp"]
 
@@ -193,11 +193,17 @@ def _combination(coefficients: np.ndarray, K: list):
     return total
 
 
+def _tableau(a: np.ndarray, name: str) -> np.ndarray:
+    """A tableau's array, named after its origin where the program reads it (``RK45_E``, not ``c``)."""
+    current_builder().const_names.setdefault(id(a), name)
+    return a
+
+
 def _error_norm(m: Method, K, h, scale):
     if not m.dop853:
-        return _rms((m.E @ K) * h / scale)
-    err5 = (scipy.integrate.DOP853.E5 @ K) / scale
-    err3 = (scipy.integrate.DOP853.E3 @ K) / scale
+        return _rms((_tableau(m.E, f"{m.name}_E") @ K) * h / scale)
+    err5 = (_tableau(scipy.integrate.DOP853.E5, "DOP853_E5") @ K) / scale
+    err3 = (_tableau(scipy.integrate.DOP853.E3, "DOP853_E3") @ K) / scale
     e5, e3 = np.sum(err5 * err5), np.sum(err3 * err3)
     denom = e5 + 0.01 * e3
     zero = denom == 0
@@ -269,7 +275,7 @@ def _interpolate(m: Method, s: State, te):
             y = (y + s.F[k - 1 - i]) * (x if i % 2 == 0 else 1 - x)
         y = y + s.y_old
     else:
-        Q = s.K.T @ m.P
+        Q = s.K.T @ _tableau(m.P, f"{m.name}_P")
         p = [x]
         for _ in range(m.P.shape[1] - 1):
             p.append(p[-1] * x)

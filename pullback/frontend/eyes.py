@@ -58,8 +58,8 @@ def operand(builder: Builder, value) -> Atom:
     known = builder.consts.get(id(value))
     if known is not None and known[1] is value or _captured(value):
         return builder.const(value)
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":  # ``np.bool_(False)``: a literal
-        return Literal.of(value.item(), value.dtype)
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":  # ``np.bool_(False)``: a literal's fill
+        return scalar_var(builder, value)
     k = made_eye(value)
     if k is not None:
         return eye_var(builder, value, k)
@@ -67,6 +67,20 @@ def operand(builder: Builder, value) -> Atom:
     if made is None:
         made = derived_var(builder, value)
     return builder.const(value) if made is None else made
+
+
+def scalar_var(builder: Builder, value: np.generic) -> Var:
+    """A NumPy scalar the traced code made (``np.int64(0)``, a tableau's ``A[2, 1]``): a fill of its
+    value (``np.zeros((), dtype=np.int64)``), which simplification turns into the literal wherever an
+    operation reads it (``h * 0.2``), rather than a keyword constant ``c``. (Keyed by value: NumPy's
+    scalars are immutable, and their ids are soon another's.)"""
+    key = ("scalar", value.dtype.str, value.tobytes())
+    if key not in builder.consts:
+        var = Var(ArrayType((), value.dtype), "")
+        builder.eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(value.item(), value.dtype),), (var,),
+                                Params({"shape": (), "broadcast_dimensions": ()}), builder.location()))
+        builder.consts[key] = (var, None)
+    return builder.consts[key][0]
 
 
 def _captured(x) -> bool:
@@ -125,7 +139,7 @@ def _made_recipe(builder: Builder, x) -> tuple | None:
         return None
     found = builder.made.get(id(x))
     made = found is not None and found[0]() is x
-    if not made and (x.ndim == 0 or _captured(x)):  # a 0-d array the trace computed: a constant (its origin's)
+    if not made and _captured(x):
         return None
     flat = x.reshape(-1)
     if bool((flat == flat[0]).all()):

@@ -195,7 +195,8 @@ def _combination(coefficients: np.ndarray, K: list):
 
 def _tableau(a: np.ndarray, name: str) -> np.ndarray:
     """A tableau's array, named after its origin where the program reads it (``RK45_E``, not ``c``)."""
-    current_builder().const_names.setdefault(id(a), name)
+    if tracing():
+        current_builder().const_names.setdefault(id(a), name)
     return a
 
 

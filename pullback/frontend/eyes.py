@@ -108,7 +108,8 @@ def made_var(builder: Builder, x) -> Var | None:
     if key in builder.consts:
         return builder.consts[key][0]
     found = builder.made.get(id(x))
-    saved, builder.source = builder.source, (found[1] if found is not None else None) or builder.source
+    made_at = found[1] if found is not None and found[0]() is x else None  # (an id outlives its array)
+    saved, builder.source = builder.source, made_at or builder.source
     try:
         if recipe[0] == "fill":
             var = Var(ArrayType.of(x), "")
@@ -116,7 +117,7 @@ def made_var(builder: Builder, x) -> Var | None:
                                     Params({"shape": x.shape, "broadcast_dimensions": ()}), builder.location()))
         else:  # a range: start + step * (0, 1, ..., n - 1), as NumPy's arange and linspace compute it
             _, start, step = recipe
-            var = Var(ArrayType.of(x), "arange" if start == 0 and step == 1 else "")
+            var = Var(ArrayType.of(x), "")
             builder.eqns.append(Eqn(st.iota_p, (), (var,), Params({"dtype": x.dtype, "shape": x.shape,
                                                                       "dimension": 0}), builder.location()))
             if step != 1 or start != 0:
@@ -124,7 +125,6 @@ def made_var(builder: Builder, x) -> Var | None:
                 t = t * step if step != 1 else t
                 t = t + start if start != 0 else t
                 var = t.ssa
-                builder.inlined_hints[id(var)] = "arange"
     finally:
         builder.source = saved
     builder.consts[key] = (var, None)
@@ -205,9 +205,20 @@ def derived_var(builder: Builder, x) -> Var | None:
     if recipe is None:
         return None
     op, args = recipe
-    out = op(*(tracer.Tracer(operand(builder, a), builder) if type(a) is np.ndarray else a for a in args))
+    operands = []
+    for a in args:
+        if type(a) is np.ndarray:
+            atom = operand(builder, a)
+            if isinstance(atom, Var) and not atom.hint and (_made_recipe(builder, a) or ("",))[0] == "range":
+                atom.hint = "arange"  # the user's name is the result's (``w = np.arange(n) / n``)
+            a = tracer.Tracer(atom, builder)
+        operands.append(a)
+    out = op(*operands)
     if not isinstance(out, tracer.Tracer) or not isinstance(out.ssa, Var) or out.ssa.type != ArrayType.of(x):
         return None
+    name = builder._origin_name(x)  # the user's variable holding it (``D = np.eye(n) - np.eye(n, k=1)``)
+    if name != "c" and not out.ssa.hint:
+        out.ssa.hint = name
     builder.consts[key] = (out.ssa, None)
     return out.ssa
 

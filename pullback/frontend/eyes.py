@@ -244,7 +244,7 @@ def keep_eyes(builder: Builder) -> None:
         if type(k) is tuple:  # the arithmetic that made it: its operands' references go (derived_var)
             builder.eyes[id(value)] = (value, "derived")
     for value, k in list(builder.eyes.values()):
-        key = ("made", id(value)) if k == "made" else ("derived", id(value)) if k == "derived" else ("eye", id(value), k)
+        key = (k, id(value)) if k in ("made", "derived") else ("eye", id(value), k)
         found = builder.consts.get(key)
         if found is None or sys.getrefcount(value) <= 3:
             continue

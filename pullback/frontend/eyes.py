@@ -1,12 +1,14 @@
 """Arrays made while tracing: ``np.eye``/``np.identity`` called by the traced code (or pullback's
-own compositions, through ``eye``), and ``np.zeros``/``ones``/``full``/``arange`` of shapes alone,
-make arrays the program recreates (printed ``np.eye(n)``, ``np.arange(n)``) instead of reading them
-as constants.
+own compositions, through ``eye``), arrays of shapes alone (``np.zeros``/``ones``/``full``, ranges of
+``np.arange``/``np.linspace``, any array of one value the trace made: ``np.roll`` of zeros), scalar
+arithmetic on those (``JITTER * np.eye(u)``) and NumPy scalars (``np.int64(0)``) make arrays the program
+recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 * eye``; a fill, which simplification
+folds into the literal where an operation reads it) instead of reading them as keyword constants ``c``.
 
-Only arrays made during the trace and unchanged since qualify: an identity-valued array the function
-reads from its scope is a constant like any other, read at every call. The tracer reaches this module
-through its hooks (``tracer.ARRAY_OPERAND``, ``tracer.TRACE_END``), installed when it is imported.
-"""
+Only arrays made during the trace and unchanged since qualify: an array the function reads from its
+scope is a constant like any other, read at every call, and so is one the user keeps past the trace.
+The tracer reaches this module through its hooks (``tracer.ARRAY_OPERAND``, ``tracer.TRACE_END``),
+installed when it is imported."""
 
 from __future__ import annotations
 

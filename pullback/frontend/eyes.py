@@ -144,8 +144,9 @@ def _made_recipe(builder: Builder, x) -> tuple | None:
     if not made and _captured(x):
         return None
     flat = x.reshape(-1)
-    if bool((flat == flat[0]).all()):
-        return ("fill", flat[0].item())
+    first = flat[0]  # (two elements first: a large array of many values is told apart without a pass over it)
+    if first == flat[-1] and first == flat[flat.size // 2] and bool((flat == first).all()):
+        return ("fill", first.item())
     if not made or x.ndim != 1:
         return None
     n = x.size

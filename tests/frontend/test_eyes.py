@@ -142,3 +142,20 @@ def test_an_ode_solvers_scalars_are_literals_and_its_tableau_named():
     np.testing.assert_allclose(g_k, _fd_along(lambda k: jf(y0, k), k, 1.0), rtol=1e-5)
     np.testing.assert_allclose(g_y0 @ np.array([1.0, -0.5]), _fd_along(lambda y: jf(y, k), y0, np.array([1.0, -0.5])),
                                rtol=1e-5)
+
+
+def test_dop853s_tables_and_the_output_times_are_named():
+    """``solve_ivp(..., method="DOP853", t_eval=[0.5, 1.0])``: its error and interpolant tables are named
+    after SciPy's (``DOP853_E5``, ``DOP853_D``, a row of ``A_EXTRA``), the times ``t_eval``; no ``c``."""
+    import scipy.integrate
+
+    def f(y0, k):
+        return np.sum(scipy.integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), y0, method="DOP853",
+                                                t_eval=[0.5, 1.0]).y)
+
+    y0, k = np.array([1.0, 2.0]), 0.5
+    src = pb.source(pb.grad(f, argnums=1), y0, k)
+    assert _keyword_only(src) == ["DOP853_E5", "DOP853_E3", "DOP853_A_EXTRA_0", "DOP853_A_EXTRA_1",
+                                  "DOP853_A_EXTRA_2", "DOP853_D", "t_eval"], src
+    jf = pb.jit(f)
+    np.testing.assert_allclose(pb.grad(f, argnums=1)(y0, k), _fd_along(lambda k: jf(y0, k), k, 1.0), rtol=1e-5)

@@ -314,6 +314,8 @@ _SCALAR_TYPES = (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float6
 
 _OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "truediv", "matmul", "pow",
                                                        "floordiv", "mod", "neg", "pos"))
+# arithmetic that, on arrays made from shapes alone and scalars, the program does again (``eyes.record_derived``)
+_DERIVING = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.neg})
 _table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
 _table_size = -1  # the registries' size it was built for
 
@@ -339,7 +341,7 @@ def _build_table() -> None:
     for kind in _SCALAR_TYPES:
         table[id(kind)] = (kind, _scalar_handler(kind), False)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
-        table[id(op)] = (op, op, True)
+        table[id(op)] = (op, _derived_handler(op) if op in _DERIVING else op, True)
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
@@ -354,6 +356,17 @@ def _build_table() -> None:
             table[id(original)] = (original, _attribute_handler(original, public, impl), True)
     _table = table
     _table_size = size
+
+
+def _derived_handler(op: Callable) -> Callable:
+    """``op`` noting the NumPy arrays it makes (``JITTER * np.eye(u)``) for the program to make again."""
+    def call(*args):
+        out = op(*args)
+        if type(out) is np.ndarray:
+            eyes.record_derived(out, op, args)
+        return out
+
+    return call
 
 
 def _known(value) -> bool:
@@ -542,7 +555,7 @@ def index(obj, key):
 # (``Builder.atom``), so every name bound to the array sees the updates, as NumPy's in-place writes. The
 # array itself is never written: only arrays the function made qualify, not those it reads from its scope.
 
-_MAKERS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange")
+_MAKERS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace")
 
 
 def _maker_handler(func: Callable, made: Callable) -> Callable:

@@ -1,12 +1,14 @@
 """Arrays made while tracing: ``np.eye``/``np.identity`` called by the traced code (or pullback's
-own compositions, through ``eye``), and ``np.zeros``/``ones``/``full``/``arange`` of shapes alone,
-make arrays the program recreates (printed ``np.eye(n)``, ``np.arange(n)``) instead of reading them
-as constants.
+own compositions, through ``eye``), arrays of shapes alone (``np.zeros``/``ones``/``full``, ranges of
+``np.arange``/``np.linspace``, any array of one value the trace made: ``np.roll`` of zeros), scalar
+arithmetic on those (``JITTER * np.eye(u)``) and NumPy scalars (``np.int64(0)``) make arrays the program
+recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 * eye``; a fill, which simplification
+folds into the literal where an operation reads it) instead of reading them as keyword constants ``c``.
 
-Only arrays made during the trace and unchanged since qualify: an identity-valued array the function
-reads from its scope is a constant like any other, read at every call. The tracer reaches this module
-through its hooks (``tracer.ARRAY_OPERAND``, ``tracer.TRACE_END``), installed when it is imported.
-"""
+Only arrays made during the trace and unchanged since qualify: an array the function reads from its
+scope is a constant like any other, read at every call, and so is one the user keeps past the trace.
+The tracer reaches this module through its hooks (``tracer.ARRAY_OPERAND``, ``tracer.TRACE_END``),
+installed when it is imported."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def made_eye(x) -> int | None:
     every call (``self.W = np.eye(3)`` later changed in place must not be frozen)."""
     for builder in tracer.running_builders():
         found = builder.eyes.get(id(x))
-        if found is not None and found[0] is x and found[1] != "made":  # (``made_var``'s arrays share the table)
+        if found is not None and found[0] is x and type(found[1]) is int:  # (the table holds other arrays too)
             k = found[1]
             same = x.ndim == 2 and np.array_equal(x, np.eye(*x.shape, k=k, dtype=x.dtype))
             return k if same else None
@@ -53,45 +55,175 @@ def made_eye(x) -> int | None:
 
 def operand(builder: Builder, value) -> Atom:
     """An array the traced code uses: an identity made during the trace becomes an ``eye`` equation
-    (``tracer.ARRAY_OPERAND``), an array made from shapes alone the call that makes it, any other a
-    constant."""
+    (``tracer.ARRAY_OPERAND``), an array made from shapes alone the call that makes it, a NumPy scalar a
+    literal, any other a constant. An array read from scope is always a constant, read at every call."""
+    known = builder.consts.get(id(value))
+    if known is not None and known[1] is value or _captured(value):
+        return builder.const(value)
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":  # ``np.bool_(False)``: a literal's fill
+        return scalar_var(builder, value)
     k = made_eye(value)
     if k is not None:
         return eye_var(builder, value, k)
     made = made_var(builder, value)
+    if made is None:
+        made = derived_var(builder, value)
     return builder.const(value) if made is None else made
 
 
+def scalar_var(builder: Builder, value: np.generic) -> Var:
+    """A NumPy scalar the traced code made (``np.int64(0)``, a tableau's ``A[2, 1]``): a fill of its
+    value (``np.zeros((), dtype=np.int64)``), which simplification turns into the literal wherever an
+    operation reads it (``h * 0.2``), rather than a keyword constant ``c``. (Keyed by value: NumPy's
+    scalars are immutable, and their ids are soon another's.)"""
+    key = ("scalar", value.dtype.str, value.tobytes())
+    if key not in builder.consts:
+        var = Var(ArrayType((), value.dtype), "")
+        builder.eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(value.item(), value.dtype),), (var,),
+                                Params({"shape": (), "broadcast_dimensions": ()}), builder.location()))
+        builder.consts[key] = (var, None)
+    return builder.consts[key][0]
+
+
+def _captured(x) -> bool:
+    """An array some running trace's code read from its scope (a traced function's closure's too), or a
+    view of one."""
+    builders = tracer.running_builders()
+    while type(x) is np.ndarray:
+        if any(b.captured.get(id(x)) is x or id(x) in b.const_names for b in builders):
+            return True
+        x = x.base
+    return False
+
+
 def made_var(builder: Builder, x) -> Var | None:
-    """An array this trace's code made from shapes alone (``np.zeros(n)``, ``np.ones((n, m))``,
-    ``np.full``, ``np.arange(n)``: see ``frontend.construct``) and left as made: the program makes
-    it again at that line (``np.ones(3)``, ``np.arange(5)``) rather than taking it as a keyword
-    constant ``c``. One the user keeps past the trace is theirs: a constant (``keep_eyes``)."""
-    found = builder.made.get(id(x)) if type(x) is np.ndarray else None
-    if found is None or found[0]() is not x or x.dtype.kind not in "biuf" or not x.size:
+    """An array made from shapes alone and left as made: the program makes it again where it was made
+    (``np.ones(3)``, ``np.arange(5)``, ``np.arange(1, 6)``, ``np.linspace(0, 1, 5)``) rather than taking
+    it as a keyword constant ``c``. Such are the arrays this trace's code made by ``np.zeros``, ``np.ones``,
+    ``np.full``, ``np.arange``, ``np.linspace`` (see ``frontend.construct``), and any array of one value
+    it made otherwise (``np.roll`` of zeros): its value is known at the trace, as a constant's would be.
+    One the user keeps past the trace is theirs: a constant (``keep_eyes``)."""
+    recipe = _made_recipe(builder, x)
+    if recipe is None:
         return None
     key = ("made", id(x))
     if key in builder.consts:
         return builder.consts[key][0]
-    flat = x.reshape(-1)
-    saved, builder.source = builder.source, found[1] or builder.source
+    found = builder.made.get(id(x))
+    made_at = found[1] if found is not None and found[0]() is x else None  # (an id outlives its array)
+    saved, builder.source = builder.source, made_at or builder.source
     try:
-        if bool((flat == flat[0]).all()):
+        if recipe[0] == "fill":
             var = Var(ArrayType.of(x), "")
-            value = Literal.of(flat[0].item(), x.dtype)
-            builder.eqns.append(Eqn(st.broadcast_in_dim_p, (value,), (var,),
+            builder.eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(recipe[1], x.dtype),), (var,),
                                     Params({"shape": x.shape, "broadcast_dimensions": ()}), builder.location()))
-        elif x.ndim == 1 and np.array_equal(x, np.arange(x.size, dtype=x.dtype)):
+        else:  # a range: start + step * (0, 1, ..., n - 1), as NumPy's arange and linspace compute it
+            _, start, step = recipe
             var = Var(ArrayType.of(x), "")
             builder.eqns.append(Eqn(st.iota_p, (), (var,), Params({"dtype": x.dtype, "shape": x.shape,
                                                                       "dimension": 0}), builder.location()))
-        else:
-            return None
+            if step != 1 or start != 0:
+                t = tracer.Tracer(var, builder)
+                t = t * step if step != 1 else t
+                t = t + start if start != 0 else t
+                var = t.ssa
     finally:
         builder.source = saved
     builder.consts[key] = (var, None)
     builder.eyes[id(x)] = (x, "made")  # kept past the trace: a constant after all (keep_eyes)
     return var
+
+
+def _made_recipe(builder: Builder, x) -> tuple | None:
+    """How the program makes ``x`` again: ``("fill", value)`` for an array of one value, ``("range",
+    start, step)`` for a range made by ``np.arange``/``np.linspace``; None when it cannot (or need not)."""
+    if type(x) is not np.ndarray or x.dtype.kind not in "biuf" or not x.size:
+        return None
+    found = builder.made.get(id(x))
+    made = found is not None and found[0]() is x
+    if not made and _captured(x):
+        return None
+    flat = x.reshape(-1)
+    first = flat[0]  # (two elements first: a large array of many values is told apart without a pass over it)
+    if first == flat[-1] and first == flat[flat.size // 2] and bool((flat == first).all()):
+        return ("fill", first.item())
+    if not made or x.ndim != 1:
+        return None
+    n = x.size
+    steps = {x[1] - x[0]} if x.dtype.kind != "f" else {x[1] - x[0], (x[-1] - x[0]) / (n - 1)}
+    iota = np.arange(n, dtype=x.dtype)
+    for step in steps:
+        start, step = x.dtype.type(x[0]), x.dtype.type(step)
+        made_again = (iota * step if step != 1 else iota) + start
+        if step and np.array_equal(made_again, x) and np.array_equal(np.signbit(made_again), np.signbit(x)):
+            return ("range", start.item(), step.item())
+    return None
+
+
+def record_derived(out, op, args: tuple) -> None:
+    """Note that ``op`` (arithmetic in the traced code: ``JITTER * np.eye(u)``) made ``out`` from arrays
+    the program can make again and scalars: ``out`` is then made again by the program too, the same
+    arithmetic on them (``derived_var``), rather than read as a constant."""
+    stack = tracer.running_builders()
+    if not stack or type(out) is not np.ndarray or out.dtype.kind not in "biuf":
+        return
+    builder = stack[-1]
+    for a in args:
+        if type(a) is np.ndarray:
+            found = builder.eyes.get(id(a))
+            made = builder.made.get(id(a))
+            if not (found is not None and found[0] is a or made is not None and made[0]() is a):
+                return
+        elif not isinstance(a, int | float | np.integer | np.floating):
+            return
+    builder.eyes[id(out)] = (out, (op, args))
+
+
+def _recipe(builder: Builder, x) -> tuple | None:
+    """The arithmetic ``record_derived`` saw make ``x``, if ``x`` is unchanged since and each array it
+    came from can be made by the program."""
+    found = builder.eyes.get(id(x))
+    if found is None or found[0] is not x or type(found[1]) is not tuple:
+        return None
+    op, args = found[1]
+    if not all(type(a) is not np.ndarray or _recreatable(builder, a) for a in args):
+        return None
+    with np.errstate(all="ignore"):
+        again = op(*args)
+    return (op, args) if type(again) is np.ndarray and np.array_equal(again, x, equal_nan=True) else None
+
+
+def _recreatable(builder: Builder, x) -> bool:
+    return (made_eye(x) is not None or _made_recipe(builder, x) is not None or _recipe(builder, x) is not None
+            or ("derived", id(x)) in builder.consts)
+
+
+def derived_var(builder: Builder, x) -> Var | None:
+    """An array made by arithmetic on arrays the program makes again and on scalars (``JITTER *
+    np.eye(u)``, see ``record_derived``): the program does that arithmetic too (``1e-06 * eye``)."""
+    key = ("derived", id(x))
+    if key in builder.consts:
+        return builder.consts[key][0]
+    recipe = _recipe(builder, x)
+    if recipe is None:
+        return None
+    op, args = recipe
+    operands = []
+    for a in args:
+        if type(a) is np.ndarray:
+            atom = operand(builder, a)
+            if isinstance(atom, Var) and not atom.hint and (_made_recipe(builder, a) or ("",))[0] == "range":
+                atom.hint = "arange"  # the user's name is the result's (``w = np.arange(n) / n``)
+            a = tracer.Tracer(atom, builder)
+        operands.append(a)
+    out = op(*operands)
+    if not isinstance(out, tracer.Tracer) or not isinstance(out.ssa, Var) or out.ssa.type != ArrayType.of(x):
+        return None
+    name = builder._origin_name(x)  # the user's variable holding it (``D = np.eye(n) - np.eye(n, k=1)``)
+    if name != "c" and not out.ssa.hint:
+        out.ssa.hint = name
+    builder.consts[key] = (out.ssa, None)
+    return out.ssa
 
 
 def eye_var(builder: Builder, value, k: int) -> Var:
@@ -112,11 +244,15 @@ def keep_eyes(builder: Builder) -> None:
     read at every call, not an ``eye`` equation (``tracer.TRACE_END``). (CPython's reference count
     says who holds it: the builder's table, this loop and ``getrefcount`` itself, or someone else too.)"""
     for value, k in list(builder.eyes.values()):
-        key = ("made", id(value)) if k == "made" else ("eye", id(value), k)
+        if type(k) is tuple:  # the arithmetic that made it: its operands' references go (derived_var)
+            builder.eyes[id(value)] = (value, "derived")
+    for value, k in list(builder.eyes.values()):
+        key = (k, id(value)) if k in ("made", "derived") else ("eye", id(value), k)
         found = builder.consts.get(key)
         if found is None or sys.getrefcount(value) <= 3:
             continue
         var = found[0]
+        var.hint = var.hint or builder.const_names.get(id(value)) or "c"
         del builder.consts[key]
         builder.eqns = [e for e in builder.eqns if not (e.outputs and e.outputs[0] is var)]
         builder.consts[id(value)] = (var, value)

@@ -44,7 +44,7 @@ from pullback import tree
 from pullback.errors import TracingError
 from pullback.frontend.custom import custom_vjp, stop_gradient
 from pullback.frontend.loops import cond, scan, while_loop
-from pullback.ir.tracer import Tracer, call_user, located, tracing
+from pullback.ir.tracer import Tracer, call_user, current_builder, located, tracing
 
 __all__ = ["OdeResult", "odeint", "solve_ivp"]
 
@@ -193,11 +193,23 @@ def _combination(coefficients: np.ndarray, K: list):
     return total
 
 
+def _named(a, name: str):
+    """A tableau's array (or the output times), named after its origin where the program reads it
+    (``RK45_E``, ``t_eval``, not ``c``); a traced value, or an array the program makes itself
+    (``np.linspace(0, 1, 3)``), is left as it is."""
+    if tracing() and type(a) is np.ndarray:
+        builder = current_builder()
+        made = builder.made.get(id(a))
+        if made is None or made[0]() is not a:
+            builder.const_names.setdefault(id(a), name)
+    return a
+
+
 def _error_norm(m: Method, K, h, scale):
     if not m.dop853:
-        return _rms((m.E @ K) * h / scale)
-    err5 = (scipy.integrate.DOP853.E5 @ K) / scale
-    err3 = (scipy.integrate.DOP853.E3 @ K) / scale
+        return _rms((_named(m.E, f"{m.name}_E") @ K) * h / scale)
+    err5 = (_named(scipy.integrate.DOP853.E5, "DOP853_E5") @ K) / scale
+    err3 = (_named(scipy.integrate.DOP853.E3, "DOP853_E3") @ K) / scale
     e5, e3 = np.sum(err5 * err5), np.sum(err3 * err3)
     denom = e5 + 0.01 * e3
     zero = denom == 0
@@ -249,12 +261,12 @@ def _dop853_coefficients(rhs, s: State):
     """DOP853's interpolant over the last step: three more stages, then SciPy's ``F`` (7, n)."""
     h = s.t - s.t_old
     K = s.K
-    for a, c in zip(scipy.integrate.DOP853.A_EXTRA, scipy.integrate.DOP853.C_EXTRA):
-        dy = (a[:K.shape[0]] @ K) * h
+    for i, (a, c) in enumerate(zip(scipy.integrate.DOP853.A_EXTRA, scipy.integrate.DOP853.C_EXTRA)):
+        dy = (_named(a[:K.shape[0]], f"DOP853_A_EXTRA_{i}") @ K) * h
         K = np.concatenate([K, rhs(s.t_old + c * h, s.y_old + dy)[None]])
     f_old = K[0]
     delta_y = s.y - s.y_old
-    rest = h * (scipy.integrate.DOP853.D @ K)
+    rest = h * (_named(scipy.integrate.DOP853.D, "DOP853_D") @ K)
     return np.concatenate([np.stack([delta_y, h * f_old - delta_y, 2 * delta_y - h * (s.f + f_old)]), rest])
 
 
@@ -269,7 +281,7 @@ def _interpolate(m: Method, s: State, te):
             y = (y + s.F[k - 1 - i]) * (x if i % 2 == 0 else 1 - x)
         y = y + s.y_old
     else:
-        Q = s.K.T @ m.P
+        Q = s.K.T @ _named(m.P, f"{m.name}_P")
         p = [x]
         for _ in range(m.P.shape[1] - 1):
             p.append(p[-1] * x)
@@ -319,7 +331,7 @@ def integrate(rhs: Callable, t0, t_bound, y0, t_eval, m: Method, rtol, atol, max
         unreached = s.failed & (_toward(direction, s.t - te) < 0)  # a step became too small before te
         return s, np.where(unreached, np.nan, y)
 
-    state, ys = scan(output, state, t_eval)
+    state, ys = scan(output, state, _named(t_eval, "t_eval"))
     state = while_loop(lambda s: ~s.failed & (s.t != t_bound), attempt, state)  # on to t_span[1], as SciPy
     return ys, state.nfev, np.where(state.failed, -1, 0)
 

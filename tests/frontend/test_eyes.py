@@ -1,0 +1,161 @@
+"""Arrays made while tracing (``frontend.eyes``): ranges, fills, arithmetic on them and NumPy's scalars
+print as the program's own calls, not keyword constants ``c``; a constant that stays one is named after
+where it came from. Each printed program's gradient is checked against finite differences."""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import pullback as pb
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _keyword_only(src: str) -> list[str]:
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and not n.decorator_list)
+    return [a.arg for a in fn.args.kwonlyargs]
+
+
+def _fd_along(f, x, d, eps=1e-6):
+    return (f(x + eps * d) - f(x - eps * d)) / (2 * eps)
+
+
+def ranges(x):
+    n = x.shape[0]
+    k = np.arange(1, n + 1)
+    even = np.arange(0, 2 * n, 2)
+    w = np.arange(n, dtype=float)
+    t = np.linspace(0.0, 1.0, n)
+    return np.sum(x * k) + np.sum(x ** 2 * even) + np.sum(np.sin(x) * w) + np.sum(np.cos(x * t))
+
+
+def test_ranges_with_a_start_or_a_step_print_as_arange_arithmetic():
+    """``np.arange(1, n + 1)``, ``np.arange(0, 2 n, 2)``, ``np.arange(n, dtype=float)`` and ``np.linspace(0, 1, n)``
+    (where NumPy's values are ``arange * step + start``) are the program's: no keyword constants."""
+    x = np.array([0.3, -1.2, 0.7, 2.0, -0.4])
+    d = pb.differentiate(ranges)
+    src = d.source(x)
+    assert _keyword_only(src) == [], src
+    assert "k = arange + 1" in src and "even = arange * 2" in src, src
+    assert "np.arange(5, dtype=np.float64)" in src and "* 0.25" in src, src  # w, and t = arange * 0.25
+    direction = np.random.default_rng(0).standard_normal(5)
+    np.testing.assert_allclose(d.grad(x) @ direction, _fd_along(ranges, x, direction), rtol=1e-7)
+
+
+def test_a_linspace_numpy_ends_otherwise_stays_a_constant_named_after_its_variable():
+    """``np.linspace(0, 1, 50)``: NumPy sets its last value to ``stop``, which ``arange * step`` misses by an
+    ulp; the values stay NumPy's, a keyword constant named ``t``, not ``c``."""
+    def f(x):
+        t = np.linspace(0.0, 1.0, x.shape[0])
+        return np.sum(np.sin(x) * t)
+
+    x = np.linspace(-1.0, 1.0, 50)
+    src = pb.source(pb.grad(f), x)
+    assert _keyword_only(src) == ["t"], src
+    np.testing.assert_allclose(pb.grad(f)(x), np.cos(x) * np.linspace(0.0, 1.0, 50), rtol=1e-15)
+
+
+def test_arithmetic_on_an_identity_is_the_programs():
+    """``JITTER * np.eye(u)`` (the sparse GP's) is ``1e-06 * eye`` in the program, not a folded constant ``c``;
+    kept by the user past the trace, it is a constant named after the variable (in-place changes seen)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import sparse_gp
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (30, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1])
+    Z = X[:5].copy()
+    d = pb.differentiate(sparse_gp.sgp_bound, argnums=0)
+    src = d.source(Z, 0.0, 0.0, -2.0, X, y)
+    assert _keyword_only(src) == [], src
+    assert re.search(r"\w+ = 1e-06 \* eye\b", src), src
+    direction = rng.standard_normal(Z.shape)
+    fd = _fd_along(lambda z: sparse_gp.sgp_bound(z, 0.0, 0.0, -2.0, X, y), Z, direction)
+    np.testing.assert_allclose(np.sum(d.grad(Z, 0.0, 0.0, -2.0, X, y) * direction), fd, rtol=1e-6)
+
+    kept = []
+
+    def g(x):
+        A = 2.0 * np.eye(3)
+        kept.append(A)
+        return np.sum((A @ x) ** 2)
+
+    x = np.array([1.0, -2.0, 0.5])
+    f = pb.differentiate(g)
+    assert _keyword_only(f.source(x)) == ["A"]
+    np.testing.assert_allclose(f.grad(x), 8.0 * x)
+
+
+def test_zeros_rolled_are_zeros_and_adding_them_is_dropped():
+    """``np.roll`` of ``np.zeros`` (the Jacobi sweeps of the fluid and wing examples, from p = 0) is a fill,
+    and ``x + 0`` is ``x``: no keyword constant, no addition of zeros."""
+    def f(x):
+        p = np.zeros(x.shape)
+        p = (x + np.roll(p, 1) + np.roll(p, -1)) / 4.0
+        p = (x + np.roll(p, 1) + np.roll(p, -1)) / 4.0
+        return np.sum(p ** 2)
+
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    src = pb.source(pb.grad(f), x)
+    assert _keyword_only(src) == [] and "np.zeros" not in src, src
+    assert "p = x / 4.0" in src, src  # the first sweep: (x + 0 + 0) / 4
+    direction = np.array([0.3, 1.0, -0.2, 0.7])
+    np.testing.assert_allclose(pb.grad(f)(x) @ direction, _fd_along(f, x, direction), rtol=1e-8)
+
+
+def test_the_wing_adds_no_zero_constants():
+    """The wing example: its first pressure sweep read eight all-zero keyword constants ``c .. c_7`` and
+    added them; now only its scope's arrays (and the meshgrids it computes, named) are constants."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import fluid_examples as fe
+
+    obj, params = fe.wing_objective(np, steps=1, rows=32, cols=32), fe.wing_params(32, 32)
+    d = pb.differentiate(obj)
+    src = d.source(params)
+    names = _keyword_only(src)
+    assert not [n for n in names if re.fullmatch(r"c(_\d+)?", n)], names
+    assert sorted(set(names)) == sorted(set(names) & {"mask", "init_vx", "init_vy", "cell_xs", "cell_ys", "cell_xs_1",
+                                                      "cell_ys_1"}), names
+    direction = np.random.default_rng(1).standard_normal(params.shape)
+    np.testing.assert_allclose(d.grad(params) @ direction, _fd_along(obj, params, direction), rtol=1e-5)
+
+
+def test_an_ode_solvers_scalars_are_literals_and_its_tableau_named():
+    """``odeint``'s state starts from NumPy scalars (``np.bool_(False)``, ``np.int64(0)``, a step of 0.0): fills
+    and literals, not keyword constants; the RK45 tableau's arrays are named after it (``RK45_E``)."""
+    from scipy.integrate import odeint
+
+    def f(y0, k):
+        ys = odeint(lambda y, t, k: -k * y, y0, np.linspace(0.0, 1.0, 3), args=(k,))
+        return np.sum(ys)
+
+    y0, k = np.array([1.0, 2.0]), 0.5
+    src = pb.source(pb.grad(f, argnums=(0, 1)), y0, k)
+    assert _keyword_only(src) == ["RK45_E", "RK45_P"], src
+    g_y0, g_k = pb.grad(f, argnums=(0, 1))(y0, k)
+    jf = pb.jit(f)
+    np.testing.assert_allclose(g_k, _fd_along(lambda k: jf(y0, k), k, 1.0), rtol=1e-5)
+    np.testing.assert_allclose(g_y0 @ np.array([1.0, -0.5]), _fd_along(lambda y: jf(y, k), y0, np.array([1.0, -0.5])),
+                               rtol=1e-5)
+
+
+def test_dop853s_tables_and_the_output_times_are_named():
+    """``solve_ivp(..., method="DOP853", t_eval=[0.5, 1.0])``: its error and interpolant tables are named
+    after SciPy's (``DOP853_E5``, ``DOP853_D``, a row of ``A_EXTRA``), the times ``t_eval``; no ``c``."""
+    import scipy.integrate
+
+    def f(y0, k):
+        return np.sum(scipy.integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), y0, method="DOP853",
+                                                t_eval=[0.5, 1.0]).y)
+
+    y0, k = np.array([1.0, 2.0]), 0.5
+    src = pb.source(pb.grad(f, argnums=1), y0, k)
+    assert _keyword_only(src) == ["DOP853_E5", "DOP853_E3", "DOP853_A_EXTRA_0", "DOP853_A_EXTRA_1",
+                                  "DOP853_A_EXTRA_2", "DOP853_D", "t_eval"], src
+    jf = pb.jit(f)
+    np.testing.assert_allclose(pb.grad(f, argnums=1)(y0, k), _fd_along(lambda k: jf(y0, k), k, 1.0), rtol=1e-5)

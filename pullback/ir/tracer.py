@@ -84,6 +84,27 @@ def user_frame(depth: int = 1):
     return None
 
 
+def _user_call():
+    """``user_frame()`` for ``bind`` (its caller's caller onward), and the frame the user's frame called (each call
+    of the user's is a frame of its own: two equations from one call share it; see ``Builder.executions``)."""
+    callee = sys._getframe(1)
+    frame = callee.f_back
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename in _USER_FILES_SEEN:
+            return frame, callee
+        if filename not in _LIBRARY_FILES:
+            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
+                _LIBRARY_FILES.clear()
+                _USER_FILES_SEEN.clear()
+            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+                _USER_FILES_SEEN.add(filename)
+                return frame, callee
+            _LIBRARY_FILES.add(filename)
+        callee, frame = frame, frame.f_back
+    return None, None
+
+
 # one SourceInfo per line: an unrolled loop's equations at one line share it (fewer objects, and the
 # passes that compare or look up equations' lines find them equal by identity)
 _SOURCES: dict[tuple[str, int], SourceInfo] = {}
@@ -115,6 +136,9 @@ def located(message: str, source: SourceInfo | None = None) -> str:
     """``message`` prefixed by the user's file:line."""
     source = source or user_location()
     return message if source is None else f"{source}: {message}"
+
+
+_NOWHERE = (None, -1, None)
 
 
 class Builder:
@@ -160,6 +184,12 @@ class Builder:
         # integer scalars' forms, affine in traced integers (frontend.numpy.integers): what makes
         # ``x[it * b:(it + 1) * b]`` a slice of static length
         self.affine: dict[Var, Any] = {}
+        # the equations that begin another execution of a statement (the next step of an unrolled loop, the next
+        # call of a helper) where the equation before them came from the same statement: an unrolled line's
+        # equations share one SourceInfo, so the line alone cannot tell steps apart (``name_from_source``).
+        # ``at``: the previous equation's user frame, its instruction offset, and the frame that frame called
+        self.executions: list[Eqn] = []
+        self.at: tuple = _NOWHERE
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None or self.replay else user_location()
@@ -379,14 +409,26 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     source = builder.source  # ``builder.location()``, inline
+    frame = None
     if source is None and not builder.replay:  # ``user_location()``, inline
-        frame = user_frame()
+        frame, callee = _user_call()
         if frame is not None:
             try:
                 source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
             except KeyError:
                 source = user_location()
-    builder.eqns.append(Eqn(prim, atoms, outs, eqn_params, source))
+    eqn = Eqn(prim, atoms, outs, eqn_params, source)
+    builder.eqns.append(eqn)
+    if frame is not None:
+        # another execution of a statement: its frame went back (a loop's next step) or called again at the
+        # same place (not one call's second equation), or another call of the same code began
+        at, lasti = builder.at, frame.f_lasti
+        if at[0] is frame:
+            if lasti < at[1] or (lasti == at[1] and callee is not at[2]):
+                builder.executions.append(eqn)
+        elif at[0] is not None and at[0].f_code is frame.f_code:
+            builder.executions.append(eqn)
+        builder.at = (frame, lasti, callee)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
@@ -849,6 +891,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
         del out, leaves, structured
+        builder.at = _NOWHERE  # (the frames it held hold the user's locals: ``TRACE_END`` counts who holds an array)
         TRACE_END(builder)
     constvars, constvals = builder.constants()
     fname = callables.described(fn)[0]
@@ -861,7 +904,10 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         program = rename(program, builder.inlined_hints)
     # a transform's trace holds programs already named by their own traces, at the user's lines:
     # naming by those lines' targets again would name a derivative after the value it differentiates
-    return (program if builder.transformed else name_from_source(program)), treedef
+    if builder.transformed:
+        return program, treedef
+    again = {id(e) for e in builder.executions}  # (the list holds them: their ids are theirs)
+    return name_from_source(program, [i for i, e in enumerate(builder.eqns) if id(e) in again]), treedef
 
 
 def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,
@@ -890,11 +936,13 @@ def _output_atom(builder: Builder, leaf) -> Atom:
         ) from None
 
 
-def name_from_source(program: Program) -> Program:
+def name_from_source(program: Program, executions: Sequence[int] = ()) -> Program:
     """Give unnamed values the names the user's source assigns them to.
 
-    In each run of equations coming from one assignment statement, the outputs
-    of the last equation get the statement's target names.
+    In each run of equations coming from one execution of an assignment statement, the outputs
+    of the last equation get the statement's target names. ``executions``: the equations (their
+    indices, ascending) that begin another execution of the statement before them (``Builder.executions``):
+    each step of an unrolled ``h = np.tanh(W @ h)`` names its own ``h``.
     """
     hints: dict[int, str] = {}
     named: dict[int, Var] = {}
@@ -910,16 +958,24 @@ def name_from_source(program: Program) -> Program:
             stmt = found[key] = sourcemap.statement_at(src.filename, src.lineno)
             return stmt
 
-    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``), each
-    # with its statement, looked up once: only a run's last equation can be the last of its statement's run
-    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None]] = []
+    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``) within
+    # one execution, each with its statement, looked up once, and whether it begins another execution: only a
+    # run's last equation can be the last of its statement's run
+    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None, bool]] = []
+    cuts = iter(executions)
+    cut = next(cuts, -1)
     i, n = 0, len(eqns)
     while i < n:
         src = eqns[i].source
+        again = i == cut
+        if again:
+            cut = next(cuts, -1)
         j = i + 1
-        while j < n and eqns[j].source is src:
+        while j < n and eqns[j].source is src and j != cut:
             j += 1
-        groups.append((i, j, src, None if src is None else statement(src)))
+        stmt = None if src is None else statement(src)
+        # a statement that runs code several times in one execution (a comprehension) is not cut
+        groups.append((i, j, src, stmt, again and (stmt is None or not stmt.repeats)))
         i = j
 
     def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
@@ -931,15 +987,15 @@ def name_from_source(program: Program) -> Program:
     start = 0  # the first equation of the current statement's run
     prev: SourceInfo | None = None
     prev_stmt = None
-    for g, (first, end, src, stmt) in enumerate(groups):
-        if g and (src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
+    for g, (first, end, src, stmt, again) in enumerate(groups):
+        if g and (again or src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
             start = first
         prev, prev_stmt = src, stmt
         if src is None or stmt is None or not stmt.targets:
             continue
         if g + 1 < len(groups):
-            nxt, nxt_stmt = groups[g + 1][2], groups[g + 1][3]
-            if nxt is not None and same_statement(src, stmt, nxt, nxt_stmt):
+            _, _, nxt, nxt_stmt, nxt_again = groups[g + 1]
+            if nxt is not None and not nxt_again and same_statement(src, stmt, nxt, nxt_stmt):
                 continue  # not the last equation of this statement's run
         i = end - 1
         eqn = eqns[i]

@@ -19,6 +19,7 @@ class Statement:
     last: int
     targets: tuple[str, ...]  # empty when the statement assigns no plain names
     repeats: bool = False  # it runs code of its own several times (a comprehension): steps within one execution
+    called: tuple[str, ...] = ()  # `k2 = rhs(u + h * k1)`: the targets of the call's result alone
 
 
 def statement_at(filename: str, lineno: int) -> Statement | None:
@@ -68,10 +69,12 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = ()  # `a = (x, y)`: no single value is `a`
         if targets and any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
             targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
+        called: tuple[str, ...] = ()
         if targets and _calls_a_function_on_expressions(getattr(node, "value", None)):
-            targets = ()  # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
+            # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
+            targets, called = (), targets
         repeats = bool(targets) and any(isinstance(n, _REPEATING) for n in ast.walk(node))
-        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats)
+        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
     # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):

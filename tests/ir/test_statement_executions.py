@@ -136,3 +136,21 @@ def test_statements_named_once_per_execution_in_the_ir():
     prog = pb.make_ir(comprehension)(x)
     assert all(h == "" for p, h in named(prog, "sin"))
     assert named(prog, "concatenate") == [("concatenate", "s")] and named(prog, "cos") == [("cos", "a"), ("cos", "b")]
+
+
+def test_a_scalar_broadcast_in_a_rolled_step_sums_its_gradient_under_its_name():
+    """``a * x`` in the step reads ``a`` broadcast, hoisted before the loop: the backward loop sums its
+    cotangent as ``a_bar_sum``, not in a ``carry``."""
+    def decay(a, x0):
+        x = x0
+        for _ in range(300):
+            x = np.tanh(a * x) * np.exp(-0.01 * x)
+        return np.sum(x)
+
+    a, x0 = 0.7, np.linspace(0.1, 0.9, 50)
+    d = pb.differentiate(decay, argnums=(0, 1), compile="numpy")
+    src = d.source(a, x0)
+    assert "for t in range(300):" in src and "carry" not in src
+    assert re.search(r"a_bar(_\d+)? = np.sum\(a_bar_sum\)", src)
+    for g, u in zip(d.grad(a, x0), pb.differentiate(decay, argnums=(0, 1), reroll=False).grad(a, x0)):
+        np.testing.assert_allclose(g, u, rtol=1e-12, atol=1e-14)

@@ -410,6 +410,7 @@ def call(f, /, *args, **kwargs):
         stack = None
     if not stack:  # converted code run outside its trace (a function it defined, kept and called later)
         return f(*args, **kwargs)
+    stack[-1].calls += 1  # (one call's equations told from the next's: ``Builder.executions``)
     for builder in stack:
         if builder.buffers:
             args, kwargs = _read_buffers(args, kwargs)

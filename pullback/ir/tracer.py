@@ -84,27 +84,6 @@ def user_frame(depth: int = 1):
     return None
 
 
-def _user_call():
-    """``user_frame()`` for ``bind`` (its caller's caller onward), and the frame the user's frame called (each call
-    of the user's is a frame of its own: two equations from one call share it; see ``Builder.executions``)."""
-    callee = sys._getframe(1)
-    frame = callee.f_back
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename in _USER_FILES_SEEN:
-            return frame, callee
-        if filename not in _LIBRARY_FILES:
-            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
-                _LIBRARY_FILES.clear()
-                _USER_FILES_SEEN.clear()
-            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
-                _USER_FILES_SEEN.add(filename)
-                return frame, callee
-            _LIBRARY_FILES.add(filename)
-        callee, frame = frame, frame.f_back
-    return None, None
-
-
 # one SourceInfo per line: an unrolled loop's equations at one line share it (fewer objects, and the
 # passes that compare or look up equations' lines find them equal by identity)
 _SOURCES: dict[tuple[str, int], SourceInfo] = {}
@@ -187,11 +166,15 @@ class Builder:
         # the equations that begin another execution of a statement (the next step of an unrolled loop, the next
         # call of a helper) where the equation before them came from the same statement: an unrolled line's
         # equations share one SourceInfo, so the line alone cannot tell steps apart (``name_from_source``).
-        # ``at``: the previous equation's user frame, its instruction offset, and the frame that frame called
+        # ``at``: the previous equation's user code, its instruction offset there, and ``calls`` then; ``calls``:
+        # the calls the user's converted code has made (frontend.construct's ``call`` counts them), so that one
+        # call's equations are told from another call's at the same place. (No frame is held: a finished frame
+        # would keep the user's locals alive, whose references the front end counts.)
         self.executions: list[Eqn] = []
+        self.at: tuple = _NOWHERE
+        self.calls = 0
         # what the user's own functions returned, where: (equations made by then, the caller's line, the values)
         self.returns: list[tuple[int, SourceInfo, tuple[Var, ...]]] = []
-        self.at: tuple = _NOWHERE
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None or self.replay else user_location()
@@ -413,7 +396,7 @@ def bind(prim: Primitive, *args, **params):
     source = builder.source  # ``builder.location()``, inline
     frame = None
     if source is None and not builder.replay:  # ``user_location()``, inline
-        frame, callee = _user_call()
+        frame = user_frame()
         if frame is not None:
             try:
                 source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
@@ -422,15 +405,12 @@ def bind(prim: Primitive, *args, **params):
     eqn = Eqn(prim, atoms, outs, eqn_params, source)
     builder.eqns.append(eqn)
     if frame is not None:
-        # another execution of a statement: its frame went back (a loop's next step) or called again at the
-        # same place (not one call's second equation), or another call of the same code began
-        at, lasti = builder.at, frame.f_lasti
-        if at[0] is frame:
-            if lasti < at[1] or (lasti == at[1] and callee is not at[2]):
-                builder.executions.append(eqn)
-        elif at[0] is not None and at[0].f_code is frame.f_code:
+        # another execution of a statement: the code went back (a loop's next step, another call of a helper)
+        # or called again at the same place (another call, not one call's second equation)
+        at, code, lasti, calls = builder.at, frame.f_code, frame.f_lasti, builder.calls
+        if at[0] is code and (lasti < at[1] or (lasti == at[1] and calls != at[2])):
             builder.executions.append(eqn)
-        builder.at = (frame, lasti, callee)
+        builder.at = (code, lasti, calls)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
@@ -907,7 +887,6 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         leaves, treedef = flatten(out)
         outputs = tuple(_output_atom(builder, leaf) for leaf in leaves)
         del out, leaves, structured
-        builder.at = _NOWHERE  # (the frames it held hold the user's locals: ``TRACE_END`` counts who holds an array)
         TRACE_END(builder)
     constvars, constvals = builder.constants()
     fname = callables.described(fn)[0]

@@ -154,3 +154,20 @@ def test_a_scalar_broadcast_in_a_rolled_step_sums_its_gradient_under_its_name():
     assert re.search(r"a_bar(_\d+)? = np.sum\(a_bar_sum\)", src)
     for g, u in zip(d.grad(a, x0), pb.differentiate(decay, argnums=(0, 1), reroll=False).grad(a, x0)):
         np.testing.assert_allclose(g, u, rtol=1e-12, atol=1e-14)
+
+
+def _zeros_and_sine(x):
+    a = np.zeros(6)
+    s = np.sin(x)
+    return a.reshape(2, 3), s
+
+
+def test_telling_executions_apart_keeps_no_finished_frame_alive():
+    """A helper's array, returned as a view and filled in by its caller, is the caller's alone once the
+    helper returns: the trace keeps no reference to the helper's frame (its locals) to tell executions apart."""
+    def f(x):
+        ys, s = _zeros_and_sine(x)
+        ys[0] = s
+        return np.sum(ys)
+
+    np.testing.assert_allclose(pb.grad(f)(np.ones(3)), np.cos(np.ones(3)))

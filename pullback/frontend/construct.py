@@ -423,6 +423,7 @@ def call(f, /, *args, **kwargs):
         stack = None
     if not stack:  # converted code run outside its trace (a function it defined, kept and called later)
         return f(*args, **kwargs)
+    stack[-1].calls += 1  # (one call's equations told from the next's: ``Builder.executions``)
     for builder in stack:
         if builder.buffers:
             args, kwargs = _read_buffers(args, kwargs)
@@ -433,8 +434,8 @@ def call(f, /, *args, **kwargs):
             args, kwargs = _read_captured(args, kwargs)
         return found[1](*args, **kwargs)
     kind = type(f)
-    if kind is types.FunctionType:
-        return _converted(f)(*args, **kwargs)
+    if kind is types.FunctionType:  # (its result noted: ``h = step(W, h)`` names it ``h``)
+        return tr.returned(_converted(f)(*args, **kwargs), stack[-1])
     if kind is np.ufunc and f in api.UFUNCS:
         if stack[-1].captured:
             args, kwargs = _read_captured(args, kwargs)

@@ -18,6 +18,8 @@ class Statement:
     first: int
     last: int
     targets: tuple[str, ...]  # empty when the statement assigns no plain names
+    repeats: bool = False  # it runs code of its own several times (a comprehension): steps within one execution
+    called: tuple[str, ...] = ()  # `k2 = rhs(u + h * k1)`: the targets of the call's result alone
 
 
 def statement_at(filename: str, lineno: int) -> Statement | None:
@@ -67,9 +69,12 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = ()  # `a = (x, y)`: no single value is `a`
         if targets and any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
             targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
+        called: tuple[str, ...] = ()
         if targets and _calls_a_function_on_expressions(getattr(node, "value", None)):
-            targets = ()  # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
-        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets)
+            # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
+            targets, called = (), targets
+        repeats = bool(targets) and any(isinstance(n, _REPEATING) for n in ast.walk(node))
+        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
     # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):
@@ -92,6 +97,7 @@ def _calls_a_function_on_expressions(value) -> bool:
             and any(not isinstance(a, ast.Name | ast.Constant | ast.Starred) for a in value.args))
 
 
+_REPEATING = (ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
 _CONTAINERS = (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
 _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,

@@ -117,6 +117,9 @@ def located(message: str, source: SourceInfo | None = None) -> str:
     return message if source is None else f"{source}: {message}"
 
 
+_NOWHERE = (None, -1, None)
+
+
 class Builder:
     """Collects the equations and constants of one trace."""
 
@@ -160,6 +163,18 @@ class Builder:
         # integer scalars' forms, affine in traced integers (frontend.numpy.integers): what makes
         # ``x[it * b:(it + 1) * b]`` a slice of static length
         self.affine: dict[Var, Any] = {}
+        # the equations that begin another execution of a statement (the next step of an unrolled loop, the next
+        # call of a helper) where the equation before them came from the same statement: an unrolled line's
+        # equations share one SourceInfo, so the line alone cannot tell steps apart (``name_from_source``).
+        # ``at``: the previous equation's user code, its instruction offset there, and ``calls`` then; ``calls``:
+        # the calls the user's converted code has made (frontend.construct's ``call`` counts them), so that one
+        # call's equations are told from another call's at the same place. (No frame is held: a finished frame
+        # would keep the user's locals alive, whose references the front end counts.)
+        self.executions: list[Eqn] = []
+        self.at: tuple = _NOWHERE
+        self.calls = 0
+        # what the user's own functions returned, where: (equations made by then, the caller's line, the values)
+        self.returns: list[tuple[int, SourceInfo, tuple[Var, ...]]] = []
 
     def location(self) -> SourceInfo | None:
         return self.source if self.source is not None or self.replay else user_location()
@@ -379,6 +394,7 @@ def bind(prim: Primitive, *args, **params):
         outs = (Var(types[0]),)
         tracers = (Tracer(outs[0], builder),)
     source = builder.source  # ``builder.location()``, inline
+    frame = None
     if source is None and not builder.replay:  # ``user_location()``, inline
         frame = user_frame()
         if frame is not None:
@@ -386,11 +402,33 @@ def bind(prim: Primitive, *args, **params):
                 source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
             except KeyError:
                 source = user_location()
-    builder.eqns.append(Eqn(prim, atoms, outs, eqn_params, source))
+    eqn = Eqn(prim, atoms, outs, eqn_params, source)
+    builder.eqns.append(eqn)
+    if frame is not None:
+        # another execution of a statement: the code went back (a loop's next step, another call of a helper)
+        # or called again at the same place (another call, not one call's second equation)
+        at, code, lasti, calls = builder.at, frame.f_code, frame.f_lasti, builder.calls
+        if at[0] is code and (lasti < at[1] or (lasti == at[1] and calls != at[2])):
+            builder.executions.append(eqn)
+        builder.at = (code, lasti, calls)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
         tracers[0].view = (root, root.version)
     return tracers if prim.multiple_results else tracers[0]
+
+
+def returned(out, builder: Builder):
+    """``out``, which a call of the user's function returned to the user's code calling it (the caller of this
+    function's caller; not pullback's, which calls the traced function itself): noted, so that the caller's
+    line's targets name it (``h = step(W, h)``: the helper's values come from its own lines)."""
+    values = out if type(out) is tuple else (out,)
+    if all(type(o) is Tracer and o.builder is builder and not o.ssa.hint for o in values):
+        frame = sys._getframe(2)
+        if is_user_code(frame):
+            key = (frame.f_code.co_filename, frame.f_lineno)
+            source = _SOURCES.get(key) or SourceInfo(*key)
+            builder.returns.append((len(builder.eqns), source, tuple(o.ssa for o in values)))
+    return out
 
 
 def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None = None,
@@ -861,7 +899,11 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         program = rename(program, builder.inlined_hints)
     # a transform's trace holds programs already named by their own traces, at the user's lines:
     # naming by those lines' targets again would name a derivative after the value it differentiates
-    return (program if builder.transformed else name_from_source(program)), treedef
+    if builder.transformed:
+        return program, treedef
+    again = set(builder.executions)  # (equations hash by identity; frontend.eyes may have dropped some)
+    cuts = [i for i, e in enumerate(builder.eqns) if e in again] if again else ()
+    return name_from_source(program, cuts, builder.returns), treedef
 
 
 def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,
@@ -890,11 +932,16 @@ def _output_atom(builder: Builder, leaf) -> Atom:
         ) from None
 
 
-def name_from_source(program: Program) -> Program:
+def name_from_source(program: Program, executions: Sequence[int] = (),
+                     returns: Sequence[tuple[int, SourceInfo, tuple[Var, ...]]] = ()) -> Program:
     """Give unnamed values the names the user's source assigns them to.
 
-    In each run of equations coming from one assignment statement, the outputs
-    of the last equation get the statement's target names.
+    In each run of equations coming from one execution of an assignment statement, the outputs
+    of the last equation get the statement's target names. ``executions``: the equations (their
+    indices, ascending) that begin another execution of the statement before them (``Builder.executions``):
+    each step of an unrolled ``h = np.tanh(W @ h)`` names its own ``h``. ``returns``: the results of the user's
+    own functions (``Builder.returns``), named by the caller's targets where the call is the statement's value
+    (``h = step(W, h)``: no equation of that statement follows the call).
     """
     hints: dict[int, str] = {}
     named: dict[int, Var] = {}
@@ -910,16 +957,30 @@ def name_from_source(program: Program) -> Program:
             stmt = found[key] = sourcemap.statement_at(src.filename, src.lineno)
             return stmt
 
-    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``), each
-    # with its statement, looked up once: only a run's last equation can be the last of its statement's run
-    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None]] = []
+    # runs of equations sharing one SourceInfo object (an unrolled line's share it: ``user_location``) within
+    # one execution, each with its statement, looked up once, and whether it begins another execution: only a
+    # run's last equation can be the last of its statement's run
+    groups: list[tuple[int, int, SourceInfo | None, sourcemap.Statement | None, bool]] = []
+    cuts = [*executions, -1]
+    cut_at = set(executions) if returns else ()
+    k, cut = 0, cuts[0]
     i, n = 0, len(eqns)
+    last_src: SourceInfo | None = None
+    last_stmt = None
     while i < n:
         src = eqns[i].source
+        again = i == cut
+        if again:
+            k += 1
+            cut = cuts[k]
         j = i + 1
-        while j < n and eqns[j].source is src:
+        while j < n and eqns[j].source is src and j != cut:
             j += 1
-        groups.append((i, j, src, None if src is None else statement(src)))
+        if src is not last_src:  # (an unrolled line's executions: one lookup for all)
+            last_src, last_stmt = src, None if src is None else statement(src)
+        stmt = last_stmt
+        # a statement that runs code several times in one execution (a comprehension) is not cut
+        groups.append((i, j, src, stmt, again and (stmt is None or not stmt.repeats)))
         i = j
 
     def same_statement(a: SourceInfo, sa, b: SourceInfo, sb) -> bool:
@@ -931,32 +992,49 @@ def name_from_source(program: Program) -> Program:
     start = 0  # the first equation of the current statement's run
     prev: SourceInfo | None = None
     prev_stmt = None
-    for g, (first, end, src, stmt) in enumerate(groups):
-        if g and (src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
+    last = len(groups) - 1
+    for g, (first, end, src, stmt, again) in enumerate(groups):
+        if g and (again or src is None or prev is None or not same_statement(prev, prev_stmt, src, stmt)):
             start = first
         prev, prev_stmt = src, stmt
         if src is None or stmt is None or not stmt.targets:
             continue
-        if g + 1 < len(groups):
-            nxt, nxt_stmt = groups[g + 1][2], groups[g + 1][3]
-            if nxt is not None and same_statement(src, stmt, nxt, nxt_stmt):
+        if g < last:
+            _, _, nxt, nxt_stmt, nxt_again = groups[g + 1]
+            if nxt is not None and not nxt_again and same_statement(src, stmt, nxt, nxt_stmt):
                 continue  # not the last equation of this statement's run
         i = end - 1
         eqn = eqns[i]
         outs = eqn.outputs
-        if len(stmt.targets) == 1 and len(outs) > 1:  # `L = cholesky(A)`: the factor, not the status
+        n_targets = len(stmt.targets)
+        if n_targets == 1 and outs[1:]:  # `L = cholesky(A)`: the factor, not the status
             outs = tuple(v for v in outs if v.dtype.kind in "fc")
-        if len(stmt.targets) > 1 and len(outs) != len(stmt.targets):
+        if n_targets > 1 and len(outs) != n_targets:
             # `a, b = x` (an array unpacked) or `S_h, S_v = f(x), g(y)`: the run's values read after it,
             # in the order the run makes them, are the targets'
             if last_read is None:
                 last_read = _last_reads(program)
             outs = tuple(v for e in eqns[start:i + 1] for v in e.outputs if last_read.get(id(v), -1) > i)
-        if len(stmt.targets) == len(outs):
+        if n_targets == 1 and len(outs) == 1:  # (the common case, without a loop)
+            v = outs[0]
+            if not v.hint:
+                key = id(v)
+                hints[key], named[key] = stmt.targets[0], v
+        elif n_targets == len(outs):
             for v, name in zip(outs, stmt.targets):
                 if not v.hint:
-                    hints[id(v)] = name
-                    named[id(v)] = v
+                    key = id(v)
+                    hints[key], named[key] = name, v
+    for made, src, values in returns:
+        stmt = statement(src)
+        targets = stmt and (stmt.targets or stmt.called)
+        if not targets or len(targets) != len(values) or any(v.hint or id(v) in hints for v in values):
+            continue
+        after = eqns[made].source if made < n else None
+        if after is not None and made not in cut_at and same_statement(src, stmt, after, statement(after)):
+            continue  # ``h = step(W, h) * 2``: the statement goes on computing
+        for v, name in zip(values, targets):
+            hints[id(v)], named[id(v)] = name, v
     if hints:
         program = _name_loop_consts(program, hints)
     for key, v in named.items():  # the trace's own Vars, in no other program yet: named in place, not copied

@@ -738,7 +738,7 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
             continue
         seen[key] = e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
         hoisted.append(e)
-    made = {id(v) for e in hoisted for v in e.outputs}
+    made = {id(v): e for e in hoisted for v in e.outputs}
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []
     for e in kept:
@@ -748,10 +748,17 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
     return body, outputs, hoisted, list(const_in.values())
 
 
-def _const_input(a, made: set[int], const_in: dict):
-    """The body's input for a hoisted value (made at its first use)."""
+def _const_input(a, made: dict[int, Eqn], const_in: dict):
+    """The body's input for a hoisted value (made at its first use), named as the value, or as what it
+    reshapes or broadcasts (``a * x`` reads ``a`` broadcast: its gradient sums into ``a_bar_sum``)."""
     if type(a) is not Var or id(a) not in made:
         return a
     if id(a) not in const_in:
-        const_in[id(a)] = (Var(a.type, a.hint), a)
+        hint, e = a.hint, made[id(a)]
+        while not hint and e is not None and e.prim in _RESHAPES and type(e.inputs[0]) is Var:
+            hint, e = e.inputs[0].hint, made.get(id(e.inputs[0]))
+        const_in[id(a)] = (Var(a.type, hint), a)
     return const_in[id(a)][0]
+
+
+_RESHAPES = frozenset({st.broadcast_in_dim_p, st.reshape_p})

@@ -131,7 +131,7 @@ def test_rk4_golden():
     assert "a = theta[0]" in src and "d = theta[3]" in src
     assert sorted(set(re.findall(r"(\w+_bar_sum) = ", src))) == ["a_bar_sum", "b_bar_sum", "c_bar_sum", "d_bar_sum"]
     # the cotangents of ``u[0]`` and ``u[1]`` add to u_bar as one array, not as two zero-padded ones each step
-    assert src.count("np.zeros((2,)") == 1 and "u_bar = add_23 + stacked_7" in src
+    assert src.count("np.zeros((2,)") == 1 and "u_bar = add_21 + stacked_3" in src
     # ``np.stack`` of scalars (a reshape of each and a concatenation in the IR) prints as the vector of them,
     # forward, in its transpose, and for theta's gradient, the four sums of its entries' cotangents
     assert src.count("np.array((") == 9 and "np.concatenate" not in src and ".reshape(1)" not in src

@@ -291,11 +291,16 @@ def cached(path: str, source: str) -> bool:
     return found >= source.count("@numba.njit")
 
 
+def module_name(path: str) -> str:
+    """The name under which the module written at ``path`` is registered, in every process."""
+    return "_pullback_" + os.path.splitext(os.path.basename(path))[0]
+
+
 def module_namespace(path: str) -> dict:
     """The namespace of a module registered in ``sys.modules`` under a name made from ``path`` (the same
     in every process for the same source): Numba's cache, loading a compiled loop, imports the module
     of the loop's globals by that name."""
-    name = "_pullback_" + os.path.splitext(os.path.basename(path))[0]
+    name = module_name(path)
     module = sys.modules.get(name)
     if module is None:
         module = types.ModuleType(name)

@@ -1,0 +1,185 @@
+"""``python -m benchmarks.tiering [--repeats N] [--write]``: when ``compile="auto"`` should compile a
+program's loops that Numba's on-disk cache lacks, measured.
+
+For each program, in a fresh process with an empty Numba cache: its first call under ``compile="auto"``
+(trace, transform, print, run as NumPy), the median NumPy call, the median call with its loops
+compiled, and the compile itself (import Numba, print, LLVM: the first compiled call less a compiled
+call; Numba's own import reported apart), then the load of the same loops from the cache that
+compile wrote (what a process pays once the cache holds them). The break-even is the number of calls
+whose savings repay the compile, ``compile / (NumPy - compiled)``, and the NumPy time those calls take.
+
+Ski rental decides from these: compiling when the NumPy calls have taken as long as the compile would
+costs at most twice the better choice made knowing the number of calls in advance. The compile runs in
+a subprocess (``numba_loops.Warming``) while the calls go on as NumPy, so its cost to the caller is
+CPU on another core, not a wait, and the table also shows the first calls' times around it.
+
+Programs: the Kalman filter of ``examples/kalman_filter.py`` at 300 steps written as a Python loop and
+rolled back up; RK4 Lotka-Volterra and the heat equation of ``benchmarks/small_steps.py``; autograd's
+fluid (110 x 110, 100 steps) and wing (20 steps) examples of ``benchmarks/fluid_examples.py``, rolled;
+a 1000-step RNN ``h = np.tanh(W @ h)`` (16 units) written as a Python loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import replace_section
+
+RESULTS = Path(__file__).parent / "RESULTS.md"
+HEADING = "## When compile=\"auto\" compiles: break-even calls (`python -m benchmarks.tiering`)"
+PROGRAMS = ("kalman", "rk4", "heat", "fluidsim", "wing", "rnn")
+RNN_STEPS, RNN_UNITS = 1000, 16
+
+
+def rnn(W, h0):
+    h = h0
+    for _ in range(RNN_STEPS):
+        h = np.tanh(W @ h)
+    return np.sum(h * h)
+
+
+def problem(name: str):
+    """(objective, args, argnums) of a program, NumPy-side."""
+    from benchmarks import first_call
+
+    if name in ("kalman", "fluidsim", "wing"):
+        return first_call.problem(name, peer=False)
+    import pullback as pb
+    from benchmarks import small_steps
+
+    if name == "rk4":
+        return small_steps.lotka_volterra(np, pb.scan)
+    if name == "heat":
+        return small_steps.heat(np, pb.fori_loop)
+    rng = np.random.default_rng(0)
+    return rnn, (rng.standard_normal((RNN_UNITS, RNN_UNITS)) / RNN_UNITS ** 0.5, rng.standard_normal(RNN_UNITS)), 0
+
+
+def _median_call(fn, args, budget: float = 2.0) -> float:
+    times: list[float] = []
+    while len(times) < 5 or (sum(times) < budget and len(times) < 200):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _leaves(x) -> list:
+    return [y for part in x for y in _leaves(part)] if isinstance(x, tuple | list) else [np.ravel(x)]
+
+
+def _same(a, b) -> bool:
+    return all(np.allclose(x, y, rtol=1e-7, atol=1e-10) for x, y in zip(_leaves(a), _leaves(b)))
+
+
+def measure(name: str) -> dict:
+    """One fresh process's numbers for one program (see the module docstring)."""
+    import pullback as pb
+    from pullback.api.transforms import Staged
+    from pullback.backends import numba_loops
+
+    fn, args, argnums = problem(name)
+    numba_loops.AUTO_WARM_SECONDS = math.inf  # measured as NumPy throughout
+    d = pb.differentiate(fn, argnums=argnums, compile="auto", first_call="compiled")
+    t = time.perf_counter()
+    d.value_and_grad(*args)
+    first = time.perf_counter() - t
+    staged = d._stage("grad", args)
+    flat = d._flat(args)[0]
+    numpy_call = _median_call(staged, flat)
+    out = {"first": first, "numpy": numpy_call, "eqns": len(staged.program.eqns)}
+    if not staged._deferred:  # "auto" compiles nothing here
+        return out
+    t = time.perf_counter()
+    import numba  # noqa: F401
+
+    out["numba_import"] = time.perf_counter() - t
+    compiled = Staged(staged.program, staged.treedef)
+    compiled.loops, compiled.warm = "auto", True
+    t, c = time.perf_counter(), time.process_time()
+    got = compiled(*flat)
+    out["compile_and_call"], cpu = time.perf_counter() - t, time.process_time() - c
+    out["compiled"] = _median_call(compiled, flat)
+    out["compile"] = out["compile_and_call"] - out["compiled"] + out["numba_import"]
+    out["compile_cpu"] = cpu - out["compiled"] + out["numba_import"]
+    if not _same(got, staged(*flat)):
+        raise AssertionError(f"{name}: the compiled program disagrees with the NumPy one")
+    loaded = Staged(staged.program, staged.treedef)
+    loaded.loops = "auto"
+    t = time.perf_counter()
+    loaded(*flat)
+    out["load"] = time.perf_counter() - t - out["compiled"]
+    if loaded._deferred:
+        raise AssertionError(f"{name}: the cache the compile wrote does not hold the loops")
+    return out
+
+
+def child(name: str) -> dict:
+    """``measure`` in a fresh process with an empty Numba cache."""
+    with tempfile.TemporaryDirectory(prefix="pullback-tiering-") as cache:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]), PULLBACK_CACHE_DIR=cache,
+                   NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+        done = subprocess.run([sys.executable, "-m", "benchmarks.tiering", "--child", name], capture_output=True,
+                              text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(repeats: int, programs: tuple[str, ...] = PROGRAMS) -> list[str]:
+    rows = ["| program | equations | first call (NumPy), s | NumPy call, ms | compiled call, ms | compile, s "
+            "(CPU s; of which import numba) | load from cache, s | break-even calls | NumPy time to break even, s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name in programs:
+        got = [child(name) for _ in range(repeats)]
+
+        def med(key: str) -> float:
+            return statistics.median(r[key] for r in got)
+
+        if "compile" not in got[0]:
+            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} | "
+                        "(auto compiles no loop) | | | | |")
+        else:
+            saved = med("numpy") - med("compiled")
+            calls = med("compile") / saved if saved > 0 else math.inf
+            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} | "
+                        f"{med('compiled') * 1e3:.2f} | {med('compile'):.1f} ({med('compile_cpu'):.1f}; "
+                        f"{med('numba_import'):.1f}) | {med('load'):.2f} | {calls:.0f} | {calls * med('numpy'):.1f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tiering")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per program (median)")
+    parser.add_argument("--write", action="store_true", help=f"write the table into {RESULTS.name}")
+    parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=PROGRAMS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+        print(json.dumps(measure(args.child)))
+        return
+    rows = table(args.repeats, tuple(args.programs))
+    section = [HEADING, "", f"`python -m benchmarks.tiering --repeats {args.repeats}` on {platform.machine()}, "
+               f"Python {platform.python_version()}, NumPy {np.__version__}; load average "
+               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when written. Medians over fresh processes, "
+               "each with an empty Numba cache; value and gradient per call.", "", *rows]
+    print("\n".join(section))
+    if args.write:
+        replace_section(RESULTS, HEADING, section)
+        print(f"\nwrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

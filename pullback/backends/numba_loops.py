@@ -279,12 +279,23 @@ def module_file(source: str, name: str) -> str:
     return path
 
 
+def numba_cache_directory(path: str) -> str:
+    """Where Numba's cache keeps the compiled functions of the module at ``path``: under ``$NUMBA_CACHE_DIR``
+    where it is set (a directory per module directory, as Numba's ``UserProvidedCacheLocator`` names it),
+    else in the module's ``__pycache__``."""
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        directory = os.path.dirname(os.path.abspath(path))
+        return os.path.join(user, f"{os.path.basename(directory)}_{hashlib.sha1(directory.encode()).hexdigest()}")
+    return os.path.join(os.path.dirname(path), "__pycache__")
+
+
 def cached(path: str, source: str) -> bool:
     """Whether Numba's on-disk cache holds an index for every compiled function of the module written at
     ``path`` (``module_file``): a call then loads machine code instead of compiling it."""
     stem = os.path.splitext(os.path.basename(path))[0]
     try:
-        names = os.listdir(os.path.join(os.path.dirname(path), "__pycache__"))
+        names = os.listdir(numba_cache_directory(path))
     except OSError:
         return False
     found = sum(1 for n in names if n.startswith(f"{stem}.") and n.endswith(".nbi"))

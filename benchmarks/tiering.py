@@ -143,7 +143,7 @@ def table(repeats: int, programs: tuple[str, ...] = PROGRAMS) -> list[str]:
     for name in programs:
         got = [child(name) for _ in range(repeats)]
 
-        def med(key: str) -> float:
+        def med(key: str, got: list[dict] = got) -> float:
             return statistics.median(r[key] for r in got)
 
         if "compile" not in got[0]:

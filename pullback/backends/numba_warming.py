@@ -21,7 +21,6 @@ killed process) leaves the program NumPy for good, said once in the log.
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 import sys
@@ -49,7 +48,6 @@ class Deferred(NamedTuple):
 _CHILD = """\
 import sys
 payload = sys.stdin.buffer.read()
-import os
 import pickle
 import types
 

@@ -67,13 +67,16 @@ def problem(name: str):
     return rnn, (rng.standard_normal((RNN_UNITS, RNN_UNITS)) / RNN_UNITS ** 0.5, rng.standard_normal(RNN_UNITS)), 0
 
 
-def _median_call(fn, args, budget: float = 2.0) -> float:
-    times: list[float] = []
-    while len(times) < 5 or (sum(times) < budget and len(times) < 200):
-        t = time.perf_counter()
+def _median_call(fn, args, budget: float = 2.0) -> tuple[float, float]:
+    """The median wall-clock and CPU seconds of a call of ``fn``."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    while len(walls) < 5 or (sum(walls) < budget and len(walls) < 200):
+        t, c = time.perf_counter(), time.process_time()
         fn(*args)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def _leaves(x) -> list:
@@ -98,8 +101,8 @@ def measure(name: str) -> dict:
     first = time.perf_counter() - t
     staged = d._stage("grad", args)
     flat = d._flat(args)[0]
-    numpy_call = _median_call(staged, flat)
-    out = {"first": first, "numpy": numpy_call, "eqns": len(staged.program.eqns)}
+    numpy_call, numpy_cpu = _median_call(staged, flat)
+    out = {"first": first, "numpy": numpy_call, "numpy_cpu": numpy_cpu, "eqns": len(staged.program.eqns)}
     if not staged._deferred:  # "auto" compiles nothing here
         return out
     t = time.perf_counter()
@@ -111,9 +114,10 @@ def measure(name: str) -> dict:
     t, c = time.perf_counter(), time.process_time()
     got = compiled(*flat)
     out["compile_and_call"], cpu = time.perf_counter() - t, time.process_time() - c
-    out["compiled"] = _median_call(compiled, flat)
+    out["compiled"], out["compiled_cpu"] = _median_call(compiled, flat)
+    out["functions"] = compiled.source.count("@numba.njit")
     out["compile"] = out["compile_and_call"] - out["compiled"] + out["numba_import"]
-    out["compile_cpu"] = cpu - out["compiled"] + out["numba_import"]
+    out["compile_cpu"] = cpu - out["compiled_cpu"] + out["numba_import"]
     if not _same(got, staged(*flat)):
         raise AssertionError(f"{name}: the compiled program disagrees with the NumPy one")
     loaded = Staged(staged.program, staged.treedef)
@@ -126,6 +130,28 @@ def measure(name: str) -> dict:
     return out
 
 
+def calls(name: str, seconds: float) -> dict:
+    """The times of a program's calls under ``compile="auto"`` as shipped, from an empty Numba cache, for
+    ``seconds`` (longer, up to three times, until its loops have come in): each call's time, and the call
+    after which the loops were in (None if they never were)."""
+    import pullback as pb
+
+    fn, args, argnums = problem(name)
+    d = pb.differentiate(fn, argnums=argnums, compile="auto", first_call="compiled")
+    times: list[float] = []
+    compiled_at = None
+    start = time.perf_counter()
+    while time.perf_counter() - start < (3 * seconds if compiled_at is None else seconds):
+        t = time.perf_counter()
+        d.value_and_grad(*args)
+        times.append(time.perf_counter() - t)
+        if compiled_at is None and not d._stage("grad", args)._deferred:
+            compiled_at = len(times) - 1
+        if compiled_at == 0:
+            break  # auto compiles nothing here
+    return {"times": times, "compiled_at": compiled_at}
+
+
 def child(name: str) -> dict:
     """``measure`` in a fresh process with an empty Numba cache."""
     with tempfile.TemporaryDirectory(prefix="pullback-tiering-") as cache:
@@ -136,10 +162,46 @@ def child(name: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def calls_child(name: str, seconds: float, tree: Path) -> dict:
+    """``calls`` in a fresh process with an empty Numba cache, importing pullback (and these benchmarks'
+    programs) from ``tree``: this checkout, or another (``--against``) to compare with."""
+    with tempfile.TemporaryDirectory(prefix="pullback-tiering-") as cache:
+        env = dict(os.environ, PYTHONPATH=str(tree), PULLBACK_CACHE_DIR=cache)
+        env.pop("NUMBA_CACHE_DIR", None)
+        script = (f"import sys; sys.argv = ['tiering', '--calls-child', {name!r}, {str(seconds)!r}]; "
+                  f"import runpy; runpy.run_path({__file__!r}, run_name='__main__')")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tree)
+    if done.returncode:
+        raise RuntimeError(f"{name}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def calls_table(seconds: float, trees: dict[str, Path], programs: tuple[str, ...]) -> list[str]:
+    """The first calls of each program under each tree's ``compile="auto"`` (see ``calls``)."""
+    rows = [f"| program | code | first call, s | slowest later call, s | loops in after, s (calls) | NumPy call, ms "
+            f"| compiled call, ms | calls in the first {seconds:.0f} s |", "|---|---|---|---|---|---|---|---|"]
+    for name in programs:
+        for label, tree in trees.items():
+            got = calls_child(name, seconds, tree)
+            times, at = got["times"], got["compiled_at"]
+            if at == 0:
+                rows.append(f"| {name} | {label} | {times[0]:.2f} | | (auto compiles no loop) | | | |")
+                print(rows[-1], flush=True)
+                continue
+            cumulative = np.cumsum(times)
+            numpy_ms = statistics.median(times[1:at or None]) * 1e3
+            compiled_ms = f"{statistics.median(times[at + 1:]) * 1e3:.2f}" if at and at + 1 < len(times) else ""
+            came = f"{cumulative[at]:.1f} ({at + 1})" if at else "not in the run"
+            rows.append(f"| {name} | {label} | {times[0]:.2f} | {max(times[1:]):.2f} | {came} | {numpy_ms:.2f} | "
+                        f"{compiled_ms} | {int(np.searchsorted(cumulative, seconds))} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def table(repeats: int, programs: tuple[str, ...] = PROGRAMS) -> list[str]:
-    rows = ["| program | equations | first call (NumPy), s | NumPy call, ms | compiled call, ms | compile, s "
-            "(CPU s; of which import numba) | load from cache, s | break-even calls | NumPy time to break even, s |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| program | equations | first call, s | NumPy call, ms | compiled call, ms | compiled functions "
+            "| compile, s (import numba) | load from cache, s | break-even calls | NumPy time to break even, s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for name in programs:
         got = [child(name) for _ in range(repeats)]
 
@@ -147,14 +209,16 @@ def table(repeats: int, programs: tuple[str, ...] = PROGRAMS) -> list[str]:
             return statistics.median(r[key] for r in got)
 
         if "compile" not in got[0]:
-            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} | "
-                        "(auto compiles no loop) | | | | |")
+            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} "
+                        f"({med('numpy_cpu') * 1e3:.2f}) | (auto compiles no loop) | | | | | |")
         else:
-            saved = med("numpy") - med("compiled")
-            calls = med("compile") / saved if saved > 0 else math.inf
-            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} | "
-                        f"{med('compiled') * 1e3:.2f} | {med('compile'):.1f} ({med('compile_cpu'):.1f}; "
-                        f"{med('numba_import'):.1f}) | {med('load'):.2f} | {calls:.0f} | {calls * med('numpy'):.1f} |")
+            saved = med("numpy_cpu") - med("compiled_cpu")
+            calls = med("compile_cpu") / saved if saved > 0 else math.inf
+            rows.append(f"| {name} | {got[0]['eqns']} | {med('first'):.2f} | {med('numpy') * 1e3:.2f} "
+                        f"({med('numpy_cpu') * 1e3:.2f}) | {med('compiled') * 1e3:.2f} "
+                        f"({med('compiled_cpu') * 1e3:.2f}) | {got[0]['functions']} | {med('compile'):.1f} "
+                        f"({med('compile_cpu'):.1f}; {med('numba_import'):.1f}) | {med('load'):.2f} | {calls:.0f} "
+                        f"| {calls * med('numpy_cpu'):.1f} |")
         print(rows[-1], flush=True)
     return rows
 
@@ -164,17 +228,32 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per program (median)")
     parser.add_argument("--write", action="store_true", help=f"write the table into {RESULTS.name}")
     parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=PROGRAMS)
+    parser.add_argument("--calls", type=float, metavar="SECONDS",
+                        help="instead: each program's first calls for SECONDS, from an empty cache")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="with --calls: also measure the pullback of another checkout (its benchmarks too)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--calls-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
+    if args.child or args.calls_child:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-        print(json.dumps(measure(args.child)))
+        print(json.dumps(measure(args.child) if args.child else calls(args.calls_child[0],
+                                                                        float(args.calls_child[1]))))
+        return
+    if args.calls:
+        trees = {"this checkout": Path(__file__).parents[1]}
+        if args.against:
+            trees = {f"{args.against}": args.against.resolve(), **trees}
+        rows = calls_table(args.calls, trees, tuple(args.programs))
+        print("\n".join(rows))
         return
     rows = table(args.repeats, tuple(args.programs))
     section = [HEADING, "", f"`python -m benchmarks.tiering --repeats {args.repeats}` on {platform.machine()}, "
                f"Python {platform.python_version()}, NumPy {np.__version__}; load average "
                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when written. Medians over fresh processes, "
-               "each with an empty Numba cache; value and gradient per call.", "", *rows]
+               "each with an empty Numba cache; value and gradient per call. Wall-clock seconds, CPU seconds in "
+               "parentheses (steadier on a shared machine); the break-even is in CPU seconds: the compile's over "
+               "the CPU a compiled call saves.", "", *rows]
     print("\n".join(section))
     if args.write:
         replace_section(RESULTS, HEADING, section)

@@ -160,18 +160,19 @@ class Staged:
         """``run``, the NumPy program standing in for one whose loops Numba has not compiled yet (``auto``
         with a cold cache), replaced by the compiled one once the calls have taken
         ``numba_loops.AUTO_WARM_SECONDS`` in all and the loops have compiled in a subprocess meanwhile
-        (``numba_warming``; in this process where none can start): a program run once never waits for
-        LLVM, nor does one that keeps running. A subprocess that fails leaves the program NumPy for good."""
+        (``numba_warming``): a program run once never waits for LLVM, nor does one that keeps running. A
+        subprocess that fails leaves the program NumPy for good. Where none can start, the loops compile in
+        this process once the calls have taken as long as that compile should (``numba_loops.compile_estimate``:
+        ski rental, at most twice the better choice had the number of calls been known)."""
         deferred = self._deferred
-        spent, instead = [0.0], []
+        spent, instead, here = [0.0], [], [False]
         lock = threading.Lock()  # one subprocess, one switch, whichever threads call
 
-        def switch(to: Callable | None) -> Callable:
+        def switch(to: Callable | None) -> None:
             if to is None:  # compiled now, here or from the cache the subprocess filled
                 self.warm, self._fn, self._run = True, None, None
                 to = self.runner()
             instead.append(to)
-            return to
 
         def run_then_compile(*args):
             if instead:
@@ -187,10 +188,11 @@ class Staged:
             spent[0] += time.perf_counter() - start
             if spent[0] >= numba_loops.AUTO_WARM_SECONDS and job is None and lock.acquire(blocking=False):
                 try:
-                    if self.warming is None and not instead:
+                    if self.warming is None and not here[0] and not instead:
                         self.warming = numba_warming.start(deferred, args)
-                        if self.warming is None:
-                            switch(None)
+                        here[0] = self.warming is None
+                    if here[0] and not instead and spent[0] >= numba_loops.compile_estimate(deferred.source):
+                        switch(None)
                 finally:
                     lock.release()
             return out

@@ -116,3 +116,23 @@ def test_an_interpreter_that_exits_first_does_not_wait_and_the_subprocess_fills_
     again = subprocess.run([sys.executable, "-c", script, "again"], capture_output=True, text=True, env=env,
                            timeout=120)
     assert again.returncode == 0, again.stderr
+
+
+def test_where_no_subprocess_can_start_the_loops_compile_here_once_the_calls_took_the_estimate(monkeypatch, tmp_path):
+    """No Python executable to start (an embedded interpreter): the calls run NumPy until they have taken
+    ``numba_loops.compile_estimate`` of the module, then compile in this process."""
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", "")
+    monkeypatch.setattr(numba_loops, "AUTO_WARM_SECONDS", 0.0)
+    monkeypatch.setattr(numba_loops, "AUTO_COMPILE_SECONDS_PER_FUNCTION", 1e9)
+    expected = pb.differentiate(sines, compile="numpy").value_and_grad(X)
+    f = pb.differentiate(sines, compile="auto")
+    results = [f.value_and_grad(X) for _ in range(3)]
+    staged = f._stage("grad", (X,))
+    assert staged.warming is None and staged._deferred and numba_loops.compile_estimate(staged.source) >= 1e9
+    monkeypatch.setattr(numba_loops, "AUTO_COMPILE_SECONDS_PER_FUNCTION", 0.0)
+    results += [f.value_and_grad(X) for _ in range(2)]  # the first compiles them (the second loads them)
+    assert staged.warm and not staged._deferred and staged.warming is None and _index_files(tmp_path)
+    for got in results:
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-10)

@@ -48,12 +48,13 @@ class Deferred(NamedTuple):
 _CHILD = """\
 import sys
 payload = sys.stdin.buffer.read()
+import os
 import pickle
 import types
 
 try:
     os.nice(10)
-except OSError:
+except (AttributeError, OSError):  # (no os.nice on Windows)
     pass
 path, module_name, name = sys.argv[1:4]
 args, constants = pickle.loads(payload)

@@ -82,8 +82,9 @@ AUTO_MAX_FACTOR_N = 16
 # another core (once: the cache keeps the code for the next run) is the price of a program that stops before.
 AUTO_WARM_SECONDS = 1.0
 # Where no subprocess can start, the loops compile in the calling process, which waits, once the calls have taken
-# as long as that compile should (ski rental: at most twice the better of never compiling and compiling at once):
-# about this long per compiled function (1.6 to 3.5 CPU s each, measured; the printed lines predict it no better).
+# as long as that compile should (ski rental: at most twice the better of never compiling and compiling at once,
+# had the compile's time been known): about this long per compiled function (1.6 to 3.7 CPU s each, measured;
+# the printed lines predict it no better), which balances the worst cases of the estimate's errors at 2.5x.
 AUTO_COMPILE_SECONDS_PER_FUNCTION = 2.5
 
 

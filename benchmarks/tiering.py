@@ -131,9 +131,8 @@ def measure(name: str) -> dict:
 
 
 def calls(name: str, seconds: float) -> dict:
-    """The times of a program's calls under ``compile="auto"`` as shipped, from an empty Numba cache, for
-    ``seconds`` (longer, up to three times, until its loops have come in): each call's time, and the call
-    after which the loops were in (None if they never were)."""
+    """The times of a program's calls under ``compile="auto"`` as shipped, from an empty Numba cache: for
+    ``seconds``, and on (up to three times as long) until 30 calls have run since its loops came in."""
     import pullback as pb
 
     fn, args, argnums = problem(name)
@@ -141,14 +140,16 @@ def calls(name: str, seconds: float) -> dict:
     times: list[float] = []
     compiled_at = None
     start = time.perf_counter()
-    while time.perf_counter() - start < (3 * seconds if compiled_at is None else seconds):
+    while True:
         t = time.perf_counter()
         d.value_and_grad(*args)
         times.append(time.perf_counter() - t)
         if compiled_at is None and not d._stage("grad", args)._deferred:
             compiled_at = len(times) - 1
-        if compiled_at == 0:
-            break  # auto compiles nothing here
+        elapsed = time.perf_counter() - start
+        if compiled_at == 0 or elapsed > 3 * seconds or (
+                elapsed > seconds and (compiled_at is not None and len(times) - compiled_at > 30)):
+            break  # (compiled_at 0: auto compiles nothing here)
     return {"times": times, "compiled_at": compiled_at}
 
 
@@ -178,22 +179,24 @@ def calls_child(name: str, seconds: float, tree: Path) -> dict:
 
 def calls_table(seconds: float, trees: dict[str, Path], programs: tuple[str, ...]) -> list[str]:
     """The first calls of each program under each tree's ``compile="auto"`` (see ``calls``)."""
-    rows = [f"| program | code | first call, s | slowest later call, s | loops in after, s (calls) | NumPy call, ms "
-            f"| compiled call, ms | calls in the first {seconds:.0f} s |", "|---|---|---|---|---|---|---|---|"]
+    counts = (100, 1000, 10_000)
+    rows = ["| program | code | first call, s | slowest later call, s | "
+            + " | ".join(f"first {n:,} calls, s" for n in counts)
+            + f" | calls in the first {seconds:.0f} s | last 20 calls, ms (median) |",
+            "|---|---|---|---|" + "---|" * len(counts) + "---|---|"]
     for name in programs:
         for label, tree in trees.items():
             got = calls_child(name, seconds, tree)
-            times, at = got["times"], got["compiled_at"]
-            if at == 0:
-                rows.append(f"| {name} | {label} | {times[0]:.2f} | | (auto compiles no loop) | | | |")
+            times = got["times"]
+            if got["compiled_at"] == 0:
+                rows.append(f"| {name} | {label} | {times[0]:.2f} | (auto compiles no loop) |"
+                            + " |" * (len(counts) + 2))
                 print(rows[-1], flush=True)
                 continue
             cumulative = np.cumsum(times)
-            numpy_ms = statistics.median(times[1:at or None]) * 1e3
-            compiled_ms = f"{statistics.median(times[at + 1:]) * 1e3:.2f}" if at and at + 1 < len(times) else ""
-            came = f"{cumulative[at]:.1f} ({at + 1})" if at else "not in the run"
-            rows.append(f"| {name} | {label} | {times[0]:.2f} | {max(times[1:]):.2f} | {came} | {numpy_ms:.2f} | "
-                        f"{compiled_ms} | {int(np.searchsorted(cumulative, seconds))} |")
+            spans = " | ".join(f"{cumulative[n - 1]:.1f}" if n <= len(times) else "" for n in counts)
+            rows.append(f"| {name} | {label} | {times[0]:.2f} | {max(times[1:]):.2f} | {spans} | "
+                        f"{int(np.searchsorted(cumulative, seconds))} | {statistics.median(times[-20:]) * 1e3:.2f} |")
             print(rows[-1], flush=True)
     return rows
 

@@ -12,8 +12,10 @@ NumPy meanwhile; once the subprocess has ended and the cache holds the loops (``
 the program loads them (a tenth of a second) and runs compiled.
 
 Sound by construction: the subprocess reads all its input before it does anything else (the parent's
-write cannot wait on it), writes its errors to an unnamed temporary file (no pipe to fill), lowers its
-own priority (the program's calls come first), and is reaped by ``poll`` from the caller's next call.
+write cannot wait on it), writes its errors to an unnamed temporary file (no pipe to fill), and is reaped
+by ``poll`` from the caller's next call. It runs at the caller's priority: at a lower one, on a busy
+machine, it waited behind every other process (the Kalman filter's compile had not ended after 90 s on
+2 cores at a load of 7, where at the same priority it takes about a minute).
 Nothing waits for it: a process that exits first leaves it to finish, and the next run of the program
 finds the cache warm. A subprocess that ends without filling the cache (a loop Numba cannot compile, a
 killed process) leaves the program NumPy for good, said once in the log.
@@ -48,14 +50,9 @@ class Deferred(NamedTuple):
 _CHILD = """\
 import sys
 payload = sys.stdin.buffer.read()
-import os
 import pickle
 import types
 
-try:
-    os.nice(10)
-except (AttributeError, OSError):  # (no os.nice on Windows)
-    pass
 path, module_name, name = sys.argv[1:4]
 args, constants = pickle.loads(payload)
 module = types.ModuleType(module_name)

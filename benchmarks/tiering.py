@@ -39,6 +39,7 @@ from benchmarks.harness import replace_section
 
 RESULTS = Path(__file__).parent / "RESULTS.md"
 HEADING = "## When compile=\"auto\" compiles: break-even calls (`python -m benchmarks.tiering`)"
+CALLS_HEADING = "## compile=\"auto\"'s first calls from an empty Numba cache (`python -m benchmarks.tiering --calls`)"
 PROGRAMS = ("kalman", "rk4", "heat", "fluidsim", "wing", "rnn")
 RNN_STEPS, RNN_UNITS = 1000, 16
 
@@ -248,7 +249,16 @@ def main(argv=None) -> None:
         if args.against:
             trees = {f"{args.against}": args.against.resolve(), **trees}
         rows = calls_table(args.calls, trees, tuple(args.programs))
-        print("\n".join(rows))
+        section = [CALLS_HEADING, "", f"`python -m benchmarks.tiering --calls {args.calls:g}"
+                   + (f" --against {args.against}" if args.against else "") + f"` on {platform.machine()}; load "
+                   f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores when written. One fresh process per "
+                   "row, each with an empty Numba cache, calling value and gradient under `compile=\"auto\"` as that "
+                   "checkout ships it, for the seconds given and until 1,000 calls have run, 30 of them since the "
+                   "loops came in (up to three times the seconds).", "", *rows]
+        print("\n".join(section))
+        if args.write:
+            replace_section(RESULTS, CALLS_HEADING, section)
+            print(f"\nwrote {RESULTS}")
         return
     rows = table(args.repeats, tuple(args.programs))
     section = [HEADING, "", f"`python -m benchmarks.tiering --repeats {args.repeats}` on {platform.machine()}, "

@@ -2,23 +2,24 @@
 
 ``compile="auto"`` runs a program whose compiled loops Numba's on-disk cache lacks as NumPy, and compiles
 them once its calls have taken ``numba_loops.AUTO_WARM_SECONDS`` (``api.transforms.Staged._warming``). That
-compile takes seconds of LLVM (about 19 s for a Kalman filter's two loops), and Numba holds the GIL while
+compile takes seconds of LLVM (about 19 CPU seconds for a Kalman filter's loops), and Numba holds the GIL while
 it compiles, so a thread would not hide it. A separate interpreter does: ``Warming`` starts
 ``sys.executable`` (a new process, never a fork), which executes the printed module from its file, as
 ``compiler.compile_program`` does, and calls its function once on the arguments and constants of the
 call that crossed the threshold, pickled through its standard input: Numba compiles every loop for the
 types the program will call it with, and writes the machine code to its on-disk cache. The calls run
 NumPy meanwhile; once the subprocess has ended and the cache holds the loops (``numba_loops.cached``),
-the program loads them (a tenth of a second) and runs compiled.
+the program imports Numba and loads them (0.1 to 0.6 s, measured by ``benchmarks/tiering.py``) and runs
+compiled.
 
 Sound by construction: the subprocess reads all its input before it does anything else (the parent's
 write cannot wait on it), writes its errors to an unnamed temporary file (no pipe to fill), and is reaped
 by ``poll`` from the caller's next call. It runs at the caller's priority: at a lower one, on a busy
-machine, it waited behind every other process (the Kalman filter's compile had not ended after 90 s on
-2 cores at a load of 7, where at the same priority it takes about a minute).
-Nothing waits for it: a process that exits first leaves it to finish, and the next run of the program
-finds the cache warm. A subprocess that ends without filling the cache (a loop Numba cannot compile, a
-killed process) leaves the program NumPy for good, said once in the log.
+machine, it waited behind every other process (the Kalman filter's compile had not ended after 90 s on 2
+cores at a load of 7; at the caller's priority it ended within the next run's 2 minutes). Nothing waits
+for it: a process that exits first leaves it to finish, and the next run of the program finds the cache
+warm. A subprocess that ends without filling the cache (a loop Numba cannot compile, a killed process)
+leaves the program NumPy for good, said once in the log.
 """
 
 from __future__ import annotations

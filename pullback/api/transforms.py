@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from pullback.ad.jvp import tangent_type
 from pullback.api import cache, eager, kronecker, lowrank
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
-from pullback.backends import errstate, numba_loops
+from pullback.backends import errstate, numba_loops, numba_warming
 from pullback.backends.codegen import printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.backends.dask import backend as dask_backend
@@ -74,8 +75,8 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm", "_fn",
-                 "_run", "_source", "_constants", "_deferred")
+    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm", "warming",
+                 "_fn", "_run", "_source", "_constants", "_deferred")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
         self.program = program
@@ -93,7 +94,10 @@ class Staged:
         # under ``compile="auto"``: Numba compiles the loops now, even where its on-disk cache lacks them (the
         # program has run as NumPy for ``numba_loops.AUTO_WARM_SECONDS``; see ``_warming``)
         self.warm = False
-        self._deferred = False  # the compiled function is the NumPy stand-in (see ``_warming``)
+        self.warming: numba_warming.Warming | None = None  # the subprocess compiling them meanwhile, once started
+        # the compiled function is the NumPy stand-in for one with loops that Numba's cache lacks: what compiles
+        # them (``numba_warming.Deferred``; see ``_warming``)
+        self._deferred: numba_warming.Deferred | None = None
         self._fn: Callable | None = None
         self._run: Callable | None = None
         self._source: str | None = None
@@ -108,7 +112,7 @@ class Staged:
         loops = self.loops if self.backend is numpy_backend else "numpy"
         self._fn, self._source = compile_program(self.program, self.backend, out_tree=self.treedef, loops=loops,
                                                  cold=loops != "auto" or self.warm)
-        self._deferred = getattr(self._fn, "__pullback_deferred__", False)
+        self._deferred = getattr(self._fn, "__pullback_deferred__", None)
         if logging_on:
             log.logger.info("compiled %s: %d equations, %d lines, %.3f s", self.program.name, n,
                             self._source.count("\n"), time.perf_counter() - start)
@@ -155,18 +159,42 @@ class Staged:
     def _warming(self, run: Callable) -> Callable:
         """``run``, the NumPy program standing in for one whose loops Numba has not compiled yet (``auto``
         with a cold cache), replaced by the compiled one once the calls have taken
-        ``numba_loops.AUTO_WARM_SECONDS`` in all: a program run once never waits for LLVM."""
-        spent, instead = [0.0], []
+        ``numba_loops.AUTO_WARM_SECONDS`` in all and the loops have compiled in a subprocess meanwhile
+        (``numba_warming``): a program run once never waits for LLVM, nor does one that keeps running. A
+        subprocess that fails leaves the program NumPy for good. Where none can start, the loops compile in
+        this process once the calls have taken as long as that compile should (``numba_loops.compile_estimate``:
+        ski rental, at most twice the better choice had the number of calls been known)."""
+        deferred = self._deferred
+        spent, instead, here = [0.0], [], [False]
+        lock = threading.Lock()  # one subprocess, one switch, whichever threads call
+
+        def switch(to: Callable | None) -> None:
+            if to is None:  # compiled now, here or from the cache the subprocess filled
+                self.warm, self._fn, self._run = True, None, None
+                to = self.runner()
+            instead.append(to)
 
         def run_then_compile(*args):
             if instead:
                 return instead[0](*args)
+            job = self.warming
+            if job is not None and job.poll() is not None:
+                with lock:
+                    if not instead:
+                        switch(None if job.result else run)
+                return instead[0](*args)
             start = time.perf_counter()
             out = run(*args)
             spent[0] += time.perf_counter() - start
-            if spent[0] >= numba_loops.AUTO_WARM_SECONDS:
-                self.warm, self._fn, self._run = True, None, None
-                instead.append(self.runner())
+            if spent[0] >= numba_loops.AUTO_WARM_SECONDS and job is None and lock.acquire(blocking=False):
+                try:
+                    if self.warming is None and not here[0] and not instead:
+                        self.warming = numba_warming.start(deferred, args)
+                        here[0] = self.warming is None
+                    if here[0] and not instead and spent[0] >= numba_loops.compile_estimate(deferred.source):
+                        switch(None)
+                finally:
+                    lock.release()
             return out
 
         return run_then_compile

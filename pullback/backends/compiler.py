@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from pullback.ad.emit import gc_paused
-from pullback.backends import codegen, errstate, numba_loops
+from pullback.backends import codegen, errstate, numba_loops, numba_warming
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.ir.core import Program
 
@@ -32,7 +32,8 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
     """The compiled function of ``program``, and its source. ``loops``: which loops Numba compiles
     (``numba_loops``); a module holding such loops is written to a file first, which Numba's on-disk
     cache needs. ``cold=False``: where Numba's cache does not hold them yet, the function returned is
-    the NumPy program (marked ``__pullback_deferred__``), with the source that will compile them."""
+    the NumPy program, marked ``__pullback_deferred__`` with what will compile them (``numba_warming.Deferred``),
+    with their source."""
     with gc_paused():
         gen = codegen.generate(program, backend, out_tree, loops=loops)
     if "@numba.njit" in gen.source:  # a module of its own, that Numba's cache finds again (``numba_loops``)
@@ -43,7 +44,8 @@ def compile_program(program: Program, backend: ModuleType = numpy_backend, out_t
             return compile_program(program, backend, out_tree)
         if not cold and not numba_loops.cached(filename, gen.source):
             fn = compile_program(program, backend, out_tree)[0]
-            fn.__pullback_deferred__ = True
+            fn.__pullback_deferred__ = numba_warming.Deferred(filename, gen.source, gen.function_name,
+                                                              dict(gen.constants))
             return fn, gen.source
         namespace = numba_loops.module_namespace(filename)
         namespace[errstate.STATEMENTS] = gen.statements

@@ -21,8 +21,9 @@ reading shifted or padded copies of vectors (``np.roll``, a stencil), as loops o
 
 Which loops (``compile=``): ``"numba"`` every loop Numba can compile; ``"auto"`` those where the
 per-operation dispatch saved outweighs the compile (``worth_compiling``: many small steps, not a few
-large BLAS calls) and, where Numba's on-disk cache lacks them, once the program has run for
-``AUTO_WARM_SECONDS`` as NumPy (``api.transforms.Staged._warming``); ``"numpy"`` none. A loop that
+large BLAS calls) and, where Numba's on-disk cache lacks them, compiled in a subprocess once the program
+has run for ``AUTO_WARM_SECONDS`` as NumPy, its calls running NumPy meanwhile (``numba_warming``,
+``api.transforms.Staged._warming``); ``"numpy"`` none. A loop that
 stays NumPy under ``"numba"`` says why, in the log and in a comment above the printed function. The
 printed module is written to a cache directory under the hash of its source (``module_file``), as
 Numba's on-disk cache needs a real file: the compiled machine code is reused across calls and processes.
@@ -72,10 +73,25 @@ AUTO_MAX_ELEMENTS = 2_048
 # ... and its factorisations and triangular solves are of matrices at most this wide: ``HELPERS`` are plain
 # loops, about as fast as a LAPACK call's dispatch at 16 (a Kalman filter of 64 states runs 2x faster as NumPy).
 AUTO_MAX_FACTOR_N = 16
-# ... and not before the program has spent this long running as NumPy, unless Numba's on-disk cache already
-# holds its compiled functions (``cached``): a cold compile takes seconds (9 to 17 s for a Kalman filter's
-# loops), which a program run once never repays; one that keeps running repays it, and then compiles.
+# ... and, where Numba's on-disk cache lacks its compiled functions (``cached``), compiled in a subprocess once the
+# program has spent this long running as NumPy (``numba_warming``), its calls running NumPy meanwhile. Measured
+# (``benchmarks/tiering.py``): a cold compile takes 3 to 18 CPU seconds, a compiled call saves 1.4 to 60 ms, so the
+# compile pays for itself after 500 to 5,000 calls, 4 to 40 s of NumPy calls, which a program run once never
+# reaches. In a subprocess the compile costs the calls nothing but the switch (importing Numba and loading the
+# loops from the cache: 0.3 to 0.6 s), so it starts once the calls have taken twice that; the CPU it spends on
+# another core (once: the cache keeps the code for the next run) is the price of a program that stops before.
 AUTO_WARM_SECONDS = 1.0
+# Where no subprocess can start, the loops compile in the calling process, which waits, once the calls have taken
+# as long as that compile should (ski rental: at most twice the better of never compiling and compiling at once,
+# had the compile's time been known): about this long per compiled function (1.6 to 3.7 CPU s each, measured;
+# the printed lines predict it no better), which balances the worst cases of the estimate's errors at 2.5x.
+AUTO_COMPILE_SECONDS_PER_FUNCTION = 2.5
+
+
+def compile_estimate(source: str) -> float:
+    """The seconds Numba should take to compile the functions of the printed module ``source`` (see
+    ``AUTO_COMPILE_SECONDS_PER_FUNCTION``)."""
+    return AUTO_COMPILE_SECONDS_PER_FUNCTION * source.count("@numba.njit")
 
 
 def check_mode(mode: str) -> str:
@@ -279,23 +295,39 @@ def module_file(source: str, name: str) -> str:
     return path
 
 
+def numba_cache_directory(path: str) -> str:
+    """Where Numba's cache keeps the compiled functions of the module at ``path``: under ``$NUMBA_CACHE_DIR``
+    where it is set (a directory per module directory, as Numba's ``UserProvidedCacheLocator`` names it),
+    else in the module's ``__pycache__``."""
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        directory = os.path.dirname(os.path.abspath(path))
+        return os.path.join(user, f"{os.path.basename(directory)}_{hashlib.sha1(directory.encode()).hexdigest()}")
+    return os.path.join(os.path.dirname(path), "__pycache__")
+
+
 def cached(path: str, source: str) -> bool:
     """Whether Numba's on-disk cache holds an index for every compiled function of the module written at
     ``path`` (``module_file``): a call then loads machine code instead of compiling it."""
     stem = os.path.splitext(os.path.basename(path))[0]
     try:
-        names = os.listdir(os.path.join(os.path.dirname(path), "__pycache__"))
+        names = os.listdir(numba_cache_directory(path))
     except OSError:
         return False
     found = sum(1 for n in names if n.startswith(f"{stem}.") and n.endswith(".nbi"))
     return found >= source.count("@numba.njit")
 
 
+def module_name(path: str) -> str:
+    """The name under which the module written at ``path`` is registered, in every process."""
+    return "_pullback_" + os.path.splitext(os.path.basename(path))[0]
+
+
 def module_namespace(path: str) -> dict:
     """The namespace of a module registered in ``sys.modules`` under a name made from ``path`` (the same
     in every process for the same source): Numba's cache, loading a compiled loop, imports the module
     of the loop's globals by that name."""
-    name = "_pullback_" + os.path.splitext(os.path.basename(path))[0]
+    name = module_name(path)
     module = sys.modules.get(name)
     if module is None:
         module = types.ModuleType(name)

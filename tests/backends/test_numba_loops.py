@@ -122,31 +122,6 @@ def test_auto_compiles_many_small_steps_and_leaves_short_or_large_loops_to_numpy
     assert not _compiled(pb.differentiate(big, compile="auto").source(W, np.ones((200, 200))))
 
 
-def test_auto_runs_numpy_until_warm_when_numbas_cache_is_cold(monkeypatch, tmp_path):
-    """``compile="auto"`` with an empty Numba cache: the first calls run the NumPy program (no seconds of
-    LLVM for a program run once), the loops compile once the calls have taken ``AUTO_WARM_SECONDS``, and
-    the next process (the same cache) loads them at once."""
-    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(numba_loops, "AUTO_WARM_SECONDS", 0.0)
-    expected = pb.differentiate(lotka_volterra, compile="numpy").value_and_grad(THETA, X0)
-    f = pb.differentiate(lotka_volterra, compile="auto")
-    first = f.value_and_grad(THETA, X0)
-    staged = f._stage("grad", (THETA, X0))
-    # the first call ran NumPy, then asked for the compiled loops
-    assert _compiled(staged.source) and staged.warm and not staged._deferred
-    assert not list(tmp_path.glob("__pycache__/*.nbi"))  # ... which no call has compiled yet
-    second = f.value_and_grad(THETA, X0)
-    assert list(tmp_path.glob("__pycache__/*.nbi"))
-    for got in (first, second):
-        np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
-        np.testing.assert_allclose(got[1], expected[1], rtol=1e-10)
-    again = pb.differentiate(lotka_volterra, compile="auto")
-    np.testing.assert_allclose(again.value_and_grad(THETA, X0)[1], expected[1], rtol=1e-10)
-    staged = again._stage("grad", (THETA, X0))
-    # the cache holds the loops: compiled from the first call
-    assert _compiled(staged.source) and not staged._deferred and not staged.warm
-
-
 def test_a_loop_numba_cannot_compile_stays_numpy_and_says_so(caplog):
     def cholesky_steps(A, x0):
         def step(x, _):

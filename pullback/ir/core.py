@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -257,9 +257,9 @@ class Params(Mapping[str, Any]):
 NO_PARAMS = Params()  # the params of most equations, one object: a Params is immutable
 
 
-@dataclass(unsafe_hash=True, slots=True)  # hashed by value, as a frozen one: never assigned to
-class SourceInfo:
-    """Where in the user's code an equation came from."""
+class SourceInfo(NamedTuple):
+    """Where in the user's code an equation came from. A tuple, so that it is hashed and compared in C:
+    every equation's source is part of the keys the passes and the eager walk look equations up by."""
 
     filename: str
     lineno: int

@@ -91,7 +91,7 @@ def eager_pays(program: Program) -> bool:
     n = len(program.eqns)
     if n < MIN_EQUATIONS:
         return False
-    distinct = {(e.prim, e.params, e.source, tuple(a.type if type(a) is Var else a for a in e.inputs))
+    distinct = {(e.prim, e.params, e.source, *[a.type if type(a) is Var else a for a in e.inputs])
                 for e in program.eqns}
     return n >= MIN_REPEATS * len(distinct)
 

@@ -91,7 +91,7 @@ def eager_pays(program: Program) -> bool:
     n = len(program.eqns)
     if n < MIN_EQUATIONS:
         return False
-    distinct = {(e.prim, e.params, e.source, tuple(a.type if type(a) is Var else a for a in e.inputs))
+    distinct = {(e.prim, e.params, e.source, *[a.type if type(a) is Var else a for a in e.inputs])
                 for e in program.eqns}
     return n >= MIN_REPEATS * len(distinct)
 
@@ -244,10 +244,13 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
     value's code (``_TYPE_CODES``) has bit 0 set where it is active, bit 1 where its type has a tangent."""
     n_in = len(program.inputs)
     leaves = values[:n_in]
-    steps: list = []  # [kernel (or its signature, until built), input slots, output slots] per equation
+    steps: list = []  # [kernel (or its place in ``pending``, until built), input slots, output slots] per equation
     pending: dict[tuple, tuple[Eqn, tuple[bool, ...]]] = {}
     unbuilt: list[list] = []
     kernels = KERNELS
+    # signature -> its kernel, or its place in ``pending``: an unrolled loop repeats each signature, so one
+    # lookup (one hash of the key) per equation after its first
+    seen: dict[tuple, Kernel | int] = {}
     parametric = PARAMETRIC
     last: list[int] = [-1] * len(values)  # the step that reads each value last: dropped after it, as eager code
     for n, eqn in enumerate(program.eqns):
@@ -285,17 +288,21 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
                 c = _code(o.type, memo)
             codes.append(c | (on & (c >> 1)))
         key = tuple(key)
-        k = kernels.get(key)
-        step = [k, ins, slice(start, len(values))]
+        k = seen.get(key)
         if k is None:
-            if key not in pending:
+            k = kernels.get(key)
+            if k is None:
+                k = len(pending)
                 pending[key] = (eqn, tuple(type(a) is Var and bool(codes[slot[a]] & 1) for a in eqn.inputs))
-            step[0] = key
+            seen[key] = k
+        step = [k, ins, slice(start, len(values))]
+        if type(k) is int:
             unbuilt.append(step)
         steps.append(step)
     build(pending)
+    made = [kernels[key] for key in pending]
     for step in unbuilt:
-        step[0] = kernels[step[0]]
+        step[0] = made[step[0]]
     dead: list[list[int] | None] = [None] * len(steps)
     for a in program.outputs:  # kept
         if type(a) is Var:

@@ -98,7 +98,7 @@ def _check_matrix(a, name: str, square: bool = True, what: str = "array") -> Non
     """NumPy's LinAlgError (a ValueError, as SciPy raises, and a TracingError) for fewer than two
     axes or a non-square matrix; NumPy's TypeError for float16. Integers are computed in float64."""
     _check_half(a, name)
-    shape = np.shape(a)
+    shape = pnp._shape_of(a)  # (``np.shape`` of a tracer dispatches through ``__array_function__``)
     if len(shape) < 2:
         raise LinAlgArgumentError(located(f"{_caller(name)}: {len(shape)}-dimensional {what} given. "
                                   f"Array must be at least two-dimensional, got shape {shape}"))
@@ -111,7 +111,7 @@ def _check_rhs(a, b, name: str, left: bool = True, a_name: str = "a") -> None:
     """NumPy's ValueError for a right-hand side ``b`` that does not fit the square ``a``: ``b`` is
     a vector (n,) or a stack of matrices (..., n, k) (``(..., k, n)`` on the right), batch axes broadcasting."""
     _check_half(b, name)
-    a_shape, b_shape = np.shape(a), np.shape(b)
+    a_shape, b_shape = pnp._shape_of(a), pnp._shape_of(b)
     n = a_shape[-1]
     want = f"({n},) or (..., {n}, k)" if left else f"({n},) or (..., k, {n})"
     if len(b_shape) == 1:
@@ -224,6 +224,8 @@ def _common(a, b):
 def _batch(a, b, side_left: bool):
     """Broadcast the batch axes of a triangular matrix and a right-hand side."""
 
+    if a.ndim == 2 and b.ndim == 2:  # no batch axes (nearly every call): nothing to broadcast
+        return a, b
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return pnp.broadcast_to(a, batch + a.shape[-2:]), pnp.broadcast_to(b, batch + b.shape[-2:])
 

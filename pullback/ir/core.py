@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -103,7 +103,8 @@ def typed_params(prim: Primitive, inputs: tuple[Atom, ...], params: dict[str, An
     by one key: an unrolled loop records the same (primitive, operand types, params) at every step, and then
     its equations share one immutable Params rather than each building, sorting and hashing its own. The key
     holds the params' types beside their values, so that ``axis=True`` never finds the Params of ``axis=1``;
-    ``ins``: each input's part of the key (its type; a literal's value and the value's type)."""
+    ``ins``: each input's part of the key (its type; a literal's value and the value's type). (``tracer.bind``
+    reads the table with this key itself: keep the two alike.)"""
     if ins is None:  # (``bind`` gives them, made as it reads its operands)
         ins = tuple([a.type if type(a) is Var else (type(a.value), a) for a in inputs])
     key = (prim, ins, tuple(params.items()), tuple(map(type, params.values()))) if params else (prim, ins)
@@ -257,9 +258,9 @@ class Params(Mapping[str, Any]):
 NO_PARAMS = Params()  # the params of most equations, one object: a Params is immutable
 
 
-@dataclass(unsafe_hash=True, slots=True)  # hashed by value, as a frozen one: never assigned to
-class SourceInfo:
-    """Where in the user's code an equation came from."""
+class SourceInfo(NamedTuple):
+    """Where in the user's code an equation came from. A tuple, so that it is hashed and compared in C:
+    every equation's source is part of the keys the passes and the eager walk look equations up by."""
 
     filename: str
     lineno: int

@@ -23,6 +23,7 @@ import scipy
 from pullback.errors import ConcretizationError, TracingError
 from pullback.ir import callables, sourcemap, unpacked
 from pullback.ir.core import (
+    _KNOWN_EQNS,
     VIEWS,
     WITH_BODIES,
     Atom,
@@ -383,10 +384,19 @@ def bind(prim: Primitive, *args, **params):
                 a = builder.atom(a)
             ins += (a.type if type(a) is Var else (type(a.value), a),)  # type: ignore[operator]
         atoms += (a,)
-    try:
-        types, eqn_params = typed_params(prim, atoms, params, ins)
-    except ShapeError as e:
-        raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
+    hit = None
+    if ins is not None:  # ``typed_params``' table read here, without the call (its key, made alike)
+        try:
+            hit = _KNOWN_EQNS.get((prim, ins, tuple(params.items()), tuple(map(type, params.values())))
+                                  if params else (prim, ins))
+        except TypeError:  # an unhashable param: ``typed_params`` says what is wrong with it
+            pass
+    if hit is None:
+        try:
+            hit = typed_params(prim, atoms, params, ins)
+        except ShapeError as e:
+            raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
+    types, eqn_params = hit
     if prim.multiple_results:
         outs = tuple([Var(t) for t in types])
         tracers = tuple([Tracer(v, builder) for v in outs])

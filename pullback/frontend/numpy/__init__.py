@@ -232,7 +232,8 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
             break
     else:
         if shape is not None:  # (Python scalars alone are folded below)
-            dtype = result_dtype(*xs) if dtype is None else dtype
+            if dtype is None:
+                dtype = _one_inexact(xs) or result_dtype(*xs)
             supported = dtype in _CANONICAL  # ``astype``'s check: then a Python scalar is made a literal at once
             args = [(x if (x.ssa.type.dtype is dtype or x.ssa.type.dtype == dtype) else astype(x, dtype))
                     if type(x) is Tracer else Literal.of(x, dtype) if supported else astype(x, dtype) for x in xs]
@@ -261,7 +262,28 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
     return out
 
 
+def _one_inexact(xs) -> np.dtype | None:
+    """``result_dtype(*xs)`` where it needs no table: strong tracers of one float or complex dtype, beside
+    Python ints and floats (weak: NEP 50 gives the arrays' dtype); None for any other operands."""
+    d = None
+    for x in xs:
+        kind = type(x)
+        if kind is Tracer:
+            if x.weak:
+                return None
+            t = x.ssa.type.dtype
+            if d is None:
+                d = t
+            elif t is not d and t != d:
+                return None
+        elif kind is not float and kind is not int:
+            return None
+    return _CANONICAL.get(d, d) if d is not None and d.kind in "fc" else None
+
+
 def _inexact(x) -> np.dtype:
+    if type(x) is Tracer and not x.weak and x.ssa.type.dtype.kind in "fc":  # (``result_dtype``'s answer)
+        return _CANONICAL.get(x.ssa.type.dtype, x.ssa.type.dtype)
     d = result_dtype(x)
     return d if is_inexact(d) else np.dtype(np.float64)
 

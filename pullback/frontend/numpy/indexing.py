@@ -281,6 +281,11 @@ def _into_window(x, key: _Key, updates, scatter):
 def getitem(x, key):
     """``x[key]``, NumPy's basic and advanced indexing; a slice of fixed length at a traced start
     (``x[it * b:(it + 1) * b]``) is a window (``dynamic_slice``)."""
+    if type(key) is int and type(x) is Tracer:  # ``v[t]`` of an unrolled loop: what ``parse`` would find, directly
+        shape = x.ssa.type.shape
+        if shape and -shape[0] <= key < shape[0]:
+            index = (ix.Int(key % shape[0]), *[ix.Slice(0, n, 1) for n in shape[1:]])
+            return lax.gather(x, [], index, True)
     parsed = parse(x, key)
     if isinstance(x, np.ndarray) and not parsed.windows and not any(isinstance(o, Tracer) for o in parsed.operands):
         return x[key]

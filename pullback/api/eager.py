@@ -38,6 +38,17 @@ from pullback.primitives import structural as st
 # the walk would only add to the second call's compile.
 MIN_EQUATIONS = 1000
 MIN_REPEATS = 4
+# Under "auto" the walk serves the later calls of a signature too, until the walks have taken as long as
+# compiling the whole gradient should: ski rental, at most twice the better of walking every call and compiling
+# at once. The compiled first call costs 80 to 400 us per primal equation (benchmarks/compile_time.py, the
+# chain and the Kalman filter: trace, passes, printing, compile()), a later walk 3 to 7 us; so a long program
+# run a few times never waits for the whole compile, and one run for long compiles after some dozens of calls.
+COMPILE_SECONDS_PER_EQUATION = 100e-6
+
+
+def compile_estimate(program: Program) -> float:
+    """The seconds compiling ``program``'s gradient should take (``COMPILE_SECONDS_PER_EQUATION``)."""
+    return COMPILE_SECONDS_PER_EQUATION * len(program.eqns)
 
 _names = itertools.count()
 

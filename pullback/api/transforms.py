@@ -372,10 +372,11 @@ class differentiate(_ByFunction):
     ``first_call`` picks how ``grad`` and ``value_and_grad`` serve a call: ``"compiled"`` differentiates,
     prints and compiles the whole gradient first; ``"eager"`` walks the primal program equation by equation
     (``api.eager``: each equation's derivative from the rules, one small compiled kernel per distinct
-    equation, as an eager reverse mode would) at every call; ``"auto"`` (the default) walks at the first call
-    of a signature where the program is long, flat (no loops or conditionals left) and repeats few
-    distinct equations (an unrolled loop), and compiles at the second. Where the walk cannot serve (loops,
-    other backends, traced calls), the compiled program does.
+    equation, as an eager reverse mode would) at every call; ``"auto"`` (the default) walks the calls of a
+    signature where the program is long, flat (no loops or conditionals left) and repeats few distinct
+    equations (an unrolled loop), until the walks have taken as long as compiling should
+    (``eager.compile_estimate``), then compiles. Where the walk cannot serve (loops, other backends, traced
+    calls), the compiled program does.
 
     Use as ``@differentiate`` or ``@differentiate(argnums=(0, 1))``.
 
@@ -428,9 +429,9 @@ class differentiate(_ByFunction):
             raise ValueError(f"first_call must be one of {', '.join(map(repr, FIRST_CALLS))}, got {first_call!r}")
         # how a gradient's first call is served: "eager" walks the primal program equation by equation
         # (``api.eager``) at every call, "compiled" compiles the whole gradient first, "auto" walks a long
-        # flat program at the first call of a signature and compiles at the second
+        # flat program until its walks have taken as long as its compile should (``eager.compile_estimate``)
         self.first_call = first_call
-        self._served: set[tuple] = set()  # the stage keys whose first call was served eagerly ("auto")
+        self._walked: dict[tuple, list] = {}  # stage key -> [the seconds its walks took, its primal] ("auto")
         self._stages: dict[tuple, Any] = {}
         # static argument (position or name) -> the values it has compiled programs for; None once the
         # log has said that they are many (``_count_static``)
@@ -683,8 +684,9 @@ class differentiate(_ByFunction):
         it and the walk can serve it; None where the compiled program serves this call."""
         leaves, trees = flat
         key = self._key("grad", args, leaves, trees)
-        if key in self._stages or key in self._served:  # "auto": compiled from the second call on
-            return None
+        walked = self._walked.get(key)
+        if key in self._stages or walked is not None and walked[0] >= eager.compile_estimate(walked[1]):
+            return None  # "auto": compiled once the walks have taken as long as compiling should
         for leaf in leaves:
             if not ((type(leaf) is np.ndarray and leaf.dtype.isnative) or type(leaf) in _SCALARS):
                 eager.log_fallback("its arguments are not all NumPy arrays or scalars")
@@ -697,10 +699,10 @@ class differentiate(_ByFunction):
         if not eager.flat_program(p):
             eager.log_fallback("the program holds loops or conditionals")
             return None
-        if self.first_call == "auto":
+        if self.first_call == "auto" and walked is None:
             if not eager.eager_pays(p):
                 return None
-            self._served.add(key)
+            walked = self._walked[key] = [0.0, p]
         wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
         start = time.perf_counter()
         built = eager.built[0]
@@ -710,6 +712,8 @@ class differentiate(_ByFunction):
             if isinstance(e, LinAlgError):
                 raise
             raise LinAlgError(str(e)) from None
+        if walked is not None:
+            walked[0] += time.perf_counter() - start
         if log.logger.isEnabledFor(logging.INFO):
             log.logger.info("served %s's gradient eagerly (%s): %d equations walked, %d kernels built, %.3f s",
                             getattr(self.fn, "__qualname__", "a function"), self.first_call, len(p.eqns),

@@ -1,6 +1,6 @@
 """The eager first call (``api.eager``): the gradient by walking the primal program equation by equation
-equals the compiled program's and central differences; ``first_call="auto"`` compiles at the second
-call; kernels are built once per signature."""
+equals the compiled program's and central differences; ``first_call="auto"`` compiles once the
+walks have taken as long as compiling should; kernels are built once per signature."""
 
 from __future__ import annotations
 
@@ -171,9 +171,10 @@ def test_linalg_error_names_the_users_line():
         pb.differentiate(f, first_call="eager").value_and_grad(np.array([[1.0, 2.0], [2.0, 1.0]]))
 
 
-def test_auto_serves_the_first_call_eagerly_and_compiles_at_the_second(monkeypatch, caplog):
+def test_auto_walks_until_the_walks_have_taken_as_long_as_compiling_should(monkeypatch, caplog):
     monkeypatch.setattr(eager, "MIN_EQUATIONS", 10)
     monkeypatch.setattr(eager, "MIN_REPEATS", 2)
+    monkeypatch.setattr(eager, "COMPILE_SECONDS_PER_EQUATION", 1e3)  # a compile far dearer than any walk
 
     def chain(x):
         for _ in range(20):
@@ -184,12 +185,17 @@ def test_auto_serves_the_first_call_eagerly_and_compiles_at_the_second(monkeypat
     x = np.array([0.2, 0.4])
     with caplog.at_level(logging.INFO, logger="pullback"):
         first = f.value_and_grad(x)
-    assert ".chain's gradient eagerly (auto): 61 equations walked" in caplog.text
+        second = f.value_and_grad(x)
+    assert caplog.text.count(".chain's gradient eagerly (auto): 61 equations walked") == 2
     assert not any(key[0] == "grad" for key in f._stages)  # no compiled gradient yet
-    second = f.value_and_grad(x)
-    assert any(key[0] == "grad" for key in f._stages)
+    (spent, _), = f._walked.values()
+    assert spent > 0
     _assert_same(first, second)
-    assert f.value_and_grad(x)[0] == second[0]
+    monkeypatch.setattr(eager, "COMPILE_SECONDS_PER_EQUATION", spent / 61 / 2)  # the walks have paid for it
+    third = f.value_and_grad(x)
+    assert any(key[0] == "grad" for key in f._stages)
+    _assert_same(first, third)
+    assert f.value_and_grad(x)[0] == third[0]
 
 
 def test_auto_compiles_short_programs_and_loops_at_once():

@@ -638,6 +638,7 @@ def _buffer(a: np.ndarray) -> Tracer:
         raise TracingError(located(
             "assigning a traced value into an array the function reads from its scope would change that array, "
             "which pullback never does: assign into a copy made in the function (a = a.copy())"))
+    eyes.forget(a)  # (a recipe of it, ``np.zeros(6).reshape(2, 3)``, holds its base: void once written)
     root = a if a.base is None else a.base
     # a view of an array nothing else holds (``np.zeros(6).reshape(2, 3)``) is as good as its own array: the
     # base's references are then the view's, this name's and getrefcount's own

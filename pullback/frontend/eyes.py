@@ -199,6 +199,15 @@ def method(name: str) -> Callable:
     return call
 
 
+def forget(x) -> None:
+    """``x`` is about to be written with traced values: the call that made it (``record_derived``) no
+    longer does, and its hold on the arrays it came from goes."""
+    for builder in tracer.running_builders():
+        found = builder.eyes.get(id(x))
+        if found is not None and found[0] is x and type(found[1]) is tuple:
+            del builder.eyes[id(x)]
+
+
 def _plain(builder: Builder, args: tuple, arrays: list | None = None) -> bool:
     """Whether ``args`` hold only arrays this trace made (and noted) and scalars, shapes, names and
     dtypes: no user data beyond what a trace's own calls made; at least one array at the top call."""

@@ -273,14 +273,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             outs = [namer.name(v, v.hint, h) for v, h in zip(outputs, hints)]
         return templates.fill(template, ins, outs)
 
-    def block(prog: Program, text: bool = False, plain: bool = False,
-              fresh: bool = False) -> list[cst.BaseStatement | str]:
+    def block(prog: Program, text: bool = False, plain: bool = False) -> list[cst.BaseStatement | str]:
         """The statements of ``prog``'s equations (its inputs are already named); with ``text``, as
         rendered text, printed from templates where the equation's kind allows; ``plain``, with no
-        ``del`` and no update in place (a fused kernel's body); ``fresh``, a loop's body: its first
-        statement says its line, whatever the statement before the loop said."""
-        if fresh:
-            last_comment[0] = None
+        ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
         plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
         top, prog = prog is program, printed.prepare(prog)
@@ -570,7 +566,7 @@ class _Nest:
 
     namer: Namer
     expr: Callable[[Atom], s.Expr]
-    block: Callable[..., list[cst.BaseStatement]]
+    block: Callable[[Program], list[cst.BaseStatement]]
     escaped: set[int]
     backend: ModuleType
     listed: set[int]
@@ -757,7 +753,7 @@ def _scan(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     renamed = {id(v): (v, namer.rebind(v, namer.fresh(v.hint or "x"))) for v in xs if id(v) in nest.escaped}
     loop: list[cst.BaseStatement] = [s.assign([s.name(namer.name(v, v.hint, "x"))], s.subscript(e, [t]))
                                      for v, e in zip(xs, ins[nc + nk:]) if id(v) in used]
-    loop += nest.block(body, fresh=True)
+    loop += nest.block(body)
     for v, old in renamed.values():
         namer.rebind(v, old)
     for name, y, copy in ys:  # before the carry is rebound: a y may be this step's carry
@@ -869,7 +865,7 @@ def _while(eqn, ins: list[s.Expr], nest: _Nest) -> list[cst.BaseStatement]:
     # a lazy backend (Dask) holds the carries computed before each test, and computes the test itself
     held = getattr(nest.backend, "while_carries", lambda names, values: [])
     stmts += held([nest.expr(v) for v in carry], eqn.inputs[ncc + nbc:]) + block(cond)
-    loop = block(body, fresh=True)
+    loop = block(body)
     functional = getattr(nest.backend, "FUNCTIONAL", False)  # (Dask's arrays are never overwritten: no copies)
     for name, y, fresh in records:  # before the carry is rebound: a record may be this step's carry
         value = (_fresh(nest.expr(y), y, nest.backend) if not fresh and not functional and isinstance(y, Var)

@@ -1,9 +1,11 @@
 """Arrays made while tracing: ``np.eye``/``np.identity`` called by the traced code (or pullback's
 own compositions, through ``eye``), arrays of shapes alone (``np.zeros``/``ones``/``full``, ranges of
 ``np.arange``/``np.linspace``, any array of one value the trace made: ``np.roll`` of zeros), scalar
-arithmetic on those (``JITTER * np.eye(u)``) and NumPy scalars (``np.int64(0)``) make arrays the program
-recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 * eye``; a fill, which simplification
-folds into the literal where an operation reads it) instead of reading them as keyword constants ``c``.
+arithmetic on those (``JITTER * np.eye(u)``), NumPy's functions, ufuncs and array methods of those alone
+(``np.meshgrid(np.arange(m), np.arange(n))``, ``np.sqrt``, ``.reshape``: ``record_derived``) and NumPy scalars
+(``np.int64(0)``) make arrays the program recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 *
+eye``, the same call; a fill, which simplification folds into the literal where an operation reads it)
+instead of reading them as keyword constants ``c``.
 
 Only arrays made during the trace and unchanged since qualify: an array the function reads from its
 scope is a constant like any other, read at every call, and so is one the user keeps past the trace.

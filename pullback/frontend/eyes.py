@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pullback.errors import PullbackError
 from pullback.ir import tracer
 from pullback.ir.core import Atom, Eqn, Literal, Params, Var
 from pullback.ir.tracer import Builder
@@ -296,6 +297,8 @@ def derived_var(builder: Builder, x) -> Var | None:
     try:
         values = _traced(builder, list(kwargs.values()))
         out = _call(op, _traced(builder, args), dict(zip(kwargs, values)), index)
+    except PullbackError:  # a call pullback does not trace (of arrays it makes): a constant, as before
+        return None
     finally:
         builder.source = saved
     if not isinstance(out, tracer.Tracer) or not isinstance(out.ssa, Var) or out.ssa.type != ArrayType.of(x):

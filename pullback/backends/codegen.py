@@ -407,7 +407,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             at = f"@{cst.Module([]).code_for_node(decorator)}\n" if decorator is not None else ""
             kernels.append(f"\n\n{at}{text(name)}")
             return name
-        seen = last_comment[0]
+        seen, last_comment[0] = last_comment[0], None  # (a function of its own: its first line says where)
         compiled[0] = decorator is not None
         try:
             stmts = block(body, plain=True)

@@ -259,7 +259,7 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
             args = tuple(_convert(a, n) for n, a in zip(names, args))
             kwargs = {k: _convert(v, k) for k, v in kwargs.items()}
         elif not any(type(a) is Tracer for a in (*args, *kwargs.values())):
-            return func(*args, **kwargs)
+            return _noted(func, args, kwargs)
         return impl(*args, **kwargs) if impl is not None else api.array_function(func, args, kwargs)
 
     return call
@@ -314,7 +314,8 @@ _SCALAR_TYPES = (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float6
 
 _OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "truediv", "matmul", "pow",
                                                        "floordiv", "mod", "neg", "pos"))
-# arithmetic that, on arrays made from shapes alone and scalars, the program does again (``eyes.record_derived``)
+# arithmetic that, on arrays made from shapes alone and scalars, the program does again (``eyes.record_derived``,
+# as it does NumPy's functions, ufuncs and array methods on them: ``_noted``)
 _DERIVING = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.neg})
 _table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
 _table_size = -1  # the registries' size it was built for
@@ -360,13 +361,22 @@ def _build_table() -> None:
 
 def _derived_handler(op: Callable) -> Callable:
     """``op`` noting the NumPy arrays it makes (``JITTER * np.eye(u)``) for the program to make again."""
-    def call(*args):
+    def call(*args):  # (``_noted`` inline: this runs at every operator of traced code)
         out = op(*args)
         if type(out) is np.ndarray:
             eyes.record_derived(out, op, args)
         return out
 
     return call
+
+
+def _noted(op: Callable, args: tuple, kwargs: dict):
+    """``op(*args, **kwargs)`` on no tracers, its arrays noted: made from arrays the trace made, the
+    program makes them again by the same call (``eyes.record_derived``)."""
+    out = op(*args, **kwargs)
+    if type(out) in (np.ndarray, tuple, list):
+        eyes.record_derived(out, op, args, kwargs)
+    return out
 
 
 def _known(value) -> bool:
@@ -442,7 +452,7 @@ def call(f, /, *args, **kwargs):
         if not kwargs and (len(args) == 1 and type(args[0]) is Tracer
                            or len(args) == 2 and type(args[0]) is Tracer and type(args[1]) is Tracer):
             return args[0]._api.array_ufunc(f, "__call__", args, {})  # what NumPy's dispatch to a tracer calls
-        return f(*args, **kwargs)
+        return _noted(f, args, kwargs)
     if kind is types.MethodType or kind is types.BuiltinMethodType:
         owner = f.__self__
         if isinstance(owner, random.GENERATORS):  # a draw (Cython's methods are either kind)
@@ -458,6 +468,8 @@ def call(f, /, *args, **kwargs):
                     or any(map(_holds_tracer, args)) or any(map(_holds_tracer, kwargs.values()))):  # c.take(k)
                 args, kwargs = _read_captured(args, kwargs)
                 return getattr(tr.current_builder().read(owner), f.__name__)(*args, **kwargs)
+            if hasattr(Tracer, f.__name__):  # ``np.arange(n).reshape(2, -1)``: the program's too
+                return _noted(eyes.method(f.__name__), (owner, *args), kwargs)
     if kind is functools.partial:
         return call(f.func, *f.args, *args, **{**f.keywords, **kwargs})
     method = next((vars(c)["__call__"] for c in kind.__mro__ if "__call__" in vars(c)), None)
@@ -627,6 +639,7 @@ def _buffer(a: np.ndarray) -> Tracer:
         raise TracingError(located(
             "assigning a traced value into an array the function reads from its scope would change that array, "
             "which pullback never does: assign into a copy made in the function (a = a.copy())"))
+    eyes.forget(a)  # (a recipe of it, ``np.zeros(6).reshape(2, 3)``, holds its base: void once written)
     root = a if a.base is None else a.base
     # a view of an array nothing else holds (``np.zeros(6).reshape(2, 3)``) is as good as its own array: the
     # base's references are then the view's, this name's and getrefcount's own

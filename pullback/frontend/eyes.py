@@ -1,9 +1,11 @@
 """Arrays made while tracing: ``np.eye``/``np.identity`` called by the traced code (or pullback's
 own compositions, through ``eye``), arrays of shapes alone (``np.zeros``/``ones``/``full``, ranges of
 ``np.arange``/``np.linspace``, any array of one value the trace made: ``np.roll`` of zeros), scalar
-arithmetic on those (``JITTER * np.eye(u)``) and NumPy scalars (``np.int64(0)``) make arrays the program
-recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 * eye``; a fill, which simplification
-folds into the literal where an operation reads it) instead of reading them as keyword constants ``c``.
+arithmetic on those (``JITTER * np.eye(u)``), NumPy's functions, ufuncs and array methods of those alone
+(``np.meshgrid(np.arange(m), np.arange(n))``, ``np.sqrt``, ``.reshape``: ``record_derived``) and NumPy scalars
+(``np.int64(0)``) make arrays the program recreates (printed ``np.eye(n)``, ``np.arange(n) + 1``, ``1e-06 *
+eye``, the same call; a fill, which simplification folds into the literal where an operation reads it)
+instead of reading them as keyword constants ``c``.
 
 Only arrays made during the trace and unchanged since qualify: an array the function reads from its
 scope is a constant like any other, read at every call, and so is one the user keeps past the trace.
@@ -12,10 +14,14 @@ installed when it is imported."""
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
+from pullback.errors import PullbackError
 from pullback.ir import tracer
 from pullback.ir.core import Atom, Eqn, Literal, Params, Var
 from pullback.ir.tracer import Builder
@@ -160,37 +166,100 @@ def _made_recipe(builder: Builder, x) -> tuple | None:
     return None
 
 
-def record_derived(out, op, args: tuple) -> None:
-    """Note that ``op`` (arithmetic in the traced code: ``JITTER * np.eye(u)``) made ``out`` from arrays
-    the program can make again and scalars: ``out`` is then made again by the program too, the same
-    arithmetic on them (``derived_var``), rather than read as a constant."""
+def record_derived(out, op, args: tuple, kwargs: dict | None = None) -> None:
+    """Note that ``op`` (arithmetic in the traced code, ``JITTER * np.eye(u)``, or a NumPy function,
+    ``np.meshgrid(np.arange(m), np.arange(n))``) made ``out`` (an array, or a tuple or list of arrays)
+    from arrays the program can make again, scalars and shapes: ``out`` is then made again by the program
+    too, the same call on them (``derived_var``), rather than read as a constant."""
     stack = tracer.running_builders()
-    if not stack or type(out) is not np.ndarray or out.dtype.kind not in "biuf":
+    if not stack:
         return
     builder = stack[-1]
+    kwargs = kwargs or {}
+    if "out" in kwargs or not _plain(builder, (*args, *kwargs.values())):
+        return
+    if type(out) is np.ndarray:
+        outs: tuple = ((out, None),)
+    elif type(out) in (tuple, list) and all(type(o) is np.ndarray for o in out):
+        outs = tuple((o, i) for i, o in enumerate(out))
+    else:
+        return
+    where = builder.location()
+    for o, i in outs:
+        known = builder.eyes.get(id(o))  # (``np.asarray(a)`` is ``a``, already known: its recipe kept)
+        if o.dtype.kind in "biuf" and not (known is not None and known[0] is o):
+            builder.eyes[id(o)] = (o, (op, args, kwargs, i, where))
+
+
+@functools.cache
+def method(name: str) -> Callable:
+    """An array method as a function of the array (``np.ndarray.reshape`` that takes a tracer too), for
+    ``record_derived``: ``method("reshape")(a, 2, -1)`` is ``a.reshape(2, -1)``."""
+    def call(self, *args, **kwargs):
+        return getattr(self, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def forget(x) -> None:
+    """``x`` is about to be written with traced values: the call that made it (``record_derived``) no
+    longer does, and its hold on the arrays it came from goes."""
+    for builder in tracer.running_builders():
+        found = builder.eyes.get(id(x))
+        if found is not None and found[0] is x and type(found[1]) is tuple:
+            del builder.eyes[id(x)]
+
+
+def _plain(builder: Builder, args: tuple, arrays: list | None = None) -> bool:
+    """Whether ``args`` hold only arrays this trace made (and noted) and scalars, shapes, names and
+    dtypes: no user data beyond what a trace's own calls made; at least one array at the top call."""
+    top = arrays is None
+    arrays = [] if top else arrays
     for a in args:
         if type(a) is np.ndarray:
             found = builder.eyes.get(id(a))
             made = builder.made.get(id(a))
             if not (found is not None and found[0] is a or made is not None and made[0]() is a):
-                return
-        elif not isinstance(a, int | float | np.integer | np.floating):
-            return
-    builder.eyes[id(out)] = (out, (op, args))
+                return False
+            arrays.append(a)
+        elif type(a) in (tuple, list):
+            if not _plain(builder, a, arrays):
+                return False
+        elif not (a is None or isinstance(a, int | float | str | np.integer | np.floating | np.dtype | type)):
+            return False
+    return bool(arrays) or not top
+
+
+def _arrays(args) -> list:
+    """The arrays in ``args`` and its nested tuples and lists."""
+    found = []
+    for a in args:
+        if type(a) is np.ndarray:
+            found.append(a)
+        elif type(a) in (tuple, list):
+            found.extend(_arrays(a))
+    return found
+
+
+def _call(op, args: tuple, kwargs: dict, index: int | None):
+    out = op(*args, **kwargs)
+    return out if index is None else out[index]
 
 
 def _recipe(builder: Builder, x) -> tuple | None:
-    """The arithmetic ``record_derived`` saw make ``x``, if ``x`` is unchanged since and each array it
-    came from can be made by the program."""
+    """The call ``record_derived`` saw make ``x``, if ``x`` is unchanged since (NumPy makes it again from
+    the same arguments) and each array it came from can be made by the program."""
     found = builder.eyes.get(id(x))
     if found is None or found[0] is not x or type(found[1]) is not tuple:
         return None
-    op, args = found[1]
-    if not all(type(a) is not np.ndarray or _recreatable(builder, a) for a in args):
+    op, args, kwargs, index, _ = found[1]
+    if not all(_recreatable(builder, a) for a in _arrays((args, kwargs.values()))):
         return None
     with np.errstate(all="ignore"):
-        again = op(*args)
-    return (op, args) if type(again) is np.ndarray and np.array_equal(again, x, equal_nan=True) else None
+        again = _call(op, args, kwargs, index)
+    same = type(again) is np.ndarray and again.dtype == x.dtype and np.array_equal(again, x, equal_nan=True)
+    return found[1] if same else None
 
 
 def _recreatable(builder: Builder, x) -> bool:
@@ -198,25 +267,40 @@ def _recreatable(builder: Builder, x) -> bool:
             or ("derived", id(x)) in builder.consts)
 
 
-def derived_var(builder: Builder, x) -> Var | None:
-    """An array made by arithmetic on arrays the program makes again and on scalars (``JITTER *
-    np.eye(u)``, see ``record_derived``): the program does that arithmetic too (``1e-06 * eye``)."""
-    key = ("derived", id(x))
-    if key in builder.consts:
-        return builder.consts[key][0]
-    recipe = _recipe(builder, x)
-    if recipe is None:
-        return None
-    op, args = recipe
-    operands = []
+def _traced(builder: Builder, args):
+    """``args`` with each array the program's value of it (nested tuples and lists kept)."""
+    out = []
     for a in args:
         if type(a) is np.ndarray:
             atom = operand(builder, a)
             if isinstance(atom, Var) and not atom.hint and (_made_recipe(builder, a) or ("",))[0] == "range":
                 atom.hint = "arange"  # the user's name is the result's (``w = np.arange(n) / n``)
             a = tracer.Tracer(atom, builder)
-        operands.append(a)
-    out = op(*operands)
+        elif type(a) in (tuple, list):
+            a = type(a)(_traced(builder, a))
+        out.append(a)
+    return out
+
+
+def derived_var(builder: Builder, x) -> Var | None:
+    """An array made by arithmetic or a NumPy function on arrays the program makes again and on scalars
+    (``JITTER * np.eye(u)``, ``np.meshgrid(np.arange(m), np.arange(n))``, see ``record_derived``): the
+    program makes the same call on its own values of them (``1e-06 * eye``)."""
+    key = ("derived", id(x))
+    if key in builder.consts:
+        return builder.consts[key][0]
+    recipe = _recipe(builder, x)
+    if recipe is None:
+        return None
+    op, args, kwargs, index, where = recipe
+    saved, builder.source = builder.source, where or builder.source  # at the line that made it
+    try:
+        values = _traced(builder, list(kwargs.values()))
+        out = _call(op, _traced(builder, args), dict(zip(kwargs, values)), index)
+    except PullbackError:  # a call pullback does not trace (of arrays it makes): a constant, as before
+        return None
+    finally:
+        builder.source = saved
     if not isinstance(out, tracer.Tracer) or not isinstance(out.ssa, Var) or out.ssa.type != ArrayType.of(x):
         return None
     name = builder._origin_name(x)  # the user's variable holding it (``D = np.eye(n) - np.eye(n, k=1)``)
@@ -242,14 +326,16 @@ def keep_eyes(builder: Builder) -> None:
     """An identity the traced code made and kept (``self.W = np.eye(3)``, still referenced when the
     trace ends) is the user's array from then on, changed in place as the user likes: a constant
     read at every call, not an ``eye`` equation (``tracer.TRACE_END``). (CPython's reference count
-    says who holds it: the builder's table, this loop and ``getrefcount`` itself, or someone else too.)"""
+    says who holds it: the builder's table, this loop, ``getrefcount`` itself and the table's views of it
+    (``np.arange(n).reshape(n, 1)``), or someone else too.)"""
     for value, k in list(builder.eyes.values()):
         if type(k) is tuple:  # the arithmetic that made it: its operands' references go (derived_var)
             builder.eyes[id(value)] = (value, "derived")
+    views = Counter(id(v.base) for v, _ in builder.eyes.values() if v.base is not None)  # (the table's views')
     for value, k in list(builder.eyes.values()):
         key = (k, id(value)) if k in ("made", "derived") else ("eye", id(value), k)
         found = builder.consts.get(key)
-        if found is None or sys.getrefcount(value) <= 3:
+        if found is None or sys.getrefcount(value) <= 3 + views[id(value)]:
             continue
         var = found[0]
         var.hint = var.hint or builder.const_names.get(id(value)) or "c"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import pullback as pb
 
@@ -119,8 +120,8 @@ def test_the_wing_adds_no_zero_constants():
     src = d.source(params)
     names = _keyword_only(src)
     assert not [n for n in names if re.fullmatch(r"c(_\d+)?", n)], names
-    assert sorted(set(names)) == sorted(set(names) & {"mask", "init_vx", "init_vy", "cell_xs", "cell_ys", "cell_xs_1",
-                                                      "cell_ys_1"}), names
+    assert sorted(set(names)) == sorted(set(names) & {"mask", "init_vx", "init_vy"}), names  # meshgrids: the program's
+    assert "cell_xs = np.broadcast_to(" in src and "cell_ys = np.broadcast_to(" in src, src
     direction = np.random.default_rng(1).standard_normal(params.shape)
     np.testing.assert_allclose(d.grad(params) @ direction, _fd_along(obj, params, direction), rtol=1e-5)
 
@@ -159,3 +160,91 @@ def test_dop853s_tables_and_the_output_times_are_named():
                                   "DOP853_A_EXTRA_2", "DOP853_D", "t_eval"], src
     jf = pb.jit(f)
     np.testing.assert_allclose(pb.grad(f, argnums=1)(y0, k), _fd_along(lambda k: jf(y0, k), k, 1.0), rtol=1e-5)
+
+
+def made_from_ranges(x):
+    n = x.shape[0]
+    ys, xs = np.meshgrid(np.arange(n), np.arange(n))
+    r = np.arange(n).reshape(n, 1)
+    o = np.outer(np.arange(1, n + 1), np.ones(n))
+    s = np.sqrt(np.arange(n, dtype=float) + 1.0)
+    st = np.stack([np.arange(n), 2 * np.arange(n)], axis=1)
+    t = np.tile(np.arange(2), n // 2)
+    return (np.sum(x * xs) + np.sum(x ** 2 * ys) + np.sum(x * r) + np.sum(np.sin(x) * o) + np.sum(x[0] * s)
+            + np.sum(x[:, :2] * st) + np.sum(x[1] ** 3 * t))
+
+
+def test_numpy_functions_and_methods_of_made_arrays_are_the_programs():
+    """``np.meshgrid``, ``np.outer``, ``np.stack``, ``np.tile``, ``np.sqrt`` and ``.reshape`` of ranges and fills
+    the trace made are made again by the program, each at its own line: no keyword constants."""
+    x = np.random.default_rng(2).standard_normal((4, 4))
+    d = pb.differentiate(made_from_ranges)
+    src = d.source(x)
+    assert _keyword_only(src) == [], src
+    for made in ("xs = np.broadcast_to(", "arange.reshape(4, 1)", "o = np.multiply.outer(", "s = np.sqrt(",
+                 "st = np.stack(", "t = "):
+            assert made in src, (made, src)
+    assert re.search(r"# test_eyes.py:\d+  ys, xs = np.meshgrid\(np.arange\(n\), np.arange\(n\)\)\n.*arange", src), src
+    direction = np.random.default_rng(3).standard_normal(x.shape)
+    np.testing.assert_allclose(np.sum(d.grad(x) * direction), _fd_along(made_from_ranges, x, direction), rtol=1e-7)
+
+
+def test_made_arrays_from_scope_changed_or_kept_stay_constants():
+    """Only arrays the trace made and left as made qualify: a meshgrid of an array read from scope, one
+    changed in place after it was made, and one the user keeps past the trace are constants (read at
+    every call: a change to the scope's array is seen)."""
+    grid = np.arange(3.0)
+    kept = []
+
+    def f(x):
+        a, _ = np.meshgrid(grid, np.arange(2))  # of the scope's array
+        b = np.outer(np.arange(2), np.ones(3))
+        b[0, 0] = 5.0  # changed after it was made
+        c, _ = np.meshgrid(np.arange(3), np.arange(2))
+        kept.append(c)
+        return np.sum(x * a) + np.sum(x * b) + np.sum(x ** 2 * c)
+
+    x = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    d = pb.differentiate(f)
+    assert sorted(_keyword_only(d.source(x))) == ["b", "c", "grid"]  # (a: the program's meshgrid of grid)
+    b = np.outer(np.arange(2), np.ones(3))
+    b[0, 0] = 5.0
+    c = np.meshgrid(np.arange(3), np.arange(2))[0]
+    np.testing.assert_allclose(d.grad(x), np.meshgrid(grid, np.arange(2))[0] + b + 2 * x * c)
+    grid[1] = 10.0  # the scope's array, changed: the program reads it again
+    np.testing.assert_allclose(d.grad(x), np.meshgrid(grid, np.arange(2))[0] + b + 2 * x * c)
+    kept[-1][1, 2] = 7.0  # the kept array, changed in place: the program reads it again
+    c[1, 2] = 7.0
+    np.testing.assert_allclose(d.grad(x), np.meshgrid(grid, np.arange(2))[0] + b + 2 * x * c)
+
+
+def test_the_fluid_reads_no_meshgrid_constants():
+    """The fluid example's ``np.meshgrid(np.arange(rows), np.arange(cols))`` is the program's; its gradient
+    matches finite differences."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import fluid_examples as fe
+
+    smoke, target = fe.fluid_data(8)
+    obj = fe.fluid_objective(np, smoke, target, steps=1)
+    params = 0.3 * np.random.default_rng(5).uniform(-1, 1, 2 * 8 * 8)  # no cell centre on a grid line
+    d = pb.differentiate(obj)
+    src = d.source(params)
+    assert not {"cell_xs", "cell_ys"} & set(_keyword_only(src)), _keyword_only(src)
+    assert "cell_xs = np.broadcast_to(" in src and "cell_ys = np.broadcast_to(" in src, src
+    direction = np.random.default_rng(4).standard_normal(params.shape)
+    np.testing.assert_allclose(d.grad(params) @ direction, _fd_along(obj, params, direction), rtol=1e-5)
+
+
+def test_the_wings_jacobi_loop_says_its_line():
+    """The wing's rolled Jacobi loop, compiled by Numba (as ``compile="auto"`` finds), a function of its own: its
+    first statement ``p = carry / 4.0`` carries its source line's comment, though the statement before the loop's
+    call said that line."""
+    pytest.importorskip("numba")
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import fluid_examples as fe
+
+    f = pb.differentiate(fe.wing_objective(np, steps=1, rows=32, cols=32), compile="auto")  # (the loop: Numba's)
+    src = f.source(fe.wing_params(32, 32))
+    body = src.split("for t in range(50):\n", 1)[1].splitlines()
+    assert body[0].strip().startswith("# fluid_examples.py:122  p = (div + np.roll(p, 1, axis=1)"), body[:3]
+    assert body[1].strip() == "p = carry / 4.0", body[:3]

@@ -538,9 +538,10 @@ def _function(fn_name: str, params: list[cst.Param], constants: dict, body: list
 
 def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list) -> tuple[str, dict[str, str]]:
     """The module's text without its imports: libcst prints the kernels (before), the signature and the
-    docstring; the body, one statement per line in bulk, prints through ``render`` (libcst's text,
-    sooner) in place of the marker libcst prints last; the rare branches' functions follow. Long lines
-    are broken (``lines.fit``), which returns the shortened comments too."""
+    docstring (a signature alone, ``_header``, as text); the body, one statement per line in bulk, prints
+    through ``render`` (libcst's text, sooner) in place of the marker libcst prints last; the rare
+    branches' functions follow. Long lines are broken (``lines.fit``), which returns the shortened
+    comments too."""
     header = None if kernels else _header(func)
     if header is not None:
         code = header
@@ -556,13 +557,10 @@ def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list
 def _header(func: cst.FunctionDef) -> str | None:
     """The ``def`` line as libcst prints it, written directly where the function has no docstring and no
     notes (a small program's, each of ``api.eager``'s kernels): libcst's printer cost more than the body's."""
-    if len(func.body.body) != 1 or len(func.leading_lines) != 2 or any(
+    if len(func.body.body) != 1 or func.params.kwonly_params or len(func.leading_lines) != 2 or any(
             line.comment is not None for line in func.leading_lines):
         return None
-    params = [p.name.value for p in func.params.params]
-    if func.params.kwonly_params:
-        params += ["*", *(p.name.value for p in func.params.kwonly_params)]
-    return f"\n\ndef {func.name.value}({', '.join(params)}):\n"
+    return f"\n\ndef {func.name.value}({', '.join(p.name.value for p in func.params.params)}):\n"
 
 
 def _imports(code: str, ctx, backend: ModuleType) -> tuple[str, str]:

@@ -538,14 +538,29 @@ def _function(fn_name: str, params: list[cst.Param], constants: dict, body: list
 
 def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list) -> tuple[str, dict[str, str]]:
     """The module's text without its imports: libcst prints the kernels (before), the signature and the
-    docstring; the body, one statement per line in bulk, prints through ``render`` (libcst's text,
-    sooner) in place of the marker libcst prints last; the rare branches' functions follow. Long lines
-    are broken (``lines.fit``), which returns the shortened comments too."""
-    code = "".join(k if isinstance(k, str) else cst.Module(body=[k]).code for k in [*kernels, func])
-    tail = render.body([s.statement(s.name(_MARKER))])
-    assert code.endswith(tail), "the marker statement prints last"
+    docstring (a signature alone, ``_header``, as text); the body, one statement per line in bulk, prints
+    through ``render`` (libcst's text, sooner) in place of the marker libcst prints last; the rare
+    branches' functions follow. Long lines are broken (``lines.fit``), which returns the shortened
+    comments too."""
+    header = None if kernels else _header(func)
+    if header is not None:
+        code = header
+    else:
+        code = "".join(k if isinstance(k, str) else cst.Module(body=[k]).code for k in [*kernels, func])
+        tail = render.body([s.statement(s.name(_MARKER))])
+        assert code.endswith(tail), "the marker statement prints last"
+        code = code[: -len(tail)]
     after = cst.Module(body=helpers).code if helpers else ""
-    return lines.fit(code[: -len(tail)] + render.body(body) + after)
+    return lines.fit(code + render.body(body) + after)
+
+
+def _header(func: cst.FunctionDef) -> str | None:
+    """The ``def`` line as libcst prints it, written directly where the function has no docstring and no
+    notes (a small program's, each of ``api.eager``'s kernels): libcst's printer cost more than the body's."""
+    if len(func.body.body) != 1 or func.params.kwonly_params or len(func.leading_lines) != 2 or any(
+            line.comment is not None for line in func.leading_lines):
+        return None
+    return f"\n\ndef {func.name.value}({', '.join(p.name.value for p in func.params.params)}):\n"
 
 
 def _imports(code: str, ctx, backend: ModuleType) -> tuple[str, str]:
@@ -556,7 +571,14 @@ def _imports(code: str, ctx, backend: ModuleType) -> tuple[str, str]:
                      key=lambda m: backend.IMPORTS.get(m, m))
     if not modules:
         return "", code.lstrip("\n")
-    return cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code, code
+    key = (backend.__name__, *modules)
+    text = _IMPORT_TEXTS.get(key)
+    if text is None:  # (a few distinct lists in a process; printing them through libcst cost as much as a kernel)
+        text = _IMPORT_TEXTS[key] = cst.Module(body=[_import(m, backend.IMPORTS) for m in modules]).code
+    return text, code
+
+
+_IMPORT_TEXTS: dict[tuple[str, ...], str] = {}  # (backend, modules...) -> their import statements
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,17 @@ def test_render_statement_kinds(statement):
     assert render.body([statement]) == want
 
 
+@pytest.mark.parametrize("params", [[], ["x"], ["a", "b_bar", "c"]])
+def test_def_line_as_text_is_what_libcst_prints(params):
+    body = [s.statement(s.name(codegen._MARKER))]
+    func = codegen._function("f_grad", [cst.Param(s.name(p)) for p in params], {}, body, [])
+    assert codegen._header(func) + render.body(body) == cst.Module(body=[func]).code
+    # constants (keyword-only, with their docstring) and notes: libcst prints the head
+    assert codegen._header(codegen._function("f", [], {}, list(body), ["a note"])) is None
+    assert codegen._header(codegen._function("f", [], {"c": 1}, [s.statement(cst.SimpleString('"""c."""')),
+                                                                  *body], [])) is None
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device):
     """Each kind of equation is emitted once and its text reused: the same text as emitting every equation."""

@@ -557,9 +557,13 @@ def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list
 def _header(func: cst.FunctionDef) -> str | None:
     """The ``def`` line as libcst prints it, written directly where the function has no docstring and no
     notes (a small program's, each of ``api.eager``'s kernels): libcst's printer cost more than the body's."""
-    if len(func.body.body) != 1 or func.params.kwonly_params or len(func.leading_lines) != 2 or any(
-            line.comment is not None for line in func.leading_lines):
-        return None
+    params = func.params
+    if (len(func.body.body) != 1 or params.kwonly_params or params.posonly_params or func.decorators
+            or func.returns is not None or func.asynchronous is not None
+            or isinstance(params.star_arg, cst.Param | cst.ParamStar) or params.star_kwarg is not None
+            or any(p.default is not None or p.annotation is not None for p in params.params)
+            or len(func.leading_lines) != 2 or any(line.comment is not None for line in func.leading_lines)):
+        return None  # (anything but names: libcst prints it)
     return f"\n\ndef {func.name.value}({', '.join(p.name.value for p in func.params.params)}):\n"
 
 

@@ -255,10 +255,7 @@ def main(argv=None) -> None:
                    "row, each with an empty Numba cache, calling value and gradient under `compile=\"auto\"` as that "
                    "checkout ships it, for the seconds given and until 1,000 calls have run, 30 of them since the "
                    "loops came in (up to three times the seconds).", "", *rows]
-        print("\n".join(section))
-        if args.write:
-            replace_section(RESULTS, CALLS_HEADING, section)
-            print(f"\nwrote {RESULTS}")
+        _show(section, CALLS_HEADING, args.write)
         return
     rows = table(args.repeats, tuple(args.programs))
     section = [HEADING, "", f"`python -m benchmarks.tiering --repeats {args.repeats}` on {platform.machine()}, "
@@ -267,9 +264,14 @@ def main(argv=None) -> None:
                "each with an empty Numba cache; value and gradient per call. Wall-clock seconds, CPU seconds in "
                "parentheses (steadier on a shared machine); the break-even is in CPU seconds: the compile's over "
                "the CPU a compiled call saves.", "", *rows]
+    _show(section, HEADING, args.write)
+
+
+def _show(section: list[str], heading: str, write: bool) -> None:
+    """Print ``section``; with ``--write``, put it in RESULTS.md under ``heading`` too."""
     print("\n".join(section))
-    if args.write:
-        replace_section(RESULTS, HEADING, section)
+    if write:
+        replace_section(RESULTS, heading, section)
         print(f"\nwrote {RESULTS}")
 
 

@@ -247,8 +247,17 @@ def _cuts(eqns, last_use: dict[int, int], a: int, b: int, k: int, min_steps: int
     running, scored = 0, []
     for p in range(a, cuts[-1] + 1):
         running += crossing[p - a]
-        scored.append((running, -((b + k - p) // k), p))
-    return [p for _, _, p in sorted(scored)]
+        mid = _mid_statement(eqns[p + k - 1])  # (a statement's start: the step's share left over goes before it)
+        scored.append((running, mid, -((b + k - p) // k), 0 if mid else (b + k - p) % k, p))
+    return [p for *_, p in sorted(scored)]
+
+
+def _mid_statement(eqn: Eqn) -> bool:
+    """Whether a cut right after ``eqn`` falls inside a statement of the user's: a statement's last
+    equation makes the value it assigns, which carries the user's name (``name_from_source``); an
+    unnamed one is an operand of the rest of its statement (``div + np.roll(p, 1)`` of ``p = (...) / 4``).
+    A loop cut there would carry that partial value, a name no one wrote."""
+    return not any(v.hint for v in eqn.outputs)
 
 
 def _key(a) -> object:
@@ -462,6 +471,10 @@ def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
     s, start = i + 1, j + 1  # step 0 (from ``start``) lacks the body's equations before ``s``
     if start == p:
         return program, loop
+    if s and _mid_statement(first[s - 1]) and not _mid_statement(first[-1]):
+        # the loop cut where a statement starts, not moved inside one: step 0 read with the fills it
+        # starts from, or else it stays before the loop, the loop's carry the user's
+        return _fold_fills(program, loop) or (program, loop)
     last, end = p + (m - 1) * k, p + m * k
     if s and _read_after(program, end, eqns[last:last + s]):
         return program, loop  # the last step's start, read after the loop, would be stacked for every step
@@ -469,6 +482,83 @@ def _fold_first(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
     if extra is None:
         return program, loop
     return _extended(program, eqns[:end] + tuple(extra) + eqns[end:], start, k, m + 1, loop)
+
+
+# what a fill moved stays the same fill: ``np.roll(np.zeros(n), 1)`` traced is ``np.zeros(n)``
+_FILL_KEEPING = frozenset({st.slice_p, st.concatenate_p, st.reshape_p, st.transpose_p, st.broadcast_in_dim_p})
+
+
+def _fold_fills(program: Program, loop: _Loop) -> tuple[Program, _Loop] | None:
+    """``program`` and ``loop`` with step 0 folded in where it is the body but for fills standing where
+    the body moves a carry (``np.roll(p, 1)`` of ``p = np.zeros(n)``, which tracing made a fill, so that
+    the step starts inside a statement); else None. Step 0 becomes the body's copy: its own equations,
+    and the body's moves of the carry reading one fill made before it, the carry's initial value, which
+    is what a person writes (``p = np.zeros(n)`` before the loop, the loop's carry ``p``). The moves of a
+    fill compute the fill itself: the program computes what it did."""
+    eqns = program.eqns
+    p, k = loop.start, loop.period
+    first = eqns[p:p + k]
+    own: dict[int, int] = {}  # id of a body value -> its equation in the body
+    for i, e in enumerate(first):
+        own.update((id(v), i) for v in e.outputs)
+    steps: list = []  # step 0 in the body's order: an equation of step 0, or (the body's moves, the fill)
+    fill_value, carry = None, None  # the fill, and the carry its moves read
+    i, j = k - 1, p - 1
+    while i >= 0 and j >= 0:
+        e, f = first[i], eqns[j]
+        if _signature(e, True) == _signature(f, True):
+            steps.append(f)
+            i, j = i - 1, j - 1
+            continue
+        if (f.prim is not st.broadcast_in_dim_p or type(f.inputs[0]) is not Literal
+                or e.prim not in _FILL_KEEPING or f.outputs[0].type != e.outputs[0].type):
+            return None
+        moved, n = [], i + 1  # the body's moves making e's value: e and the equations just before it
+        pending = [e.outputs[0]]
+        while pending:
+            v = pending.pop()
+            if own.get(id(v)) != n - 1 or first[n - 1].prim not in _FILL_KEEPING:
+                return None
+            n -= 1
+            moved.append(first[n])
+            for q, a in enumerate(first[n].inputs):
+                if type(a) is not Var:
+                    continue
+                if id(a) in own:
+                    pending.append(a)
+                    continue
+                key = loop.carry_of.get((n, q))
+                if key is None or (carry is not None and key[:2] != carry):
+                    return None  # (a value from before the loop moved with the carry: not the fill)
+                carry = key[:2]
+        value = f.inputs[0]
+        if fill_value is not None and (fill_value.value != value.value or fill_value.dtype != value.dtype):
+            return None
+        fill_value = value
+        steps.append((moved[::-1], f.outputs[0]))
+        i, j = n - 1, j - 1
+    if i >= 0 or carry is None:
+        return None
+    start, source = first[carry[0]].outputs[carry[1]], first[0].source
+    init = Var(start.type)  # (the fill may be shared with other zeros: the carry, not it, takes the user's name)
+    made = Eqn(st.broadcast_in_dim_p, (fill_value,), (init,),
+               Params({"shape": init.shape, "broadcast_dimensions": ()}), source)
+    step0 = []
+    for item in reversed(steps):
+        if type(item) is Eqn:
+            step0.append(item)
+            continue
+        moves, fill = item
+        copies = {}
+        for m in moves:
+            ins = tuple(copies.get(id(a), a) if type(a) is Var and id(a) in own else (init if type(a) is Var else a)
+                        for a in m.inputs)
+            outs = (fill,) if m is moves[-1] else tuple(Var(v.type, v.hint) for v in m.outputs)
+            copies.update(zip(map(id, m.outputs), outs))
+            step0.append(Eqn(m.prim, ins, outs, m.params, m.source))
+    new = eqns[:j + 1] + (made,) + tuple(step0) + eqns[p:]
+    folded, checked = _extended(program, new, j + 2, k, loop.steps + 1, loop)
+    return (folded, checked) if checked is not loop else None
 
 
 def _fold_last(program: Program, loop: _Loop) -> tuple[Program, _Loop]:
@@ -688,12 +778,16 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 for i, o in ys_slots]
 
     body_outputs = [own[id(first[i].outputs[o])] for i, o in carry_src + ys_slots]
-    body_eqns, body_outputs, hoisted, const_in = _hoist(body_eqns, body_outputs, consts, const_outer)
+    # the body's own loops rolled before its invariants are hoisted: an inner loop's first step, read
+    # whole, may start from fills (``p = np.zeros(n)``, ``_fold_fills``) that hoisting would take away
+    inputs = tuple(consts[id(a)] for a in const_outer) + tuple(carry_in) + tuple(xs_in)
+    inner = reroll(Program(inputs, tuple(body_eqns), tuple(body_outputs), name=f"{program.name}_step"),
+                   min_steps, min_eqns)
+    body_eqns, body_outputs, hoisted, const_in = _hoist(list(inner.eqns), list(inner.outputs), consts, const_outer)
     const_vars = [consts[id(a)] for a in const_outer] + [v for v, _ in const_in]
     const_args = list(const_outer) + [a for _, a in const_in]
     body = Program(tuple(const_vars) + tuple(carry_in) + tuple(xs_in), tuple(body_eqns),
-                   tuple(body_outputs), name=f"{program.name}_step")
-    body = reroll(body, min_steps, min_eqns)
+                   tuple(body_outputs), inner.constvars, inner.constvals, name=f"{program.name}_step")
     inits = []
     for a, c, (l, _) in zip(carry_init, carry_in, carry_src):  # a literal, or the type of a carry from zeros
         if type(a) is not Var:

@@ -4,6 +4,7 @@ differences; and the structure: one scan, a gradient whose size does not grow wi
 
 import functools
 import os
+import re
 import sys
 
 import numpy as np
@@ -265,6 +266,32 @@ def test_what_a_first_step_computes_otherwise_stays_before_the_loop(short_loops)
     outside = [e.prim.name for e in primal.eqns if e.prim is not scan_p]
     assert "sin" not in outside and outside.count("mul") == 1  # 2.0 * x0
     np.testing.assert_allclose(rolled(*args), f(*args), rtol=1e-13)
+
+
+def test_a_first_step_reading_rolls_of_zeros_as_fills_is_folded_in_with_the_users_carry(short_loops):
+    """Tracing makes ``np.roll(np.zeros(n), 1)`` a fill, so step 0 of a Jacobi sweep from ``p = 0`` lacks
+    the rolls of ``p``: the loop is cut where the statement ``p = (x + ...) / 4`` starts, not after its
+    sum (which would carry that partial sum), and step 0 is folded in, the carry ``p`` starting from the
+    fill: ``p = zeros`` before all 6 steps, no step before the loop, no ``carry`` in the source."""
+    def f(x, w):
+        p = np.zeros(x.shape)
+        for _ in range(6):
+            p = (x + np.roll(p, 1) + np.roll(p, -1)) / 4.0
+            p = np.tanh(w * p)
+        return np.sum(p ** 2)
+
+    args = (np.array([0.5, -1.0, 2.0, 3.0, 0.1]), 0.8)
+    rolled = agree(f, args, (0, 1))
+    primal = rolled.ir(*args, stage="primal")
+    assert scans(primal) == 1 and _scan_length(primal) == 6
+    assert not any(e.prim.name in ("div", "tanh", "concatenate") for e in primal.eqns if e.prim is not scan_p)
+    check_grads(rolled.fn, args, order=1)
+    source = rolled.source(*args)
+    before, loop = source.split("    for t in range(6):\n", 1)
+    assert re.search(r"\n    p = (np\.zeros\(\(5,\), dtype=np\.float64\)|bcast)\n", before), before
+    statements = [line.strip() for line in loop.splitlines() if not line.strip().startswith("#")]
+    assert statements[0] == "part = p[4:]", loop  # the step starts with the statement's first roll, of p
+    assert "carry" not in source, source
 
 
 def test_a_first_step_is_not_folded_where_the_last_steps_start_is_read_after_the_loop(short_loops):

@@ -409,15 +409,20 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             return name
         seen, last_comment[0] = last_comment[0], None  # (a function of its own: its first line says where)
         compiled[0] = decorator is not None
+        renamed = _carry_parameters(body, namer, seeds) if decorator is not None else {}
         try:
             stmts = block(body, plain=True)
+            results = [expr(a) for a in body.outputs]
+            params = [cst.Param(expr(v)) for v in body.inputs]
         finally:
             compiled[0] = False
+            for v, old in renamed.values():  # (the caller's names again, outside the function)
+                namer.rebind(v, old)
+                seeds.discard(id(v))
         last_comment[0] = seen
-        results = [expr(a) for a in body.outputs]
         ret = results[0] if len(results) == 1 else s.tuple_(results, parens=False)
         kernels.append(cst.FunctionDef(
-            name=s.name(name), params=cst.Parameters([cst.Param(expr(v)) for v in body.inputs]),
+            name=s.name(name), params=cst.Parameters(params),
             body=cst.IndentedBlock([*stmts, s.statement(cst.Return(ret))]),
             decorators=[cst.Decorator(decorator)] if decorator is not None else [cst.Decorator(s.call(fuse_with))]
             if fuse_with else [],
@@ -632,6 +637,32 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
                 continue
             namer.name(a, v.hint, "carry")
             seeds.add(id(a))
+
+
+def _carry_parameters(body: Program, namer: Namer, seeds: set[int]) -> dict[int, tuple[Var, str | None]]:
+    """A compiled function of one loop whose parameter only starts a carry takes the carry's name
+    (``def loop(x, h):``), not the caller's and ``h = h_1`` first: the function's own scope. The
+    parameters renamed, by id, with the names they had (restored after the function is printed)."""
+    if len(body.eqns) != 1 or body.eqns[0].prim not in (ctrl.scan_p, ctrl.while_p):
+        return {}
+    e, p = body.eqns[0], body.eqns[0].params
+    if e.prim is ctrl.scan_p:
+        first = p["num_consts"] + (p["length"] is None)
+        inputs = p["body"].inputs[p["num_consts"]:p["num_consts"] + p["num_carry"]]
+        operands = e.inputs[first:first + p["num_carry"]]
+    else:
+        nbc = p["num_body_consts"]
+        inputs = p["body"].inputs[nbc:]
+        operands = e.inputs[p["num_cond_consts"] + nbc:]
+    reads = Counter(id(a) for a in e.inputs if isinstance(a, Var))
+    reads.update(id(a) for a in body.outputs if isinstance(a, Var))
+    params = {id(v) for v in body.inputs}
+    renamed: dict[int, tuple[Var, str | None]] = {}
+    for v, a in zip(inputs, operands):
+        if isinstance(a, Var) and id(a) in params and reads[id(a)] == 1 and v.hint and id(a) not in renamed:
+            renamed[id(a)] = (a, namer.rebind(a, namer.fresh(v.hint, "carry")))
+            seeds.add(id(a))
+    return renamed
 
 
 def _init_carry(carry, new, operands, ins: list[s.Expr], namer: Namer,

@@ -390,3 +390,35 @@ def test_a_cast_of_a_0d_value_in_a_gradient_loop_compiles():
         return np.sum(c) + np.sum(ys * np.arange(1.0, 7.0))
 
     _scalar_loop_compiles(looped, absent=".astype(")
+
+
+def test_a_compiled_loops_parameter_that_starts_a_carry_is_named_as_the_carry():
+    """The function Numba compiles for a loop is a scope of its own: the parameter that only starts the
+    carry ``h`` is ``h`` itself (``def loop(W, h, xs)``), no ``h = h_1`` copying it first."""
+    def f(W, h0, xs):
+        def step(h, x):
+            h = np.tanh(W @ h + x)
+            return h, h
+        _, hs = pb.scan(step, np.sin(h0), xs)
+        return np.sum(hs ** 2)
+
+    rng = np.random.default_rng(3)
+    args = (0.5 * rng.standard_normal((3, 3)), rng.standard_normal(3), rng.standard_normal((200, 3)))
+    d = pb.differentiate(f, argnums=(0, 1), compile="numba")
+    src = d.source(*args)
+    kernel = src.split("def loop(", 1)[1].split("\n\n\n", 1)[0]
+    params = kernel.split(")", 1)[0].split(", ")
+    assert "h" in params, kernel
+    before_loop = kernel.split("for t in range(", 1)[0]
+    assert not re.search(r"\n\s+h = ", before_loop), kernel
+    value, grads = d.value_and_grad(*args)
+    value_np, grads_np = pb.differentiate(f, argnums=(0, 1), compile="numpy").value_and_grad(*args)
+    np.testing.assert_allclose(value, value_np, rtol=1e-12)
+    for g, g_np in zip(grads, grads_np):
+        np.testing.assert_allclose(g, g_np, rtol=1e-10, atol=1e-12)
+    direction = [rng.standard_normal((3, 3)), rng.standard_normal(3)]
+    eps = 1e-6
+    plus = f(args[0] + eps * direction[0], args[1] + eps * direction[1], args[2])
+    minus = f(args[0] - eps * direction[0], args[1] - eps * direction[1], args[2])
+    fd = (plus - minus) / (2 * eps)
+    np.testing.assert_allclose(sum(np.sum(g * u) for g, u in zip(grads, direction)), fd, rtol=1e-6)

@@ -132,3 +132,27 @@ def test_functions_without_source_still_get_readable_names():
     ast.parse(src)
     assert "def g_grad(x):" in src and "x_bar" in src and "#" not in src.split("def")[1]
     np.testing.assert_allclose(pb.grad(ns["g"])(np.ones(3)), 2 * np.sin(1.0) * np.cos(1.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_0d_loop_seed_prints_as_a_number_of_its_dtype(dtype):
+    """A loop's 0-d carry starting from 0.0 prints ``total = np.float64(0.0)`` (``np.float32`` for a float32
+    sum: a NumPy scalar keeps the dtype, and divides by zero as NumPy does), not ``np.zeros((), ...)``."""
+    def f(w, xs):
+        def step(total, x):
+            return total + np.sum(np.tanh(w * x)), None
+        total, _ = pb.scan(step, dtype(0.0), xs)
+        return total
+
+    xs = np.random.default_rng(5).standard_normal((20, 3)).astype(dtype)
+    w = dtype(0.7)
+    d = pb.differentiate(f)
+    src = d.source(w, xs)
+    name = np.dtype(dtype).name
+    assert f"total = np.{name}(0.0)\n" in src and "np.zeros(()" not in src, src
+    value, grad = d.value_and_grad(w, xs)
+    assert np.asarray(value).dtype == dtype
+    np.testing.assert_allclose(value, f(w, xs), rtol=1e-6 if dtype is np.float32 else 1e-13)
+    if dtype is np.float64:
+        eps = 1e-6
+        np.testing.assert_allclose(grad, (f(w + eps, xs) - f(w - eps, xs)) / (2 * eps), rtol=1e-7)

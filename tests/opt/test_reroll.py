@@ -71,7 +71,7 @@ def test_the_unrolled_kalman_filter_is_one_loop_and_matches_unrolled_and_scan():
     source = rolled.source(*args)
     assert "for t in range(40):" in source and "for t in range(39, -1, -1):" in source
     assert "# kalman_filter.py" in source.split("for t in range(40):")[1]  # the user's lines, in the loop
-    assert "mu_h = mu0" in source and "S_hh = S0" in source and "nll = np.zeros((), dtype=np.float64)" in source
+    assert "mu_h = mu0" in source and "S_hh = S0" in source and "nll = np.float64(0.0)" in source
     # the step body once forward and once backward: one Cholesky, one error check, one transposed Cholesky
     assert source.count("dpotrf(") == 1 and source.count("if info") == 1 and source.count("dtrmm(") == 1
 

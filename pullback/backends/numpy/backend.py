@@ -251,6 +251,8 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
     shape, dims = eqn.params["shape"], eqn.params["broadcast_dimensions"]
     if isinstance(operand, Literal):
         dt = s.dtype(operand.dtype)
+        if not shape:  # a 0-d fill (a loop's ``nll = 0.0``): the number, as a NumPy scalar of its dtype
+            return s.call(dt, x)  # (``np.float64(0.0)``: divides by zero as NumPy does, has a dtype)
         if operand.value in (0, 1) and not isinstance(operand.value, bool):
             return s.call("np.zeros" if operand.value == 0 else "np.ones", s.ints(shape), dtype=dt)
         return s.call("np.full", s.ints(shape), x, dtype=dt)

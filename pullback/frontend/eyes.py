@@ -123,6 +123,10 @@ def made_var(builder: Builder, x) -> Var | None:
             var = Var(ArrayType.of(x), "")
             builder.eqns.append(Eqn(st.broadcast_in_dim_p, (Literal.of(recipe[1], x.dtype),), (var,),
                                     Params({"shape": x.shape, "broadcast_dimensions": ()}), builder.location()))
+        elif recipe[0] == "linspace":  # NumPy's call itself: its last value is ``stop``
+            var = Var(ArrayType.of(x), "")
+            builder.eqns.append(Eqn(st.linspace_p, (), (var,), Params({
+                "start": recipe[1], "stop": recipe[2], "num": x.size, "dtype": x.dtype}), builder.location()))
         else:  # a range: start + step * (0, 1, ..., n - 1), as NumPy's arange and linspace compute it
             _, start, step = recipe
             var = Var(ArrayType.of(x), "")
@@ -142,7 +146,9 @@ def made_var(builder: Builder, x) -> Var | None:
 
 def _made_recipe(builder: Builder, x) -> tuple | None:
     """How the program makes ``x`` again: ``("fill", value)`` for an array of one value, ``("range",
-    start, step)`` for a range made by ``np.arange``/``np.linspace``; None when it cannot (or need not)."""
+    start, step)`` for a range made by ``np.arange``/``np.linspace``, ``("linspace", start, stop)`` for a
+    ``np.linspace`` that ``start + step * arange`` misses (NumPy sets the last value to ``stop``); None
+    when it cannot (or need not)."""
     if type(x) is not np.ndarray or x.dtype.kind not in "biuf" or not x.size:
         return None
     found = builder.made.get(id(x))
@@ -163,6 +169,12 @@ def _made_recipe(builder: Builder, x) -> tuple | None:
         made_again = (iota * step if step != 1 else iota) + start
         if step and np.array_equal(made_again, x) and np.array_equal(np.signbit(made_again), np.signbit(x)):
             return ("range", start.item(), step.item())
+    if x.dtype == np.float64:  # ``np.linspace(a, b, n)``, whose last value NumPy sets to ``b``
+        start, stop = x[0].item(), x[-1].item()
+        if np.isfinite(start) and np.isfinite(stop):
+            made_again = np.linspace(start, stop, n)
+            if np.array_equal(made_again, x) and np.array_equal(np.signbit(made_again), np.signbit(x)):
+                return ("linspace", start, stop)
     return None
 
 

@@ -203,6 +203,18 @@ def _iota(*, dtype: np.dtype, shape: tuple[int, ...], dimension: int):
     return ArrayType(shape, dtype)
 
 
+linspace_p = Primitive("linspace")
+
+
+@_rule(linspace_p)
+def _linspace(*, start: float, stop: float, num: int, dtype: np.dtype):
+    """``np.linspace(start, stop, num)``: NumPy's own samples, the last ``stop`` itself (which
+    ``start + step * iota`` may miss by an ulp)."""
+    if num < 2:
+        raise ShapeError(f"linspace of {num} samples: a fill or a range")
+    return ArrayType((num,), dtype)
+
+
 eye_p = Primitive("eye")
 
 
@@ -225,6 +237,7 @@ for _p in (broadcast_in_dim_p, reshape_p, transpose_p, slice_p, pad_p, concatena
     deflinear(_p)
 defjvp(convert_element_type_p, lambda t, x, ans, new_dtype: lax.convert(t, new_dtype))
 defzero(iota_p)
+defzero(linspace_p)
 defzero(eye_p)
 
 

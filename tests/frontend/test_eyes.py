@@ -46,17 +46,43 @@ def test_ranges_with_a_start_or_a_step_print_as_arange_arithmetic():
     np.testing.assert_allclose(d.grad(x) @ direction, _fd_along(ranges, x, direction), rtol=1e-7)
 
 
-def test_a_linspace_numpy_ends_otherwise_stays_a_constant_named_after_its_variable():
+def test_a_linspace_numpy_ends_otherwise_prints_as_the_linspace_call():
     """``np.linspace(0, 1, 50)``: NumPy sets its last value to ``stop``, which ``arange * step`` misses by an
-    ulp; the values stay NumPy's, a keyword constant named ``t``, not ``c``."""
+    ulp; the program makes it by the call itself, ``t = np.linspace(0.0, 1.0, 50)``: no keyword constant."""
     def f(x):
         t = np.linspace(0.0, 1.0, x.shape[0])
         return np.sum(np.sin(x) * t)
 
     x = np.linspace(-1.0, 1.0, 50)
     src = pb.source(pb.grad(f), x)
-    assert _keyword_only(src) == ["t"], src
+    assert _keyword_only(src) == [] and "t = np.linspace(0.0, 1.0, 50)\n" in src, src
     np.testing.assert_allclose(pb.grad(f)(x), np.cos(x) * np.linspace(0.0, 1.0, 50), rtol=1e-15)
+    direction = np.random.default_rng(2).standard_normal(50)
+    np.testing.assert_allclose(pb.grad(f)(x) @ direction, _fd_along(f, x, direction), rtol=1e-7)
+
+
+def test_every_linspace_of_2_to_299_samples_is_the_programs_with_numpys_values():
+    """For each n in 2..299, ``np.linspace(0, 1, n)`` is made by the program, never a keyword constant:
+    as ``arange`` arithmetic where that gives NumPy's values, else as the ``np.linspace`` call itself (the n
+    where NumPy's last value, ``stop``, differs from ``arange * step``'s); the gradient is NumPy's."""
+    def f(x):
+        return np.sum(np.sin(x) * np.linspace(0.0, 1.0, x.shape[0]))
+
+    called = []
+    for n in range(2, 300):
+        x = np.cos(np.arange(n) + 0.5)
+        d = pb.differentiate(f)
+        src = d.source(x)
+        assert _keyword_only(src) == [], (n, src)
+        ramp = np.linspace(0.0, 1.0, n)
+        if f"np.linspace(0.0, 1.0, {n})" in src:
+            called.append(n)
+        else:
+            assert "np.arange(" in src, (n, src)
+        np.testing.assert_array_equal(d.grad(x), np.cos(x) * ramp)
+    differs = [n for n in range(2, 300)
+               if not np.array_equal(np.arange(n) * (1.0 / (n - 1)), np.linspace(0.0, 1.0, n))]
+    assert len(differs) == 14 and set(differs) <= set(called), (differs, called)
 
 
 def test_arithmetic_on_an_identity_is_the_programs():

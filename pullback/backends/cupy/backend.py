@@ -131,6 +131,7 @@ def asarray(value):
 
 
 EMITTERS = {p: _renamed(e) for p, e in npb.EMITTERS.items()}
+EMITTERS[st.broadcast_in_dim_p] = _renamed(npb.broadcast_array)  # (a 0-d fill: a device array too)
 EMITTERS[ix.scatter_add_p] = lambda ctx, eqn, ins, outs: _by_parts(eqn, to_cupy(numpy_indexing.scatter(
     ctx, eqn, ins, outs, sums=False)))
 

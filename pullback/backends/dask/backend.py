@@ -577,9 +577,10 @@ _AS_NUMPY = [p for p in vars(ew).values() if isinstance(p, type(ew.exp_p)) and p
 _AS_NUMPY += [red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p,
               red.reduce_or_p, cum.cumsum_p, cum.cumprod_p, con.dot_general_p, st.broadcast_in_dim_p, st.reshape_p,
               st.slice_p, st.concatenate_p, st.tril_p, st.triu_p, st.convert_element_type_p, st.iota_p,
-              fft_.fft_p, ix.gather_p]
+              st.linspace_p, fft_.fft_p, ix.gather_p]
 for _p in _AS_NUMPY:
     EMITTERS[_p] = _emitter(_renamed(npb.EMITTERS[_p]))
+EMITTERS[st.broadcast_in_dim_p] = _emitter(_renamed(npb.broadcast_array))  # (a 0-d fill: a Dask array too)
 EMITTERS[stack_p] = _emitter(_renamed(npb.stacked_arrays))  # ``da.stack`` of 0-d arrays too (``da.array`` computes)
 
 # What a branch on a Dask value may hold to print as ``da.where`` of both branches (see ``Dask.branching``):

@@ -247,12 +247,19 @@ def _real_imag(ctx, eqn, ins, outs):
 
 @emits(st.broadcast_in_dim_p)
 def _broadcast_in_dim(ctx, eqn, ins, outs):
+    if not eqn.params["shape"] and isinstance(eqn.inputs[0], Literal):
+        # a 0-d fill (a loop's ``nll = 0.0``): the number, a NumPy scalar of its dtype (``np.float64(0.0)``
+        # divides by zero as NumPy does, and has a dtype); arrays elsewhere (CuPy's device, Dask's graph)
+        return s.call(s.dtype(eqn.inputs[0].dtype), ins[0])
+    return broadcast_array(ctx, eqn, ins, outs)
+
+
+def broadcast_array(ctx, eqn, ins, outs):
+    """``broadcast_in_dim`` as an array, a 0-d one too."""
     (x,), (operand,) = ins, eqn.inputs
     shape, dims = eqn.params["shape"], eqn.params["broadcast_dimensions"]
     if isinstance(operand, Literal):
         dt = s.dtype(operand.dtype)
-        if not shape:  # a 0-d fill (a loop's ``nll = 0.0``): the number, as a NumPy scalar of its dtype
-            return s.call(dt, x)  # (``np.float64(0.0)``: divides by zero as NumPy does, has a dtype)
         if operand.value in (0, 1) and not isinstance(operand.value, bool):
             return s.call("np.zeros" if operand.value == 0 else "np.ones", s.ints(shape), dtype=dt)
         return s.call("np.full", s.ints(shape), x, dtype=dt)
@@ -383,6 +390,13 @@ def _iota(ctx, eqn, ins, outs):
     expanded[dim] = shape[dim]
     r = s.method(r, "reshape", *map(s.number, expanded))
     return r if tuple(expanded) == tuple(shape) else s.call("np.broadcast_to", r, s.ints(shape))
+
+
+@emits(st.linspace_p)
+def _linspace(ctx, eqn, ins, outs):
+    p = eqn.params
+    dt = {} if p["dtype"] == np.float64 else {"dtype": s.dtype(p["dtype"])}
+    return s.call("np.linspace", s.number(p["start"]), s.number(p["stop"]), s.number(p["num"]), **dt)
 
 
 @emits(st.eye_p)

@@ -705,7 +705,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             before.append(Eqn(st.transpose_p, (xs,), (moved,), Params({"permutation": perm}), e0.source))
             xs = moved
         xs_outer.append(xs)
-        window_in[i] = Var(ArrayType(xs.shape[1:], xs.dtype), e0.outputs[0].hint)
+        window_in[i] = Var(ArrayType(xs.shape[1:], xs.dtype), e0.outputs[0].hint or _row_hint(first, i))
         xs_in.append(window_in[i])
 
     # the body: the first copy, with values of its own (a copy's values may be read after the loop by
@@ -811,6 +811,15 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             after.append(Eqn(st.reshape_p, (one,), (v,), Params({"new_sizes": row})))
     new = eqns[:p] + tuple(hoisted) + tuple(before) + (scan,) + tuple(after) + eqns[end:]
     return Program(program.inputs, new, program.outputs, tuple(constvars), tuple(constvals), program.name)
+
+
+def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
+    """The user's name for the row a window reads (``row = xs[t]``: the reshape of the window of one,
+    which the statement names), else none: the body reads ``row``, not ``x``, at each step."""
+    window = first[i].outputs[0]
+    if i + 1 < len(first) and first[i + 1].prim is st.reshape_p and first[i + 1].inputs[0] is window:
+        return first[i + 1].outputs[0].hint
+    return ""
 
 
 def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list):

@@ -171,3 +171,22 @@ def test_telling_executions_apart_keeps_no_finished_frame_alive():
         return np.sum(ys)
 
     np.testing.assert_allclose(pb.grad(f)(np.ones(3)), np.cos(np.ones(3)))
+
+
+def test_a_rolled_loops_row_read_takes_the_users_name():
+    """``row = xs[t]`` in a rolled loop: the body's row of ``xs`` is the user's ``row``, not ``x``."""
+    def f(xs):
+        acc = np.zeros(3)
+        for t in range(xs.shape[0]):
+            row = xs[t]
+            acc = acc * 0.5 + row
+        return np.sum(acc ** 2)
+
+    xs = RNG.standard_normal((1200, 3))
+    rolled = pb.differentiate(f, compile="numpy")
+    src = rolled.source(xs)
+    loop = src.split("for t in range(1199):\n", 1)[1]
+    assert re.match(r"\s+row(_\d+)? = xs(_\d+)?\[t\]\n", loop), loop
+    unrolled = pb.differentiate(f, reroll=False, compile="numpy")
+    np.testing.assert_allclose(rolled.grad(xs), unrolled.grad(xs), rtol=1e-12, atol=1e-14)
+    check_grads(rolled.fn, (xs,), modes=("rev",))

@@ -710,6 +710,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
 
     # the body: the first copy, with values of its own (a copy's values may be read after the loop by
     # their old names), reading the body's inputs
+    made_before: dict[int, Eqn] = {}  # (filled when a value from before the run has no name: _moved_hint)
     own = {id(v): Var(v.type, v.hint) for e in first for v in e.outputs}
     body_eqns: list[Eqn] = []
     for i, e in enumerate(first):
@@ -734,7 +735,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             elif type(a) is Var and id(a) not in pos:
                 v = consts.get(id(a))
                 if v is None:
-                    v = consts[id(a)] = Var(a.type, a.hint)
+                    v = consts[id(a)] = Var(a.type, a.hint or _moved_hint(a, eqns, p, made_before))
                     const_outer.append(a)
                 ins.append(v)
             else:
@@ -813,6 +814,23 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     return Program(program.inputs, new, program.outputs, tuple(constvars), tuple(constvals), program.name)
 
 
+def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> str:
+    """The name of the value an unnamed loop invariant moves (``np.roll(open_, 1)``, a concatenation of
+    slices of ``open_``): the backward loop sums its cotangent as ``open__bar_sum``, not in a ``carry``."""
+    if not made:
+        made.update((id(v), e) for e in eqns[:p] for v in e.outputs)
+    for _ in range(8):
+        e = made.get(id(a))
+        if e is None or e.prim not in _FILL_KEEPING:
+            return ""
+        a = next((b for b in e.inputs if type(b) is Var), None)
+        if a is None:
+            return ""
+        if a.hint:
+            return a.hint
+    return ""
+
+
 def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
     """The user's name for the row a window reads (``row = xs[t]``: the reshape of the window of one,
     which the statement names), else none: the body reads ``row``, not ``x``, at each step."""
@@ -853,15 +871,14 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
 
 def _const_input(a, made: dict[int, Eqn], const_in: dict):
     """The body's input for a hoisted value (made at its first use), named as the value, or as what it
-    reshapes or broadcasts (``a * x`` reads ``a`` broadcast: its gradient sums into ``a_bar_sum``)."""
+    moves (``a * x`` reads ``a`` broadcast: its gradient sums into ``a_bar_sum``; ``np.roll(open_, 1)``'s
+    into ``open__bar_sum``)."""
     if type(a) is not Var or id(a) not in made:
         return a
     if id(a) not in const_in:
         hint, e = a.hint, made[id(a)]
-        while not hint and e is not None and e.prim in _RESHAPES and type(e.inputs[0]) is Var:
+        while not hint and e is not None and e.prim in _FILL_KEEPING and type(e.inputs[0]) is Var:
             hint, e = e.inputs[0].hint, made.get(id(e.inputs[0]))
         const_in[id(a)] = (Var(a.type, hint), a)
     return const_in[id(a)][0]
 
-
-_RESHAPES = frozenset({st.broadcast_in_dim_p, st.reshape_p})

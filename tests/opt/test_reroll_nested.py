@@ -6,6 +6,7 @@ be rolled."""
 
 import functools
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -173,3 +174,25 @@ def test_a_rolled_loop_is_not_reported(caplog):
         program = pb.differentiate(f).ir(RNG.standard_normal(3), stage="primal")
     assert len(scans(program)) == 1
     assert not [r for r in caplog.records if "not rolled" in r.getMessage()]
+
+
+def test_the_wings_jacobi_loops_carry_the_users_p_and_sum_cotangents_under_its_names():
+    """The wing's Jacobi sweeps from ``p = np.zeros(...)``: each rolled loop (the projection before the
+    steps, and one in each step) runs all 50 sweeps with the carry ``p`` (the first sweep's rolls
+    of zeros folded in), no ``carry`` partway through a statement; the backward loops sum the cotangents
+    of the rolls of ``open_`` as ``open__bar_sum...``. Gradient against finite differences."""
+    f, x = fe.wing_objective(np, steps=2, rows=24, cols=24), fe.wing_params(24, 24)
+    d = pb.differentiate(f, compile="numpy")
+    src = d.source(x)
+    loops = re.split(r"for t(?:_\d+)? in range\(50\):\n", src)[1:]
+    assert len(loops) == 3, src  # the projection before the steps, and one in each of the 2 steps
+    for loop in loops:
+        first = [line.strip() for line in loop.splitlines() if not line.strip().startswith("#")][0]
+        assert re.fullmatch(r"part_\d+ = p(_\d+)?\[:, 23:\]", first), loop[:300]
+    assert "= carry / 4.0" not in src and "open__bar_sum" in src, src
+    # (two sums a loop keep ``carry``: of ``1 - open_`` and ``den + 0.001``, arithmetic on open_, not moves)
+    assert len(re.findall(r"\bcarry(_\d+)? = bcast", src)) <= 2 * len(loops), re.findall(r"\bcarry.*", src)
+    direction = RNG.standard_normal(x.shape)
+    eps = 1e-6
+    fd = (f(x + eps * direction) - f(x - eps * direction)) / (2 * eps)
+    np.testing.assert_allclose(d.grad(x) @ direction, fd, rtol=1e-5)

@@ -34,7 +34,10 @@ loops are rolled in the body in turn. A long run that is not rolled is reported 
 A first step that lacks the step's first equations (``mu = A @ f if t else f``: it starts from the
 initial values) or reads a number where later steps read a carry (``nll = 0.0``) is folded into the loop
 (``_fold_first``), so that no step is printed before it; a last step lacking the step's last equations
-folds in likewise (``_fold_last``).
+folds in likewise (``_fold_last``). A loop is cut where a statement of the user's starts (``_mid_statement``),
+not inside one, whose partial value the carry would be; a first step that lacks a statement's start folds
+in only where it read fills where the step moves the carry (``np.roll`` of ``p = np.zeros(n)``: ``_fold_fills``),
+the carry then starting from the fill, and else stays before the loop.
 
 Short loops stay unrolled (``MIN_STEPS``, ``MIN_EQNS``): there, straight-line code costs little to
 compile and lets the optimiser work across steps. ``differentiate(f, reroll=False)`` keeps every

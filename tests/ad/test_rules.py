@@ -23,12 +23,14 @@ from tests.primitives.cases import collect, primitives
 from tests.primitives.test_forward import CASES, Case, _arg
 
 # the forward cases with differentiable inputs, plus scalars and second-order-relevant shapes
-JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye"))] + [
+JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye", "linspace"))] + [
     Case("scalar-mixed", lambda x, y: x * np.log(y) + np.log(x * y) * y, ((), ()), positive=True),
     Case("scalar-f32", lambda x: np.tanh(x) * np.exp(x), ((),), "float32"),
     Case("iota", lambda x: x * bind(st.iota_p, dtype=x.dtype, shape=(3, 4), dimension=0), ((3, 4),),
          reference=lambda x: x * np.arange(3.0)[:, None]),
     Case("eye", lambda x: x @ bind(st.eye_p, dtype=x.dtype, shape=(4, 4), k=0), ((3, 4),), reference=lambda x: x),
+    Case("linspace", lambda x: x * bind(st.linspace_p, start=-1.0, stop=2.0, num=50, dtype=x.dtype), ((50,),),
+         reference=lambda x: x * np.linspace(-1.0, 2.0, 50)),
     Case("max-ties", lambda x: np.maximum(x, x).sum() + x.max(), ((5,),)),
     *collect("JVP_CASES"),
 ]

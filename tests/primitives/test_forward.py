@@ -25,6 +25,10 @@ def _iota_plus(x):
     return x + bind(st.iota_p, dtype=x.dtype, shape=(3, 4), dimension=1)
 
 
+def _linspace_times(x):
+    return x * bind(st.linspace_p, start=0.0, stop=1.0, num=50, dtype=x.dtype)
+
+
 def _diag_embed_batched(x):
     return bind(st.diag_embed_p, x, shape=(3, 4), offset=1)
 
@@ -89,6 +93,7 @@ CASES += [
     Case("convert", lambda x: (x.astype(np.float32), x.astype(np.complex128)), ((3,),)),
     Case("weak-scalar-keeps-f32", lambda x: 2.0 * x + 1, ((3,),), "float32"),
     Case("iota", _iota_plus, ((3, 4),), reference=lambda x: x + np.arange(4.0)),
+    Case("linspace", _linspace_times, ((50,),), reference=lambda x: x * np.linspace(0.0, 1.0, 50)),
     Case("eye", _eye_plus, ((3, 4),), reference=lambda x: x + np.eye(3, 4, 1)),
     Case("sum", lambda x: (x.sum(), np.sum(x, axis=0), np.sum(x, axis=(0, 2), keepdims=True)), ((2, 3, 4),)),
     Case("mean", lambda x: (x.mean(), np.mean(x, axis=-1), x.mean(axis=0, keepdims=True)), ((3, 4),), "float32"),

@@ -250,7 +250,8 @@ def _broadcast_in_dim(ctx, eqn, ins, outs):
     if not eqn.params["shape"] and isinstance(eqn.inputs[0], Literal):
         # a 0-d fill (a loop's ``nll = 0.0``): the number, a NumPy scalar of its dtype (``np.float64(0.0)``
         # divides by zero as NumPy does, and has a dtype); arrays elsewhere (CuPy's device, Dask's graph)
-        return s.call(s.dtype(eqn.inputs[0].dtype), ins[0])
+        value = ins[0].with_changes(lpar=[], rpar=[]) if getattr(ins[0], "lpar", None) else ins[0]  # ``(1+0j)``
+        return s.call(s.dtype(eqn.inputs[0].dtype), value)
     return broadcast_array(ctx, eqn, ins, outs)
 
 

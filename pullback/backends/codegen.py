@@ -297,7 +297,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
-        _name_initial_carries(prog, namer, seeds)
+        _name_initial_carries(prog, namer, seeds, top)
         for i, vs in last.items():  # the result of an equation nothing reads: ``_x``
             outs = prog.eqns[i].outputs
             if len(outs) == 1 and outs[0] in vs and outs[0] not in namer and prog.eqns[i].prim not in _NESTED:
@@ -606,15 +606,18 @@ class _Nest:
     seeds: set[int]
 
 
-def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
+def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int], top: bool = False) -> None:
     """A value made only to start a loop's carry (``np.zeros`` of a cotangent's sum) takes the carry's
     name where it is made, ``A_bar_sum = np.zeros((2, 2))``, rather than a name of its own and
-    ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place."""
+    ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place.
+    ``top``: the function's own parameter that only starts a carry of its name is the carry (``for t:
+    x = x[perm]``, not ``x_1 = x`` first), a local of the function like any other."""
     if not any(e.prim is ctrl.scan_p or e.prim is ctrl.while_p for e in prog.eqns):
         return
     readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
     readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
     made = {id(e.outputs[0]): e for e in prog.eqns if len(e.outputs) == 1}
+    params = {id(v) for v in prog.inputs} if top else set()
     for e in prog.eqns:
         p = e.params
         if e.prim is ctrl.scan_p:
@@ -632,6 +635,10 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int]) -> None:
             continue
         for v, new, a in zip(inputs, outputs, operands):
             d = made.get(id(a)) if isinstance(a, Var) else None
+            if (top and d is None and isinstance(a, Var) and id(a) in params and readers[id(a)] == 1
+                    and new is not v and v.hint and a.hint == v.hint):
+                seeds.add(id(a))
+                continue
             if (d is None or readers[id(a)] != 1 or new is v or a in namer or d.prim in _NESTED
                     or d.prim in memory.UPDATES or not v.hint):
                 continue

@@ -541,6 +541,9 @@ def index(obj, key):
     with traced values as their tracer, any NumPy array at traced positions (``c[k]``, ``C[:, k]``: NumPy
     would ask the tracer for an integer) as a gather from a constant, and its slice at a traced start as
     the program's window of it (``X[it * b:(it + 1) * b]``)."""
+    stack = getattr(tr._state, "stack", None)
+    if stack:  # (one subscript's equations told from the next's, as ``call`` does: ``for t: x = x[perm]``)
+        stack[-1].calls += 1
     if type(obj) is np.ndarray and _tracing():
         traced = tr.traced_buffer(obj)
         if traced is not None:

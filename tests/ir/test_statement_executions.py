@@ -190,3 +190,32 @@ def test_a_rolled_loops_row_read_takes_the_users_name():
     unrolled = pb.differentiate(f, reroll=False, compile="numpy")
     np.testing.assert_allclose(rolled.grad(xs), unrolled.grad(xs), rtol=1e-12, atol=1e-14)
     check_grads(rolled.fn, (xs,), modes=("rev",))
+
+
+PERM = np.array([2, 0, 3, 1])
+
+
+def permuted(steps):
+    def f(x):
+        for _ in range(steps):
+            x = x[PERM]
+        return np.sum(x * np.arange(1.0, 5.0))
+    return f
+
+
+def test_a_step_whose_only_operation_is_indexing_names_each_execution():
+    """``x = x[perm]`` alone in a loop: each step's one equation is at the same instruction as the step
+    before's, with no call between, so the subscript itself counts as a call (``frontend.construct.index``):
+    every step names its ``x`` (not the last step's alone), and the rolled loop prints ``x = x[perm]`` with
+    the user's ``x`` as its carry, from the parameter itself. Gradients: the unrolled ones, finite differences."""
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    prog = pb.make_ir(permuted(4))(x)
+    assert [e.outputs[0].hint for e in prog.eqns if e.prim.name == "gather"] == ["x"] * 4
+    f = permuted(1000)
+    rolled = pb.differentiate(f, compile="numpy")
+    src = rolled.source(x)
+    assert re.search(r"for _ in range\(1000\):\n(\s+#.*\n)?\s+x = x\[PERM\]\n", src), src
+    assert "carry" not in src and "x_1 = x\n" not in src, src
+    unrolled = pb.differentiate(f, reroll=False, compile="numpy")
+    np.testing.assert_allclose(rolled.grad(x), unrolled.grad(x), rtol=1e-12, atol=1e-14)
+    check_grads(rolled.fn, (x,), modes=("rev",))

@@ -2,6 +2,7 @@
 
 import linecache
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,17 @@ def test_readme_loop_gradient_source_is_real():
     src = pb.differentiate(rnn_loss, argnums=(0, 1), compile="numpy").source(W, U, h0, xs)
     printed = next(b for b in BLOCKS if b.startswith("def rnn_loss_grad"))
     assert printed.strip() in src
+
+
+def test_readme_cholesky_excerpt_is_what_the_gp_gradient_prints():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+    try:
+        import gp_regression
+    finally:
+        sys.path.pop(0)
+    X, y = gp_regression.synthetic_data()
+    src = gp_regression.neg_log_marginal_likelihood.source(np.zeros(3), X, y)
+    printed = next(b for b in BLOCKS if b.startswith("u, info = scipy.linalg.lapack.dpotrf(K.T"))
+    assert textwrap.indent(printed, "    ") in src  # the excerpt, as the function's body indents it

@@ -491,7 +491,7 @@ def call(f, /, *args, **kwargs):
 def _converted(fn: types.FunctionType) -> types.FunctionType:
     """``fn`` converted; the arrays it captures noted."""
     new = convert.converted(fn)
-    if new is not fn:
+    if new is not fn or convert.CALL in fn.__code__.co_freevars:  # (or defined by converted code: a body it passes)
         _note_scope(fn, (fn,))
     return new
 

@@ -77,7 +77,7 @@ def test_threads_share_one_walk_then_one_compile(monkeypatch):
         logger.removeHandler(records)
         logger.setLevel(level)
     assert not errors, errors
-    for i, x in enumerate(xs):
+    for i in range(len(xs)):
         assert len(got[i]) == 12
         for grad in got[i]:
             np.testing.assert_allclose(grad, want[i], rtol=1e-12, atol=1e-12)

@@ -1,8 +1,8 @@
-"""Threads that make the first call of one signature together: the program should be traced and
-compiled once, the other threads waiting for it. Open: ``differentiate._stage`` checks ``_stages``
-and builds without a lock, and ``Staged.runner`` compiles on first use without one, so each thread
-that finds no program traces, differentiates and compiles its own (the results are right; the work is
-repeated per thread, which under ``first_call="auto"`` is every thread crossing the walk's budget)."""
+"""Threads that make the first call of one signature together: the program is traced and compiled once,
+the other threads waiting for it. Before the fix ``differentiate._stage`` checked ``_stages`` and built
+without a lock, and ``Staged.runner`` compiled on first use without one, so each thread that found no
+program traced, differentiated and compiled its own (the results were right; the work was repeated per
+thread, which under ``first_call="auto"`` was every thread crossing the walk's budget together)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import logging
 import threading
 
 import numpy as np
-import pytest
 
 import pullback as pb
 
@@ -32,7 +31,6 @@ class _Records(logging.Handler):
             self.lines.append(record.getMessage())
 
 
-@pytest.mark.xfail(strict=True, reason="concurrent first calls each trace and compile (no lock in _stage)")
 def test_concurrent_first_calls_trace_and_compile_once():
     f = pb.differentiate(chain, first_call="compiled")
     x = np.linspace(0.1, 0.9, 3)

@@ -1,8 +1,7 @@
 """``first_call="auto"`` under threads: several threads call one ``pb.grad(f)`` of a long flat program
 at once, while the walk (``api.eager``) gives way to the compiled gradient. Every call's gradient is the
-compiled program's and central differences', no call raises, and the calls after the switch run compiled.
-(That the gradient is traced and compiled once, whichever threads cross the walk's budget together, is
-tests/regressions/test_concurrent_first_calls.py's, an open bug.)"""
+compiled program's and central differences', no call raises, the calls after the switch run compiled, and
+the gradient is traced and compiled once, whichever threads cross the walk's budget together."""
 
 from __future__ import annotations
 
@@ -83,8 +82,10 @@ def test_threads_share_one_walk_then_one_compile(monkeypatch):
             np.testing.assert_allclose(grad, want[i], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(want[0], _central(varying_chain, xs[0]), rtol=1e-6)
     walked = [line for line in records.lines if line.startswith("served varying_chain's gradient eagerly")]
+    traced = [line.split(",")[1] for line in records.lines if line.startswith("traced varying_chain, stage ")]
     compiled = [line for line in records.lines if line.startswith("compiled varying_chain_grad")]
+    assert traced == [" stage primal", " stage grad"], traced
+    assert len(compiled) == 1, compiled
     assert walked and len(walked) < 12 * len(xs)  # some calls walked, the later ones ran compiled
     assert "1202 equations walked" in walked[0]  # 400 steps of 3 equations, and the loss
-    assert compiled
     assert all(key[0] != "grad" or key in g.__self__._stages for key in g.__self__._walked)

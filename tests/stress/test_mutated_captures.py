@@ -123,3 +123,31 @@ def test_dask_persists_its_constants_at_the_first_call():
     np.testing.assert_allclose(np.asarray(g.grad(X)), before, rtol=1e-12)  # the snapshot (README, Dask)
     fresh = pb.differentiate(f, backend="dask")
     np.testing.assert_allclose(np.asarray(fresh.grad(X)), _central(f, X), rtol=1e-6, atol=1e-8)
+
+
+class _Model:
+    def __init__(self):
+        self.w = np.ones(4)
+
+    def loss(self, x):
+        return np.sum(self.w * x)
+
+
+def test_rebinding_as_the_readme_says():
+    """A rebound name the function reads (a closure variable, ``self.w`` of a method) is traced again; a
+    rebound dict item or another object's attribute is not seen (README, "What traces")."""
+    m = _Model()
+    by_self = pb.grad(m.loss)
+    w = np.ones(4)
+    by_closure = pb.grad(lambda x: np.sum(w * x))
+    params, holder = {"w": np.ones(4)}, _Holder()
+    holder.w = np.ones(4)
+    by_item = pb.grad(lambda x: np.sum(params["w"] * x))
+    by_attribute = pb.grad(lambda x: np.sum(holder.w * x))
+    for g in (by_self, by_closure, by_item, by_attribute):
+        np.testing.assert_array_equal(g(X), np.ones(4))
+    m.w, w, params["w"], holder.w = (np.full(4, 2.0) for _ in range(4))
+    np.testing.assert_array_equal(by_self(X), np.full(4, 2.0))
+    np.testing.assert_array_equal(by_closure(X), np.full(4, 2.0))
+    np.testing.assert_array_equal(by_item(X), np.ones(4))  # the object it traced
+    np.testing.assert_array_equal(by_attribute(X), np.ones(4))

@@ -3,7 +3,7 @@
 empty and size-1 axes, 0-d arrays and Python scalars, constants made inside the function or captured),
 once as drawn and unrolled over a few steps that read one row of a traced array each (``c[k]``: one
 kernel per signature serves every step, the row passed as a start). Values and gradients agree to
-rounding: 1e-12 of their scale in double precision."""
+rounding: 1e-12 of their scale in double precision; the walk's results are fresh arrays."""
 
 from __future__ import annotations
 
@@ -42,6 +42,16 @@ class _Said(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _fresh(got, held) -> None:
+    """The walk's results share memory with no argument or constant, nor with each other (README,
+    "Guarantees at the boundary")."""
+    leaves = [x for x in _leaves(got) if isinstance(x, np.ndarray)]
+    arrays = [x for x in held if isinstance(x, np.ndarray)]
+    for i, x in enumerate(leaves):
+        assert not any(np.shares_memory(x, a) for a in arrays), "a result shares an argument's memory"
+        assert not any(np.shares_memory(x, y) for y in leaves[i + 1:]), "two results share memory"
+
+
 def _walked_and_compiled(fn, args, argnums):
     walked = pb.differentiate(fn, argnums=argnums, first_call="eager", reroll=False)
     compiled = pb.differentiate(fn, argnums=argnums, first_call="compiled", reroll=False)
@@ -66,6 +76,7 @@ def test_random_programs_walked_as_compiled(p):
     loss = p.traced(_loss_of(p, 0))
     got, want = _walked_and_compiled(loss, p.arguments, tuple(range(len(p.arguments))))
     _agree(got, want, _tolerance(p.dtype))
+    _fresh(got, p.inputs)
 
 
 @examples(30, 8)
@@ -86,3 +97,4 @@ def test_random_programs_unrolled_walked_as_compiled(p, steps):
     args = (*p.arguments, c)
     got, want = _walked_and_compiled(unrolled, args, tuple(range(len(args))))
     _agree(got, want, _tolerance(p.dtype))
+    _fresh(got, (*p.inputs, c))

@@ -1,16 +1,14 @@
-"""Open: a reduction of an array the user holds, computed once when tracing and kept as a number, so an
-in-place change between calls is not seen (the elementwise use of the same array is: the program reads
+"""A reduction of an array the user holds was computed once when tracing and kept as a number, so an
+in-place change between calls was not seen (the elementwise use of the same array was: the program reads
 it). Two ways in, each a minimal case:
 
 - an array that is a default argument (``def f(x, w=np.arange(4.0))``): ``ir/tracer.py``'s
-  ``scope_arrays`` notes closures, globals, ``self``/dict items, not ``__defaults__``/``__kwdefaults__``,
-  so ``np.sum(w)`` is NumPy's at the trace (``add t 5.5`` in the program);
-- an array made by the trace and kept by the user (a cache filled at the first call, ``self.W =
+  ``scope_arrays`` noted closures, globals, ``self``/dict items, not ``__defaults__``/``__kwdefaults__``,
+  so ``np.sum(w)`` was NumPy's at the trace (``add t 5.5`` in the program). Fixed: defaults are noted.
+- open: an array made by the trace and kept by the user (a cache filled at the first call, ``self.W =
   np.eye(3)``): ``frontend/eyes.py``'s ``keep_eyes`` makes the array a constant at the trace's end, but
   ``np.sum(w)``, a NumPy scalar, was already a literal (``scalar_var``: recipes are noted for arrays
-  only, ``record_derived``).
-
-Each test holds the case; it fails (xfail, strict) until the fix."""
+  only, ``record_derived``). It fails (xfail, strict) until the fix."""
 
 from __future__ import annotations
 
@@ -22,14 +20,14 @@ import pullback as pb
 X = np.linspace(0.5, 1.5, 4)
 
 
-@pytest.mark.xfail(strict=True, reason="default arguments are not captured: np.sum(w) is folded when tracing")
 def test_a_reduction_of_a_default_argument_follows_its_changes():
-    def f(x, w=np.arange(4.0)):  # noqa: B008  (the case itself)
-        return np.sum(w * x) + np.sum(w)
+    def f(x, w=np.arange(4.0), *, v=np.ones(4)):  # noqa: B008  (the case itself)
+        return np.sum(w * x) + np.sum(w) + np.sum(v)
 
     value = pb.jit(f)
     assert np.isclose(value(X), f(X))
     f.__defaults__[0][0] = 5.0
+    f.__kwdefaults__["v"][1] = 3.0
     assert np.isclose(value(X), f(X))
 
 

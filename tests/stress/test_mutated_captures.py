@@ -3,8 +3,8 @@
 closure, a global dict, an object's attribute, a default argument, a cache the traced code fills at its
 first trace) and changed in place between calls: the compiled value, the compiled gradient and the eager
 walk's gradient follow the new values (the program reads the user's array at every call, never a copy made
-when tracing). Open (xfail, tests/regressions/test_stale_reductions.py): a default argument, and an array the
-first trace makes and the user keeps, whose ``np.sum`` is folded when tracing. The Dask backend's documented
+when tracing). Open (xfail, tests/regressions/test_stale_reductions.py): an array the first trace makes
+and the user keeps, whose ``np.sum`` is folded when tracing. The Dask backend's documented
 exception: it persists the constants at the first call."""
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ def _check(f, value, grad, walk):
 _STALE = pytest.mark.xfail(strict=True, reason="np.sum(w) folded when tracing: regressions/test_stale_reductions.py")
 
 
-@pytest.mark.parametrize("holder", [pytest.param(h, marks=_STALE) if h in ("default argument", "filled when traced")
-                                    else h for h in HOLDERS])
+@pytest.mark.parametrize("holder", [pytest.param(h, marks=_STALE) if h == "filled when traced" else h
+                                    for h in HOLDERS])
 @pytest.mark.parametrize("maker", list(MAKERS))
 def test_in_place_changes_between_calls_are_seen(maker, holder):
     f, held = HOLDERS[holder](MAKERS[maker])

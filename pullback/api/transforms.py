@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 import sys
 import threading
 import time
@@ -72,7 +73,25 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 
-_COMPILING = threading.RLock()  # held while a ``Staged`` compiles (``runner``): one compile per program
+class _Lock:
+    """A reentrant lock that a forked child makes afresh: a thread that held it in the parent (tracing or
+    compiling another program) does not exist in the child, which would otherwise wait for it forever."""
+
+    __slots__ = ("_pid", "_lock")
+
+    def __init__(self):
+        self._pid, self._lock = os.getpid(), threading.RLock()
+
+    @contextlib.contextmanager
+    def held(self):
+        if self._pid != os.getpid():
+            self._pid, self._lock = os.getpid(), threading.RLock()
+        lock = self._lock
+        with lock:  # (the one acquired is the one released, a fork in between or not)
+            yield
+
+
+_COMPILING = _Lock()  # held while a ``Staged`` compiles (``runner``): one compile per program
 
 
 class Staged:
@@ -131,7 +150,7 @@ class Staged:
         check): what ``differentiate``'s per-signature fast path calls."""
         if self._run is not None:
             return self._run
-        with _COMPILING:  # threads calling a new program at once: one compiles it, the others take it
+        with _COMPILING.held():  # threads calling a new program at once: one compiles it, the others take it
             return self._run or self._runner()
 
     def _runner(self) -> Callable:
@@ -448,7 +467,7 @@ class differentiate(_ByFunction):
         self._runners: dict[tuple, Callable] = {}
         # both emptied when fn reads other objects than it did when they were traced (a rebound scalar)
         self._programs = cache.Programs(self._stages, self._runners)
-        self._building = threading.RLock()  # held while a program is traced and built (``_stage``)
+        self._building = _Lock()  # held while a program is traced and built (``_stage``)
 
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
@@ -569,7 +588,7 @@ class differentiate(_ByFunction):
         self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
-            with self._building:  # threads that find no program at once: one builds it, the others take it
+            with self._building.held():  # threads finding no program at once: one builds it, the rest take it
                 staged = self._stages.get(key) or self._new_stage(kind, args, key, leaves, trees)
         return staged
 

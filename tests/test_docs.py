@@ -78,3 +78,30 @@ def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), extraglobs={"np": np, "pb": pb},
                              optionflags=doctest.ELLIPSIS, report=True)
     assert result.attempted > 0 and result.failed == 0, result
+
+
+def test_reading_generated_sources_excerpts_are_what_pullback_prints():
+    """The first printed program (the NumPy one, ``compile="numpy"``, as the page says; file names aside)
+    and the LAPACK excerpt (indented as in the function, ``examples/gp_regression.py``'s gradient)."""
+    import sys
+
+    text = (ROOT / "docs" / "reading-generated-source.md").read_text()
+    printed = re.findall(r"```text\n(.*?)```", text, re.S)
+
+    def f(x):
+        y = np.exp(x)
+        z = np.log1p(y) * 2.0
+        return np.sum(z)
+
+    src = pb.differentiate(f, compile="numpy").source(np.ones((1000, 1000)))
+    normalize = lambda s: re.sub(r"# \S+:\d+", "#", s).strip()  # noqa: E731
+    assert normalize(printed[0]) == normalize(src)
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import gp_regression
+    finally:
+        sys.path.pop(0)
+    X, y = gp_regression.synthetic_data()
+    gp = gp_regression.neg_log_marginal_likelihood.source(np.zeros(3), X, y)
+    lapack = next(b for b in printed if "dpotrf" in b)
+    assert lapack in gp  # (indented as the function's body)

@@ -2,6 +2,7 @@
 
 import linecache
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,20 @@ def test_readme_loop_gradient_source_is_real():
     rng = np.random.default_rng(0)
     W, U = 0.5 * rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
     h0, xs = np.zeros(3), rng.standard_normal((1000, 2))
-    src = pb.differentiate(rnn_loss, argnums=(0, 1)).source(W, U, h0, xs)
+    src = pb.differentiate(rnn_loss, argnums=(0, 1), compile="numpy").source(W, U, h0, xs)
     printed = next(b for b in BLOCKS if b.startswith("def rnn_loss_grad"))
     assert printed.strip() in src
+
+
+def test_readme_cholesky_excerpt_is_what_the_gp_gradient_prints():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+    try:
+        import gp_regression
+    finally:
+        sys.path.pop(0)
+    X, y = gp_regression.synthetic_data()
+    src = gp_regression.neg_log_marginal_likelihood.source(np.zeros(3), X, y)
+    printed = next(b for b in BLOCKS if b.startswith("u, info = scipy.linalg.lapack.dpotrf(K.T"))
+    assert textwrap.indent(printed, "    ") in src  # the excerpt, as the function's body indents it

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 import sys
 import threading
 import time
@@ -72,6 +73,27 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 
+class _Lock:
+    """A reentrant lock that a forked child makes afresh: a thread that held it in the parent (tracing or
+    compiling another program) does not exist in the child, which would otherwise wait for it forever."""
+
+    __slots__ = ("_pid", "_lock")
+
+    def __init__(self):
+        self._pid, self._lock = os.getpid(), threading.RLock()
+
+    @contextlib.contextmanager
+    def held(self):
+        if self._pid != os.getpid():
+            self._pid, self._lock = os.getpid(), threading.RLock()
+        lock = self._lock
+        with lock:  # (the one acquired is the one released, a fork in between or not)
+            yield
+
+
+_COMPILING = _Lock()  # held while a ``Staged`` compiles (``runner``): one compile per program
+
+
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
@@ -128,6 +150,10 @@ class Staged:
         check): what ``differentiate``'s per-signature fast path calls."""
         if self._run is not None:
             return self._run
+        with _COMPILING.held():  # threads calling a new program at once: one compiles it, the others take it
+            return self._run or self._runner()
+
+    def _runner(self) -> Callable:
         fn = self._fn or self._compile()
         if self.backend is numpy_backend:  # NumPy's floating-point warnings at the user's lines
             fn = errstate.attributed(fn)
@@ -441,6 +467,7 @@ class differentiate(_ByFunction):
         self._runners: dict[tuple, Callable] = {}
         # both emptied when fn reads other objects than it did when they were traced (a rebound scalar)
         self._programs = cache.Programs(self._stages, self._runners)
+        self._building = _Lock()  # held while a program is traced and built (``_stage``)
 
     def _options(self) -> dict[str, Any]:
         return {"argnums": self.argnums if isinstance(self.argnums, int) else _as_tuple(self.argnums),
@@ -561,24 +588,29 @@ class differentiate(_ByFunction):
         self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
-            backend = _backend_for(leaves)
-            start = time.perf_counter()
-            nested = any(type(leaf) is Tracer for leaf in leaves)  # inlined in a trace: differentiated again
-            with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
-                staged = self._build(kind, args, trees)
-            if log.logger.isEnabledFor(logging.INFO):
-                signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])
-                log.logger.info("traced %s, stage %s, for (%s): %d equations, %.3f s%s",
-                                getattr(self.fn, "__qualname__", "a function"), kind, signature,
-                                len(staged.program.eqns), time.perf_counter() - start,
-                                f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
-            staged.backend = backend
-            staged.loops = self.compile or numba_loops.default_mode()
-            if not staged.captures:  # captures are found again by each trace
-                self._stages[key] = staged
-            self._programs.traced(self.fn)
-            if kind == "primal" and (self.static_argnums or (_has_kwargs(args) and args[-1].static)):
-                self._count_static(args)  # a program per value of the static arguments
+            with self._building.held():  # threads finding no program at once: one builds it, the rest take it
+                staged = self._stages.get(key) or self._new_stage(kind, args, key, leaves, trees)
+        return staged
+
+    def _new_stage(self, kind: str, args: tuple, key: tuple, leaves: tuple, trees) -> Staged:
+        backend = _backend_for(leaves)
+        start = time.perf_counter()
+        nested = any(type(leaf) is Tracer for leaf in leaves)  # inlined in a trace: differentiated again
+        with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
+            staged = self._build(kind, args, trees)
+        if log.logger.isEnabledFor(logging.INFO):
+            signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])
+            log.logger.info("traced %s, stage %s, for (%s): %d equations, %.3f s%s",
+                            getattr(self.fn, "__qualname__", "a function"), kind, signature,
+                            len(staged.program.eqns), time.perf_counter() - start,
+                            f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
+        staged.backend = backend
+        staged.loops = self.compile or numba_loops.default_mode()
+        if not staged.captures:  # captures are found again by each trace
+            self._stages[key] = staged
+        self._programs.traced(self.fn)
+        if kind == "primal" and (self.static_argnums or (_has_kwargs(args) and args[-1].static)):
+            self._count_static(args)  # a program per value of the static arguments
         return staged
 
     def _count_static(self, args: tuple) -> None:

@@ -493,21 +493,34 @@ def _converted(fn: types.FunctionType) -> types.FunctionType:
     new = convert.converted(fn)
     if new is not fn:
         _note_scope(fn, (fn,))
+    elif convert.CALL in fn.__code__.co_freevars:  # defined by converted code: a body it hands to pullback
+        _note_scope(fn, (fn,), inner=True)
     return new
 
 
-def _note_scope(scope, owners: tuple) -> None:
+def _note_scope(scope, owners: tuple, inner: bool = False) -> None:
     """Note the arrays ``scope`` (a function, or a bound method for its ``self.W``) reads from its scope,
     once per trace for the objects ``owners`` (a closure's cells differ from another's of the same code,
-    so the function itself, not its code, is the key; the table keeps them alive, keeping ids valid)."""
+    so the function itself, not its code, is the key; the table keeps them alive, keeping ids valid).
+    ``inner``: a function the traced code defined, whose scope holds the arrays that code made too: those
+    stay the trace's own (recreated, or written as buffers), the others are the user's."""
     builder = tr.current_builder()
     key = tuple(map(id, owners))
     if key in builder.scopes:
         return
     builder.scopes[key] = owners
     for found, (name, value) in tr.scope_arrays(scope).items():
+        if inner and any(_trace_made(b, found, value) for b in tr._state.stack):
+            continue
         builder.captured.setdefault(found, value)
         builder.const_names.setdefault(found, name)
+
+
+def _trace_made(builder: tr.Builder, key: int, value: np.ndarray) -> bool:
+    """Whether ``builder``'s trace made ``value`` (``np.zeros`` and friends, a recipe it notes, a buffer)."""
+    made, eye, buffer = builder.made.get(key), builder.eyes.get(key), builder.buffers.get(key)
+    return (made is not None and made[0]() is value or eye is not None and eye[0] is value
+            or buffer is not None and buffer[0] is value)
 
 
 def _is_captured(x, captured: dict | None = None) -> bool:

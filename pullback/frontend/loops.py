@@ -303,7 +303,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
     if isinstance(lower, Tracer) or isinstance(upper, Tracer):
         def step(c):
             i, val = c
-            return i + 1, body_fun(i, val)
+            return i + 1, call_user(body_fun, i, val)  # (converted: arrays it reads from its scope)
 
         from pullback.primitives import lax
 
@@ -327,7 +327,7 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
 
     def step(val, i):
         integers.bound(i, lower, upper - 1)  # x[i * b:(i + 1) * b] in range needs no check
-        return body_fun(i, val), None
+        return call_user(body_fun, i, val), None
 
     carry, _ = scan(step, init_val, index, length=steps)
     return carry

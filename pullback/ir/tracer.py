@@ -750,8 +750,8 @@ def _closure_names(fn: Callable) -> dict[int, str]:
 
 
 def scope_arrays(fn: Callable) -> dict[int, tuple[str, np.ndarray]]:
-    """id(array) -> (variable name, array), for arrays the function closes over or reads as globals,
-    and those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
+    """id(array) -> (variable name, array), for arrays the function closes over, reads as globals or has
+    as defaults, and those it reaches through one attribute (``self.W``, ``model.W``) or a dict (``params["W"]``)
     of such a value: what the function captures from its scope."""
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -761,6 +761,9 @@ def scope_arrays(fn: Callable) -> dict[int, tuple[str, np.ndarray]]:
         roots.append(("self", fn.__self__))  # type: ignore[attr-defined]
     fn_globals = getattr(fn, "__globals__", {})
     roots += [(name, fn_globals[name]) for name in code.co_names if name in fn_globals]
+    defaults = getattr(fn, "__defaults__", None) or ()  # ``def f(x, w=np.ones(3))``: the user's arrays too
+    roots += [*zip(code.co_varnames[code.co_argcount - len(defaults):], defaults),
+              *(getattr(fn, "__kwdefaults__", None) or {}).items()]
     for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
         try:
             roots.append((name, cell.cell_contents))

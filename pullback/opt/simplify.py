@@ -56,6 +56,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from pullback.ad.cse import Clean
 from pullback.ad.dce import dce, dce_rules
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import DTYPES, ArrayType
@@ -129,7 +130,7 @@ class Settled:
     it read has changed since: a step visits the equations that are new and, in order, the readers
     of what changed (a worklist), and costs what changed, not the program's length."""
 
-    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers")
+    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers", "clean")
 
     def __init__(self):
         self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the var ids below stay its vars' own
@@ -141,6 +142,7 @@ class Settled:
         self.kinds: dict[int, Primitive] = {}  # the same keys -> the primitive of the definition (``_plan``)
         self.fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal -> the literal
         self.readers: defaultdict[int, list[Eqn]] = defaultdict(list)  # id of a var -> equations kept that read it
+        self.clean = Clean()  # what the pipeline's last CSE of the program left (``cse``)
 
     def forget(self, atoms) -> None:
         """Drop the definitions of ``atoms`` (a program's inputs: an earlier program may have defined them)."""

@@ -209,7 +209,9 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     eqns = program.eqns
     position = dict(zip(eqns, count()))  # (an equation hashes by identity)
     seen_before = settled.seen
-    todo = sorted(map(position.__getitem__, position.keys() - settled.kept))  # in order, then ``pending``
+    # in order, then ``pending``: all of them when nothing is known (no set of them, no sort)
+    todo = (sorted(map(position.__getitem__, position.keys() - settled.kept))
+            if settled.kept or len(position) != len(eqns) else list(range(len(eqns))))
     settled.log.clear()
     if not todo:
         settled.kept, settled.seen, settled.alive = settled.kept & position.keys(), set(position), eqns

@@ -156,6 +156,8 @@ def checked_once(program: Program) -> Program:
     """``program`` with each window at a traced start unchecked where an earlier equation checked the
     same start against the same bound: the program's equations run in order, so the first check
     raised already (a body's equations are another program, checked on their own)."""
+    if _WINDOWS.isdisjoint(map(_prim, program.eqns)):  # (no window: one sweep in C, no copy)
+        return program
     seen: set[tuple[int, int]] = set()
     eqns = list(program.eqns)
     for i, e in enumerate(eqns):
@@ -171,6 +173,9 @@ def checked_once(program: Program) -> Program:
     if all(map(is_, eqns, program.eqns)):
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+_WINDOWS = frozenset({ix.dynamic_slice_p, ix.dynamic_update_slice_p})
 
 
 def _same(a: Program, b: Program) -> bool:

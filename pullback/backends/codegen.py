@@ -201,17 +201,21 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program, top: bool = False)
         eqn = prog.eqns[tail]
         after += DEL_BYTES if eqn.prim in WITH_BODIES else sum(
             v.type.size * v.type.dtype.itemsize for v in eqn.outputs if type(v.type) is ArrayType)
-    last = {i: vs for i, vs in last.items() if i < tail}
     kept, out = 0, {}
     budget = max(KEEP_BYTES, KEEP_PER_EQN * len(prog.eqns))
+    sizes: dict[int, int] = {}  # id of a type -> its bytes (a long program's values share a few type objects)
     for i in sorted(last):
+        if i >= tail:  # (in order: the rest are in the tail too)
+            break
         chosen = []
         for v in last[i]:
             t = v.type
-            if isinstance(t, StackType):
-                chosen.append(v)
-                continue
-            size = math.prod(t.shape) * t.dtype.itemsize
+            size = sizes.get(id(t))
+            if size is None:
+                if isinstance(t, StackType):
+                    chosen.append(v)
+                    continue
+                size = sizes[id(t)] = math.prod(t.shape) * t.dtype.itemsize
             if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > budget:
                 chosen.append(v)
             else:

@@ -144,12 +144,15 @@ def _whole_in(body: Program, out, outer_whole, operands: dict, depth: int = 8) -
 def _candidates(program: Program, chain_size: int) -> bool:
     """Whether an equation of ``program`` may reuse a buffer at all: one that overwrites at any size, or
     one with an operand of ``chain_size`` elements or more (a long program of small arrays has none)."""
+    small: set[int] = set()  # ids of the types already found smaller (a long program's values share a few)
     for e in program.eqns:
         if e.prim in UPDATES or e.prim in OVERWRITING:
             return True
         for a in e.inputs:
-            if isinstance(a, Var) and type(a.type) is ArrayType and a.type.size >= chain_size:
-                return True
+            if type(a) is Var and id(a.type) not in small:
+                if type(a.type) is ArrayType and a.type.size >= chain_size:
+                    return True
+                small.add(id(a.type))
     return False
 
 

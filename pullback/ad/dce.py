@@ -15,20 +15,24 @@ dce_rules: dict[Primitive, Callable[[Eqn, list[bool]], Eqn | None]] = {}
 
 def dce(program: Program) -> Program:
     """``program`` itself when every equation and constant is live."""
-    live = {id(a) for a in program.outputs if isinstance(a, Var)}
+    # the live vars themselves (a Var hashes by identity, in C): no int object per operand, as ids would
+    # make, and a hit compares pointers without reading a key object, so long programs' lookups stay cheap
+    live = {a for a in program.outputs if type(a) is Var}
     kept = []
     changed = False
-    keep, read = kept.append, live.update
+    keep, add = kept.append, live.add
     for eqn in reversed(program.eqns):
         outs = eqn.outputs
         if len(outs) == 1 and eqn.prim not in dce_rules:  # most equations: one lookup, no rule
-            if id(outs[0]) in live or effectful(eqn):
+            if outs[0] in live or effectful(eqn):
                 keep(eqn)
-                read(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them
+                for a in eqn.inputs:  # (literals hash by value, in Python: left out)
+                    if type(a) is Var:
+                        add(a)
             else:
                 changed = True
             continue
-        used = [id(v) in live for v in outs]
+        used = [v in live for v in outs]
         if not any(used) and not effectful(eqn):
             changed = True
             continue
@@ -42,9 +46,9 @@ def dce(program: Program) -> Program:
                 pruned = eqn  # nothing read, but it acts: kept whole
             eqn = pruned
         kept.append(eqn)
-        live.update(map(id, eqn.inputs))  # literals' ids too: harmless, no var has them
-    if not changed and all(id(v) in live for v in program.constvars):
+        live.update([a for a in eqn.inputs if type(a) is Var])
+    if not changed and all(v in live for v in program.constvars):
         return program
-    consts = [(v, c) for v, c in zip(program.constvars, program.constvals) if id(v) in live]
+    consts = [(v, c) for v, c in zip(program.constvars, program.constvals) if v in live]
     return Program(program.inputs, tuple(reversed(kept)), program.outputs,
                    tuple(v for v, _ in consts), tuple(c for _, c in consts), program.name)

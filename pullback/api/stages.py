@@ -97,30 +97,42 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     reader, with a reader after all it holds) compares readers without moving anything, so the
     list is rebuilt once, linear in the equations for the shallow forests residuals make."""
     eqns = tuple(eqns)
-    pinned = {id(a) for a in outputs}
-    producer = {id(v): i for i, eqn in enumerate(eqns[:boundary]) for v in eqn.outputs}
-    readers: list[set[int]] = [set() for _ in range(boundary)]
+    n = len(eqns)
+    # keyed by the Vars themselves (identity hash, in C), each forward equation's readers a list made at its
+    # first reader (the walk reads in order, so a repeat is the last entry), a path per position in a list
+    pinned = {a for a in outputs if type(a) is Var}
+    producer = {v: i for i, eqn in enumerate(eqns[:boundary]) for v in eqn.outputs}
+    readers: list[list[int] | None] = [None] * boundary
+    produced = producer.get
     for j, eqn in enumerate(eqns):
         for a in eqn.inputs:
-            i = producer.get(id(a))
+            i = produced(a) if type(a) is Var else None
             if i is not None:
-                readers[i].add(j)
+                found = readers[i]
+                if found is None:
+                    readers[i] = [j]
+                elif found[-1] != j:
+                    found.append(j)
     last = sys.maxsize  # a reader's key ends with it: it follows the equations sunk under it
-    path: dict[int, tuple[int, ...]] = {j: (j,) for j in range(boundary, len(eqns))}
+    path: list[tuple[int, ...] | None] = [None] * boundary + [(j,) for j in range(boundary, n)]
     held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
     for i in reversed(range(boundary)):
-        read = readers[i]  # (set comparisons, counted in C: no generator per equation)
-        if not read or not pinned.isdisjoint(map(id, eqns[i].outputs)) or not path.keys() >= read or effectful(eqns[i]):
-            continue  # unread, an output, read by the forward pass, or an effect (effects keep their order): it stays
+        read = readers[i]
+        if read is None or not pinned.isdisjoint(eqns[i].outputs) or effectful(eqns[i]):
+            continue  # unread, an output or an effect (effects keep their order): it stays
         if len(read) == 1:
-            (first,) = read
+            first = read[0]
+            if path[first] is None:
+                continue  # read by the forward pass: it stays
+        elif None in map(path.__getitem__, read):
+            continue
         else:
             first = min(read, key=lambda j: path[j] + (last,))
         below = held.setdefault(first, [])
         path[i] = path[first] + (len(below),)
         below.append(i)
-    order = [i for i in range(boundary) if i not in path]
-    stack = [(j, False) for j in reversed(range(boundary, len(eqns)))]
+    order = [i for i in range(boundary) if path[i] is None]
+    stack = [(j, False) for j in reversed(range(boundary, n))]
     while stack:  # each reader after the equations it holds, in arrival order, each after its own
         j, expanded = stack.pop()
         if expanded or j not in held:

@@ -155,18 +155,23 @@ def _last_uses(program: Program) -> dict[int, list[Var]]:
     """Equation index -> the locals whose last use it is (outputs and inputs are kept)."""
     # (keyed by the values themselves: a Var hashes by identity)
     keep = {a for a in program.outputs if type(a) is Var} | set(program.inputs) | set(program.constvars)
-    last: dict[Var, tuple[int, Var]] = {}
+    last: dict[Var, int] = {}  # (in the order of first use: the order of each equation's list)
     unread = memory.UNREAD  # the matrix beside its factors is not read (``memory.reads``)
     for i, eqn in enumerate(program.eqns):
-        skip = unread[eqn.prim] if eqn.prim in unread else None
-        for k, a in enumerate(eqn.inputs):
-            if type(a) is Var and a not in keep and (skip is None or k not in skip):
-                last[a] = (i, a)
+        if eqn.prim in unread:
+            skip = unread[eqn.prim]
+            for k, a in enumerate(eqn.inputs):
+                if type(a) is Var and a not in keep and k not in skip:
+                    last[a] = i
+        else:
+            for a in eqn.inputs:
+                if type(a) is Var and a not in keep:
+                    last[a] = i
         for v in eqn.outputs:  # defined but never used: dead at once
             if v not in keep and v not in last:
-                last[v] = (i, v)
+                last[v] = i
     by_eqn: dict[int, list[Var]] = {}
-    for i, v in last.values():
+    for v, i in last.items():
         by_eqn.setdefault(i, []).append(v)
     return by_eqn
 
@@ -196,17 +201,21 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program, top: bool = False)
         eqn = prog.eqns[tail]
         after += DEL_BYTES if eqn.prim in WITH_BODIES else sum(
             v.type.size * v.type.dtype.itemsize for v in eqn.outputs if type(v.type) is ArrayType)
-    last = {i: vs for i, vs in last.items() if i < tail}
     kept, out = 0, {}
     budget = max(KEEP_BYTES, KEEP_PER_EQN * len(prog.eqns))
+    sizes: dict[int, int] = {}  # id of a type -> its bytes (a long program's values share a few type objects)
     for i in sorted(last):
+        if i >= tail:  # (in order: the rest are in the tail too)
+            break
         chosen = []
         for v in last[i]:
             t = v.type
-            if isinstance(t, StackType):
-                chosen.append(v)
-                continue
-            size = math.prod(t.shape) * t.dtype.itemsize
+            size = sizes.get(id(t))
+            if size is None:
+                if isinstance(t, StackType):
+                    chosen.append(v)
+                    continue
+                size = sizes[id(t)] = math.prod(t.shape) * t.dtype.itemsize
             if size >= DEL_BYTES or kept + size + _OBJECT_BYTES > budget:
                 chosen.append(v)
             else:

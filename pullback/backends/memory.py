@@ -12,7 +12,7 @@ cheap, and a fresh name for every value reads better.
 
 from __future__ import annotations
 
-from pullback.ir.core import WITH_BODIES, Literal, Primitive, Program, Var, makes_view
+from pullback.ir.core import VIEWS, WITH_BODIES, Literal, Primitive, Program, Var, makes_view
 from pullback.ir.types import ArrayType
 from pullback.primitives import control as ctrl
 from pullback.primitives import elementwise as ew
@@ -71,17 +71,17 @@ def reads(eqn) -> list:
 
 
 def buffer_roots(program: Program) -> dict[int, int]:
-    """id(var) -> id of the var owning its buffer: itself, or for a view (a chain of views) the
-    value it aliases. Inputs and constants, absent here, own their buffers."""
+    """id(var) -> id of the var owning its buffer, for the vars that do not own theirs: a view (a chain of
+    views) -> the value it aliases. Read as ``root.get(id(v), id(v))``: a var absent owns its buffer (as
+    inputs, constants and most results do), so a long program of fresh arrays makes no entry per equation."""
     root: dict[int, int] = {}
     for eqn in program.eqns:
-        for v in eqn.outputs:
-            root[id(v)] = id(v)
-        if makes_view(eqn.prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
+        prim = eqn.prim
+        if prim in VIEWS and makes_view(prim, eqn.inputs) and not isinstance(eqn.inputs[0], Literal):
             src = eqn.inputs[0]
             root[id(eqn.outputs[0])] = root.get(id(src), id(src))
-        elif eqn.prim in WITH_BODIES:  # sub-programs printed in place: a result may be (a view of) an operand
-            for v, src in (_scan_carry_sources(eqn) if eqn.prim is ctrl.scan_p else _aliased_operands(eqn)):
+        elif prim in WITH_BODIES:  # sub-programs printed in place: a result may be (a view of) an operand
+            for v, src in (_scan_carry_sources(eqn) if prim is ctrl.scan_p else _aliased_operands(eqn)):
                 root[id(v)] = root.get(id(src), id(src))
     return root
 
@@ -144,12 +144,15 @@ def _whole_in(body: Program, out, outer_whole, operands: dict, depth: int = 8) -
 def _candidates(program: Program, chain_size: int) -> bool:
     """Whether an equation of ``program`` may reuse a buffer at all: one that overwrites at any size, or
     one with an operand of ``chain_size`` elements or more (a long program of small arrays has none)."""
+    small: set[int] = set()  # ids of the types already found smaller (a long program's values share a few)
     for e in program.eqns:
         if e.prim in UPDATES or e.prim in OVERWRITING:
             return True
         for a in e.inputs:
-            if isinstance(a, Var) and type(a.type) is ArrayType and a.type.size >= chain_size:
-                return True
+            if type(a) is Var and id(a.type) not in small:
+                if type(a.type) is ArrayType and a.type.size >= chain_size:
+                    return True
+                small.add(id(a.type))
     return False
 
 

@@ -30,14 +30,15 @@ def optimize(program: Program, settled: Settled | None = None, final: bool = Tru
     settled = settled if settled is not None else Settled()
     once = simplify(_bodies(program, done, final), settled)
     bodies = _bodies(once, done, final)
-    simplified = cse(bodies)
+    simplified = cse(bodies, settled.clean)  # (keying only what changed since the last CSE)
     if not final:
         return simplified
     # (CSE again only if that changed something)
     structured = structure(materialise(transposed_lu(shared_inverses(simplified))))
-    late = single_readers(reorder_contractions(structured if structured is simplified else cse(structured)))
+    merged = structured if structured is simplified else cse(structured, settled.clean)
+    late = single_readers(reorder_contractions(merged))
     if late is not simplified:  # what those made, simplified in turn (rereading only that), and once more
-        late = simplify(cse(simplify(late, settled)), settled)  # after CSE merges what that made
+        late = simplify(cse(simplify(late, settled), settled.clean), settled)  # after CSE merges what that made
     elif bodies is not once:  # a body optimised again may read fewer operands: the loop's DCE rule prunes them
         late = dce(late)
     # otherwise no DCE: ``late`` is simplify's result (which ends in one), or simplify's then CSE's (which

@@ -56,6 +56,7 @@ from operator import attrgetter, is_
 
 import numpy as np
 
+from pullback.ad.cse import Clean
 from pullback.ad.dce import dce, dce_rules
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import DTYPES, ArrayType
@@ -129,7 +130,7 @@ class Settled:
     it read has changed since: a step visits the equations that are new and, in order, the readers
     of what changed (a worklist), and costs what changed, not the program's length."""
 
-    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers")
+    __slots__ = ("kept", "seen", "alive", "log", "defs", "reads", "kinds", "fills", "readers", "clean")
 
     def __init__(self):
         self.alive: tuple[Eqn, ...] = ()  # the step's result, held: the var ids below stay its vars' own
@@ -141,6 +142,7 @@ class Settled:
         self.kinds: dict[int, Primitive] = {}  # the same keys -> the primitive of the definition (``_plan``)
         self.fills: dict[int, Literal] = {}  # vars that are broadcasts of a scalar literal -> the literal
         self.readers: defaultdict[int, list[Eqn]] = defaultdict(list)  # id of a var -> equations kept that read it
+        self.clean = Clean()  # what the pipeline's last CSE of the program left (``cse``)
 
     def forget(self, atoms) -> None:
         """Drop the definitions of ``atoms`` (a program's inputs: an earlier program may have defined them)."""
@@ -154,6 +156,8 @@ def checked_once(program: Program) -> Program:
     """``program`` with each window at a traced start unchecked where an earlier equation checked the
     same start against the same bound: the program's equations run in order, so the first check
     raised already (a body's equations are another program, checked on their own)."""
+    if _WINDOWS.isdisjoint(map(_prim, program.eqns)):  # (no window: one sweep in C, no copy)
+        return program
     seen: set[tuple[int, int]] = set()
     eqns = list(program.eqns)
     for i, e in enumerate(eqns):
@@ -169,6 +173,9 @@ def checked_once(program: Program) -> Program:
     if all(map(is_, eqns, program.eqns)):
         return program
     return Program(program.inputs, tuple(eqns), program.outputs, program.constvars, program.constvals, program.name)
+
+
+_WINDOWS = frozenset({ix.dynamic_slice_p, ix.dynamic_update_slice_p})
 
 
 def _same(a: Program, b: Program) -> bool:
@@ -207,7 +214,9 @@ def _step(program: Program, settled: Settled | None = None) -> Program:
     eqns = program.eqns
     position = dict(zip(eqns, count()))  # (an equation hashes by identity)
     seen_before = settled.seen
-    todo = sorted(map(position.__getitem__, position.keys() - settled.kept))  # in order, then ``pending``
+    # in order, then ``pending``: all of them when nothing is known (no set of them, no sort)
+    todo = (sorted(map(position.__getitem__, position.keys() - settled.kept))
+            if settled.kept or len(position) != len(eqns) else list(range(len(eqns))))
     settled.log.clear()
     if not todo:
         settled.kept, settled.seen, settled.alive = settled.kept & position.keys(), set(position), eqns

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.ad.cse import cse
+from pullback.ad.cse import Clean, cse
 from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp
 from pullback.ad.partial_eval import partial_eval
@@ -115,6 +115,37 @@ def test_cse_merges_repeats():
     c = pb.verify(dce(cse(p)))
     assert [e.prim.name for e in c.eqns].count("sin") == 1
 
+
+
+def test_cse_after_a_clean_one_keys_only_the_new_equations():
+    """A program rewritten after a CSE (some equations new, the others the same objects): the next CSE
+    given what the last left (``Clean``) finds what a whole pass finds; no duplicate, the program itself."""
+    x, y = Var(F3, "x"), Var(F3, "y")
+    a, b, c, d, e, f = (Var(F3) for _ in range(6))
+    old = (Eqn(ew.mul_p, (x, y), (a,)), Eqn(ew.sin_p, (a,), (b,)), Eqn(ew.add_p, (b, x), (c,)))
+    clean = Clean()
+    first = Program((x, y), old, (c,))
+    assert cse(first, clean) is first and clean.eqns == set(old)
+    # a new equation repeating nothing: no pass over the others, the program returned as it is
+    unique = Program((x, y), (*old, Eqn(ew.cos_p, (c,), (d,))), (d,))
+    assert cse(unique, clean) is unique and len(clean.eqns) == 4
+    # new ones repeating an old one (the commutative product the other way round) and each other
+    repeats = (*old, Eqn(ew.mul_p, (y, x), (d,)), Eqn(ew.exp_p, (d,), (e,)), Eqn(ew.exp_p, (a,), (f,)),
+               Eqn(ew.add_p, (e, f), (h := Var(F3),)))
+    program = Program((x, y), repeats, (h,))
+    merged = cse(program, clean)
+    whole = cse(program)
+    names = ["mul", "sin", "add", "exp", "add"]
+    assert [e.prim.name for e in merged.eqns] == [e.prim.name for e in whole.eqns] == names
+    assert merged.eqns[-1].inputs == (merged.eqns[3].outputs[0],) * 2
+    # a new equation before an old one it repeats: the first is kept, the old one's readers read it
+    early = Eqn(ew.sin_p, (a,), (g := Var(F3),))
+    program = Program((x, y), (old[0], early, *old[1:]), (c,))
+    clean = Clean()
+    cse(Program((x, y), old, (c,)), clean)
+    merged = cse(program, clean)
+    assert merged.eqns[1] is early and merged.eqns[2].inputs == (g, x) and merged.outputs == (c,)
+    assert [e.prim.name for e in merged.eqns] == [e.prim.name for e in cse(program).eqns] == ["mul", "sin", "add"]
 
 def test_simplify():
     x = Var(F3, "x")

@@ -363,7 +363,7 @@ def _derived_handler(op: Callable) -> Callable:
     """``op`` noting the NumPy arrays it makes (``JITTER * np.eye(u)``) for the program to make again."""
     def call(*args):  # (``_noted`` inline: this runs at every operator of traced code)
         out = op(*args)
-        if type(out) is np.ndarray:
+        if type(out) is np.ndarray or isinstance(out, np.generic):
             eyes.record_derived(out, op, args)
         return out
 
@@ -374,7 +374,7 @@ def _noted(op: Callable, args: tuple, kwargs: dict):
     """``op(*args, **kwargs)`` on no tracers, its arrays noted: made from arrays the trace made, the
     program makes them again by the same call (``eyes.record_derived``)."""
     out = op(*args, **kwargs)
-    if type(out) in (np.ndarray, tuple, list):
+    if type(out) in (np.ndarray, tuple, list) or isinstance(out, np.generic):  # (``np.sum(w)``'s scalar too)
         eyes.record_derived(out, op, args, kwargs)
     return out
 

@@ -67,7 +67,9 @@ def operand(builder: Builder, value) -> Atom:
     if known is not None and known[1] is value or _captured(value):
         return builder.const(value)
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":  # ``np.bool_(False)``: a literal's fill
-        return scalar_var(builder, value)
+        # (one a NumPy function made of arrays the trace made, ``np.sum(w)``, is that call in the program:
+        # the array may yet be the user's, kept past the trace and changed in place: ``keep_eyes``)
+        return derived_var(builder, value) or scalar_var(builder, value)
     k = made_eye(value)
     if k is not None:
         return eye_var(builder, value, k)
@@ -190,7 +192,7 @@ def record_derived(out, op, args: tuple, kwargs: dict | None = None) -> None:
     kwargs = kwargs or {}
     if "out" in kwargs or not _plain(builder, (*args, *kwargs.values())):
         return
-    if type(out) is np.ndarray:
+    if type(out) is np.ndarray or isinstance(out, np.generic):  # (a reduction's NumPy scalar too)
         outs: tuple = ((out, None),)
     elif type(out) in (tuple, list) and all(type(o) is np.ndarray for o in out):
         outs = tuple((o, i) for i, o in enumerate(out))
@@ -201,6 +203,17 @@ def record_derived(out, op, args: tuple, kwargs: dict | None = None) -> None:
         known = builder.eyes.get(id(o))  # (``np.asarray(a)`` is ``a``, already known: its recipe kept)
         if o.dtype.kind in "biuf" and not (known is not None and known[0] is o):
             builder.eyes[id(o)] = (o, (op, args, kwargs, i, where))
+
+
+def derived(x: np.generic) -> bool:
+    """Whether a NumPy function made the scalar ``x`` of arrays this thread's trace made (``np.sum(w)``,
+    ``record_derived``): the program computes it too, rather than taking the number, since the array may
+    be the user's after all (kept past the trace, ``keep_eyes``) and changed in place before a later call."""
+    for builder in tracer.running_builders():
+        found = builder.eyes.get(id(x))
+        if found is not None and found[0] is x:
+            return True
+    return False
 
 
 @functools.cache
@@ -229,7 +242,7 @@ def _plain(builder: Builder, args: tuple, arrays: list | None = None) -> bool:
     top = arrays is None
     arrays = [] if top else arrays
     for a in args:
-        if type(a) is np.ndarray:
+        if type(a) is np.ndarray or isinstance(a, np.generic) and id(a) in builder.eyes:  # (``2 * np.sum(w)``)
             found = builder.eyes.get(id(a))
             made = builder.made.get(id(a))
             if not (found is not None and found[0] is a or made is not None and made[0]() is a):
@@ -244,10 +257,10 @@ def _plain(builder: Builder, args: tuple, arrays: list | None = None) -> bool:
 
 
 def _arrays(args) -> list:
-    """The arrays in ``args`` and its nested tuples and lists."""
+    """The arrays and NumPy scalars in ``args`` and its nested tuples and lists."""
     found = []
     for a in args:
-        if type(a) is np.ndarray:
+        if type(a) is np.ndarray or isinstance(a, np.generic):
             found.append(a)
         elif type(a) in (tuple, list):
             found.extend(_arrays(a))
@@ -270,11 +283,14 @@ def _recipe(builder: Builder, x) -> tuple | None:
         return None
     with np.errstate(all="ignore"):
         again = _call(op, args, kwargs, index)
-    same = type(again) is np.ndarray and again.dtype == x.dtype and np.array_equal(again, x, equal_nan=True)
+    same = (type(again) is type(x) and again.dtype == x.dtype and again.shape == x.shape
+            and np.array_equal(again, x, equal_nan=True))
     return found[1] if same else None
 
 
 def _recreatable(builder: Builder, x) -> bool:
+    if isinstance(x, np.generic) and id(x) not in builder.eyes:
+        return True  # a number (``np.float64(0.5)``), not one a NumPy function made (``np.sum(w)``)
     return (made_eye(x) is not None or _made_recipe(builder, x) is not None or _recipe(builder, x) is not None
             or ("derived", id(x)) in builder.consts)
 
@@ -283,7 +299,7 @@ def _traced(builder: Builder, args):
     """``args`` with each array the program's value of it (nested tuples and lists kept)."""
     out = []
     for a in args:
-        if type(a) is np.ndarray:
+        if type(a) is np.ndarray or isinstance(a, np.generic) and derived(a):  # (``np.sum(w) * 0.5``)
             atom = operand(builder, a)
             if isinstance(atom, Var) and not atom.hint and (_made_recipe(builder, a) or ("",))[0] == "range":
                 atom.hint = "arange"  # the user's name is the result's (``w = np.arange(n) / n``)

@@ -5,15 +5,15 @@ it). Two ways in, each a minimal case:
 - an array that is a default argument (``def f(x, w=np.arange(4.0))``): ``ir/tracer.py``'s
   ``scope_arrays`` noted closures, globals, ``self``/dict items, not ``__defaults__``/``__kwdefaults__``,
   so ``np.sum(w)`` was NumPy's at the trace (``add t 5.5`` in the program). Fixed: defaults are noted.
-- open: an array made by the trace and kept by the user (a cache filled at the first call, ``self.W =
+- an array made by the trace and kept by the user (a cache filled at the first call, ``self.W =
   np.eye(3)``): ``frontend/eyes.py``'s ``keep_eyes`` makes the array a constant at the trace's end, but
-  ``np.sum(w)``, a NumPy scalar, was already a literal (``scalar_var``: recipes are noted for arrays
-  only, ``record_derived``). It fails (xfail, strict) until the fix."""
+  ``np.sum(w)``, a NumPy scalar (``np.float64`` is a ``float``: ``astype`` took it for a literal), was
+  already a number. Fixed: a NumPy scalar a NumPy function made of arrays the trace made is that call in
+  the program (``eyes.record_derived``, ``eyes.derived``), reading the constant once the array is kept."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import pullback as pb
 
@@ -31,7 +31,6 @@ def test_a_reduction_of_a_default_argument_follows_its_changes():
     assert np.isclose(value(X), f(X))
 
 
-@pytest.mark.xfail(strict=True, reason="a kept array's reductions are literals of the trace (eyes.keep_eyes)")
 def test_a_reduction_of_an_array_made_by_the_trace_and_kept_follows_its_changes():
     cache: dict = {}
 

@@ -92,11 +92,7 @@ def _check(f, value, grad, walk):
     np.testing.assert_allclose(walk(X), want, rtol=1e-6, atol=1e-8)
 
 
-_STALE = pytest.mark.xfail(strict=True, reason="np.sum(w) folded when tracing: regressions/test_stale_reductions.py")
-
-
-@pytest.mark.parametrize("holder", [pytest.param(h, marks=_STALE) if h == "filled when traced" else h
-                                    for h in HOLDERS])
+@pytest.mark.parametrize("holder", list(HOLDERS))
 @pytest.mark.parametrize("maker", list(MAKERS))
 def test_in_place_changes_between_calls_are_seen(maker, holder):
     f, held = HOLDERS[holder](MAKERS[maker])

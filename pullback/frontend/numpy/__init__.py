@@ -18,6 +18,7 @@ import numpy as np
 import scipy.special
 
 from pullback.errors import ArgumentError, ArgumentTypeError, AxisError, ConcretizationError, TracingError
+from pullback.frontend import eyes
 from pullback.frontend.numpy import integers
 from pullback.ir.core import Literal
 from pullback.ir.tracer import PYTHON_SCALARS, Tracer, bind, current_builder, located, refuse_masked, user_frame
@@ -174,8 +175,8 @@ def _check_operand(x):
 
 def astype(x, dtype):
     dtype = canonical_dtype(dtype)
-    if isinstance(x, PYTHON_SCALARS):
-        return Literal.of(x, dtype)
+    if isinstance(x, PYTHON_SCALARS) and not (isinstance(x, np.generic) and eyes.derived(x)):
+        return Literal.of(x, dtype)  # (``np.sum(w)`` of an array the trace made: the program's, ``eyes``)
     if x.dtype == dtype:
         return x
     return bind(st.convert_element_type_p, x, new_dtype=dtype)

@@ -75,11 +75,14 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm", "warming",
-                 "_fn", "_run", "_source", "_constants", "_deferred")
+    __slots__ = ("_program", "naming", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm",
+                 "warming", "_fn", "_run", "_source", "_constants", "_deferred")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
-        self.program = program
+        self._program = program
+        # a primal program's naming from the user's source, not yet run (``trace``'s ``naming``): run when the
+        # program is first read, except by the eager walk (``unnamed``), which needs no names
+        self.naming: Callable[[], Program] | None = None
         self.treedef = treedef
         # tracers of enclosing traces the function closes over: the program's inputs from
         # ``capture_at`` on (after the primal leaves, before any tangents or cotangents), passed
@@ -102,6 +105,22 @@ class Staged:
         self._run: Callable | None = None
         self._source: str | None = None
         self._constants: dict[str, Any] = {}
+
+    @property
+    def program(self) -> Program:
+        if self.naming is not None:
+            naming, self.naming = self.naming, None
+            naming()  # (in place: a program whose naming is deferred holds no loop bodies)
+        return self._program
+
+    @program.setter
+    def program(self, program: Program) -> None:
+        self._program, self.naming = program, None
+
+    @property
+    def unnamed(self) -> Program:
+        """The program, its values' names from the user's source perhaps not given yet (``naming``)."""
+        return self._program
 
     def _compile(self) -> Callable:
         n, logging_on = len(self.program.eqns), log.logger.isEnabledFor(logging.INFO)
@@ -567,10 +586,10 @@ class differentiate(_ByFunction):
             with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
                 staged = self._build(kind, args, trees)
             if log.logger.isEnabledFor(logging.INFO):
-                signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])
+                signature = ", ".join(str(v.type) for v in staged.unnamed.inputs[:len(leaves)])
                 log.logger.info("traced %s, stage %s, for (%s): %d equations, %.3f s%s",
                                 getattr(self.fn, "__qualname__", "a function"), kind, signature,
-                                len(staged.program.eqns), time.perf_counter() - start,
+                                len(staged.unnamed.eqns), time.perf_counter() - start,
                                 f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
             staged.backend = backend
             staged.loops = self.compile or numba_loops.default_mode()
@@ -617,15 +636,24 @@ class differentiate(_ByFunction):
     def _build_primal(self, kind: str, args: tuple, trees, primal: None) -> Staged:
         f, dyn, names, positions = self._split_static(args)
         captures: list = []
-        program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
+        # the walk (``_eager``) needs no names: naming waits until something reads the program, where no pass
+        # before then copies values (reroll does: it names first) and the program holds no loop bodies
+        naming: list | None = [] if self.first_call != "compiled" and not self.reroll else None
+        program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions, naming=naming)
+        if naming and not eager.flat_program(program):
+            program = naming.pop()()
         if self.reroll:
             program = reroll(program)
         # no dead values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``), then one spelling per
         # factorisation, before any derivative
         clean = dce(program)
         program = canonical(clean)
+        if naming and program is not clean:  # canonical's new values copy names: named first, and again
+            naming.pop()()
+            program = canonical(clean)
         staged = Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         staged.canonical = program is clean  # canonical of it is itself: linearize need not run it again
+        staged.naming = naming[0] if naming else None
         return staged
 
     def _build_jvp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
@@ -662,7 +690,7 @@ class differentiate(_ByFunction):
     def _grad_layout(self, primal: Staged, args: tuple, trees) -> tuple[list[bool], list[int], int, Any]:
         """The inputs differentiated (a mask), the argnums in order, the number of auxiliary outputs, and
         the gradient's output tree, after checking that the function returns a real scalar."""
-        p = primal.program
+        p = primal.unnamed  # (read for its structure: the walk needs no names)
         wrt, nums = self._wrt(p, args, trees)
         n_aux, aux_tree = 0, None
         if self.has_aux:
@@ -692,7 +720,7 @@ class differentiate(_ByFunction):
                 eager.log_fallback("its arguments are not all NumPy arrays or scalars")
                 return None
         primal = self._stage("primal", args, flat)
-        p = primal.program
+        p = primal.unnamed
         if primal.captures or self.backend == "dask":
             eager.log_fallback("it is traced inside another function" if primal.captures else "the backend is Dask")
             return None

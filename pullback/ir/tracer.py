@@ -856,7 +856,8 @@ def argument_leaf_names(fn: Callable, name: str, treedef) -> list[str]:
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
           captures: list | None = None, arg_names: Sequence[str] | None = None,
-          scope: Callable | None = None, positions: Sequence[int | None] | None = None) -> tuple[Program, Any]:
+          scope: Callable | None = None, positions: Sequence[int | None] | None = None,
+          naming: list | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
@@ -867,7 +868,11 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     dict's leaves their keys alone (keyword arguments). ``scope`` (default ``fn``) is the user's function
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
-    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
+    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``). ``naming``,
+    a list, receives the naming of the program's values from the user's source (``name_from_source``) as a
+    callable instead of it running now: what only walks the program (``api.eager``) needs no names, and
+    naming reads every equation. Called, it names the program's own values in place and returns the named
+    program (a new one only where it holds loop bodies)."""
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
@@ -911,9 +916,17 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     # naming by those lines' targets again would name a derivative after the value it differentiates
     if builder.transformed:
         return program, treedef
-    again = set(builder.executions)  # (equations hash by identity; frontend.eyes may have dropped some)
-    cuts = [i for i, e in enumerate(builder.eqns) if e in again] if again else ()
-    return name_from_source(program, cuts, builder.returns), treedef
+    executions, eqns, returns = builder.executions, builder.eqns, builder.returns
+
+    def named() -> Program:
+        again = set(executions)  # (equations hash by identity; frontend.eyes may have dropped some)
+        cuts = [i for i, e in enumerate(eqns) if e in again] if again else ()
+        return name_from_source(program, cuts, returns)
+
+    if naming is not None:
+        naming.append(named)
+        return program, treedef
+    return named(), treedef
 
 
 def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,

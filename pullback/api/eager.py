@@ -29,13 +29,13 @@ from pullback.ir.types import ArrayType
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
-# How many primal equations a program needs, and how many per distinct signature, for the first call
-# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs 0.45
-# to 1 ms to build, walking an equation forward and back 3 (an elementwise chain) to 7 us (the Kalman
-# filter), NumPy's work included; the compiled first call costs 130 (the chain, NumPy only) to 400 us (the
-# Kalman filter) per equation, seconds more where Numba compiles chains. So the walk pays from about 4
-# equations per signature; below 1000 equations the compiled first call takes well under a second, and
-# the walk would only add to the second call's compile.
+# How many primal equations a program needs, and how many per distinct signature (as the walk keys its
+# kernels), for the first call to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded
+# cores): a kernel pair costs 0.45 to 1 ms to build, walking an equation forward and back 3 (an elementwise
+# chain) to 7 us (the Kalman filter), NumPy's work included; the compiled first call costs 130 (the chain,
+# NumPy only) to 400 us (the Kalman filter) per equation, seconds more where Numba compiles chains. So the
+# walk pays from about 4 equations per signature; below 1000 equations the compiled first call takes well
+# under a second, and the walk would only add to the second call's compile.
 MIN_EQUATIONS = 1000
 MIN_REPEATS = 4
 # Under "auto" the walk serves the later calls of a signature too, until the walks have taken as long as
@@ -94,17 +94,6 @@ built = [0]  # kernels built (pairs or forward-only), for tests and the log
 def flat_program(program: Program) -> bool:
     """Whether ``program`` has no equation holding programs (loops, conditionals): what the walk takes."""
     return not any(e.prim in WITH_BODIES for e in program.eqns)
-
-
-def eager_pays(program: Program) -> bool:
-    """Whether the walk serves a first call faster than compiling: a long program that repeats few
-    signatures (an unrolled loop), measured in benchmarks/first_call.py."""
-    n = len(program.eqns)
-    if n < MIN_EQUATIONS:
-        return False
-    distinct = {(e.prim, e.params, e.source, *[a.type if type(a) is Var else a for a in e.inputs])
-                for e in program.eqns}
-    return n >= MIN_REPEATS * len(distinct)
 
 
 def _window(eqn: Eqn) -> tuple[Eqn, tuple[int, ...]] | None:
@@ -214,10 +203,13 @@ def _none_for_zero(back: Program, kept: Program | None, consts: tuple, grads: li
     return [None if i is not None and i >= base and _zero(consts[i - base]) else i for i in grads]
 
 
-def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]) -> tuple[list, list]:
+def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool],
+                    repeats: int = 0) -> tuple[list, list] | None:
     """The values of ``program``'s outputs on ``leaves``, and the cotangents of its inputs in ``wrt``
     (input order) for a cotangent of one on its first output: the program walked forward, kernel by
-    kernel, then back."""
+    kernel, then back. ``repeats``: None, before any kernel is built or run, where the program has fewer
+    equations than ``repeats`` per distinct signature (the kernels would not pay: ``MIN_REPEATS``), found
+    by the walk's own first pass over the signatures."""
     slot: dict[Var, int] = {}
     values: list[Any] = []
     codes: list[int] = []
@@ -231,7 +223,7 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
         values.append(x)
         codes.append(_code(v.type, memo) & ~1)
     with gc_paused():  # the tape holds many small tuples: the collector would walk them again and again
-        return _walk(program, slot, values, codes, memo, wrt)
+        return _walk(program, slot, values, codes, memo, wrt, repeats)
 
 
 # each type a number, twice its index, one more where it has a tangent: a value's code adds whether it
@@ -249,7 +241,7 @@ def _code(t: ArrayType, memo: dict[int, int]) -> int:
 
 
 def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int], memo: dict[int, int],
-          wrt: Sequence[bool]):
+          wrt: Sequence[bool], repeats: int):
     """``value_and_grads`` once the inputs and constants have slots: each equation's kernel and slots found
     first (the kernels of new signatures built together), so the walks themselves index flat lists. A
     value's code (``_TYPE_CODES``) has bit 0 set where it is active, bit 1 where its type has a tangent."""
@@ -310,6 +302,8 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
         if type(k) is int:
             unbuilt.append(step)
         steps.append(step)
+    if len(steps) < repeats * len(seen):
+        return None
     build(pending)
     made = [kernels[key] for key in pending]
     for step in unbuilt:

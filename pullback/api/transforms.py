@@ -727,19 +727,23 @@ class differentiate(_ByFunction):
         if not eager.flat_program(p):
             eager.log_fallback("the program holds loops or conditionals")
             return None
-        if self.first_call == "auto" and walked is None:
-            if not eager.eager_pays(p):
-                return None
-            walked = self._walked[key] = [0.0, p]
+        first = self.first_call == "auto" and walked is None
+        if first and len(p.eqns) < eager.MIN_EQUATIONS:
+            return None
         wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
         start = time.perf_counter()
         built = eager.built[0]
-        try:
-            values, grads = _EAGER_RUN(p, leaves, wrt)
+        try:  # "auto": None where the program repeats too few signatures (the walk's first pass counts them)
+            served = _EAGER_RUN(p, leaves, wrt, eager.MIN_REPEATS if first else 0)
         except np.linalg.LinAlgError as e:  # as ``Staged.runner``: pullback's own error, at the user's line
             if isinstance(e, LinAlgError):
                 raise
             raise LinAlgError(str(e)) from None
+        if served is None:
+            return None
+        values, grads = served
+        if first:
+            walked = self._walked[key] = [0.0, p]
         if walked is not None:
             walked[0] += time.perf_counter() - start
         if log.logger.isEnabledFor(logging.INFO):

@@ -198,6 +198,24 @@ def test_auto_walks_until_the_walks_have_taken_as_long_as_compiling_should(monke
     assert f.value_and_grad(x)[0] == third[0]
 
 
+def test_auto_compiles_programs_of_few_repeats_without_building_kernels(monkeypatch):
+    monkeypatch.setattr(eager, "MIN_EQUATIONS", 10)
+    monkeypatch.setattr(eager, "MIN_REPEATS", 200)  # more than the chain's 61 equations per signature
+
+    def chain(x):
+        for _ in range(20):
+            x = np.cos(x) * 0.5 + x
+        return np.sum(x)
+
+    f = pb.differentiate(chain, reroll=False)
+    x = np.array([0.3, 0.6, 0.9, 1.2, 1.5])  # (a shape no other test's kernels have)
+    before = eager.built[0]
+    got = f.value_and_grad(x)
+    assert eager.built[0] == before and not f._walked  # the walk's first pass counted the signatures: compiled
+    assert any(key[0] == "grad" for key in f._stages)
+    _assert_same(got, pb.differentiate(chain, reroll=False, first_call="eager").value_and_grad(x))
+
+
 def test_auto_compiles_short_programs_and_loops_at_once():
     f = pb.differentiate(lambda x: np.sum(np.sin(x)))
     f.value_and_grad(np.ones(2))

@@ -26,6 +26,7 @@ from pullback.api import stages as ad
 from pullback.backends.compiler import compile_programs, gc_paused
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import ArrayType
+from pullback.opt.census import primitives
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
@@ -93,7 +94,7 @@ built = [0]  # kernels built (pairs or forward-only), for tests and the log
 
 def flat_program(program: Program) -> bool:
     """Whether ``program`` has no equation holding programs (loops, conditionals): what the walk takes."""
-    return not any(e.prim in WITH_BODIES for e in program.eqns)
+    return WITH_BODIES.isdisjoint(primitives(program))  # (counted in C: no Python call per equation)
 
 
 def _window(eqn: Eqn) -> tuple[Eqn, tuple[int, ...]] | None:

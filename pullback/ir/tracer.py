@@ -35,6 +35,7 @@ from pullback.ir.core import (
     ShapeError,
     SourceInfo,
     Var,
+    interned,
     makes_view,
     typed_params,
 )
@@ -191,7 +192,7 @@ class Builder:
             refuse_subclass(value)
             if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
                 value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
-            var = Var(ArrayType.of(value), self.const_names.get(key) or self._origin_name(value))
+            var = Var(interned(ArrayType.of(value)), self.const_names.get(key) or self._origin_name(value))
             self.consts[key] = (var, value)
         return self.consts[key][0]
 
@@ -890,7 +891,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}
-        in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
+        in_vars = tuple(Var(interned(t), n) for (t, _), n in zip(types, names))
         builder.inputs = in_vars
         if positions is not None:
             builder.arguments = dict(zip(in_vars, arguments))

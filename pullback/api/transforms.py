@@ -719,6 +719,12 @@ class differentiate(_ByFunction):
             if not ((type(leaf) is np.ndarray and leaf.dtype.isnative) or type(leaf) in _SCALARS):
                 eager.log_fallback("its arguments are not all NumPy arrays or scalars")
                 return None
+        with eager.collected_old():  # (the trace's and the walk's objects: long-lived, or freed by their counts)
+            return self._walk(args, flat, key, walked)
+
+    def _walk(self, args: tuple, flat: tuple, key: tuple, walked: list | None):
+        """``_eager`` once the arguments are known to suit the walk."""
+        leaves, trees = flat
         primal = self._stage("primal", args, flat)
         p = primal.unnamed
         if primal.captures or self.backend == "dask":

@@ -72,16 +72,18 @@ def user_frame(depth: int = 1):
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
+        if filename in _LIBRARY_FILES:  # (most frames walked: pullback's own, between a trace's bind and the user)
+            frame = frame.f_back
+            continue
         if filename in _USER_FILES_SEEN:
             return frame
-        if filename not in _LIBRARY_FILES:
-            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
-                _LIBRARY_FILES.clear()
-                _USER_FILES_SEEN.clear()
-            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
-                _USER_FILES_SEEN.add(filename)
-                return frame
-            _LIBRARY_FILES.add(filename)
+        if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
+            _LIBRARY_FILES.clear()
+            _USER_FILES_SEEN.clear()
+        if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+            _USER_FILES_SEEN.add(filename)
+            return frame
+        _LIBRARY_FILES.add(filename)
         frame = frame.f_back
     return None
 

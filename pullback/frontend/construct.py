@@ -268,14 +268,12 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
 def _eye_handler(func: Callable) -> Callable:
     """``np.eye``/``np.identity`` that tell the trace which arrays they made: only those become
     ``eye`` equations (``eyes.record_eye``), never an identity-valued array read from scope."""
-    signature = inspect.signature(func)
+    names = list(inspect.signature(func).parameters)
+    at = names.index("k") if "k" in names else None  # its diagonal's offset: positional there, or by keyword
 
     def call(*args, **kwargs):
-        out = func(*args, **kwargs)
-        try:
-            k = signature.bind(*args, **kwargs).arguments.get("k", 0)
-        except TypeError:
-            return out
+        out = func(*args, **kwargs)  # (the call was good: its arguments bind as they did)
+        k = 0 if at is None else args[at] if len(args) > at else kwargs.get("k", 0)
         eyes.record_eye(out, k)
         return out
 

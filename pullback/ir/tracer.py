@@ -400,12 +400,15 @@ def bind(prim: Primitive, *args, **params):
         except ShapeError as e:
             raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     types, eqn_params = hit
-    if prim.multiple_results:
+    multiple = prim.multiple_results
+    if multiple:
         outs = tuple([Var(t) for t in types])
         tracers = tuple([Tracer(v, builder) for v in outs])
+        first = tracers[0]
     else:
-        outs = (Var(types[0]),)
-        tracers = (Tracer(outs[0], builder),)
+        out = Var(types[0])
+        outs = (out,)
+        first = tracers = Tracer(out, builder)
     source = builder.source  # ``builder.location()``, inline
     frame = None
     if source is None and not builder.replay:  # ``user_location()``, inline
@@ -426,8 +429,8 @@ def bind(prim: Primitive, *args, **params):
         builder.at = (code, lasti, calls)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
-        tracers[0].view = (root, root.version)
-    return tracers if prim.multiple_results else tracers[0]
+        first.view = (root, root.version)
+    return tracers  # (one tracer, or a tuple of them)
 
 
 def returned(out, builder: Builder):

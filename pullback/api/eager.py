@@ -75,9 +75,15 @@ class Kernel:
     wrt: tuple[int, ...]  # the differentiated inputs' positions
     out_at: slice | None = field(init=False)  # ``outs`` as a slice of the pool, where they are consecutive
     res_at: slice | None = field(init=False)  # ``residuals`` likewise
+    n_args: int = 0  # the forward kernel's arguments
+    # forward computes one value, the step's only output, and the pool holds no constants: the walk stores
+    # it and takes the residuals from (*arguments, value) without building the pool
+    direct: bool = field(init=False)
 
     def __post_init__(self):
         self.out_at, self.res_at = _run(self.outs), _run(self.residuals)
+        self.direct = (self.forward is not None and self.single and not self.consts and self.outs == (self.n_args,)
+                       and all(j <= self.n_args for j in self.residuals))
 
 
 def _run(index: tuple[int, ...]) -> slice | None:
@@ -184,15 +190,15 @@ def build(todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]]) -> None:
             known, consts, index = _plan(mini, mini.inputs)
             backward, back_consts, grads, zeros = None, (), [], ()
         parts.append((key, known, consts, index, m, backward, back_consts, grads, zeros,
-                      tuple(i for i, w in enumerate(wrt) if w)))
+                      tuple(i for i, w in enumerate(wrt) if w), len(mini.inputs)))
         programs += [p for p in (known, backward) if p is not None]
     fns = iter(compile_programs(programs, fresh=False))  # views, not copies: no kernel writes into its inputs
-    for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt in parts:
+    for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt, n_args in parts:
         fwd = next(fns) if known is not None else None
         bwd = next(fns) if backward is not None else None
         KERNELS[key] = Kernel(fwd, known is not None and len(known.outputs) == 1, consts, tuple(index[:m]),
                               tuple(index[m:]), bwd, backward is not None and len(backward.outputs) == 1,
-                              back_consts, tuple(grads), zeros, wrt)
+                              back_consts, tuple(grads), zeros, wrt, n_args)
         built[0] += 1
 
 
@@ -327,21 +333,29 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
     for n, (k, ins, outs) in enumerate(steps):  # forward
         args = [*map(get, ins)]
         f = k.forward
-        if f is None:
-            pool = (*args, *k.consts)
-        elif k.single:
-            pool = (*args, f(*args), *k.consts)
+        if k.direct:  # one computed value, the step's only output, no constants: no pool (the common case)
+            r = f(*args)
+            values[outs.start] = r
+            if k.wrt:
+                args.append(r)
+                at = k.res_at
+                tape[n] = args[at] if at is not None else [args[j] for j in k.residuals]
         else:
-            pool = (*args, *f(*args), *k.consts)
-        at = k.out_at
-        if at is not None:
-            values[outs] = pool[at]
-        else:
-            for s, j in zip(range(outs.start, outs.stop), k.outs):
-                values[s] = pool[j]
-        if k.wrt:
-            at = k.res_at
-            tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
+            if f is None:
+                pool = (*args, *k.consts)
+            elif k.single:
+                pool = (*args, f(*args), *k.consts)
+            else:
+                pool = (*args, *f(*args), *k.consts)
+            at = k.out_at
+            if at is not None:
+                values[outs] = pool[at]
+            else:
+                for s, j in zip(range(outs.start, outs.stop), k.outs):
+                    values[s] = pool[j]
+            if k.wrt:
+                at = k.res_at
+                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         d = dead[n]
         if d is not None:
             for i in d:

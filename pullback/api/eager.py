@@ -333,13 +333,13 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
     for n, (k, ins, outs) in enumerate(steps):  # forward
         args = [*map(get, ins)]
         f = k.forward
-        if k.direct:  # one computed value, the step's only output, no constants: no pool (the common case)
+        if k.direct:  # one computed value, the step's only output, no constants: stored at once (the common case)
             r = f(*args)
             values[outs.start] = r
             if k.wrt:
-                args.append(r)
+                pool = (*args, r)
                 at = k.res_at
-                tape[n] = args[at] if at is not None else [args[j] for j in k.residuals]
+                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         else:
             if f is None:
                 pool = (*args, *k.consts)

@@ -13,8 +13,10 @@ compiled by one ``compile()``, and kept for the process (``KERNELS``).
 
 from __future__ import annotations
 
+import gc
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,16 +28,17 @@ from pullback.api import stages as ad
 from pullback.backends.compiler import compile_programs, gc_paused
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Primitive, Program, Var
 from pullback.ir.types import ArrayType
+from pullback.opt.census import primitives
 from pullback.primitives import indexing as ix
 from pullback.primitives import structural as st
 
-# How many primal equations a program needs, and how many per distinct signature, for the first call
-# to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded cores): a kernel pair costs 0.45
-# to 1 ms to build, walking an equation forward and back 3 (an elementwise chain) to 7 us (the Kalman
-# filter), NumPy's work included; the compiled first call costs 130 (the chain, NumPy only) to 400 us (the
-# Kalman filter) per equation, seconds more where Numba compiles chains. So the walk pays from about 4
-# equations per signature; below 1000 equations the compiled first call takes well under a second, and
-# the walk would only add to the second call's compile.
+# How many primal equations a program needs, and how many per distinct signature (as the walk keys its
+# kernels), for the first call to be served eagerly (``first_call="auto"``). Measured (CPU, 2 loaded
+# cores): a kernel pair costs 0.45 to 1 ms to build, walking an equation forward and back 3 (an elementwise
+# chain) to 7 us (the Kalman filter), NumPy's work included; the compiled first call costs 130 (the chain,
+# NumPy only) to 400 us (the Kalman filter) per equation, seconds more where Numba compiles chains. So the
+# walk pays from about 4 equations per signature; below 1000 equations the compiled first call takes well
+# under a second, and the walk would only add to the second call's compile.
 MIN_EQUATIONS = 1000
 MIN_REPEATS = 4
 # Under "auto" the walk serves the later calls of a signature too, until the walks have taken as long as
@@ -72,9 +75,15 @@ class Kernel:
     wrt: tuple[int, ...]  # the differentiated inputs' positions
     out_at: slice | None = field(init=False)  # ``outs`` as a slice of the pool, where they are consecutive
     res_at: slice | None = field(init=False)  # ``residuals`` likewise
+    n_args: int = 0  # the forward kernel's arguments
+    # forward computes one value, the step's only output, and the pool holds no constants: the walk stores
+    # it and takes the residuals from (*arguments, value) without building the pool
+    direct: bool = field(init=False)
 
     def __post_init__(self):
         self.out_at, self.res_at = _run(self.outs), _run(self.residuals)
+        self.direct = (self.forward is not None and self.single and not self.consts and self.outs == (self.n_args,)
+                       and all(j <= self.n_args for j in self.residuals))
 
 
 def _run(index: tuple[int, ...]) -> slice | None:
@@ -93,18 +102,7 @@ built = [0]  # kernels built (pairs or forward-only), for tests and the log
 
 def flat_program(program: Program) -> bool:
     """Whether ``program`` has no equation holding programs (loops, conditionals): what the walk takes."""
-    return not any(e.prim in WITH_BODIES for e in program.eqns)
-
-
-def eager_pays(program: Program) -> bool:
-    """Whether the walk serves a first call faster than compiling: a long program that repeats few
-    signatures (an unrolled loop), measured in benchmarks/first_call.py."""
-    n = len(program.eqns)
-    if n < MIN_EQUATIONS:
-        return False
-    distinct = {(e.prim, e.params, e.source, *[a.type if type(a) is Var else a for a in e.inputs])
-                for e in program.eqns}
-    return n >= MIN_REPEATS * len(distinct)
+    return WITH_BODIES.isdisjoint(primitives(program))  # (counted in C: no Python call per equation)
 
 
 def _window(eqn: Eqn) -> tuple[Eqn, tuple[int, ...]] | None:
@@ -192,15 +190,15 @@ def build(todo: dict[tuple, tuple[Eqn, tuple[bool, ...]]]) -> None:
             known, consts, index = _plan(mini, mini.inputs)
             backward, back_consts, grads, zeros = None, (), [], ()
         parts.append((key, known, consts, index, m, backward, back_consts, grads, zeros,
-                      tuple(i for i, w in enumerate(wrt) if w)))
+                      tuple(i for i, w in enumerate(wrt) if w), len(mini.inputs)))
         programs += [p for p in (known, backward) if p is not None]
     fns = iter(compile_programs(programs, fresh=False))  # views, not copies: no kernel writes into its inputs
-    for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt in parts:
+    for key, known, consts, index, m, backward, back_consts, grads, zeros, wrt, n_args in parts:
         fwd = next(fns) if known is not None else None
         bwd = next(fns) if backward is not None else None
         KERNELS[key] = Kernel(fwd, known is not None and len(known.outputs) == 1, consts, tuple(index[:m]),
                               tuple(index[m:]), bwd, backward is not None and len(backward.outputs) == 1,
-                              back_consts, tuple(grads), zeros, wrt)
+                              back_consts, tuple(grads), zeros, wrt, n_args)
         built[0] += 1
 
 
@@ -214,10 +212,13 @@ def _none_for_zero(back: Program, kept: Program | None, consts: tuple, grads: li
     return [None if i is not None and i >= base and _zero(consts[i - base]) else i for i in grads]
 
 
-def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]) -> tuple[list, list]:
+def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool],
+                    repeats: int = 0) -> tuple[list, list] | None:
     """The values of ``program``'s outputs on ``leaves``, and the cotangents of its inputs in ``wrt``
     (input order) for a cotangent of one on its first output: the program walked forward, kernel by
-    kernel, then back."""
+    kernel, then back. ``repeats``: None, before any kernel is built or run, where the program has fewer
+    equations than ``repeats`` per distinct signature (the kernels would not pay: ``MIN_REPEATS``), found
+    by the walk's own first pass over the signatures."""
     slot: dict[Var, int] = {}
     values: list[Any] = []
     codes: list[int] = []
@@ -231,7 +232,7 @@ def value_and_grads(program: Program, leaves: Sequence[Any], wrt: Sequence[bool]
         values.append(x)
         codes.append(_code(v.type, memo) & ~1)
     with gc_paused():  # the tape holds many small tuples: the collector would walk them again and again
-        return _walk(program, slot, values, codes, memo, wrt)
+        return _walk(program, slot, values, codes, memo, wrt, repeats)
 
 
 # each type a number, twice its index, one more where it has a tangent: a value's code adds whether it
@@ -249,7 +250,7 @@ def _code(t: ArrayType, memo: dict[int, int]) -> int:
 
 
 def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int], memo: dict[int, int],
-          wrt: Sequence[bool]):
+          wrt: Sequence[bool], repeats: int):
     """``value_and_grads`` once the inputs and constants have slots: each equation's kernel and slots found
     first (the kernels of new signatures built together), so the walks themselves index flat lists. A
     value's code (``_TYPE_CODES``) has bit 0 set where it is active, bit 1 where its type has a tangent."""
@@ -310,6 +311,8 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
         if type(k) is int:
             unbuilt.append(step)
         steps.append(step)
+    if len(steps) < repeats * len(seen):
+        return None
     build(pending)
     made = [kernels[key] for key in pending]
     for step in unbuilt:
@@ -330,21 +333,29 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
     for n, (k, ins, outs) in enumerate(steps):  # forward
         args = [*map(get, ins)]
         f = k.forward
-        if f is None:
-            pool = (*args, *k.consts)
-        elif k.single:
-            pool = (*args, f(*args), *k.consts)
+        if k.direct:  # one computed value, the step's only output, no constants: stored at once (the common case)
+            r = f(*args)
+            values[outs.start] = r
+            if k.wrt:
+                pool = (*args, r)
+                at = k.res_at
+                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         else:
-            pool = (*args, *f(*args), *k.consts)
-        at = k.out_at
-        if at is not None:
-            values[outs] = pool[at]
-        else:
-            for s, j in zip(range(outs.start, outs.stop), k.outs):
-                values[s] = pool[j]
-        if k.wrt:
-            at = k.res_at
-            tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
+            if f is None:
+                pool = (*args, *k.consts)
+            elif k.single:
+                pool = (*args, f(*args), *k.consts)
+            else:
+                pool = (*args, *f(*args), *k.consts)
+            at = k.out_at
+            if at is not None:
+                values[outs] = pool[at]
+            else:
+                for s, j in zip(range(outs.start, outs.stop), k.outs):
+                    values[s] = pool[j]
+            if k.wrt:
+                at = k.res_at
+                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         d = dead[n]
         if d is not None:
             for i in d:
@@ -414,6 +425,27 @@ def _owned(arrays: list, values: list) -> list:
         seen.add(id(a))
         out.append(a)
     return out
+
+
+@contextmanager
+def collected_old() -> Iterator[None]:
+    """The cyclic garbage collector off while a first call is traced and walked, and on exit what was made
+    meanwhile and is still tracked moved to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two
+    list splices), not scanned as young: the program's objects live as long as its function (about 5 per
+    equation, and a young scan of them cost 0.5 us per equation, a tenth of the walk), the walk's own die by
+    their reference counts, and the cycles the kernels' printing leaves are collected with the oldest
+    generation. Where the process has frozen objects of its own, they stay frozen: then the usual way."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()
 
 
 def log_fallback(why: str) -> None:

@@ -92,16 +92,20 @@ class _Lock:
 
 
 _COMPILING = _Lock()  # held while a ``Staged`` compiles (``runner``): one compile per program
+_NAMING = _Lock()  # held while a ``Staged``'s deferred naming runs (``Staged.program``)
 
 
 class Staged:
     """A program with its output structure; compiled on first concrete call."""
 
-    __slots__ = ("program", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm", "warming",
-                 "_fn", "_run", "_source", "_constants", "_deferred")
+    __slots__ = ("_program", "naming", "treedef", "backend", "captures", "capture_at", "loops", "canonical", "warm",
+                 "warming", "_fn", "_run", "_source", "_constants", "_deferred")
 
     def __init__(self, program: Program, treedef=None, captures: tuple = (), capture_at: int = 0):
-        self.program = program
+        self._program = program
+        # a primal program's naming from the user's source, not yet run (``trace``'s ``naming``): run when the
+        # program is first read, except by the eager walk (``unnamed``), which needs no names
+        self.naming: Callable[[], Program] | None = None
         self.treedef = treedef
         # tracers of enclosing traces the function closes over: the program's inputs from
         # ``capture_at`` on (after the primal leaves, before any tangents or cotangents), passed
@@ -124,6 +128,25 @@ class Staged:
         self._run: Callable | None = None
         self._source: str | None = None
         self._constants: dict[str, Any] = {}
+
+    @property
+    def program(self) -> Program:
+        if self.naming is not None:
+            with _NAMING.held():  # (another thread reading it meanwhile waits for the names, not half of them)
+                naming = self.naming
+                if naming is not None:
+                    naming()  # (in place: a program whose naming is deferred holds no loop bodies)
+                    self.naming = None
+        return self._program
+
+    @program.setter
+    def program(self, program: Program) -> None:
+        self._program, self.naming = program, None
+
+    @property
+    def unnamed(self) -> Program:
+        """The program, its values' names from the user's source perhaps not given yet (``naming``)."""
+        return self._program
 
     def _compile(self) -> Callable:
         n, logging_on = len(self.program.eqns), log.logger.isEnabledFor(logging.INFO)
@@ -599,10 +622,10 @@ class differentiate(_ByFunction):
         with gc_paused(), keeping_stop_gradients() if nested else contextlib.nullcontext():
             staged = self._build(kind, args, trees)
         if log.logger.isEnabledFor(logging.INFO):
-            signature = ", ".join(str(v.type) for v in staged.program.inputs[:len(leaves)])
+            signature = ", ".join(str(v.type) for v in staged.unnamed.inputs[:len(leaves)])
             log.logger.info("traced %s, stage %s, for (%s): %d equations, %.3f s%s",
                             getattr(self.fn, "__qualname__", "a function"), kind, signature,
-                            len(staged.program.eqns), time.perf_counter() - start,
+                            len(staged.unnamed.eqns), time.perf_counter() - start,
                             f" (program {len(self._stages) + 1} of this function)" if self._stages else "")
         staged.backend = backend
         staged.loops = self.compile or numba_loops.default_mode()
@@ -649,15 +672,24 @@ class differentiate(_ByFunction):
     def _build_primal(self, kind: str, args: tuple, trees, primal: None) -> Staged:
         f, dyn, names, positions = self._split_static(args)
         captures: list = []
-        program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions)
+        # the walk (``_eager``) needs no names: naming waits until something reads the program, where no pass
+        # before then copies values (reroll does: it names first) and the program holds no loop bodies
+        naming: list | None = [] if self.first_call != "compiled" and not self.reroll else None
+        program, treedef = trace(f, dyn, captures=captures, arg_names=names, positions=positions, naming=naming)
+        if naming and not eager.flat_program(program):
+            program = naming.pop()()
         if self.reroll:
             program = reroll(program)
         # no dead values (pb.grad(f) inlined drops f's value; effects stay, see ``dce``), then one spelling per
         # factorisation, before any derivative
         clean = dce(program)
         program = canonical(clean)
+        if naming and program is not clean:  # canonical's new values copy names: named first, and again
+            naming.pop()()
+            program = canonical(clean)
         staged = Staged(program, treedef, tuple(captures), len(program.inputs) - len(captures))
         staged.canonical = program is clean  # canonical of it is itself: linearize need not run it again
+        staged.naming = naming[0] if naming else None
         return staged
 
     def _build_jvp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
@@ -694,7 +726,7 @@ class differentiate(_ByFunction):
     def _grad_layout(self, primal: Staged, args: tuple, trees) -> tuple[list[bool], list[int], int, Any]:
         """The inputs differentiated (a mask), the argnums in order, the number of auxiliary outputs, and
         the gradient's output tree, after checking that the function returns a real scalar."""
-        p = primal.program
+        p = primal.unnamed  # (read for its structure: the walk needs no names)
         wrt, nums = self._wrt(p, args, trees)
         n_aux, aux_tree = 0, None
         if self.has_aux:
@@ -723,27 +755,37 @@ class differentiate(_ByFunction):
             if not ((type(leaf) is np.ndarray and leaf.dtype.isnative) or type(leaf) in _SCALARS):
                 eager.log_fallback("its arguments are not all NumPy arrays or scalars")
                 return None
+        with eager.collected_old():  # (the trace's and the walk's objects: long-lived, or freed by their counts)
+            return self._walk(args, flat, key, walked)
+
+    def _walk(self, args: tuple, flat: tuple, key: tuple, walked: list | None):
+        """``_eager`` once the arguments are known to suit the walk."""
+        leaves, trees = flat
         primal = self._stage("primal", args, flat)
-        p = primal.program
+        p = primal.unnamed
         if primal.captures or self.backend == "dask":
             eager.log_fallback("it is traced inside another function" if primal.captures else "the backend is Dask")
             return None
         if not eager.flat_program(p):
             eager.log_fallback("the program holds loops or conditionals")
             return None
-        if self.first_call == "auto" and walked is None:
-            if not eager.eager_pays(p):
-                return None
-            walked = self._walked[key] = [0.0, p]
+        first = self.first_call == "auto" and walked is None
+        if first and len(p.eqns) < eager.MIN_EQUATIONS:
+            return None
         wrt, nums, n_aux, tree = self._grad_layout(primal, args, trees)
         start = time.perf_counter()
         built = eager.built[0]
-        try:
-            values, grads = _EAGER_RUN(p, leaves, wrt)
+        try:  # "auto": None where the program repeats too few signatures (the walk's first pass counts them)
+            served = _EAGER_RUN(p, leaves, wrt, eager.MIN_REPEATS if first else 0)
         except np.linalg.LinAlgError as e:  # as ``Staged.runner``: pullback's own error, at the user's line
             if isinstance(e, LinAlgError):
                 raise
             raise LinAlgError(str(e)) from None
+        if served is None:
+            return None
+        values, grads = served
+        if first:
+            walked = self._walked[key] = [0.0, p]
         if walked is not None:
             walked[0] += time.perf_counter() - start
         if log.logger.isEnabledFor(logging.INFO):

@@ -268,14 +268,12 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
 def _eye_handler(func: Callable) -> Callable:
     """``np.eye``/``np.identity`` that tell the trace which arrays they made: only those become
     ``eye`` equations (``eyes.record_eye``), never an identity-valued array read from scope."""
-    signature = inspect.signature(func)
+    names = list(inspect.signature(func).parameters)
+    at = names.index("k") if "k" in names else None  # its diagonal's offset: positional there, or by keyword
 
     def call(*args, **kwargs):
-        out = func(*args, **kwargs)
-        try:
-            k = signature.bind(*args, **kwargs).arguments.get("k", 0)
-        except TypeError:
-            return out
+        out = func(*args, **kwargs)  # (the call was good: its arguments bind as they did)
+        k = 0 if at is None else args[at] if len(args) > at else kwargs.get("k", 0)
         eyes.record_eye(out, k)
         return out
 
@@ -342,7 +340,9 @@ def _build_table() -> None:
     for kind in _SCALAR_TYPES:
         table[id(kind)] = (kind, _scalar_handler(kind), False)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
-        table[id(op)] = (op, _derived_handler(op) if op in _DERIVING else op, True)
+        handler = _derived_handler(op) if op in _DERIVING else op
+        traced = _TRACED_OPERATORS.get(op)
+        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced), True)
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
@@ -357,6 +357,30 @@ def _build_table() -> None:
             table[id(original)] = (original, _attribute_handler(original, public, impl), True)
     _table = table
     _table_size = size
+
+
+# the binary operators' lowerings, which their Tracer methods call (``Tracer.__add__``, ``__radd__``, ...)
+_TRACED_OPERATORS = {operator.add: api.add, operator.sub: api.subtract, operator.mul: api.multiply,
+                     operator.truediv: api.divide, operator.matmul: api.matmul_operator}
+_WEAK = (float, int)  # Python's scalars that defer to a tracer's reflected method (not bool: an int of its own)
+
+
+def _operator_handler(handler: Callable, traced: Callable) -> Callable:
+    """``handler`` of a binary operator, with the common case lowered at once: a tracer of the innermost trace
+    beside a tracer or a Python float or int, where Python would call the tracer's method (or the reflected
+    one), which checks that its trace runs and calls ``traced`` on the operands in their order."""
+    def call(*args):
+        if len(args) == 2:
+            a, b = args
+            ta, tb = type(a), type(b)
+            if ta is Tracer:
+                if (tb is Tracer or tb in _WEAK) and a.builder is tr._state.stack[-1]:
+                    return traced(a, b)
+            elif tb is Tracer and ta in _WEAK and b.builder is tr._state.stack[-1]:
+                return traced(a, b)
+        return handler(*args)
+
+    return call
 
 
 def _derived_handler(op: Callable) -> Callable:

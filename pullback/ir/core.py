@@ -85,7 +85,7 @@ def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str,
     if hit is not None:
         return hit
     out = shape_rules[prim](*inputs, **params)
-    types = tuple(out) if prim.multiple_results else (out,)
+    types = tuple(map(interned, out)) if prim.multiple_results else (interned(out),)
     if key is not None:
         if len(_KNOWN_TYPES) >= _KNOWN_TYPES_MAX:
             _KNOWN_TYPES.clear()
@@ -95,6 +95,21 @@ def output_types(prim: Primitive, inputs: tuple[Atom, ...], params: Mapping[str,
 
 _KNOWN_TYPES: dict[tuple, tuple[ArrayType, ...]] = {}
 _KNOWN_TYPES_MAX = 1 << 14
+
+
+def interned(t: ArrayType) -> ArrayType:
+    """One object for all equal types (bounded: cleared when full): the tables above are keyed by types, and
+    a key whose types are the very objects the table holds is found without a call of ``ArrayType.__eq__``
+    (a Python call per type, at every equation recorded, where each trace's inputs made types of their own)."""
+    found = _TYPES.get(t)
+    if found is None:
+        if len(_TYPES) >= _KNOWN_TYPES_MAX:
+            _TYPES.clear()
+        found = _TYPES[t] = t
+    return found
+
+
+_TYPES: dict = {}
 
 
 def typed_params(prim: Primitive, inputs: tuple[Atom, ...], params: dict[str, Any],
@@ -115,7 +130,8 @@ def typed_params(prim: Primitive, inputs: tuple[Atom, ...], params: dict[str, An
     if hit is not None:
         return hit
     out = shape_rules[prim](*inputs, **params)
-    hit = (tuple(out) if prim.multiple_results else (out,), Params(params) if params else NO_PARAMS)
+    hit = (tuple(map(interned, out)) if prim.multiple_results else (interned(out),),
+           Params(params) if params else NO_PARAMS)
     if key is not None:
         if len(_KNOWN_EQNS) >= _KNOWN_TYPES_MAX:
             _KNOWN_EQNS.clear()

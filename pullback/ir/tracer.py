@@ -35,6 +35,7 @@ from pullback.ir.core import (
     ShapeError,
     SourceInfo,
     Var,
+    interned,
     makes_view,
     typed_params,
 )
@@ -71,16 +72,18 @@ def user_frame(depth: int = 1):
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
+        if filename in _LIBRARY_FILES:  # (most frames walked: pullback's own, between a trace's bind and the user)
+            frame = frame.f_back
+            continue
         if filename in _USER_FILES_SEEN:
             return frame
-        if filename not in _LIBRARY_FILES:
-            if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
-                _LIBRARY_FILES.clear()
-                _USER_FILES_SEEN.clear()
-            if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
-                _USER_FILES_SEEN.add(filename)
-                return frame
-            _LIBRARY_FILES.add(filename)
+        if len(_LIBRARY_FILES) + len(_USER_FILES_SEEN) >= _KNOWN_MAX:
+            _LIBRARY_FILES.clear()
+            _USER_FILES_SEEN.clear()
+        if not filename.startswith(_LIBRARY_DIRS) or filename in _USER_FILES:
+            _USER_FILES_SEEN.add(filename)
+            return frame
+        _LIBRARY_FILES.add(filename)
         frame = frame.f_back
     return None
 
@@ -191,7 +194,7 @@ class Builder:
             refuse_subclass(value)
             if isinstance(value, np.ndarray) and (type(value) is not np.ndarray or not value.dtype.isnative):
                 value = np.asarray(value, value.dtype.newbyteorder("="))  # a memmap, big-endian data: as arguments
-            var = Var(ArrayType.of(value), self.const_names.get(key) or self._origin_name(value))
+            var = Var(interned(ArrayType.of(value)), self.const_names.get(key) or self._origin_name(value))
             self.consts[key] = (var, value)
         return self.consts[key][0]
 
@@ -397,12 +400,15 @@ def bind(prim: Primitive, *args, **params):
         except ShapeError as e:
             raise TracingError(located(f"{builder.lowering or prim.name}: {e}", builder.location())) from None
     types, eqn_params = hit
-    if prim.multiple_results:
+    multiple = prim.multiple_results
+    if multiple:
         outs = tuple([Var(t) for t in types])
         tracers = tuple([Tracer(v, builder) for v in outs])
+        first = tracers[0]
     else:
-        outs = (Var(types[0]),)
-        tracers = (Tracer(outs[0], builder),)
+        out = Var(types[0])
+        outs = (out,)
+        first = tracers = Tracer(out, builder)
     source = builder.source  # ``builder.location()``, inline
     frame = None
     if source is None and not builder.replay:  # ``user_location()``, inline
@@ -423,8 +429,8 @@ def bind(prim: Primitive, *args, **params):
         builder.at = (code, lasti, calls)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]
-        tracers[0].view = (root, root.version)
-    return tracers if prim.multiple_results else tracers[0]
+        first.view = (root, root.version)
+    return tracers  # (one tracer, or a tuple of them)
 
 
 def returned(out, builder: Builder):
@@ -859,7 +865,8 @@ def argument_leaf_names(fn: Callable, name: str, treedef) -> list[str]:
 
 def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
           captures: list | None = None, arg_names: Sequence[str] | None = None,
-          scope: Callable | None = None, positions: Sequence[int | None] | None = None) -> tuple[Program, Any]:
+          scope: Callable | None = None, positions: Sequence[int | None] | None = None,
+          naming: list | None = None) -> tuple[Program, Any]:
     """Trace ``fn(*args)``; return its Program and the output tree (see ``tree``).
 
     Arguments may be nested tuples, lists and dicts of arrays: the program's inputs are
@@ -870,7 +877,11 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     dict's leaves their keys alone (keyword arguments). ``scope`` (default ``fn``) is the user's function
     whose variables name the arrays it reads (when ``fn`` wraps it). ``positions``, for the trace of the
     user's function itself, gives each argument's position in its signature (None for the keyword
-    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``)."""
+    arguments' dict), so that errors can name the argument a value comes from (``argument_hint``). ``naming``,
+    a list, receives the naming of the program's values from the user's source (``name_from_source``) as a
+    callable instead of it running now: what only walks the program (``api.eager``) needs no names, and
+    naming reads every equation. Called, it names the program's own values in place and returns the named
+    program (a new one only where it holds loop bodies)."""
     from pullback.tree import flatten, unflatten
 
     arg_names = _arg_names(fn, len(args)) if arg_names is None else arg_names
@@ -888,7 +899,7 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
         builder.transformed = callables.described(fn)[2]  # pullback's own code calls the user's: see ``inline``
         if captures is not None:
             builder.captures = {}
-        in_vars = tuple(Var(t, n) for (t, _), n in zip(types, names))
+        in_vars = tuple(Var(interned(t), n) for (t, _), n in zip(types, names))
         builder.inputs = in_vars
         if positions is not None:
             builder.arguments = dict(zip(in_vars, arguments))
@@ -914,9 +925,17 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     # naming by those lines' targets again would name a derivative after the value it differentiates
     if builder.transformed:
         return program, treedef
-    again = set(builder.executions)  # (equations hash by identity; frontend.eyes may have dropped some)
-    cuts = [i for i, e in enumerate(builder.eqns) if e in again] if again else ()
-    return name_from_source(program, cuts, builder.returns), treedef
+    executions, eqns, returns = builder.executions, builder.eqns, builder.returns
+
+    def named() -> Program:
+        again = set(executions)  # (equations hash by identity; frontend.eyes may have dropped some)
+        cuts = [i for i, e in enumerate(eqns) if e in again] if again else ()
+        return name_from_source(program, cuts, returns)
+
+    if naming is not None:
+        naming.append(named)
+        return program, treedef
+    return named(), treedef
 
 
 def trace_closed(fn: Callable, args: Sequence[Any], name: str | None = None,

@@ -62,6 +62,7 @@ class _Canon:
         self.defs: dict[int, Eqn] = {id(v): e for e in program.eqns for v in e.outputs}
         self.dropped: set[int] = set()
         self.returned = {id(a) for a in program.outputs if isinstance(a, Var)}
+        self.adjoint_factored = False  # a potrf read an adjoint (its key is the matrix under it): see ``canonical``
 
     @cached_property
     def uses(self) -> dict[int, list[Eqn]]:
@@ -212,6 +213,7 @@ class _Canon:
             if eqn.prim is la.potrf_p:
                 base = self.adjoint_of(eqn.inputs[0])
                 key = id(base[0]) if base is not None and base[1] else id(eqn.inputs[0])
+                self.adjoint_factored |= key != id(eqn.inputs[0])
                 first = factored.setdefault((key, eqn.params), eqn)
                 if first is not eqn:  # A's other triangle, factorised again
                     replace.update(zip(map(id, eqn.outputs), first.outputs))
@@ -312,8 +314,18 @@ _TRIGGERS = frozenset((la.trsm_p, la.trmm_p, st.diagonal_p, la.getrf_p, ew.log_p
 def canonical(program: Program) -> Program:
     """``program`` with the factorisations' spellings brought to one form (the module docstring);
     ``program`` itself when there is nothing to bring."""
-    if _TRIGGERS.isdisjoint(primitives(program)):
+    prims = set(primitives(program))
+    if _TRIGGERS.isdisjoint(prims):
         return program
+    if la.getrf_p not in prims:
+        # Without getrf, CSE changes no rewrite's match: a rule reads the primitives and params of the
+        # equations making its operands, which CSE keeps (it only swaps a value for an equal one's), and of
+        # two potrfs that one factorisation serves, CSE merges those reading one matrix itself; only a potrf
+        # of an adjoint is keyed by a matrix under it, which CSE may make one with another. So where the
+        # rules change nothing on the program as it is, CSE's copy (a pass over every equation) is not needed.
+        canon = _Canon(program)
+        if canon.run() is program and not canon.adjoint_factored:
+            return program
     merged = cse(program)
     out = _Canon(merged).run()
     return program if out is merged else out

@@ -4,6 +4,7 @@ walks have taken as long as compiling should; kernels are built once per signatu
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -196,6 +197,53 @@ def test_auto_walks_until_the_walks_have_taken_as_long_as_compiling_should(monke
     assert any(key[0] == "grad" for key in f._stages)
     _assert_same(first, third)
     assert f.value_and_grad(x)[0] == third[0]
+
+
+def test_auto_compiles_programs_of_few_repeats_without_building_kernels(monkeypatch):
+    monkeypatch.setattr(eager, "MIN_EQUATIONS", 10)
+    monkeypatch.setattr(eager, "MIN_REPEATS", 200)  # more than the chain's 61 equations per signature
+
+    def chain(x):
+        for _ in range(20):
+            x = np.cos(x) * 0.5 + x
+        return np.sum(x)
+
+    f = pb.differentiate(chain, reroll=False)
+    x = np.array([0.3, 0.6, 0.9, 1.2, 1.5])  # (a shape no other test's kernels have)
+    before = eager.built[0]
+    got = f.value_and_grad(x)
+    assert eager.built[0] == before and not f._walked  # the walk's first pass counted the signatures: compiled
+    assert any(key[0] == "grad" for key in f._stages)
+    _assert_same(got, pb.differentiate(chain, reroll=False, first_call="eager").value_and_grad(x))
+
+
+def test_no_young_collection_scans_the_program_and_frozen_objects_stay_frozen():
+    def chain(x):
+        for _ in range(300):
+            x = np.sin(x) * 0.9 + 0.1 * x
+        return np.sum(x)
+
+    x = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        got = pb.differentiate(chain, reroll=False, first_call="eager").value_and_grad(x)
+    finally:
+        gc.callbacks.remove(count)
+    assert collections == []  # its objects went to the oldest generation: none scanned young
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        again = pb.differentiate(chain, reroll=False, first_call="eager").value_and_grad(x)
+        assert gc.get_freeze_count() > frozen // 2  # (less only by those freed meanwhile: not unfrozen)
+    finally:
+        gc.unfreeze()
+    _assert_same(got, again)
 
 
 def test_auto_compiles_short_programs_and_loops_at_once():

@@ -16,10 +16,11 @@ from benchmarks import compile_time as ct
 # from templates, whole-program passes that return at once where their triggers are absent, a leaner trace,
 # jvp and transpose, and a simplifier that visits only what changed and tries only the rules an operand can
 # trigger: 588; then 303, by a namer and emitters that skip what cannot apply, a lean emit path for jvp
-# and transpose, Params shared per kind of equation in the trace, and cheaper simplifier bookkeeping; the
-# issue's 10x target is about 150). The suite prints NumPy programs (conftest): under the default
+# and transpose, Params shared per kind of equation in the trace, and cheaper simplifier bookkeeping; then
+# 262, by passes keyed by the Vars themselves, CSEs that key only what changed since the last, and fewer
+# objects per equation in sink and memory planning; the 10x target is about 150). The suite prints NumPy programs (conftest): under the default
 # ``compile="auto"`` the chain at 800 equations is a Numba loop.
-CHAIN_CALLS_PER_EQN = 330
+CHAIN_CALLS_PER_EQN = 275
 
 
 def work(kind: str, size: int) -> tuple[dict[str, int], int]:

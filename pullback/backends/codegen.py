@@ -471,8 +471,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx, fresh))
     if constants:
         body.insert(0, _docstring(program, constants))
-    func = _function(fn_name, params, constants, body, notes)
-    code, shortened = _module_text(func, body, kernels, helpers)
+    if constants or notes or kernels:
+        head: cst.FunctionDef | str = _function(fn_name, params, constants, body, notes)
+    else:  # (names only: the ``def`` line as libcst prints it, written directly)
+        head = _def_line(fn_name, params)
+    code, shortened = _module_text(head, body, kernels, helpers)
     imports, code = _imports(code, ctx, backend)
     statements = {comment[0]: SourceInfo(*comment[1]) for _, comment in comments.values() if comment is not None}
     statements.update({short: statements[full] for short, full in shortened.items() if full in statements})
@@ -482,11 +485,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
 # --- the steps of ``generate`` around the body ------------------------------------------------------
 
 
-def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str, list[cst.Param], dict, Any]:
-    """The function's name, its parameters, its keyword-only constants (arrays, and objects used by
+def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str, list[str], dict, Any]:
+    """The function's name, its parameters' names, its keyword-only constants (arrays, and objects used by
     reference: a draw's generator) and the backend's printing context, configured for ``program``."""
     fn_name = namer.fresh(program.name, "f")
-    params = [cst.Param(s.name(namer.name(v, v.hint, "x"))) for v in program.inputs]
+    params = [namer.name(v, v.hint, "x") for v in program.inputs]
     constants = {namer.name(v, v.hint, "c"): val for v, val in zip(program.constvars, program.constvals)}
     ctx = backend.Context(fresh=lambda hint: namer.fresh(hint, "t"))
     for obj in opaques(program):
@@ -536,49 +539,41 @@ def _return(program: Program, outputs: list[s.Expr], out_tree, backend: ModuleTy
 _MARKER = "__pullback_body__"
 
 
-def _function(fn_name: str, params: list[cst.Param], constants: dict, body: list, notes: list[str]) -> cst.FunctionDef:
+def _function(fn_name: str, params: list[str], constants: dict, body: list, notes: list[str]) -> cst.FunctionDef:
     """The function with its signature and docstring; its body is a marker statement, which
     ``_module_text`` replaces by the body printed in bulk. ``body`` loses its docstring to it."""
     kwonly = [cst.Param(s.name(n)) for n in constants]
     head = [body.pop(0)] if constants else []
     return cst.FunctionDef(
-        name=s.name(fn_name), params=cst.Parameters(params, kwonly_params=kwonly, star_arg=cst.ParamStar() if kwonly
-                                                     else cst.MaybeSentinel.DEFAULT),
+        name=s.name(fn_name), params=cst.Parameters([cst.Param(s.name(n)) for n in params], kwonly_params=kwonly,
+                                                     star_arg=cst.ParamStar() if kwonly else cst.MaybeSentinel.DEFAULT),
         body=cst.IndentedBlock([*head, s.statement(s.name(_MARKER))]),
         leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *(cst.EmptyLine(comment=cst.Comment(f"# {_safe(n)}"))
                                                          for n in notes)],
     )
 
 
-def _module_text(func: cst.FunctionDef, body: list, kernels: list, helpers: list) -> tuple[str, dict[str, str]]:
+def _def_line(fn_name: str, params: list[str]) -> str:
+    """The ``def`` line of a function of plain parameters, as libcst prints it (two blank lines above)."""
+    return f"\n\ndef {fn_name}({', '.join(params)}):\n"
+
+
+def _module_text(head: cst.FunctionDef | str, body: list, kernels: list, helpers: list) -> tuple[str, dict[str, str]]:
     """The module's text without its imports: libcst prints the kernels (before), the signature and the
-    docstring (a signature alone, ``_header``, as text); the body, one statement per line in bulk, prints
-    through ``render`` (libcst's text, sooner) in place of the marker libcst prints last; the rare
-    branches' functions follow. Long lines are broken (``lines.fit``), which returns the shortened
+    docstring (a signature of names alone, the ``def`` line as text: a small program's, each of
+    ``api.eager``'s kernels, where libcst's printer cost more than the body's); the body, one statement per
+    line in bulk, prints through ``render`` (libcst's text, sooner) in place of the marker libcst prints last;
+    the rare branches' functions follow. Long lines are broken (``lines.fit``), which returns the shortened
     comments too."""
-    header = None if kernels else _header(func)
-    if header is not None:
-        code = header
+    if isinstance(head, str):
+        code = head
     else:
-        code = "".join(k if isinstance(k, str) else cst.Module(body=[k]).code for k in [*kernels, func])
+        code = "".join(k if isinstance(k, str) else cst.Module(body=[k]).code for k in [*kernels, head])
         tail = render.body([s.statement(s.name(_MARKER))])
         assert code.endswith(tail), "the marker statement prints last"
         code = code[: -len(tail)]
     after = cst.Module(body=helpers).code if helpers else ""
     return lines.fit(code + render.body(body) + after)
-
-
-def _header(func: cst.FunctionDef) -> str | None:
-    """The ``def`` line as libcst prints it, written directly where the function has no docstring and no
-    notes (a small program's, each of ``api.eager``'s kernels): libcst's printer cost more than the body's."""
-    params = func.params
-    if (len(func.body.body) != 1 or params.kwonly_params or params.posonly_params or func.decorators
-            or func.returns is not None or func.asynchronous is not None
-            or isinstance(params.star_arg, cst.Param | cst.ParamStar) or params.star_kwarg is not None
-            or any(p.default is not None or p.annotation is not None for p in params.params)
-            or len(func.leading_lines) != 2 or any(line.comment is not None for line in func.leading_lines)):
-        return None  # (anything but names: libcst prints it)
-    return f"\n\ndef {func.name.value}({', '.join(p.name.value for p in func.params.params)}):\n"
 
 
 def _imports(code: str, ctx, backend: ModuleType) -> tuple[str, str]:

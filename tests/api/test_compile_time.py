@@ -142,12 +142,8 @@ def test_render_statement_kinds(statement):
 @pytest.mark.parametrize("params", [[], ["x"], ["a", "b_bar", "c"]])
 def test_def_line_as_text_is_what_libcst_prints(params):
     body = [s.statement(s.name(codegen._MARKER))]
-    func = codegen._function("f_grad", [cst.Param(s.name(p)) for p in params], {}, body, [])
-    assert codegen._header(func) + render.body(body) == cst.Module(body=[func]).code
-    # constants (keyword-only, with their docstring) and notes: libcst prints the head
-    assert codegen._header(codegen._function("f", [], {}, list(body), ["a note"])) is None
-    assert codegen._header(codegen._function("f", [], {"c": 1}, [s.statement(cst.SimpleString('"""c."""')),
-                                                                  *body], [])) is None
+    func = codegen._function("f_grad", params, {}, body, [])
+    assert codegen._def_line("f_grad", params) + render.body(body) == cst.Module(body=[func]).code
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

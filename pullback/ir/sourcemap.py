@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -56,10 +57,9 @@ def _statements(text: str) -> dict[int, Statement]:
         tree = ast.parse(text)
     except SyntaxError:
         return {}
+    simple, lambdas = _simple_statements(tree)
     by_line: dict[int, Statement] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt) or isinstance(node, _COMPOUND):
-            continue
+    for node, kinds in simple:
         targets: tuple[str, ...] = ()
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             targets = _names(node.targets[0]) or ()
@@ -67,27 +67,54 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = _names(node.target) or ()
         if len(targets) == 1 and isinstance(getattr(node, "value", None), _CONTAINERS):
             targets = ()  # `a = (x, y)`: no single value is `a`
-        if targets and any(isinstance(n, ast.Lambda) for n in ast.walk(node)):
+        if targets and ast.Lambda in kinds:
             targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
         called: tuple[str, ...] = ()
         if targets and _calls_a_function_on_expressions(getattr(node, "value", None)):
             # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
             targets, called = (), targets
-        repeats = bool(targets) and any(isinstance(n, _REPEATING) for n in ast.walk(node))
+        repeats = bool(targets) and not kinds.isdisjoint(_REPEATING)
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
     # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):
     # its own lines are the function's, quoted for its values, not the statement's first line
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Lambda):
-            outer = by_line.get(node.lineno)
-            last = node.end_lineno or node.lineno
-            if outer is not None and outer.last - outer.first > last - node.lineno:
-                inner = Statement(node.lineno, last, ())
-                for line in range(inner.first, inner.last + 1):
-                    by_line[line] = inner
+    for node in lambdas:
+        outer = by_line.get(node.lineno)
+        last = node.end_lineno or node.lineno
+        if outer is not None and outer.last - outer.first > last - node.lineno:
+            inner = Statement(node.lineno, last, ())
+            for line in range(inner.first, inner.last + 1):
+                by_line[line] = inner
     return by_line
+
+
+def _simple_statements(tree: ast.AST) -> tuple[list[tuple[ast.stmt, set[type]]], list[ast.Lambda]]:
+    """The simple statements of ``tree``, each with the kinds of node inside it, and its lambdas, both in
+    ``ast.walk``'s order (breadth first): one pass over the nodes, not one more per statement."""
+    simple: list[tuple[ast.stmt, set[type]]] = []
+    lambdas: list[ast.Lambda] = []
+    queue = deque([(tree, None)])
+    pop, push, node_type = queue.popleft, queue.append, ast.AST
+    while queue:
+        node, kinds = pop()
+        kind = type(node)
+        if kinds is not None:
+            kinds.add(kind)
+        elif issubclass(kind, ast.stmt) and not issubclass(kind, _COMPOUND):
+            kinds = set()
+            simple.append((node, kinds))
+        if kind is ast.Lambda:
+            lambdas.append(node)
+        for field in node._fields:
+            child = getattr(node, field, None)
+            if isinstance(child, list):
+                for item in child:
+                    if isinstance(item, node_type):
+                        push((item, kinds))
+            elif isinstance(child, node_type):
+                push((child, kinds))
+    return simple, lambdas
 
 
 def _calls_a_function_on_expressions(value) -> bool:

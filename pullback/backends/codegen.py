@@ -226,13 +226,15 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program, top: bool = False)
 
 
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
-             in_place: bool = True, loops: str = "numpy", fresh: bool = True) -> Generated:
+             in_place: bool = True, loops: str = "numpy", fresh: bool = True,
+             templates: dict | None = None) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``); ``fresh``, outputs that would share memory with an
     input or another output returned as copies (the kernels of ``api.eager``, whose caller writes
-    into no result, return views)."""
+    into no result, return views); ``templates``, a store of templates shared with other functions printed
+    with the same backend (``Templates``)."""
     helper_texts = {**(numba_loops.HELPERS if loops != "numpy" else {}), **getattr(backend, "HELPERS", {})}
     namer = Namer(RESERVED | frozenset(helper_texts))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
@@ -250,7 +252,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
 
-    templates = Templates(ctx)
+    templates = Templates(ctx, templates)
     fortran: set[int] = set()  # ids of the locals known to be F-ordered (see ``layout``)
     free: set[int] = set()  # ids of branches' inputs whose operands die with the branch (see ``memory.plan``)
     order_rules = getattr(backend, "FORTRAN", {})

@@ -70,10 +70,15 @@ class Template:
 
 
 class Templates:
-    """The templates of one generated function (the context's program-wide choices are fixed)."""
+    """The templates of one generated function (the context's program-wide choices are fixed).
+    ``shared``: a store of templates to read and add to, that functions printed together share (the
+    kernels of ``api.eager``), by the names of their contexts' attributes: a template is a function of
+    its key alone, except for the names the context gives objects used by reference (``ctx.objects``), so
+    a context holding such objects keeps its templates to itself."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, shared: dict | None = None):
         self.ctx = ctx
+        self._shared = shared if shared is not None and not getattr(ctx, "objects", None) else None
         self._cache: dict[tuple, Template | None] = {}
         self.built = 0  # kinds emitted through libcst, for tests
         self._attributes: frozenset[str] | None = None  # the context's attributes when ``_state`` was made
@@ -105,6 +110,8 @@ class Templates:
         if self._keys != self._attributes:  # the context's attributes, all of its state but its services
             attributes = vars(self.ctx)
             self._attributes = frozenset(attributes)
+            if self._shared is not None:
+                self._cache = self._shared.setdefault(self._attributes, {})
             names = [k for k in attributes if k not in _NOT_STATE]
             self._state = (lambda c: ()) if not names else (
                 (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1

@@ -158,8 +158,8 @@ def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device)
     made: list[Templates] = []
     real_init = Templates.__init__
 
-    def counting_init(self, ctx):
-        real_init(self, ctx)
+    def counting_init(self, ctx, shared=None):
+        real_init(self, ctx, shared)
         made.append(self)
 
     monkeypatch.setattr(Templates, "__init__", counting_init)
@@ -170,6 +170,36 @@ def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device)
     assert fast == slow and "del " in fast and "+=" in fast  # dels and in-place updates take the fast path too
     kinds = made[0].built
     assert 0 < kinds < len(program.eqns) / 8  # the kinds of one step, not one per equation
+
+
+def test_functions_printed_together_share_templates_and_print_as_alone(monkeypatch):
+    """``compile_programs`` (``api.eager``'s kernels) prints its functions with one store of templates: a kind
+    of equation emitted for one is reused by the next, for the text each prints alone."""
+    from pullback.backends import compiler
+    from pullback.backends.templates import Templates
+    from pullback.ir.core import Program
+
+    fs = [lambda x: np.sum(np.exp(x) * x), lambda x: np.sum(np.exp(x) * x * 2.0), lambda x: np.sum(np.exp(x))]
+    programs = []
+    for k, f in enumerate(fs):
+        p = pb.differentiate(f).ir(np.ones(3), stage="grad")
+        programs.append(Program(p.inputs, p.eqns, p.outputs, p.constvars, p.constvals, name=f"g{k}"))
+    built: list[Templates] = []
+    real_init = Templates.__init__
+
+    def counting_init(self, ctx, shared=None):
+        real_init(self, ctx, shared)
+        built.append(self)
+
+    monkeypatch.setattr(Templates, "__init__", counting_init)
+    alone = [codegen.generate(p, numpy_backend).source for p in programs]
+    emitted_alone = sum(t.built for t in built)
+    built.clear()
+    fns = compiler.compile_programs(programs)
+    assert [fn.__pullback_source__ for fn in fns] == alone
+    assert 0 < sum(t.built for t in built) < emitted_alone
+    x = np.linspace(0.1, 0.9, 3)
+    assert np.allclose(fns[0](x)[1], np.exp(x) * (x + 1))
 
 
 def test_template_names_come_in_the_order_fresh_names_are_drawn():

@@ -470,7 +470,11 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     program, notes = _prepared(program, backend, ctx, loops)
     body.extend(block(program, text=True))
     kernels[:0] = [numba_loops.helper(name, helper_texts) for name in sorted(getattr(ctx, "helpers", ()))]
-    body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx, fresh))
+    if not fresh and out_tree is None and not hasattr(backend, "returned") and program.outputs and all(
+            type(a) is Var for a in program.outputs):  # names returned as they are (each of api.eager's kernels)
+        body.append(f"{render.INDENT}return {', '.join(namer[a] for a in program.outputs)}\n")
+    else:
+        body.append(_return(program, [expr(a) for a in program.outputs], out_tree, backend, ctx, fresh))
     if constants:
         body.insert(0, _docstring(program, constants))
     if constants or notes or kernels:

@@ -295,7 +295,13 @@ def modules_read(source: str, aliases) -> set[str]:
     outside comment lines: a regular expression over the text, linear and fast on a module of 10^5 lines
     (``tokenize`` takes a second there). Our messages, the only strings, do not name modules."""
     code = _COMMENT_LINE.sub("", source)  # (one pass of the regular expression engine, not a call per line)
-    return {a for a in aliases if re.search(r"(?<![\w.])" + re.escape(a) + r"\.", code)}
+    return {a for a in aliases if _read(a).search(code)}
+
+
+@functools.lru_cache(maxsize=64)
+def _read(alias: str) -> re.Pattern:
+    """``alias.`` read as a module's attribute (not part of a longer name or an attribute itself)."""
+    return re.compile(r"(?<![\w.])" + re.escape(alias) + r"\.")
 
 
 _COMMENT_LINE = re.compile(r"^[^\S\n]*#[^\n]*$", re.MULTILINE)

@@ -18,8 +18,8 @@ from benchmarks import compile_time as ct
 # trigger: 588; then 303, by a namer and emitters that skip what cannot apply, a lean emit path for jvp
 # and transpose, Params shared per kind of equation in the trace, and cheaper simplifier bookkeeping; then
 # 262, by passes keyed by the Vars themselves, CSEs that key only what changed since the last, and fewer
-# objects per equation in sink and memory planning; the 10x target is about 150). The suite prints NumPy programs (conftest): under the default
-# ``compile="auto"`` the chain at 800 equations is a Numba loop.
+# objects per equation in sink and memory planning; the 10x target is about 150). The suite prints
+# NumPy programs (conftest): under the default ``compile="auto"`` the chain at 800 equations is a Numba loop.
 CHAIN_CALLS_PER_EQN = 275
 
 

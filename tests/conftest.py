@@ -1,5 +1,7 @@
+import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +55,30 @@ def check_golden(name: str, text: str) -> None:
         path.write_text(text)
     assert path.exists(), f"missing golden file {path}; run with PULLBACK_REGEN_GOLDEN=1"
     assert text == path.read_text()
+
+
+class _Lines(logging.Handler):
+    """pullback's log messages, from any thread."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self._guard = threading.Lock()
+
+    def emit(self, record):
+        with self._guard:
+            self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def pullback_log():
+    """The messages pullback logs at INFO and above during the test (threads' too), as a list."""
+    logger = logging.getLogger("pullback")
+    handler, level = _Lines(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler.lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

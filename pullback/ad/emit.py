@@ -211,10 +211,13 @@ def _view(out: Tracer, prim: Primitive, args: Sequence, atoms: tuple) -> Tracer:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(promote: bool = False) -> Iterator[None]:
     """The cyclic garbage collector off while a program is built (a trace, a transform, printing and
     compiling: see the module's docstring); as it was on exit. Reference counting still frees what is
-    dropped, and cycles made meanwhile are collected after."""
+    dropped, and cycles made meanwhile are collected after. ``promote``: what was made meanwhile and is
+    still tracked goes to the oldest generation on exit (``gc.freeze`` then ``gc.unfreeze``: two list
+    splices), not through young collections that scan it (a program's objects live as long as its
+    function); where the process has frozen objects of its own, they stay frozen, and this is skipped."""
     if not gc.isenabled():
         yield
         return
@@ -222,4 +225,7 @@ def gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        if promote and not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()

@@ -13,10 +13,8 @@ compiled by one ``compile()``, and kept for the process (``KERNELS``).
 
 from __future__ import annotations
 
-import gc
 import itertools
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -427,25 +425,11 @@ def _owned(arrays: list, values: list) -> list:
     return out
 
 
-@contextmanager
-def collected_old() -> Iterator[None]:
-    """The cyclic garbage collector off while a first call is traced and walked, and on exit what was made
-    meanwhile and is still tracked moved to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two
-    list splices), not scanned as young: the program's objects live as long as its function (about 5 per
-    equation, and a young scan of them cost 0.5 us per equation, a tenth of the walk), the walk's own die by
-    their reference counts, and the cycles the kernels' printing leaves are collected with the oldest
-    generation. Where the process has frozen objects of its own, they stay frozen: then the usual way."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
+def collected_old():
+    """The collector off while a first call is traced and walked, what they made promoted to the oldest
+    generation on exit (``gc_paused(promote=True)``): a young scan of the program's objects (about 5 per
+    equation) cost 0.5 us per equation, a tenth of the walk; the walk's own die by their reference counts."""
+    return gc_paused(promote=True)
 
 
 def log_fallback(why: str) -> None:

@@ -6,7 +6,6 @@ thread, which under ``first_call="auto"`` was every thread crossing the walk's b
 
 from __future__ import annotations
 
-import logging
 import threading
 
 import numpy as np
@@ -20,44 +19,26 @@ def chain(x):
     return np.sum(x)
 
 
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-        self.guard = threading.Lock()
-
-    def emit(self, record):
-        with self.guard:
-            self.lines.append(record.getMessage())
-
-
-def test_concurrent_first_calls_trace_and_compile_once():
+def test_concurrent_first_calls_trace_and_compile_once(pullback_log):
     f = pb.differentiate(chain, first_call="compiled")
     x = np.linspace(0.1, 0.9, 3)
     want = pb.differentiate(chain, first_call="compiled").grad(x)
-    logger = logging.getLogger("pullback")
-    records, level = _Records(), logger.level
-    logger.addHandler(records)
-    logger.setLevel(logging.INFO)
+    pullback_log.clear()  # (the reference's own trace and compile)
     got, start = [], threading.Barrier(4)
 
     def call():
         start.wait()
         got.append(f.grad(x))
 
-    try:
-        threads = [threading.Thread(target=call) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    finally:
-        logger.removeHandler(records)
-        logger.setLevel(level)
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
     assert len(got) == 4
     for g in got:
         np.testing.assert_allclose(g, want, rtol=1e-12)
-    traced = [line.split(",")[1] for line in records.lines if line.startswith("traced chain, stage ")]
-    compiled = [line for line in records.lines if line.startswith("compiled chain_grad")]
+    traced = [line.split(",")[1] for line in pullback_log if line.startswith("traced chain, stage ")]
+    compiled = [line for line in pullback_log if line.startswith("compiled chain_grad")]
     assert traced == [" stage primal", " stage grad"], traced
     assert len(compiled) == 1, compiled

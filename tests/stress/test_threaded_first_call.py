@@ -5,7 +5,6 @@ the gradient is traced and compiled once, whichever threads cross the walk's bud
 
 from __future__ import annotations
 
-import logging
 import threading
 
 import numpy as np
@@ -32,58 +31,40 @@ def _central(fn, x, eps=1e-6):
     return np.array([(fn(x + d) - fn(x - d)) / (2 * eps) for d in e])
 
 
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-        self.guard = threading.Lock()
-
-    def emit(self, record):
-        with self.guard:
-            self.lines.append(record.getMessage())
-
-
-def test_threads_share_one_walk_then_one_compile(monkeypatch):
+def test_threads_share_one_walk_then_one_compile(monkeypatch, pullback_log):
     # the walk gives way after a few calls' walks (about 20 ms of them), not after seconds
     monkeypatch.setattr(eager, "COMPILE_SECONDS_PER_EQUATION", 20e-6)
     xs = [np.linspace(0.1, 0.9, 3) + 0.05 * i for i in range(6)]
     compiled = pb.differentiate(varying_chain, first_call="compiled")
     want = [compiled.grad(x) for x in xs]
-    logger = logging.getLogger("pullback")
-    records, level = _Records(), logger.level
-    logger.addHandler(records)
-    logger.setLevel(logging.INFO)
-    try:
-        g = pb.grad(varying_chain)
-        got: list[list] = [[] for _ in xs]
-        errors: list[BaseException] = []
-        start = threading.Barrier(len(xs))
+    pullback_log.clear()  # (the reference's own trace and compile)
+    g = pb.grad(varying_chain)
+    got: list[list] = [[] for _ in xs]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(xs))
 
-        def calls(i):
-            try:
-                start.wait()
-                for _ in range(12):
-                    got[i].append(g(xs[i]))
-            except BaseException as e:  # noqa: BLE001  (reported below, with the thread's argument)
-                errors.append(e)
+    def calls(i):
+        try:
+            start.wait()
+            for _ in range(12):
+                got[i].append(g(xs[i]))
+        except BaseException as e:  # noqa: BLE001  (reported below, with the thread's argument)
+            errors.append(e)
 
-        threads = [threading.Thread(target=calls, args=(i,)) for i in range(len(xs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    finally:
-        logger.removeHandler(records)
-        logger.setLevel(level)
+    threads = [threading.Thread(target=calls, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
     assert not errors, errors
     for i in range(len(xs)):
         assert len(got[i]) == 12
         for grad in got[i]:
             np.testing.assert_allclose(grad, want[i], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(want[0], _central(varying_chain, xs[0]), rtol=1e-6)
-    walked = [line for line in records.lines if line.startswith("served varying_chain's gradient eagerly")]
-    traced = [line.split(",")[1] for line in records.lines if line.startswith("traced varying_chain, stage ")]
-    compiled = [line for line in records.lines if line.startswith("compiled varying_chain_grad")]
+    walked = [line for line in pullback_log if line.startswith("served varying_chain's gradient eagerly")]
+    traced = [line.split(",")[1] for line in pullback_log if line.startswith("traced varying_chain, stage ")]
+    compiled = [line for line in pullback_log if line.startswith("compiled varying_chain_grad")]
     assert traced == [" stage primal", " stage grad"], traced
     assert len(compiled) == 1, compiled
     assert walked and len(walked) < 12 * len(xs)  # some calls walked, the later ones ran compiled

@@ -1531,6 +1531,7 @@ class vmap(_ByFunction):
         self.fn, self.in_axes, self.out_axes = fn, in_axes, out_axes
         self._stages: dict[tuple, Staged] = {}
         self._programs = cache.Programs(self._stages)  # emptied when fn reads other objects (a rebound scalar)
+        self._building = _Lock()  # held while a program is traced and built
         self._kw_maps: dict[tuple, vmap] = {}  # (positional count, keyword names) -> the map taking them
 
     def _options(self) -> dict[str, Any]:
@@ -1603,10 +1604,13 @@ class vmap(_ByFunction):
         self._programs.check(self.fn)
         staged = self._stages.get(key)
         if staged is None:
-            staged = self._program(leaves, trees, leaf_axes)
-            if not staged.captures:
-                self._stages[key] = staged
-            self._programs.traced(self.fn)
+            with self._building.held():  # threads finding no program at once: one builds it (as differentiate)
+                staged = self._stages.get(key)
+                if staged is None:
+                    staged = self._program(leaves, trees, leaf_axes)
+                    if not staged.captures:
+                        self._stages[key] = staged
+                    self._programs.traced(self.fn)
         return staged(*[x for x, s in zip(leaves, static) if not s])
 
     def _with_kwargs(self, n: int, kwargs: dict) -> vmap:

@@ -7,6 +7,7 @@ thread, which under ``first_call="auto"`` was every thread crossing the walk's b
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -42,3 +43,33 @@ def test_concurrent_first_calls_trace_and_compile_once(pullback_log):
     compiled = [line for line in pullback_log if line.startswith("compiled chain_grad")]
     assert traced == [" stage primal", " stage grad"], traced
     assert len(compiled) == 1, compiled
+
+
+def test_concurrent_first_calls_of_a_vmap_trace_once():
+    """``vmap`` keeps its own programs: before its lock, each thread that found none traced its own."""
+    traces = [0]
+
+    def row_loss(x):
+        traces[0] += 1  # (run by each trace, never by the compiled program)
+        time.sleep(0.02)  # (the other threads run meanwhile: each finds no program unless the build is locked)
+        return chain(x)
+
+    xs = np.linspace(0.1, 0.9, 12).reshape(4, 3)
+    want = np.array([chain(x) for x in xs])
+    pb.vmap(row_loss)(xs)
+    once, traces[0] = traces[0], 0
+    mapped, got, start = pb.vmap(row_loss), [], threading.Barrier(4)
+
+    def call():
+        start.wait()
+        got.append(mapped(xs))
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 4
+    for g in got:
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+    assert traces[0] == once, (traces[0], once)

@@ -20,25 +20,31 @@ def chain(x):
     return np.sum(x)
 
 
+def _together(call, want, threads: int = 4) -> None:
+    """``call()`` in ``threads`` threads released at once (the first call of a signature for all of them),
+    each result ``want``."""
+    got, start = [], threading.Barrier(threads)
+
+    def run():
+        start.wait()
+        got.append(call())
+
+    running = [threading.Thread(target=run) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join(60)
+    assert len(got) == threads
+    for g in got:
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
 def test_concurrent_first_calls_trace_and_compile_once(pullback_log):
     f = pb.differentiate(chain, first_call="compiled")
     x = np.linspace(0.1, 0.9, 3)
     want = pb.differentiate(chain, first_call="compiled").grad(x)
     pullback_log.clear()  # (the reference's own trace and compile)
-    got, start = [], threading.Barrier(4)
-
-    def call():
-        start.wait()
-        got.append(f.grad(x))
-
-    threads = [threading.Thread(target=call) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert len(got) == 4
-    for g in got:
-        np.testing.assert_allclose(g, want, rtol=1e-12)
+    _together(lambda: f.grad(x), want)
     traced = [line.split(",")[1] for line in pullback_log if line.startswith("traced chain, stage ")]
     compiled = [line for line in pullback_log if line.startswith("compiled chain_grad")]
     assert traced == [" stage primal", " stage grad"], traced
@@ -58,18 +64,6 @@ def test_concurrent_first_calls_of_a_vmap_trace_once():
     want = np.array([chain(x) for x in xs])
     pb.vmap(row_loss)(xs)
     once, traces[0] = traces[0], 0
-    mapped, got, start = pb.vmap(row_loss), [], threading.Barrier(4)
-
-    def call():
-        start.wait()
-        got.append(mapped(xs))
-
-    threads = [threading.Thread(target=call) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert len(got) == 4
-    for g in got:
-        np.testing.assert_allclose(g, want, rtol=1e-12)
+    mapped = pb.vmap(row_loss)
+    _together(lambda: mapped(xs), want)
     assert traces[0] == once, (traces[0], once)

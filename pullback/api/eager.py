@@ -332,12 +332,8 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
         args = [*map(get, ins)]
         f = k.forward
         if k.direct:  # one computed value, the step's only output, no constants: stored at once (the common case)
-            r = f(*args)
-            values[outs.start] = r
-            if k.wrt:
-                pool = (*args, r)
-                at = k.res_at
-                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
+            r = values[outs.start] = f(*args)
+            pool = (*args, r) if k.wrt else ()
         else:
             if f is None:
                 pool = (*args, *k.consts)
@@ -351,9 +347,9 @@ def _walk(program: Program, slot: dict[Var, int], values: list, codes: list[int]
             else:
                 for s, j in zip(range(outs.start, outs.stop), k.outs):
                     values[s] = pool[j]
-            if k.wrt:
-                at = k.res_at
-                tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
+        if k.wrt:
+            at = k.res_at
+            tape[n] = pool[at] if at is not None else [pool[j] for j in k.residuals]
         d = dead[n]
         if d is not None:
             for i in d:
@@ -423,13 +419,6 @@ def _owned(arrays: list, values: list) -> list:
         seen.add(id(a))
         out.append(a)
     return out
-
-
-def collected_old():
-    """The collector off while a first call is traced and walked, what they made promoted to the oldest
-    generation on exit (``gc_paused(promote=True)``): a young scan of the program's objects (about 5 per
-    equation) cost 0.5 us per equation, a tenth of the walk; the walk's own die by their reference counts."""
-    return gc_paused(promote=True)
 
 
 def log_fallback(why: str) -> None:

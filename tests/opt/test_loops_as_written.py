@@ -261,7 +261,8 @@ def comment_above(src: str, statement: str) -> str:
     return next(line.strip() for line in reversed(lines[:at]) if line.strip().startswith("# "))
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: in the rerolled Kalman filter (tests/golden/kalman_rerolled_grad.py.txt) "
+@pytest.mark.xfail(strict=True, reason="audit32: in the rerolled Kalman filter "
+                   "(tests/golden/kalman_rerolled_grad.py.txt): "
                    "the carries' starts before the loop quote other lines: ``nll = np.float64(0.0)`` under "
                    "line 63's ``nll = nll + 0.5 * (w @ w) + ...`` (the user's is line 51, ``nll = 0.0``), "
                    "``mu_h = mu0`` under line 54's ``mu_v = B @ mu_h``")

@@ -254,6 +254,33 @@ def test_a_fori_loop_carries_the_bodys_parameter_name():
     assert "val" not in src and re.search(r"\bq_bar\b", src)
 
 
+def strided(x, v):
+    for t in range(300):
+        x = np.tanh(x + v[2 * t])  # every other row: a window moving two places a step
+    return np.sum(x)
+
+
+def halves(x):
+    seen = [x]
+    for t in range(300):
+        x = np.tanh(0.5 * x + 0.1 * seen[t // 2])  # a value from t/2 steps back
+        seen.append(x)
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("f, args", [(strided, (np.array([0.1, -0.2, 0.3]), np.linspace(-1, 1, 1800).reshape(600, 3))),
+                                     (halves, (np.array([0.1, -0.2, 0.3]),))])
+def test_a_long_run_is_rolled_or_reported_with_its_reason(f, args, pullback_log):
+    """300 steps of a repeating body: either one loop, or a log line saying which step reads otherwise
+    and why, at the user's line; the gradient is the central differences' either way."""
+    d = pb.differentiate(f)
+    primal = d.ir(*args, stage="primal")
+    rolled = [e for e in primal.eqns if e.prim.name == "scan"]
+    reported = [m for m in pullback_log if "was seen but not rolled" in m]
+    assert rolled or (len(reported) == 1 and "test_loops_as_written.py:" in reported[0] and ": " in reported[0])
+    np.testing.assert_allclose(d.grad(*args), central_differences(f, args, 0), rtol=1e-6, atol=1e-10)
+
+
 def comment_above(src: str, statement: str) -> str:
     """The comment nearest above the first line that starts with ``statement``."""
     lines = src.splitlines()

@@ -122,6 +122,9 @@ def test_the_audited_programs_pass_ruff_and_keep_small_values():
     for name, src in sources.items():
         if name != "kalman_cuda":  # (below: the CuPy printer's own temporaries)
             assert "del " not in src, name
+        # one list (or array) per residual: no value stored twice a step
+        stored = re.findall(r"^\s*\w+_steps(?:_\d+)?\[t\] = (\w+)$", src, re.M)
+        assert len(stored) == len(set(stored)), (name, stored)
 
 
 @pytest.mark.xfail(strict=True, reason="audit32: the CuPy program prints ``del handle_k, one_k`` after each cuBLAS "

@@ -161,6 +161,33 @@ def flatten(obj: Any) -> tuple[list[Any], Any]:
     return leaves, treedef
 
 
+class _Star:
+    def __repr__(self) -> str:
+        return "*"
+
+
+def prefix_leaves(prefix: Any, obj: Any) -> list[Any]:
+    """For each leaf of ``obj``, depth first, the leaf of ``prefix`` above it: ``prefix`` is a tree whose
+    structure is a prefix of ``obj``'s (JAX's ``in_axes``), each of its leaves (None too) standing for a
+    whole subtree of ``obj``. ValueError where the structures differ."""
+    out: list[Any] = []
+    stack = [(prefix, obj)]
+    while stack:
+        p, o = stack.pop()
+        if p is None or _parts(p) is None:
+            out += [p] * len(flatten(o)[0])
+            continue
+        head, children = _parts(p)
+        found = _parts(o)
+        children = list(children)
+        if found is None or found[0] != head:
+            leaves, treedef = flatten(obj)
+            shown = unflatten(treedef, [_Star()] * len(leaves))
+            raise ValueError(f"{prefix!r} is not a prefix of the structure {shown!r} (its leaves shown as *)")
+        stack += reversed(list(zip(children, found[1])))
+    return out
+
+
 def _children(treedef: Any) -> tuple[Any, Iterable[Any]] | None:
     return None if treedef is LEAF else (treedef, treedef[-1])
 

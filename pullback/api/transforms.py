@@ -57,7 +57,7 @@ from pullback.opt.outer import kronecker_factors
 from pullback.opt.reroll import reroll
 from pullback.opt.simplify import keeping_stop_gradients
 from pullback.opt.structure import diagonal_plus_low_rank
-from pullback.tree import LEAF, flatten, graft, is_node, unflatten
+from pullback.tree import LEAF, flatten, graft, is_node, prefix_leaves, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
@@ -1434,9 +1434,10 @@ def make_ir(fn: Callable, static_argnums: int | Sequence[int] = (),
 
 
 def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device: str = "cpu",
-           backend: str | None = None) -> str:
-    """The generated Python source of ``fn`` at these arguments (``device="cuda"``: for CuPy;
-    ``backend="dask"``: for Dask, NumPy arguments chunked by ``da.from_array``'s ``"auto"``).
+           backend: str | None = None, **kwargs) -> str:
+    """The generated Python source of ``fn`` at these arguments, keyword arguments included as a call of
+    ``fn`` takes them (``device="cuda"``: for CuPy; ``backend="dask"``: for Dask, NumPy arguments chunked
+    by ``da.from_array``'s ``"auto"``).
 
     >>> def f(x):
     ...     return np.sum(np.sqrt(x))
@@ -1450,7 +1451,7 @@ def source(fn: Callable, *args, static_argnums: int | Sequence[int] = (), device
         total = np.sum(sqrt)
         return total
     """
-    return jit(fn, static_argnums).source(*args, device=device, backend=backend)
+    return jit(fn, static_argnums).source(*args, device=device, backend=backend, **kwargs)
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0, static_argnums: int | Sequence[int] = (),
@@ -1511,8 +1512,9 @@ def _is_static(x, axis) -> bool:
 class vmap(_ByFunction):
     """``fn`` mapped over an axis of its arguments, as one whole-array program (JAX's ``vmap``).
 
-    ``in_axes``: an int or None for every argument, or a tuple with one per positional argument
-    (applied to every leaf of a tuple, list or dict argument); None passes the argument unbatched.
+    ``in_axes``: an int or None for every argument, or a tuple with one per positional argument: an int
+    or None for all of a tuple, list or dict argument's leaves, or a tree of them matching a prefix of the
+    argument's structure (``{"W": 0, "b": None}``), as in JAX; None passes the argument unbatched.
     An unbatched Python int or bool stays a Python value, as in JAX (a loop bound, a flag): one
     program per value.
     ``out_axes``: where each output leaf gets the batch axis (an int, or a tuple per element of
@@ -1549,7 +1551,10 @@ class vmap(_ByFunction):
             arg_leaves, tree = flatten(a)
             leaves += map(at_boundary, arg_leaves)
             trees.append(tree)
-            leaf_axes += [axis] * len(arg_leaves)
+            try:
+                leaf_axes += prefix_leaves(axis, a)
+            except ValueError as e:
+                raise ValueError(f"vmap in_axes: {e}") from None
         return leaves, trees, leaf_axes
 
     def _program(self, leaves: list, trees: list, leaf_axes: list) -> Staged:

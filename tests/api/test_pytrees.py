@@ -249,6 +249,27 @@ def test_vmap_maps_keyword_arguments_over_their_leading_axis():
     np.testing.assert_allclose(out, [f(xs[0], scale=scales[i], shift={"s": shifts["s"][i]}) for i in range(2)])
 
 
+def test_vmap_in_axes_a_tree_over_a_prefix_of_the_arguments_structure():
+    """As in JAX, an ``in_axes`` entry may be a tree matching a prefix of its argument: a dict of weights
+    mapped over one leaf and shared in the other; a tree that does not fit is a clear ValueError."""
+    def loss(p, x):
+        return np.sum(np.tanh(p["W"] @ x + p["b"]))
+
+    rng = np.random.default_rng(5)
+    params = {"W": rng.standard_normal((4, 2, 3)), "b": rng.standard_normal(2)}
+    x = rng.standard_normal(3)
+    expected = [loss({"W": W, "b": params["b"]}, x) for W in params["W"]]
+    np.testing.assert_allclose(pb.vmap(loss, in_axes=({"W": 0, "b": None}, None))(params, x), expected, rtol=1e-14)
+    grads = pb.vmap(pb.grad(loss), in_axes=({"W": 0, "b": None}, None))(params, x)
+    for k, W in enumerate(params["W"]):
+        one = pb.grad(loss)({"W": W, "b": params["b"]}, x)
+        np.testing.assert_allclose(grads["W"][k], one["W"], rtol=1e-13)
+        np.testing.assert_allclose(grads["b"][k], one["b"], rtol=1e-13)
+    for bad in ({"W": 0}, [0, 0], {"W": 0, "b": {"c": 0}}):
+        with pytest.raises(ValueError, match=r"vmap in_axes: .* is not a prefix of the structure \{'W': \*, 'b': \*\}"):
+            pb.vmap(loss, in_axes=(bad, None))(params, x)
+
+
 def test_bad_static_arguments_are_refused():
     def f(x, n):
         return x * n
@@ -269,6 +290,11 @@ def test_stages_are_read_with_keyword_arguments():
     assert [v.hint for v in jitted.ir(x, n=3, shift=shift).inputs] == ["x", "shift"]
     small = pb.make_ir(f, static_argnames="n")(x, n=1, shift=shift)
     assert len(small.eqns) < len(pb.make_ir(f, static_argnames="n")(x, n=5, shift=shift).eqns)
+
+    def spring(x, stiffness=1.0):
+        return np.sum(np.sin(x) * stiffness)
+
+    assert "def spring(x, stiffness):" in pb.source(spring, x, stiffness=3.0)  # pb.source takes them too
 
 
 def test_argnums_passed_by_keyword_is_refused():

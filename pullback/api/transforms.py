@@ -38,7 +38,7 @@ from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.backends.dask import backend as dask_backend
 from pullback.backends.dask.backend import chunks_of, is_dask
 from pullback.backends.numpy import backend as numpy_backend
-from pullback.errors import LinAlgError
+from pullback.errors import LinAlgError, TracingError
 from pullback.ir.core import Literal, Program, Var
 from pullback.ir.tracer import (
     PYTHON_SCALARS,
@@ -744,7 +744,7 @@ class differentiate(_ByFunction):
         main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
         if not ad.is_real_scalar(main):
             types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
-            raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
+            raise TracingError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
                             f"array of one element); {p.name} returns {types} (use vjp or jvp)")
         grads = self._grads_tree(args, trees, nums)
         tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))

@@ -714,6 +714,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     # the body: the first copy, with values of its own (a copy's values may be read after the loop by
     # their old names), reading the body's inputs
     made_before: dict[int, Eqn] = {}  # (filled when a value from before the run has no name: _moved_hint)
+    named: dict[int, Var] = {}  # an unnamed invariant from before the run -> it named (_expression_hint)
     own = {id(v): Var(v.type, v.hint) for e in first for v in e.outputs}
     body_eqns: list[Eqn] = []
     for i, e in enumerate(first):
@@ -740,6 +741,9 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 if v is None:
                     v = consts[id(a)] = Var(a.type, a.hint or _moved_hint(a, eqns, p, made_before))
                     const_outer.append(a)
+                    maker = made_before.get(id(a)) if not a.hint and v.hint else None
+                    if maker is not None and maker.prim not in _FILL_KEEPING:
+                        named[id(a)] = Var(a.type, v.hint)  # printed as its accumulator's name says
                 ins.append(v)
             else:
                 ins.append(own.get(id(a), a))
@@ -814,7 +818,23 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 "strides": (1,) * (len(row) + 1)})))
             after.append(Eqn(st.reshape_p, (one,), (v,), Params({"new_sizes": row})))
     new = eqns[:p] + tuple(hoisted) + tuple(before) + (scan,) + tuple(after) + eqns[end:]
-    return Program(program.inputs, new, program.outputs, tuple(constvars), tuple(constvals), program.name)
+    outputs = program.outputs
+    if named:
+        new, outputs = _renamed(new, outputs, named)
+    return Program(program.inputs, new, outputs, tuple(constvars), tuple(constvals), program.name)
+
+
+def _renamed(eqns: tuple[Eqn, ...], outputs: tuple, named: dict[int, Var]) -> tuple[tuple[Eqn, ...], tuple]:
+    """``eqns`` and ``outputs`` with the Vars in ``named`` (by id) replaced: where they are made, and read."""
+    def new(a):
+        return named.get(id(a), a) if type(a) is Var else a
+
+    out = []
+    for e in eqns:
+        if any(id(a) in named for a in e.inputs) or any(id(v) in named for v in e.outputs):
+            e = Eqn(e.prim, tuple(map(new, e.inputs)), tuple(map(new, e.outputs)), e.params, e.source)
+        out.append(e)
+    return tuple(out), tuple(map(new, outputs))
 
 
 def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> str:
@@ -824,14 +844,24 @@ def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> 
         made.update((id(v), e) for e in eqns[:p] for v in e.outputs)
     for _ in range(8):
         e = made.get(id(a))
-        if e is None or e.prim not in _FILL_KEEPING:
+        if e is None:
             return ""
+        if e.prim not in _FILL_KEEPING:
+            return _expression_hint(e)
         a = next((b for b in e.inputs if type(b) is Var), None)
         if a is None:
             return ""
         if a.hint:
             return a.hint
     return ""
+
+
+def _expression_hint(e: Eqn) -> str:
+    """A name for an unnamed loop invariant from the operation that makes it and the named values it
+    reads (``sub_open`` for ``1 - open_``, ``add_den`` for ``den + 0.001``): the backward loop sums its
+    cotangent as ``sub_open_bar_sum``, not in a ``carry``; the operation alone where it reads no named value."""
+    named = [b.hint.rstrip("_") for b in e.inputs if type(b) is Var and b.hint.rstrip("_")]
+    return "_".join([e.prim.name, *named[:2]]) if len(e.outputs) == 1 else ""
 
 
 def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
@@ -882,6 +912,8 @@ def _const_input(a, made: dict[int, Eqn], const_in: dict):
         hint, e = a.hint, made[id(a)]
         while not hint and e is not None and e.prim in _FILL_KEEPING and type(e.inputs[0]) is Var:
             hint, e = e.inputs[0].hint, made.get(id(e.inputs[0]))
+        if not hint and e is not None and e.prim not in _FILL_KEEPING:
+            hint = a.hint = _expression_hint(e)  # (``a``, hoisted, is this pass's own Var: named in place)
         const_in[id(a)] = (Var(a.type, hint), a)
     return const_in[id(a)][0]
 

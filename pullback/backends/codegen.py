@@ -67,6 +67,8 @@ def _temp_hint(eqn: Eqn, namer: Namer) -> str:
     """The name of an unnamed result: after its operand for a transpose (``B_T``) and for an entry read at
     fixed indices (``u_0`` for ``u[0]``), else after its operation."""
     if eqn.prim is not st.transpose_p and eqn.prim is not ix.gather_p:
+        if eqn.prim is st.broadcast_in_dim_p and type(eqn.inputs[0]) is Literal:
+            return _fill_name(eqn)
         return TEMP_HINTS.get(eqn.prim, eqn.prim.name)
     a = eqn.inputs[0] if eqn.inputs else None
     if isinstance(a, Var) and a in namer:
@@ -76,6 +78,53 @@ def _temp_hint(eqn: Eqn, namer: Namer) -> str:
         if index and len(index) <= 2 and all(type(i).__name__ == "Int" for i in index):
             return "_".join([namer[a].lstrip("_"), *(str(i.value) for i in index)])
     return _temp_name(eqn.prim)
+
+
+def _fill_name(eqn: Eqn) -> str:
+    """A fill is named after what it is: ``zeros = np.zeros(...)``, ``ones``, ``full`` (a 0-d one ``zero``)."""
+    value, shape = eqn.inputs[0].value, eqn.params["shape"]
+    word = ("zeros", "zero") if value == 0 else ("ones", "one") if value == 1 else ("full", "value")
+    return word[0] if shape else word[1]
+
+
+def _fills_apart(prog: Program) -> Program:
+    """``prog`` with each loop that reads a fill other equations read too given a fill of its own, made
+    just before it: a person writes ``p = np.zeros(n)`` where the zeros start one loop's value (the fill
+    then takes the carry's name, ``_name_initial_carries``), not ``p = bcast`` of zeros made for several
+    places. A fill is cheap to make again; one nothing else reads is left out."""
+    fills = {id(e.outputs[0]): e for e in prog.eqns
+             if e.prim is st.broadcast_in_dim_p and type(e.inputs[0]) is Literal}
+    if not fills:
+        return prog
+    readers: dict[int, set[int]] = {}
+    for i, e in enumerate(prog.eqns):
+        for a in e.inputs:
+            if id(a) in fills:
+                readers.setdefault(id(a), set()).add(i)
+    returned = {id(a) for a in prog.outputs}
+    loops = {i for i, e in enumerate(prog.eqns) if e.prim is ctrl.scan_p or e.prim is ctrl.while_p}
+    apart = {f: rs & loops for f, rs in readers.items() if len(rs) + (f in returned) > 1 and rs & loops}
+    if not apart:
+        return prog
+    left = {f for f, rs in apart.items() if rs == readers[f] and f not in returned}  # read by loops alone
+    eqns: list[Eqn] = []
+    for i, e in enumerate(prog.eqns):
+        if e.outputs and id(e.outputs[0]) in left:
+            continue
+        own: dict[int, Var] = {}
+        for a in e.inputs:
+            if id(a) in apart and i in apart[id(a)] and id(a) not in own:
+                fill = fills[id(a)]
+                own[id(a)] = Var(a.type, a.hint)
+                # one carry's start (``p = np.zeros(n)``) stands with its loop's line; zeros shared by several
+                # carries (a backward loop's sums) with the statement before: no comment of their own
+                where = e.source if e.inputs.count(a) == 1 or not eqns else eqns[-1].source
+                eqns.append(Eqn(fill.prim, fill.inputs, (own[id(a)],), fill.params, where))
+        if own:
+            e = Eqn(e.prim, tuple(own.get(id(a), a) if type(a) is Var else a for a in e.inputs), e.outputs, e.params,
+                    e.source)
+        eqns.append(e)
+    return Program(prog.inputs, tuple(eqns), prog.outputs, prog.constvars, prog.constvals, prog.name)
 
 
 @dataclass(frozen=True)
@@ -290,7 +339,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
         plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
-        top, prog = prog is program, printed.prepare(prog)
+        top, prog = prog is program, _fills_apart(printed.prepare(prog))
         last = _last_uses(prog)
         dead = _worth_freeing(last, prog, top) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),

@@ -791,7 +791,11 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     inputs = tuple(consts[id(a)] for a in const_outer) + tuple(carry_in) + tuple(xs_in)
     inner = reroll(Program(inputs, tuple(body_eqns), tuple(body_outputs), name=f"{program.name}_step"),
                    min_steps, min_eqns)
-    body_eqns, body_outputs, hoisted, const_in = _hoist(list(inner.eqns), list(inner.outputs), consts, const_outer)
+    expressed: set[int] = set()  # the hoisted values named from their expressions (_const_input)
+    body_eqns, body_outputs, hoisted, const_in = _hoist(list(inner.eqns), list(inner.outputs), consts, const_outer,
+                                                        expressed)
+    if expressed:
+        _name_earlier_twins(hoisted, expressed, eqns[:p], named)
     const_vars = [consts[id(a)] for a in const_outer] + [v for v, _ in const_in]
     const_args = list(const_outer) + [a for _, a in const_in]
     body = Program(tuple(const_vars) + tuple(carry_in) + tuple(xs_in), tuple(body_eqns),
@@ -860,8 +864,15 @@ def _expression_hint(e: Eqn) -> str:
     """A name for an unnamed loop invariant from the operation that makes it and the named values it
     reads (``sub_open`` for ``1 - open_``, ``add_den`` for ``den + 0.001``): the backward loop sums its
     cotangent as ``sub_open_bar_sum``, not in a ``carry``; the operation alone where it reads no named value."""
+    word = _WORDS.get(e.prim) or (e.prim.name if getattr(ew, f"{e.prim.name}_p", None) is e.prim
+                                  and "_" not in e.prim.name else "")
+    if not word or len(e.outputs) != 1:
+        return ""  # (an operation the printer names otherwise: ``cast``, ``picked``; left to it)
     named = [b.hint.rstrip("_") for b in e.inputs if type(b) is Var and b.hint.rstrip("_")]
-    return "_".join([e.prim.name, *named[:2]]) if len(e.outputs) == 1 else ""
+    return "_".join([word, *named[:2]])
+
+
+_WORDS = {dot_general_p: "dot", reduce_sum_p: "total"}  # as the printer names them (``codegen.TEMP_HINTS``)
 
 
 def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
@@ -873,7 +884,36 @@ def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
     return ""
 
 
-def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list):
+def _name_earlier_twins(hoisted: list[Eqn], expressed: set[int], before: tuple[Eqn, ...],
+                        named: dict[int, Var]) -> None:
+    """A hoisted invariant named from its expression (``_const_input``) that an unnamed equation before
+    the run computes too (a first step left before the loop): that value takes the name (``named``), so
+    that the two, merged later (``cse``), print as one ``sub_open = 1.0 - open_``, the name the backward
+    loop's ``sub_open_bar_sum`` says. Names only: what the program computes is unchanged."""
+    def key(e: Eqn, twin_of: dict[int, Var]) -> tuple:
+        return (e.prim, tuple(id(twin_of.get(id(a), a)) if type(a) is Var else (a.value, a.dtype) for a in e.inputs),
+                e.params)
+
+    by_key: dict[tuple, Eqn] = {}
+    first: dict[int, Var] = {}  # a value before the run -> the first one computing the same (as ``cse`` keeps)
+    for e in before:
+        if not effectful(e):
+            twin = by_key.setdefault(key(e, first), e)
+            if twin is not e:
+                first.update((id(v), w) for v, w in zip(e.outputs, twin.outputs))
+    twin_of = dict(first)  # and a hoisted value -> the one before the run computing it
+    for e in hoisted:
+        twin = None if effectful(e) else by_key.get(key(e, twin_of))
+        if twin is None:
+            continue
+        for v, w in zip(e.outputs, twin.outputs):
+            twin_of[id(v)] = w
+            if id(v) in expressed and not w.hint and id(w) not in named:
+                named[id(w)] = Var(w.type, v.hint)
+
+
+def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list,
+           expressed: set[int] | None = None):
     """The body's loop invariants (``control.split_invariant``, as ``pb.scan`` hoists them), moved before
     the loop: (the body's equations and outputs left, those hoisted, and (body input, outer value) for
     each hoisted value the body still reads or returns)."""
@@ -896,13 +936,13 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []
     for e in kept:
-        ins = tuple(_const_input(first.get(id(a), a), made, const_in) for a in e.inputs)
+        ins = tuple(_const_input(first.get(id(a), a), made, const_in, expressed) for a in e.inputs)
         body.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
-    outputs = [_const_input(first.get(id(a), a), made, const_in) for a in body_outputs]
+    outputs = [_const_input(first.get(id(a), a), made, const_in, expressed) for a in body_outputs]
     return body, outputs, hoisted, list(const_in.values())
 
 
-def _const_input(a, made: dict[int, Eqn], const_in: dict):
+def _const_input(a, made: dict[int, Eqn], const_in: dict, expressed: set[int] | None = None):
     """The body's input for a hoisted value (made at its first use), named as the value, or as what it
     moves (``a * x`` reads ``a`` broadcast: its gradient sums into ``a_bar_sum``; ``np.roll(open_, 1)``'s
     into ``open__bar_sum``)."""
@@ -914,6 +954,8 @@ def _const_input(a, made: dict[int, Eqn], const_in: dict):
             hint, e = e.inputs[0].hint, made.get(id(e.inputs[0]))
         if not hint and e is not None and e.prim not in _FILL_KEEPING:
             hint = a.hint = _expression_hint(e)  # (``a``, hoisted, is this pass's own Var: named in place)
+            if hint and expressed is not None:
+                expressed.add(id(a))
         const_in[id(a)] = (Var(a.type, hint), a)
     return const_in[id(a)][0]
 

@@ -309,7 +309,7 @@ def test_a_first_step_reading_rolls_of_zeros_as_fills_is_folded_in_with_the_user
     check_grads(rolled.fn, args, order=1)
     source = rolled.source(*args)
     before, loop = source.split("    for t in range(6):\n", 1)
-    assert re.search(r"\n    p = (np\.zeros\(\(5,\), dtype=np\.float64\)|bcast)\n", before), before
+    assert "\n    p = np.zeros((5,))\n" in before, before  # the zeros start the carry p alone: made as p
     statements = [line.strip() for line in loop.splitlines() if not line.strip().startswith("#")]
     assert statements[0] == "part = p[4:]", loop  # the step starts with the statement's first roll, of p
     assert "carry" not in source, source

@@ -87,6 +87,14 @@ def _fill_name(eqn: Eqn) -> str:
     return word[0] if shape else word[1]
 
 
+def _lone_fills(prog: Program) -> set[int]:
+    """The ids of ``prog``'s fills that one operand of one equation reads, and nothing returns."""
+    fills = {id(e.outputs[0]) for e in prog.eqns if e.prim is st.broadcast_in_dim_p and type(e.inputs[0]) is Literal}
+    reads = Counter(id(a) for e in prog.eqns for a in e.inputs if id(a) in fills)
+    reads.update(id(a) for a in prog.outputs if id(a) in fills)
+    return {f for f in fills if reads[f] == 1}
+
+
 def _fills_apart(prog: Program) -> Program:
     """``prog`` with each loop that reads a fill other equations read too given a fill of its own, made
     just before it: a person writes ``p = np.zeros(n)`` where the zeros start one loop's value (the fill
@@ -102,7 +110,9 @@ def _fills_apart(prog: Program) -> Program:
             if id(a) in fills:
                 readers.setdefault(id(a), set()).add(i)
     returned = {id(a) for a in prog.outputs}
-    loops = {i for i, e in enumerate(prog.eqns) if e.prim is ctrl.scan_p or e.prim is ctrl.while_p}
+    # loops, and updates of the zeros in place (``np.add.at(accumulated, ...)``, not of a copy of shared ones)
+    loops = {i for i, e in enumerate(prog.eqns) if e.prim is ctrl.scan_p or e.prim is ctrl.while_p
+             or e.prim in memory.UPDATES and id(e.inputs[0]) in fills}
     apart = {f: rs & loops for f, rs in readers.items() if len(rs) + (f in returned) > 1 and rs & loops}
     if not apart:
         return prog
@@ -112,7 +122,7 @@ def _fills_apart(prog: Program) -> Program:
         if e.outputs and id(e.outputs[0]) in left:
             continue
         own: dict[int, Var] = {}
-        for a in e.inputs:
+        for a in e.inputs[:1] if e.prim in memory.UPDATES else e.inputs:
             if id(a) in apart and i in apart[id(a)] and id(a) not in own:
                 fill = fills[id(a)]
                 own[id(a)] = Var(a.type, a.hint)
@@ -351,11 +361,17 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             listed.update(_listed_stacks(prog, functional=getattr(backend, "FUNCTIONAL", False)))
         factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
+        lone: set[int] | None = None  # fills that one update alone reads (_lone_fills), when one is asked
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
             eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
             if eqn.prim in memory.UPDATES and (id(eqn.outputs[0]) in returned or (
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
+                namer.alias(eqn.inputs[0], eqn.outputs[0])
+            elif eqn.prim in memory.UPDATES and eqn.inputs[0] not in namer and id(eqn.inputs[0]) in (
+                    lone := _lone_fills(prog) if lone is None else lone):
+                # zeros made for this update alone: ``accumulated = np.zeros(...)``, then ``np.add.at(accumulated``
+                namer.name(eqn.outputs[0], eqn.outputs[0].hint, _temp_hint(eqn, namer))
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         _name_initial_carries(prog, namer, seeds, top)
         for i, vs in last.items():  # the result of an equation nothing reads: ``_x``

@@ -96,3 +96,20 @@ def test_the_dask_program_prints_its_fills_alike_and_float64_is_their_default(sh
     except ImportError:
         return
     assert cp.zeros(2).dtype == cp.ones(2).dtype == np.float64
+
+
+def test_zeros_updated_in_place_are_made_for_each_sum():
+    """Each gather's cotangent sums into zeros of its own, made where it is summed and named by it
+    (``accumulated = np.zeros(n)``, ``np.add.at(accumulated, ...)``), not copies of one shared zeros
+    that the last sum then updates under the name ``zeros``."""
+    def f(x, i, j, k):
+        return np.sum(x[i] * x[j] * np.sin(x[k]))
+
+    x = np.linspace(0.1, 1.0, 6)
+    i, j, k = np.array([0, 2, 2, 5]), np.array([1, 1, 3, 4]), np.array([5, 0, 0, 2])
+    d = pb.differentiate(f)
+    src = d.source(x, i, j, k)
+    assert ".copy()" not in src and "bcast" not in src and "zeros" not in src.replace("np.zeros", ""), src
+    sums = re.findall(r"\n    (accumulated(?:_\d)?) = np\.zeros\(\(6,\)\)\n    np\.add\.at\(\1, [ijk], ", src)
+    assert len(sums) == 3, src
+    np.testing.assert_allclose(d.grad(x, i, j, k), _fd_grad(lambda x: f(x, i, j, k), (x,))[0], rtol=1e-6, atol=1e-9)

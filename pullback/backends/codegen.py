@@ -96,34 +96,39 @@ def _lone_fills(prog: Program) -> set[int]:
 
 
 def _fills_apart(prog: Program) -> Program:
-    """``prog`` with each loop that reads a fill other equations read too given a fill of its own, made
-    just before it: a person writes ``p = np.zeros(n)`` where the zeros start one loop's value (the fill
-    then takes the carry's name, ``_name_initial_carries``), not ``p = bcast`` of zeros made for several
-    places. A fill is cheap to make again; one nothing else reads is left out."""
+    """``prog`` with each loop, and each update in place, that reads a fill other equations read too given
+    a fill of its own, made just before it: a person writes ``p = np.zeros(n)`` where the zeros start one
+    loop's value (the fill then takes the carry's name, ``_name_initial_carries``) and ``accumulated =
+    np.zeros(n)`` before ``np.add.at(accumulated, ...)``, not ``p = bcast`` and ``bcast.copy()`` of zeros
+    made for several places. A fill is cheap to make again; one nothing else reads then is left out."""
     fills = {id(e.outputs[0]): e for e in prog.eqns
              if e.prim is st.broadcast_in_dim_p and type(e.inputs[0]) is Literal}
     if not fills:
         return prog
-    readers: dict[int, set[int]] = {}
+    readers: dict[int, set[int]] = {}  # a fill -> the equations reading it
+    apart: dict[int, set[int]] = {}  # a fill -> those to read one of their own: loops, updates of it in place
+    stays: set[int] = {id(a) for a in prog.outputs if id(a) in fills}  # fills read where they are
     for i, e in enumerate(prog.eqns):
-        for a in e.inputs:
+        own = e.prim is ctrl.scan_p or e.prim is ctrl.while_p
+        update = e.prim in memory.UPDATES
+        for q, a in enumerate(e.inputs):
             if id(a) in fills:
                 readers.setdefault(id(a), set()).add(i)
-    returned = {id(a) for a in prog.outputs}
-    # loops, and updates of the zeros in place (``np.add.at(accumulated, ...)``, not of a copy of shared ones)
-    loops = {i for i, e in enumerate(prog.eqns) if e.prim is ctrl.scan_p or e.prim is ctrl.while_p
-             or e.prim in memory.UPDATES and id(e.inputs[0]) in fills}
-    apart = {f: rs & loops for f, rs in readers.items() if len(rs) + (f in returned) > 1 and rs & loops}
+                if own or update and q == 0:
+                    apart.setdefault(id(a), set()).add(i)
+                else:
+                    stays.add(id(a))
+    apart = {f: rs for f, rs in apart.items() if len(readers[f]) + (f in stays) > 1}
     if not apart:
         return prog
-    left = {f for f, rs in apart.items() if rs == readers[f] and f not in returned}  # read by loops alone
     eqns: list[Eqn] = []
     for i, e in enumerate(prog.eqns):
-        if e.outputs and id(e.outputs[0]) in left:
-            continue
+        if e.outputs and id(e.outputs[0]) in apart and id(e.outputs[0]) not in stays:
+            continue  # (each reader makes its own)
         own: dict[int, Var] = {}
-        for a in e.inputs[:1] if e.prim in memory.UPDATES else e.inputs:
-            if id(a) in apart and i in apart[id(a)] and id(a) not in own:
+        update = e.prim in memory.UPDATES
+        for q, a in enumerate(e.inputs):
+            if id(a) in apart and i in apart[id(a)] and id(a) not in own and (q == 0 or not update):
                 fill = fills[id(a)]
                 own[id(a)] = Var(a.type, a.hint)
                 # one carry's start (``p = np.zeros(n)``) stands with its loop's line; zeros shared by several
@@ -131,8 +136,9 @@ def _fills_apart(prog: Program) -> Program:
                 where = e.source if e.inputs.count(a) == 1 or not eqns else eqns[-1].source
                 eqns.append(Eqn(fill.prim, fill.inputs, (own[id(a)],), fill.params, where))
         if own:
-            e = Eqn(e.prim, tuple(own.get(id(a), a) if type(a) is Var else a for a in e.inputs), e.outputs, e.params,
-                    e.source)
+            ins = tuple(own.get(id(a), a) if type(a) is Var and (q == 0 or not update) else a
+                        for q, a in enumerate(e.inputs))
+            e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
         eqns.append(e)
     return Program(prog.inputs, tuple(eqns), prog.outputs, prog.constvars, prog.constvals, prog.name)
 

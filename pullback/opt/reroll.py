@@ -860,19 +860,7 @@ def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> 
     return ""
 
 
-def _expression_hint(e: Eqn) -> str:
-    """A name for an unnamed loop invariant from the operation that makes it and the named values it
-    reads (``sub_open`` for ``1 - open_``, ``add_den`` for ``den + 0.001``): the backward loop sums its
-    cotangent as ``sub_open_bar_sum``, not in a ``carry``; the operation alone where it reads no named value."""
-    word = _WORDS.get(e.prim) or (e.prim.name if getattr(ew, f"{e.prim.name}_p", None) is e.prim
-                                  and "_" not in e.prim.name else "")
-    if not word or len(e.outputs) != 1:
-        return ""  # (an operation the printer names otherwise: ``cast``, ``picked``; left to it)
-    named = [b.hint.rstrip("_") for b in e.inputs if type(b) is Var and b.hint.rstrip("_")]
-    return "_".join([word, *named[:2]])
-
-
-_WORDS = {dot_general_p: "dot", reduce_sum_p: "total"}  # as the printer names them (``codegen.TEMP_HINTS``)
+_expression_hint = control.expression_hint  # (``sub_open`` for ``1 - open_``)
 
 
 def _row_hint(first: tuple[Eqn, ...], i: int) -> str:

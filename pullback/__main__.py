@@ -7,7 +7,8 @@ The stages: ``ir`` (the traced program), ``primal``, ``jvp``, ``vjp``, ``grad``,
 (and ``jacfwd``, ``jacrev``). An ``--arg`` is a type: the program is traced from shapes and dtypes
 alone, never from arrays of that size. ``--argnums`` picks the differentiated arguments. With ``-o`` the
 program is written as a standalone module (``pullback.api.export``: its constants in an ``.npz``
-beside it); otherwise it is printed.
+beside it); otherwise it is printed. Bad options, and types the function cannot take (pullback's error
+at the user's line, in one line), exit with status 2; any other exception keeps its traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
+import itertools
 import sys
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import numpy as np
 
 import pullback as pb
 from pullback.demo import softplus_regression
+from pullback.errors import PullbackError
 from pullback.ir.types import ArrayType
 
 
@@ -145,14 +148,29 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     d = pb.differentiate(fn, argnums=argnums)
-    if opts.command == "ir":
-        print(d.ir(*args, stage="primal"))
-        return 0
-    if opts.output:
-        print(pb.export(d, *args, path=opts.output, program=opts.command))
-        return 0
-    print(d.source(*args, program=opts.command))
+    try:
+        if opts.command == "ir":
+            text = d.ir(*args, stage="primal")
+        elif opts.output:
+            text = pb.export(d, *args, path=opts.output, program=opts.command)
+        else:
+            text = d.source(*args, program=opts.command)
+    except PullbackError as e:  # the function does not fit the types given: the user's to fix, no traceback
+        parser.exit(2, f"{parser.prog}: error: {opts.command} of {signature(fn, opts.arg)}: {e}\n")
+    print(text)
     return 0
+
+
+def signature(fn, specs: list[str]) -> str:
+    """``loss(w: f64[3], X: f64[4,5])``: the function called with the types given, its parameters named
+    where its signature names them."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    typed = [f"{p}: {t}" if p else t for p, t in itertools.zip_longest(params[:len(specs)], specs, fillvalue="")]
+    return f"{getattr(fn, '__name__', 'the function')}({', '.join(typed)})"
 
 
 if __name__ == "__main__":

@@ -114,3 +114,47 @@ def test_command_line_defaults_and_structures_nested_500_deep(tmp_path):
     spec.loader.exec_module(module)
     x = np.array([0.5, 1.0, 2.0])
     np.testing.assert_array_equal(module.nested(x), np.sin(x))  # the structure is pullback's to rebuild
+
+
+MISFIT = '''import numpy as np
+
+
+def loss(w, X):
+    return np.sum((X @ w) ** 2)
+
+
+def vector(x):
+    return np.sin(x)
+
+
+def broken(x):
+    return np.sum(x) / undefined_name  # noqa: F821
+'''
+
+
+@pytest.mark.parametrize("target, args, message", [
+    ("loss", ["f64[3]", "f64[4,5]"], "grad of loss(w: f64[3], X: f64[4,5]): {path}:5: matmul: size mismatch in "
+                                     "its core dimension: (4, 5) @ (3,)"),
+    ("vector", ["f64[3]"], "grad of vector(x: f64[3]): {path}:9: grad needs a function returning a real scalar"),
+])
+def test_command_line_reports_types_that_do_not_fit_in_one_line(tmp_path, capsys, target, args, message):
+    """Types the function cannot take: one line naming the function, the types and pullback's message
+    with the user's line, exit status 2 as for the other usage errors; no traceback."""
+    path = tmp_path / "misfit.py"
+    path.write_text(MISFIT)
+    with pytest.raises(SystemExit) as exit_:
+        main(["grad", f"{path}:{target}", *[a for t in args for a in ("--arg", t)]])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith("python -m pullback: error: " + message.format(path=path)), err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert main(["grad", f"{path}:loss", "--arg", "f64[5]", "--arg", "f64[4,5]"]) == 0  # types that fit
+    assert "def loss_grad(w, X):" in capsys.readouterr().out
+
+
+def test_command_line_keeps_the_traceback_of_other_errors(tmp_path):
+    """An error that is not pullback's verdict on the types (here the user's own NameError) is raised."""
+    path = tmp_path / "misfit.py"
+    path.write_text(MISFIT)
+    with pytest.raises(NameError, match="undefined_name"):
+        main(["grad", f"{path}:broken", "--arg", "f64[3]"])

@@ -28,17 +28,18 @@ from pullback.ad.batch import batch
 from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp as jvp_transform
 from pullback.ad.jvp import tangent_type
+from pullback.ad.transpose import cotangent_hint
 from pullback.api import cache, eager, kronecker, lowrank
 from pullback.api import jacobian as jacobian_transforms
 from pullback.api import stages as ad
 from pullback.backends import errstate, numba_loops, numba_warming
-from pullback.backends.codegen import printable_tree
+from pullback.backends.codegen import TEMP_HINTS, printable_tree
 from pullback.backends.compiler import compile_program, gc_paused, print_program
 from pullback.backends.dask import backend as dask_backend
 from pullback.backends.dask.backend import chunks_of, is_dask
 from pullback.backends.numpy import backend as numpy_backend
-from pullback.errors import LinAlgError
-from pullback.ir.core import Literal, Program
+from pullback.errors import LinAlgError, TracingError
+from pullback.ir.core import Literal, Program, Var
 from pullback.ir.tracer import (
     PYTHON_SCALARS,
     Tracer,
@@ -704,11 +705,17 @@ class differentiate(_ByFunction):
         split = ad.linearize(primal.program, wrt, self._n_aux(primal), canonical_form=primal.canonical)
         if kind == "known":
             return _closed(primal, ad.optimize(split.known))
-        return Staged(ad.optimize(split.unknown) if kind == "linear" else ad.transpose_linear(split))
+        if kind == "linear":
+            return Staged(ad.optimize(split.unknown))
+        program = ad.transpose_linear(split)
+        _name_cotangents(primal.program, program.inputs[split.n_residuals:])
+        return Staged(program)
 
     def _build_vjp(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         wrt, _ = self._wrt(primal.program, args, trees)
-        return _closed(primal, ad.vjp(primal.program, wrt, canonical_form=primal.canonical))
+        program = ad.vjp(primal.program, wrt, canonical_form=primal.canonical)
+        _name_cotangents(primal.program, program.inputs[len(primal.program.inputs):])
+        return _closed(primal, program)
 
     def _build_grad(self, kind: str, args: tuple, trees, primal: Staged) -> Staged:
         p = primal.program
@@ -737,7 +744,7 @@ class differentiate(_ByFunction):
         main = Program(p.inputs, p.eqns, p.outputs[:1], p.constvars, p.constvals, p.name) if n_aux else p
         if not ad.is_real_scalar(main):
             types = ", ".join(map(str, p.out_types[:1] if self.has_aux else p.out_types))
-            raise TypeError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
+            raise TracingError(f"{self._output_line(main)}: grad needs a function returning a real scalar (or an "
                             f"array of one element); {p.name} returns {types} (use vjp or jvp)")
         grads = self._grads_tree(args, trees, nums)
         tree = (tuple, ((tuple, (LEAF, aux_tree)), grads)) if self.has_aux else (tuple, (LEAF, grads))
@@ -1124,6 +1131,24 @@ BUILDERS: dict[str, Callable[..., Staged]] = {
 STAGES = tuple(BUILDERS)
 FIRST_CALLS = ("auto", "eager", "compiled")
 _EAGER_RUN = errstate.attributed(eager.value_and_grads)  # NumPy's warnings at the user's lines, as compiled
+
+
+def _name_cotangents(primal: Program, cts) -> None:
+    """The cotangent parameters a vjp (or transpose) program takes, named after the outputs they are the
+    cotangents of, as the gradients are after the inputs: ``def f_vjp(x, y, mul_bar)`` for an output
+    printed as ``mul`` (a named one's ``loss_bar``; a literal one's ``out_bar``), not the fallback ``x_1``.
+    The transform made these Vars itself, in no other program yet: named in place."""
+    made = None
+    for out, ct in zip(primal.outputs, cts):
+        if ct.hint or type(ct) is not Var:
+            continue
+        hint = out.hint if type(out) is Var else "out"
+        if not hint:
+            if made is None:
+                made = {id(v): e.prim for e in primal.eqns for v in e.outputs}
+            prim = made.get(id(out))
+            hint = TEMP_HINTS.get(prim, prim.name) if prim is not None else "out"
+        ct.hint = cotangent_hint(hint)
 
 
 def _closed(primal: Staged, program: Program, treedef=None) -> Staged:

@@ -67,6 +67,8 @@ def _temp_hint(eqn: Eqn, namer: Namer) -> str:
     """The name of an unnamed result: after its operand for a transpose (``B_T``) and for an entry read at
     fixed indices (``u_0`` for ``u[0]``), else after its operation."""
     if eqn.prim is not st.transpose_p and eqn.prim is not ix.gather_p:
+        if eqn.prim is st.broadcast_in_dim_p and type(eqn.inputs[0]) is Literal:
+            return _fill_name(eqn)
         return TEMP_HINTS.get(eqn.prim, eqn.prim.name)
     a = eqn.inputs[0] if eqn.inputs else None
     if isinstance(a, Var) and a in namer:
@@ -76,6 +78,69 @@ def _temp_hint(eqn: Eqn, namer: Namer) -> str:
         if index and len(index) <= 2 and all(type(i).__name__ == "Int" for i in index):
             return "_".join([namer[a].lstrip("_"), *(str(i.value) for i in index)])
     return _temp_name(eqn.prim)
+
+
+def _fill_name(eqn: Eqn) -> str:
+    """A fill is named after what it is: ``zeros = np.zeros(...)``, ``ones``, ``full`` (a 0-d one ``zero``)."""
+    value, shape = eqn.inputs[0].value, eqn.params["shape"]
+    word = ("zeros", "zero") if value == 0 else ("ones", "one") if value == 1 else ("full", "value")
+    return word[0] if shape else word[1]
+
+
+def _lone_fills(prog: Program) -> set[int]:
+    """The ids of ``prog``'s fills that one operand of one equation reads, and nothing returns."""
+    fills = {id(e.outputs[0]) for e in prog.eqns if e.prim is st.broadcast_in_dim_p and type(e.inputs[0]) is Literal}
+    reads = Counter(id(a) for e in prog.eqns for a in e.inputs if id(a) in fills)
+    reads.update(id(a) for a in prog.outputs if id(a) in fills)
+    return {f for f in fills if reads[f] == 1}
+
+
+def _fills_apart(prog: Program) -> Program:
+    """``prog`` with each loop, and each update in place, that reads a fill other equations read too given
+    a fill of its own, made just before it: a person writes ``p = np.zeros(n)`` where the zeros start one
+    loop's value (the fill then takes the carry's name, ``_name_initial_carries``) and ``accumulated =
+    np.zeros(n)`` before ``np.add.at(accumulated, ...)``, not ``p = bcast`` and ``bcast.copy()`` of zeros
+    made for several places. A fill is cheap to make again; one nothing else reads then is left out."""
+    fills = {id(e.outputs[0]): e for e in prog.eqns
+             if e.prim is st.broadcast_in_dim_p and type(e.inputs[0]) is Literal}
+    if not fills:
+        return prog
+    readers: dict[int, set[int]] = {}  # a fill -> the equations reading it
+    apart: dict[int, set[int]] = {}  # a fill -> those to read one of their own: loops, updates of it in place
+    stays: set[int] = {id(a) for a in prog.outputs if id(a) in fills}  # fills read where they are
+    for i, e in enumerate(prog.eqns):
+        own = e.prim is ctrl.scan_p or e.prim is ctrl.while_p
+        update = e.prim in memory.UPDATES
+        for q, a in enumerate(e.inputs):
+            if id(a) in fills:
+                readers.setdefault(id(a), set()).add(i)
+                if own or update and q == 0:
+                    apart.setdefault(id(a), set()).add(i)
+                else:
+                    stays.add(id(a))
+    apart = {f: rs for f, rs in apart.items() if len(readers[f]) + (f in stays) > 1}
+    if not apart:
+        return prog
+    eqns: list[Eqn] = []
+    for i, e in enumerate(prog.eqns):
+        if e.outputs and id(e.outputs[0]) in apart and id(e.outputs[0]) not in stays:
+            continue  # (each reader makes its own)
+        own: dict[int, Var] = {}
+        update = e.prim in memory.UPDATES
+        for q, a in enumerate(e.inputs):
+            if id(a) in apart and i in apart[id(a)] and id(a) not in own and (q == 0 or not update):
+                fill = fills[id(a)]
+                own[id(a)] = Var(a.type, a.hint)
+                # one carry's start (``p = np.zeros(n)``) stands with its loop's line; zeros shared by several
+                # carries (a backward loop's sums) with the statement before: no comment of their own
+                where = e.source if e.inputs.count(a) == 1 or not eqns else eqns[-1].source
+                eqns.append(Eqn(fill.prim, fill.inputs, (own[id(a)],), fill.params, where))
+        if own:
+            ins = tuple(own.get(id(a), a) if type(a) is Var and (q == 0 or not update) else a
+                        for q, a in enumerate(e.inputs))
+            e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
+        eqns.append(e)
+    return Program(prog.inputs, tuple(eqns), prog.outputs, prog.constvars, prog.constvals, prog.name)
 
 
 @dataclass(frozen=True)
@@ -290,7 +355,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         ``del`` and no update in place (a fused kernel's body)."""
         stmts_out: list[cst.BaseStatement | str] = []
         plain = plain or compiled[0]  # inside a Numba function: no del, no out= (see ``numba_loops``)
-        top, prog = prog is program, printed.prepare(prog)
+        top, prog = prog is program, _fills_apart(printed.prepare(prog))
         last = _last_uses(prog)
         dead = _worth_freeing(last, prog, top) if dels and not plain else {}
         reuse = (memory.plan(prog, free=frozenset(id(v) for v in prog.inputs if id(v) in free),
@@ -302,11 +367,17 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             listed.update(_listed_stacks(prog, functional=getattr(backend, "FUNCTIONAL", False)))
         factor_notes = merged.notes(prog, lambda a: namer[a] if isinstance(a, Var) and a in namer else "the matrix")
         returned = {id(a) for a in prog.outputs}
+        lone: set[int] | None = None  # fills that one update alone reads (_lone_fills), when one is asked
         for i in reuse:  # a result updated in a dead buffer (`x_bar[idx] += ct`) names that buffer from its start
             eqn = prog.eqns[i]  # when returned, or when it has the user's name and the buffer none (`S_vv = B @ C`)
             if eqn.prim in memory.UPDATES and (id(eqn.outputs[0]) in returned or (
                     eqn.outputs[0].hint and not eqn.inputs[0].hint and eqn.inputs[0] not in namer)):
                 namer.name(eqn.outputs[0], eqn.outputs[0].hint, "t")
+                namer.alias(eqn.inputs[0], eqn.outputs[0])
+            elif eqn.prim in memory.UPDATES and eqn.inputs[0] not in namer and id(eqn.inputs[0]) in (
+                    lone := _lone_fills(prog) if lone is None else lone):
+                # zeros made for this update alone: ``accumulated = np.zeros(...)``, then ``np.add.at(accumulated``
+                namer.name(eqn.outputs[0], eqn.outputs[0].hint, _temp_hint(eqn, namer))
                 namer.alias(eqn.inputs[0], eqn.outputs[0])
         _name_initial_carries(prog, namer, seeds, top)
         for i, vs in last.items():  # the result of an equation nothing reads: ``_x``

@@ -714,6 +714,7 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     # the body: the first copy, with values of its own (a copy's values may be read after the loop by
     # their old names), reading the body's inputs
     made_before: dict[int, Eqn] = {}  # (filled when a value from before the run has no name: _moved_hint)
+    named: dict[int, Var] = {}  # an unnamed invariant from before the run -> it named (_expression_hint)
     own = {id(v): Var(v.type, v.hint) for e in first for v in e.outputs}
     body_eqns: list[Eqn] = []
     for i, e in enumerate(first):
@@ -740,6 +741,9 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 if v is None:
                     v = consts[id(a)] = Var(a.type, a.hint or _moved_hint(a, eqns, p, made_before))
                     const_outer.append(a)
+                    maker = made_before.get(id(a)) if not a.hint and v.hint else None
+                    if maker is not None and maker.prim not in _FILL_KEEPING:
+                        named[id(a)] = Var(a.type, v.hint)  # printed as its accumulator's name says
                 ins.append(v)
             else:
                 ins.append(own.get(id(a), a))
@@ -787,7 +791,11 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     inputs = tuple(consts[id(a)] for a in const_outer) + tuple(carry_in) + tuple(xs_in)
     inner = reroll(Program(inputs, tuple(body_eqns), tuple(body_outputs), name=f"{program.name}_step"),
                    min_steps, min_eqns)
-    body_eqns, body_outputs, hoisted, const_in = _hoist(list(inner.eqns), list(inner.outputs), consts, const_outer)
+    expressed: set[int] = set()  # the hoisted values named from their expressions (_const_input)
+    body_eqns, body_outputs, hoisted, const_in = _hoist(list(inner.eqns), list(inner.outputs), consts, const_outer,
+                                                        expressed)
+    if expressed:
+        _name_earlier_twins(hoisted, expressed, eqns[:p], named)
     const_vars = [consts[id(a)] for a in const_outer] + [v for v, _ in const_in]
     const_args = list(const_outer) + [a for _, a in const_in]
     body = Program(tuple(const_vars) + tuple(carry_in) + tuple(xs_in), tuple(body_eqns),
@@ -814,7 +822,23 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
                 "strides": (1,) * (len(row) + 1)})))
             after.append(Eqn(st.reshape_p, (one,), (v,), Params({"new_sizes": row})))
     new = eqns[:p] + tuple(hoisted) + tuple(before) + (scan,) + tuple(after) + eqns[end:]
-    return Program(program.inputs, new, program.outputs, tuple(constvars), tuple(constvals), program.name)
+    outputs = program.outputs
+    if named:
+        new, outputs = _renamed(new, outputs, named)
+    return Program(program.inputs, new, outputs, tuple(constvars), tuple(constvals), program.name)
+
+
+def _renamed(eqns: tuple[Eqn, ...], outputs: tuple, named: dict[int, Var]) -> tuple[tuple[Eqn, ...], tuple]:
+    """``eqns`` and ``outputs`` with the Vars in ``named`` (by id) replaced: where they are made, and read."""
+    def new(a):
+        return named.get(id(a), a) if type(a) is Var else a
+
+    out = []
+    for e in eqns:
+        if any(id(a) in named for a in e.inputs) or any(id(v) in named for v in e.outputs):
+            e = Eqn(e.prim, tuple(map(new, e.inputs)), tuple(map(new, e.outputs)), e.params, e.source)
+        out.append(e)
+    return tuple(out), tuple(map(new, outputs))
 
 
 def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> str:
@@ -824,14 +848,19 @@ def _moved_hint(a: Var, eqns: tuple[Eqn, ...], p: int, made: dict[int, Eqn]) -> 
         made.update((id(v), e) for e in eqns[:p] for v in e.outputs)
     for _ in range(8):
         e = made.get(id(a))
-        if e is None or e.prim not in _FILL_KEEPING:
+        if e is None:
             return ""
+        if e.prim not in _FILL_KEEPING:
+            return _expression_hint(e)
         a = next((b for b in e.inputs if type(b) is Var), None)
         if a is None:
             return ""
         if a.hint:
             return a.hint
     return ""
+
+
+_expression_hint = control.expression_hint  # (``sub_open`` for ``1 - open_``)
 
 
 def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
@@ -843,7 +872,36 @@ def _row_hint(first: tuple[Eqn, ...], i: int) -> str:
     return ""
 
 
-def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list):
+def _name_earlier_twins(hoisted: list[Eqn], expressed: set[int], before: tuple[Eqn, ...],
+                        named: dict[int, Var]) -> None:
+    """A hoisted invariant named from its expression (``_const_input``) that an unnamed equation before
+    the run computes too (a first step left before the loop): that value takes the name (``named``), so
+    that the two, merged later (``cse``), print as one ``sub_open = 1.0 - open_``, the name the backward
+    loop's ``sub_open_bar_sum`` says. Names only: what the program computes is unchanged."""
+    def key(e: Eqn, twin_of: dict[int, Var]) -> tuple:
+        return (e.prim, tuple(id(twin_of.get(id(a), a)) if type(a) is Var else (a.value, a.dtype) for a in e.inputs),
+                e.params)
+
+    by_key: dict[tuple, Eqn] = {}
+    first: dict[int, Var] = {}  # a value before the run -> the first one computing the same (as ``cse`` keeps)
+    for e in before:
+        if not effectful(e):
+            twin = by_key.setdefault(key(e, first), e)
+            if twin is not e:
+                first.update((id(v), w) for v, w in zip(e.outputs, twin.outputs))
+    twin_of = dict(first)  # and a hoisted value -> the one before the run computing it
+    for e in hoisted:
+        twin = None if effectful(e) else by_key.get(key(e, twin_of))
+        if twin is None:
+            continue
+        for v, w in zip(e.outputs, twin.outputs):
+            twin_of[id(v)] = w
+            if id(v) in expressed and not w.hint and id(w) not in named:
+                named[id(w)] = Var(w.type, v.hint)
+
+
+def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], const_outer: list,
+           expressed: set[int] | None = None):
     """The body's loop invariants (``control.split_invariant``, as ``pb.scan`` hoists them), moved before
     the loop: (the body's equations and outputs left, those hoisted, and (body input, outer value) for
     each hoisted value the body still reads or returns)."""
@@ -866,13 +924,13 @@ def _hoist(body_eqns: list[Eqn], body_outputs: list, consts: dict[int, Var], con
     const_in: dict[int, tuple[Var, Var]] = {}
     body = []
     for e in kept:
-        ins = tuple(_const_input(first.get(id(a), a), made, const_in) for a in e.inputs)
+        ins = tuple(_const_input(first.get(id(a), a), made, const_in, expressed) for a in e.inputs)
         body.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
-    outputs = [_const_input(first.get(id(a), a), made, const_in) for a in body_outputs]
+    outputs = [_const_input(first.get(id(a), a), made, const_in, expressed) for a in body_outputs]
     return body, outputs, hoisted, list(const_in.values())
 
 
-def _const_input(a, made: dict[int, Eqn], const_in: dict):
+def _const_input(a, made: dict[int, Eqn], const_in: dict, expressed: set[int] | None = None):
     """The body's input for a hoisted value (made at its first use), named as the value, or as what it
     moves (``a * x`` reads ``a`` broadcast: its gradient sums into ``a_bar_sum``; ``np.roll(open_, 1)``'s
     into ``open__bar_sum``)."""
@@ -882,6 +940,10 @@ def _const_input(a, made: dict[int, Eqn], const_in: dict):
         hint, e = a.hint, made[id(a)]
         while not hint and e is not None and e.prim in _FILL_KEEPING and type(e.inputs[0]) is Var:
             hint, e = e.inputs[0].hint, made.get(id(e.inputs[0]))
+        if not hint and e is not None and e.prim not in _FILL_KEEPING:
+            hint = a.hint = _expression_hint(e)  # (``a``, hoisted, is this pass's own Var: named in place)
+            if hint and expressed is not None:
+                expressed.add(id(a))
         const_in[id(a)] = (Var(a.type, hint), a)
     return const_in[id(a)][0]
 

@@ -586,3 +586,25 @@ def test_checkpointed_kalman_with_a_tail_block():
                                ).value_and_grad(*args)
     for a, b in zip(g, g_ck):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_an_unnamed_invariant_and_its_sum_are_named_from_its_expression():
+    """``0.01 * k``, read by every step and named by no one, is hoisted as ``mul_k``; the backward loop
+    sums the cotangent of its broadcast as ``mul_k_bar_sum``, not in a ``carry``."""
+    def cubic_decay(k, x0):
+        def step(x, _):
+            x = x - 0.01 * k * x ** 3
+            return x, x
+        _, xs = pb.scan(step, x0, None, length=50)
+        return np.sum(xs)
+
+    k, x0 = 0.5, np.array([1.0, 0.5, -0.8])
+    d = pb.differentiate(cubic_decay, argnums=(0, 1), compile="numpy")
+    src = d.source(k, x0)
+    assert "mul_k = 0.01 * k\n" in src and "carry" not in src, src
+    assert "mul_k_bar_sum = mul_k_bar_sum + " in src or "mul_k_bar_sum = mul_k_bar_sum - " in src, src
+    _, (gk, gx) = d.value_and_grad(k, x0)
+    eps = 1e-6
+    np.testing.assert_allclose(gk, (cubic_decay(k + eps, x0) - cubic_decay(k - eps, x0)) / (2 * eps), rtol=1e-6)
+    fd = [(cubic_decay(k, x0 + eps * e) - cubic_decay(k, x0 - eps * e)) / (2 * eps) for e in np.eye(3)]
+    np.testing.assert_allclose(gx, fd, rtol=1e-6)

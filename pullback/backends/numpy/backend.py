@@ -262,7 +262,9 @@ def broadcast_array(ctx, eqn, ins, outs):
     if isinstance(operand, Literal):
         dt = s.dtype(operand.dtype)
         if operand.value in (0, 1) and not isinstance(operand.value, bool):
-            return s.call("np.zeros" if operand.value == 0 else "np.ones", s.ints(shape), dtype=dt)
+            # float64 is the default of NumPy's zeros and ones, and of CuPy's and Dask's (which print this)
+            kwargs = {} if operand.dtype == np.float64 else {"dtype": dt}
+            return s.call("np.zeros" if operand.value == 0 else "np.ones", s.ints(shape), **kwargs)
         return s.call("np.full", s.ints(shape), x, dtype=dt)
     trailing = tuple(range(len(shape) - len(dims), len(shape)))
     if dims != trailing:  # NumPy aligns trailing axes; put the others in place first

@@ -4,7 +4,7 @@ they share (closing a body, which values depend on which inputs, live inputs, ba
 common.py. Importing the package registers them all."""
 
 from pullback.primitives.control.checkpoint import checkpoint_p, hoist_effects, make_checkpoint
-from pullback.primitives.control.common import close
+from pullback.primitives.control.common import close, expression_hint
 from pullback.primitives.control.cond import cond_p, make_cond
 from pullback.primitives.control.scan import (
     hoist_invariant,
@@ -19,7 +19,7 @@ from pullback.primitives.control.scan import (
 from pullback.primitives.control.while_loop import make_while, while_p
 
 __all__ = [
-    "checkpoint_p", "close", "cond_p", "hoist_effects", "hoist_invariant", "invariant_carries", "make_checkpoint",
-    "make_cond", "make_scan", "make_while", "scan_p", "shared_consts", "split_invariant", "while_p", "with_fills",
-    "zeros_like_stack",
+    "checkpoint_p", "close", "cond_p", "expression_hint", "hoist_effects", "hoist_invariant", "invariant_carries",
+    "make_checkpoint", "make_cond", "make_scan", "make_while", "scan_p", "shared_consts", "split_invariant", "while_p",
+    "with_fills", "zeros_like_stack",
 ]

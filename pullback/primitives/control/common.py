@@ -8,12 +8,16 @@ from collections.abc import Callable, Sequence
 from pullback.ad import dce as dce_
 from pullback.ad.batch import batch
 from pullback.ir.core import (
+    Eqn,
     Primitive,
     Program,
     Var,
 )
 from pullback.ir.tracer import Tracer, current_builder, new_trace, tracing
 from pullback.ir.types import ArrayType, is_inexact
+from pullback.primitives import elementwise as ew
+from pullback.primitives.contractions import dot_general_p
+from pullback.primitives.reductions import reduce_sum_p
 
 # --- closing a body ---------------------------------------------------------------------------
 
@@ -132,3 +136,19 @@ def _closed_program(in_types: Sequence[ArrayType], fn, name: str, hints: Sequenc
         outs = fn([Tracer(v, builder) for v in inputs])
         outputs = tuple(builder.atom(o) for o in outs)
     return Program(inputs, tuple(builder.eqns), outputs, name=name)
+
+
+def expression_hint(e: Eqn) -> str:
+    """A name for an unnamed loop invariant from the operation that makes it and the named values it
+    reads (``sub_open`` for ``1 - open_``, ``mul_k`` for ``0.01 * k``): the backward loop sums its cotangent
+    as ``sub_open_bar_sum``, not in a ``carry``. None ("") for an operation the printer names otherwise
+    (``cast``, ``picked``) or one of several results."""
+    word = _WORDS.get(e.prim) or (e.prim.name if getattr(ew, f"{e.prim.name}_p", None) is e.prim
+                                  and "_" not in e.prim.name else "")
+    if not word or len(e.outputs) != 1:
+        return ""
+    named = [b.hint.rstrip("_") for b in e.inputs if type(b) is Var and b.hint.rstrip("_")]
+    return "_".join([word, *named[:2]])
+
+
+_WORDS = {dot_general_p: "dot", reduce_sum_p: "total"}  # as the printer names them (``codegen.TEMP_HINTS``)

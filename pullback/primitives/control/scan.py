@@ -68,6 +68,7 @@ from pullback.primitives.control.common import (
     _split,
     _unknown_outputs,
     close,
+    expression_hint,
 )
 
 scan_p = Primitive("scan", multiple_results=True)
@@ -176,6 +177,11 @@ def hoist_invariant(body: Program, consts: Sequence) -> tuple[Program, list]:
                 made[key] = outs
         for v, o in zip(eqn.outputs, outs if eqn.prim.multiple_results else (outs,)):
             invariant[id(v)] = o
+            if not v.hint and len(eqn.outputs) == 1:  # (the body's own Var, named before it is returned)
+                if eqn.prim in _MOVES:  # a broadcast of ``mul_k``: its cotangent sums as ``mul_k_bar_sum``
+                    v.hint = next((a.hint for a in eqn.inputs if isinstance(a, Var)), "")
+                    continue  # (the value before the loop keeps its own name, ``bcast``)
+                v.hint = expression_hint(eqn)  # ``mul_k = 0.01 * k``, before the loop and in it
             if v.hint and isinstance(o, Tracer) and not o.ssa.hint:
                 hints.setdefault(id(o.ssa), v.hint)
     used = {id(a) for e in kept for a in e.inputs} | {id(a) for a in body.outputs}
@@ -192,6 +198,9 @@ def _bounded(bound: int | None) -> dict:
     """A scan's ``bound`` param, where it has one (the others' params stay as they were)."""
     return {} if bound is None else {"bound": bound}
 
+
+# what moves a value (its cotangent's sum is named after that value's)
+_MOVES = frozenset({st.slice_p, st.concatenate_p, st.reshape_p, st.transpose_p, st.broadcast_in_dim_p})
 
 # Views of loop invariants whose transposes are views too: left in the step that reads them (``S_hh @ B.T``,
 # as the user wrote it), for free, so that the backward loop sums the cotangent of ``B`` in one accumulator

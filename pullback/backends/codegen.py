@@ -131,9 +131,10 @@ def _fills_apart(prog: Program) -> Program:
             if id(a) in apart and i in apart[id(a)] and id(a) not in own and (q == 0 or not update):
                 fill = fills[id(a)]
                 own[id(a)] = Var(a.type, a.hint)
-                # one carry's start (``p = np.zeros(n)``) stands with its loop's line; zeros shared by several
-                # carries (a backward loop's sums) with the statement before: no comment of their own
-                where = e.source if e.inputs.count(a) == 1 or not eqns else eqns[-1].source
+                # one carry's start (``p = np.zeros(n)``) stands under the line that made the zeros (the user's
+                # ``h = np.zeros(3)``), else its loop's; zeros shared by several carries (a backward loop's sums)
+                # with the statement before: no comment of their own
+                where = (fill.source or e.source) if e.inputs.count(a) == 1 or not eqns else eqns[-1].source
                 eqns.append(Eqn(fill.prim, fill.inputs, (own[id(a)],), fill.params, where))
         if own:
             ins = tuple(own.get(id(a), a) if type(a) is Var and (q == 0 or not update) else a

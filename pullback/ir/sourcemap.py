@@ -13,6 +13,8 @@ import linecache
 from collections import deque
 from dataclasses import dataclass
 
+from pullback.ir.core import SourceInfo
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:
@@ -77,6 +79,10 @@ def _statements(text: str) -> dict[int, Statement]:
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
+    # a loop's header (``for t in range(n):``) stands for the loop: a rolled loop's comment quotes it
+    for first, header, _, _, _ in _loops(text):
+        for line in range(first, header + 1):
+            by_line.setdefault(line, Statement(first, header, ()))
     # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):
     # its own lines are the function's, quoted for its values, not the statement's first line
     for node in lambdas:
@@ -130,3 +136,61 @@ _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,
     ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
 )
+
+
+@functools.lru_cache(maxsize=64)
+def _loops(text: str) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Each ``for`` and ``while`` statement of ``text``: (its first line, its header's last line, its last
+    line, and the first and last lines of the function holding it; 0, 0 at module level)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return ()
+    found = []
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 0)]
+    while stack:
+        node, fn_first, fn_last = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            fn_first, fn_last = node.lineno, node.end_lineno or node.lineno
+        elif isinstance(node, _LOOPS) and node.body:
+            header = max(node.lineno, node.body[0].lineno - 1)
+            found.append((node.lineno, header, node.end_lineno or node.lineno, fn_first, fn_last))
+        stack.extend((child, fn_first, fn_last) for child in ast.iter_child_nodes(node))
+    return tuple(sorted(found))
+
+
+def _enclosing_loop(filename: str, lineno: int) -> tuple[str, tuple[int, int, int, int, int]] | None:
+    """The file's text and the innermost loop whose body holds ``lineno``."""
+    text = "".join(linecache.getlines(filename))
+    inner = None
+    for loop in _loops(text):
+        if loop[1] < lineno <= loop[2]:
+            inner = loop  # (sorted by first line: the last that holds it is the innermost)
+    return (text, inner) if inner is not None else None
+
+
+def loop_source(source: SourceInfo | None) -> SourceInfo | None:
+    """The header of the user's loop around ``source`` (``for t in range(n):``), where a rolled loop's
+    step starts at ``source``; ``source`` itself outside any loop (a helper the loop calls)."""
+    found = _enclosing_loop(source.filename, source.lineno) if source is not None else None
+    return source if found is None else _source(source.filename, found[1][0])
+
+
+def start_source(source: SourceInfo | None, name: str) -> SourceInfo | None:
+    """The user's statement that starts the carry ``name`` of the loop around ``source``: the last
+    assignment of ``name`` in the function before that loop (``nll = 0.0``); ``source`` where none is."""
+    found = _enclosing_loop(source.filename, source.lineno) if source is not None and name else None
+    if found is None:
+        return source
+    text, (first, _, _, fn_first, fn_last) = found
+    starts = [stmt.first for line, stmt in _statements(text).items()
+              if fn_first <= line < first and line == stmt.first and name in stmt.targets and stmt.last <= fn_last]
+    return _source(source.filename, max(starts)) if starts else source  # type: ignore[union-attr]
+
+
+@functools.lru_cache(maxsize=256)
+def _source(filename: str, lineno: int) -> SourceInfo:
+    return SourceInfo(filename, lineno)  # (one object per line, as the tracer's)
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pullback import log
+from pullback.ir import sourcemap
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var, effectful
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
@@ -798,12 +799,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             v = Var(a.type if type(a) is Literal else a, c.hint)
             fill = a if type(a) is Literal else Literal.of(0, a.dtype)
             before.append(Eqn(st.broadcast_in_dim_p, (fill,), (v,),
-                              Params({"shape": v.shape, "broadcast_dimensions": ()}), first[l].source))
+                              Params({"shape": v.shape, "broadcast_dimensions": ()}),
+                              sourcemap.start_source(first[l].source, c.hint)))  # under ``nll = 0.0``
             a = v
         inits.append(a)
     scan = Eqn(control.scan_p, (*const_args, *inits, *xs_outer), (*carry_out, *ys_outer),
                Params({"body": body, "length": m, "reverse": False, "num_consts": len(const_args),
-                       "num_carry": len(carry_in)}), first[0].source)
+                       "num_carry": len(carry_in)}), sourcemap.loop_source(first[0].source))  # the user's ``for``
     after: list[Eqn] = []
     for (i, o), ys in zip(ys_slots, ys_outer):
         row = ys.shape[1:]

@@ -11,6 +11,7 @@ import ast
 import functools
 import linecache
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pullback.ir.core import SourceInfo
@@ -159,33 +160,54 @@ def _loops(text: str) -> tuple[tuple[int, int, int, int, int], ...]:
     return tuple(sorted(found))
 
 
-def _enclosing_loop(filename: str, lineno: int) -> tuple[str, tuple[int, int, int, int, int]] | None:
-    """The file's text and the innermost loop whose body holds ``lineno``."""
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """A ``for`` or ``while`` statement of the user's: its file, lines, and the function holding it."""
+
+    filename: str
+    first: int
+    header: int  # the header's last line
+    last: int
+    function: tuple[int, int]  # the first and last lines of the function holding it (0, 0: the module)
+
+
+def user_loop(sources: Iterable[SourceInfo | None]) -> Loop | None:
+    """The innermost loop of the user's that holds the lines of one step of a rolled loop (``sources``, the
+    first one's function's; lines of the helpers it calls are in other functions): None outside any."""
+    sources = [src for src in sources if src is not None]
+    if not sources:
+        return None
+    filename = sources[0].filename
     text = "".join(linecache.getlines(filename))
-    inner = None
-    for loop in _loops(text):
-        if loop[1] < lineno <= loop[2]:
-            inner = loop  # (sorted by first line: the last that holds it is the innermost)
-    return (text, inner) if inner is not None else None
+    loops = _loops(text)
+    holding = [loop for loop in loops if loop[1] < sources[0].lineno <= loop[2]]  # (sorted: innermost last)
+    if not holding:
+        return None
+    function = holding[-1][3:]
+    lines = [src.lineno for src in sources if src.filename == filename]
+    lines = [n for n in lines if function[0] <= n <= function[1] or not function[1]]
+    for first, header, last, fn_first, fn_last in reversed(holding):
+        if all(header < n <= last for n in lines):
+            return Loop(filename, first, header, last, (fn_first, fn_last))
+    return None
 
 
-def loop_source(source: SourceInfo | None) -> SourceInfo | None:
-    """The header of the user's loop around ``source`` (``for t in range(n):``), where a rolled loop's
-    step starts at ``source``; ``source`` itself outside any loop (a helper the loop calls)."""
-    found = _enclosing_loop(source.filename, source.lineno) if source is not None else None
-    return source if found is None else _source(source.filename, found[1][0])
+def header_source(loop: Loop | None) -> SourceInfo | None:
+    """The loop's header (``for t in range(n):``): the line a rolled loop's comment quotes."""
+    return None if loop is None else _source(loop.filename, loop.first)
 
 
-def start_source(source: SourceInfo | None, name: str) -> SourceInfo | None:
-    """The user's statement that starts the carry ``name`` of the loop around ``source``: the last
-    assignment of ``name`` in the function before that loop (``nll = 0.0``); ``source`` where none is."""
-    found = _enclosing_loop(source.filename, source.lineno) if source is not None and name else None
-    if found is None:
-        return source
-    text, (first, _, _, fn_first, fn_last) = found
+def start_source(loop: Loop | None, name: str) -> SourceInfo | None:
+    """The user's statement that starts the loop's carry ``name``: the last assignment of ``name`` before the
+    loop in the function holding it (``nll = 0.0``); None where there is none."""
+    if loop is None or not name:
+        return None
+    fn_first, fn_last = loop.function
+    text = "".join(linecache.getlines(loop.filename))
     starts = [stmt.first for line, stmt in _statements(text).items()
-              if fn_first <= line < first and line == stmt.first and name in stmt.targets and stmt.last <= fn_last]
-    return _source(source.filename, max(starts)) if starts else source  # type: ignore[union-attr]
+              if fn_first <= line < loop.first and line == stmt.first and name in stmt.targets
+              and (stmt.last <= fn_last or not fn_last)]
+    return _source(loop.filename, max(starts)) if starts else None
 
 
 @functools.lru_cache(maxsize=256)

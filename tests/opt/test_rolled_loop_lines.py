@@ -14,7 +14,7 @@ EPS = 1e-6
 def accumulate(x, w):
     total = 0.0
     h = x
-    for t in range(200):
+    for _ in range(200):
         h = np.tanh(w * h + 0.1)
         total = total + np.sum(h ** 2)
     return total
@@ -51,7 +51,7 @@ def test_a_rolled_loops_starts_stand_under_the_users_lines():
     assert loops == ["for t in range(200):", "for t in range(199, -1, -1):"]  # rolled: one loop each way
     start = line_of(accumulate, "total = 0.0")
     assert comment_above(src, "total = np.float64(0.0)") == f"# test_rolled_loop_lines.py:{start}  total = 0.0"
-    header = f"# test_rolled_loop_lines.py:{start + 2}  for t in range(200):"
+    header = f"# test_rolled_loop_lines.py:{start + 2}  for _ in range(200):"
     assert comment_above(src, "h = x") == header  # the loop and its carry from the argument x
     g_x, g_w = d.grad(x, 0.9)
     np.testing.assert_allclose(g_x, central(accumulate, (x, 0.9), 0), rtol=1e-6)

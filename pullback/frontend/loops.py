@@ -294,7 +294,8 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
 
     With Python integers as bounds it is a ``scan`` over the step index (a ``for`` loop of a known
     number of steps); with traced bounds (``n`` an argument of the function), a ``while_loop`` over
-    ``(i, val)``. Both differentiate in forward and reverse mode.
+    ``(i, val)``. Both differentiate in forward and reverse mode. The printed loop carries
+    ``body_fun``'s names (``def body(i, q)``: ``q`` and its cotangent ``q_bar``).
 
     >>> def power(x):  # x ** 5 by a loop
     ...     return pb.fori_loop(0, 4, lambda i, acc: acc * x, x)

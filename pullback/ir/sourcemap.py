@@ -172,18 +172,22 @@ class Loop:
 
 
 def user_loop(sources: Iterable[SourceInfo | None]) -> Loop | None:
-    """The innermost loop of the user's that holds the lines of one step of a rolled loop (``sources``, the
-    first one's function's; lines of the helpers it calls are in other functions): None outside any."""
-    sources = [src for src in sources if src is not None]
-    if not sources:
-        return None
-    filename = sources[0].filename
-    text = "".join(linecache.getlines(filename))
-    loops = _loops(text)
-    holding = [loop for loop in loops if loop[1] < sources[0].lineno <= loop[2]]  # (sorted: innermost last)
+    """The innermost loop of the user's that holds the lines of one step of a rolled loop (``sources``): of
+    the function of the first line inside a loop (the lines of the helpers the step calls, ``pb.grad(loss)``'s
+    included, are in other functions, outside it); None where no line is inside a loop."""
+    holding: list = []
+    files: dict[str, tuple] = {}  # each file's loops, read once
+    sources = list(dict.fromkeys(src for src in sources if src is not None))
+    for anchor in sources:
+        loops = files.get(anchor.filename)
+        if loops is None:
+            loops = files[anchor.filename] = _loops("".join(linecache.getlines(anchor.filename)))
+        holding = [loop for loop in loops if loop[1] < anchor.lineno <= loop[2]]  # (sorted: innermost last)
+        if holding:
+            break
     if not holding:
         return None
-    function = holding[-1][3:]
+    filename, function = anchor.filename, holding[-1][3:]
     lines = [src.lineno for src in sources if src.filename == filename]
     lines = [n for n in lines if function[0] <= n <= function[1] or not function[1]]
     for first, header, last, fn_first, fn_last in reversed(holding):

@@ -68,3 +68,35 @@ def test_a_result_no_target_names_keeps_the_name_its_program_gave_it():
     src = pb.differentiate(unnamed).source(X)
     assert re.search(r"^    x_bar = Y \+ \w+$", src, re.M)
     np.testing.assert_allclose(pb.grad(unnamed)(X), central(unnamed, X), rtol=1e-6)
+
+
+A = np.array([[2.0, 0.3], [0.3, 1.0]])
+
+
+def loss(x, w):
+    r = A @ x - w
+    return 0.5 * np.sum(r * r)
+
+
+def descend(w):
+    x = np.zeros(2)
+    for _ in range(300):
+        g = pb.grad(loss)(x, w)
+        x = x - 0.1 * g
+    return np.sum(x ** 2)
+
+
+def test_gradient_descent_by_a_function_form_rolls_up_under_the_users_lines():
+    """300 steps of ``x = x - 0.1 * pb.grad(loss)(x, w)``: one loop each way, ``loss``'s ``r`` and the
+    caller's ``g`` in the step, the loop under the user's ``for``."""
+    w = np.array([1.0, -1.0])
+    src = pb.differentiate(descend).source(w)
+    loops = [line.strip() for line in src.splitlines() if line.lstrip().startswith("for ")]
+    assert len(loops) == 2 and loops[0].endswith("range(300):")
+    assert re.search(r"^        r = dot - w$", src, re.M) and re.search(r"^        g = A\.T @ r$", src, re.M)
+    lines = src.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == loops[0])
+    header = next(line.strip() for line in reversed(lines[:at]) if line.strip().startswith("# "))
+    assert header.endswith("for _ in range(300):")
+    assert quoted(src) & lines_of(loss)
+    np.testing.assert_allclose(pb.grad(descend)(w), central(descend, w), rtol=1e-6)

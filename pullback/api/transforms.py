@@ -62,18 +62,22 @@ from pullback.tree import LEAF, flatten, graft, is_node, unflatten
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
-    """Evaluate ``program`` on traced ``args`` inside the current trace, at its own lines: ``f``'s, whether a
-    function form is called inside the user's function (``g = pb.grad(f)(x, y)``: its values keep ``f``'s
-    names, its results take the caller's) or the trace is of a transform itself (``pb.jit(pb.vmap(pb.grad(f)))``:
-    no user line calls it). Python scalars among
-    ``args`` become literals of their inputs' types; literal outputs come back as NumPy scalars."""
+    """Evaluate ``program`` on traced ``args`` inside the current trace, at its own lines (``f``'s), whether
+    a function form is called inside the user's function (``g = pb.grad(f)(x, y)``: its values keep ``f``'s
+    names, its results take the caller's) or the trace is of a transform itself
+    (``pb.jit(pb.vmap(pb.grad(f)))``: no user line calls it). Python scalars among ``args`` become literals
+    of their inputs' types; literal outputs come back as NumPy scalars."""
     args = [Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a for v, a in zip(program.inputs, args)]
     builder = current_builder()
     if builder.transformed:  # its values keep their names (``w_bar``, not a name from the line's target)
         outs = tracer_inline(program, args, hints=builder.inlined_hints)
     else:  # called in the user's function: at its own lines too, its values named by its program or the caller
-        made, first, caller = {}, len(builder.eqns), user_location()
-        outs = tracer_inline(program, args, hints=made)
+        made, first, caller, saved = {}, len(builder.eqns), user_location(), builder.source
+        builder.source = saved or caller  # (an equation of no line of its own: the caller's)
+        try:
+            outs = tracer_inline(program, args, hints=made)
+        finally:
+            builder.source = saved
         builder.inlined.update((id(v), made.get(id(v), "")) for e in builder.eqns[first:] for v in e.outputs)
         if caller is not None and all(type(o) is Tracer and o.builder is builder for o in outs):
             builder.returns.append((len(builder.eqns), caller, tuple(o.ssa for o in outs)))

@@ -1067,7 +1067,7 @@ def name_from_source(program: Program, executions: Sequence[int] = (),
     for made, src, values in returns:
         stmt = statement(src)
         targets = stmt and (stmt.targets or stmt.called)
-        if targets and len(targets) < len(values) and inlined:
+        if targets and len(targets) < len(values) and inlined and all(id(v) in inlined for v in values):
             # ``g = pb.grad(f)(x, y)``: of a function form's results (value and gradient), those the caller reads
             if last_read is None:
                 last_read = _last_reads(program)

@@ -45,10 +45,10 @@ from pullback.ir.tracer import (
     _arg_names,
     call_user,
     current_builder,
+    inline_called,
     is_cupy,
     refuse_subclass,
     trace,
-    user_location,
 )
 from pullback.ir.tracer import inline as tracer_inline
 from pullback.ir.types import ShapeDtypeStruct, is_inexact
@@ -72,15 +72,7 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     if builder.transformed:  # its values keep their names (``w_bar``, not a name from the line's target)
         outs = tracer_inline(program, args, hints=builder.inlined_hints)
     else:  # called in the user's function: at its own lines too, its values named by its program or the caller
-        made, first, caller, saved = {}, len(builder.eqns), user_location(), builder.source
-        builder.source = saved or caller  # (an equation of no line of its own: the caller's)
-        try:
-            outs = tracer_inline(program, args, hints=made)
-        finally:
-            builder.source = saved
-        builder.inlined.update((id(v), made.get(id(v), "")) for e in builder.eqns[first:] for v in e.outputs)
-        if caller is not None and all(type(o) is Tracer and o.builder is builder for o in outs):
-            builder.returns.append((len(builder.eqns), caller, tuple(o.ssa for o in outs)))
+        outs = inline_called(program, args)
     return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 

@@ -487,6 +487,37 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
     return [read(a) for a in program.outputs]
 
 
+def inline_called(program: Program, args: Sequence[Any]) -> list[Any]:
+    """``inline`` for a function form called in the user's function (``g = pb.grad(f)(x, y)``): the program's
+    equations at ``f``'s lines (the caller's where they have none), its values named as its program names them
+    or as the caller's targets name its results (``Builder.inlined``, ``Builder.returns``), and the values the
+    caller's statement computed for its arguments (``np.stack([a, b])``) not named by its targets."""
+    builder = current_builder()
+    frame = user_frame(2)
+    caller = user_location()
+    made: dict[int, str] = {}
+    first, saved = len(builder.eqns), builder.source
+    builder.source = saved or caller
+    try:
+        outs = inline(program, args, hints=made)
+    finally:
+        builder.source = saved
+    eqns, inlined = builder.eqns, builder.inlined
+    inlined.update((id(v), made.get(id(v), "")) for e in eqns[first:] for v in e.outputs)
+    at = builder.at
+    if frame is not None and at[0] is frame.f_code and at[1] < frame.f_lasti:  # this execution's arguments
+        start = builder.executions[-1] if builder.executions else None
+        j = first - 1
+        while j >= 0 and eqns[j].source is caller:
+            inlined.update((id(v), "") for v in eqns[j].outputs)
+            if eqns[j] is start:
+                break
+            j -= 1
+    if caller is not None and all(type(o) is Tracer and o.builder is builder for o in outs):
+        builder.returns.append((len(eqns), caller, tuple(o.ssa for o in outs)))
+    return outs
+
+
 class Tracer:
     """A traced array. Behaves like a NumPy array under NumPy's protocols."""
 

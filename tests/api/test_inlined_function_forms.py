@@ -100,3 +100,18 @@ def test_gradient_descent_by_a_function_form_rolls_up_under_the_users_lines():
     assert header.endswith("for _ in range(300):")
     assert quoted(src) & lines_of(loss)
     np.testing.assert_allclose(pb.grad(descend)(w), central(descend, w), rtol=1e-6)
+
+
+def batched(a):
+    G = pb.vmap(pb.grad(pair), in_axes=(0, None))(np.stack([a, 2 * a]), Y)
+    return np.sum(G ** 2)
+
+
+def test_what_the_callers_statement_computes_for_the_arguments_is_not_named_by_its_target():
+    """``G = pb.vmap(pb.grad(pair))(np.stack([a, 2 * a]), Y)``: ``G`` is the gradients, not the stacked
+    argument the statement computes first."""
+    src = pb.differentiate(batched).source(X)
+    assert re.search(r"^    G = Y \+ \w+$", src, re.M) and "power = G ** 2" in src
+    assert not re.search(r"^    G = np\.stack", src, re.M) and not re.search(r"\bG_1\b", src)
+    assert quoted(src) & lines_of(pair)
+    np.testing.assert_allclose(pb.grad(batched)(X), central(batched, X), rtol=1e-6)

@@ -54,11 +54,19 @@ def _names(target: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
+@functools.lru_cache(maxsize=2)
+def _parsed(text: str) -> ast.Module | None:
+    """``text``'s tree, for its statements and its loops alike (read one after the other: parsed once)."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
 @functools.lru_cache(maxsize=64)
 def _statements(text: str) -> dict[int, Statement]:
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return {}
     simple, lambdas = _simple_statements(tree)
     by_line: dict[int, Statement] = {}
@@ -143,9 +151,8 @@ _COMPOUND = (
 def _loops(text: str) -> tuple[tuple[int, int, int, int, int], ...]:
     """Each ``for`` and ``while`` statement of ``text``: (its first line, its header's last line, its last
     line, and the first and last lines of the function holding it; 0, 0 at module level)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return ()
     found = []
     stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 0)]

@@ -46,6 +46,7 @@ from pullback.ir.tracer import (
     _arg_names,
     call_user,
     current_builder,
+    inline_called,
     is_cupy,
     refuse_subclass,
     trace,
@@ -62,15 +63,17 @@ from pullback.tree import LEAF, flatten, graft, is_node, prefix_leaves, unflatte
 
 
 def inline(program: Program, args: Sequence[Any]) -> list[Any]:
-    """Evaluate ``program`` on traced ``args`` inside the current trace, at the caller's line (a
-    function called inside another's trace), or at its own lines where the trace is of a transform
-    itself (``pb.jit(pb.vmap(pb.grad(f)))``: ``f``'s lines, no user line calls it). Python scalars among
-    ``args`` become literals of their inputs' types; literal outputs come back as NumPy scalars."""
+    """Evaluate ``program`` on traced ``args`` inside the current trace, at its own lines (``f``'s), whether
+    a function form is called inside the user's function (``g = pb.grad(f)(x, y)``: its values keep ``f``'s
+    names, its results take the caller's) or the trace is of a transform itself
+    (``pb.jit(pb.vmap(pb.grad(f)))``: no user line calls it). Python scalars among ``args`` become literals
+    of their inputs' types; literal outputs come back as NumPy scalars."""
     args = [Literal.of(a, v.dtype) if isinstance(a, PYTHON_SCALARS) else a for v, a in zip(program.inputs, args)]
     builder = current_builder()
-    # where its lines are kept, its values keep their names (``w_bar``, not a name from the line's target)
-    outs = tracer_inline(program, args, hints=builder.inlined_hints if builder.transformed else None,
-                         sources=builder.transformed)
+    if builder.transformed:  # its values keep their names (``w_bar``, not a name from the line's target)
+        outs = tracer_inline(program, args, hints=builder.inlined_hints)
+    else:  # called in the user's function: at its own lines too, its values named by its program or the caller
+        outs = inline_called(program, args)
     return [np.asarray(a.value, a.dtype)[()] if isinstance(a, Literal) else a for a in outs]
 
 

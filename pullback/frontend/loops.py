@@ -24,11 +24,12 @@ from pullback.ir.tracer import (
     call_user,
     is_python_scalar,
     located,
+    rename,
     trace_closed,
     tracing,
 )
 from pullback.primitives.control import hoist_effects, make_checkpoint, make_cond, make_scan, make_while
-from pullback.tree import flatten, unflatten
+from pullback.tree import LEAF, flatten, unflatten
 
 
 def _slice_example(x):
@@ -100,9 +101,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     return unflatten(carry_tree, outs[:nk]), unflatten(y_tree, outs[nk:])
 
 
-def _traced_step(f, init, x_leaves, x_tree, arg_names=None):
+def _traced_step(f, init, x_leaves, x_tree, arg_names=None, scope=None):
     """``f(carry, x)`` traced as a scan's body: (the body, the values it captures, the carry's leaves
-    and structure, the structure of its ``y``). ``arg_names`` as ``trace``'s (default: ``f``'s)."""
+    and structure, the structure of its ``y``). ``arg_names`` and ``scope`` as ``trace``'s (default: ``f``'s)."""
     from pullback.primitives import lax
 
     carry_leaves, carry_tree = flatten(init)
@@ -117,7 +118,7 @@ def _traced_step(f, init, x_leaves, x_tree, arg_names=None):
     carry_ex = unflatten(carry_tree, carry_leaves)
     x_ex = unflatten(x_tree, [_slice_example(x) for x in x_leaves])
     body, captures, (_, (out_carry_tree, y_tree)) = trace_closed(
-        step, [carry_ex, x_ex], name="step", arg_names=arg_names or _arg_names(f, 2), scope=f)
+        step, [carry_ex, x_ex], name="step", arg_names=arg_names or _arg_names(f, 2), scope=scope or f)
     if out_carry_tree != carry_tree:
         raise TracingError(located("scan: the body returns a carry of a different structure than init"))
     nk = len(carry_leaves)
@@ -293,7 +294,8 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
 
     With Python integers as bounds it is a ``scan`` over the step index (a ``for`` loop of a known
     number of steps); with traced bounds (``n`` an argument of the function), a ``while_loop`` over
-    ``(i, val)``. Both differentiate in forward and reverse mode.
+    ``(i, val)``. Both differentiate in forward and reverse mode. The printed loop carries
+    ``body_fun``'s names (``def body(i, q)``: ``q`` and its cotangent ``q_bar``).
 
     >>> def power(x):  # x ** 5 by a loop
     ...     return pb.fori_loop(0, 4, lambda i, acc: acc * x, x)
@@ -310,7 +312,9 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
         if any(isinstance(b, Tracer) and np.dtype(b.dtype).kind not in "iu" for b in (lower, upper)):
             raise TracingError(located("fori_loop: the bounds must be integers"))
         start = lower if isinstance(lower, Tracer) else lax.full((), int(lower), upper.dtype)
-        return while_loop(lambda c: c[0] < upper, step, (start, init_val))[1]
+        i_name, val_name = _arg_names(body_fun, 2)  # the carry's leaves named as ``body_fun`` names them
+        leaf_names = [i_name, *argument_leaf_names(body_fun, val_name, flatten(init_val)[1])]
+        return traced_while(lambda c: c[0] < upper, step, (start, init_val), leaf_names=leaf_names)[1]
     lower, upper = int(lower), int(upper)
     if not tracing():
         val = init_val
@@ -329,8 +333,12 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
         integers.bound(i, lower, upper - 1)  # x[i * b:(i + 1) * b] in range needs no check
         return call_user(body_fun, i, val), None
 
-    carry, _ = scan(step, init_val, index, length=steps)
-    return carry
+    # the carry and the index take ``body_fun``'s parameters' names (``def body(i, q)``: ``q``, ``q_bar``)
+    i_name, val_name = _arg_names(body_fun, 2)
+    body, captures, carry_leaves, carry_tree, _ = _traced_step(step, init_val, [index], LEAF,
+                                                               arg_names=[val_name, i_name], scope=body_fun)
+    outs = make_scan(body, captures, carry_leaves, [index], length=steps, reverse=False)
+    return unflatten(carry_tree, outs[:len(carry_leaves)])
 
 
 def checkpoint(f: Callable) -> Callable:
@@ -388,9 +396,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint
 
 
 def traced_while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoint: bool = False,
-                 names: Sequence[str] | None = None):
+                 names: Sequence[str] | None = None, leaf_names: Sequence[str] | None = None):
     """``while_loop`` in a trace; ``names`` names the carry (``[""]`` with a dict carry: its keys, as the
-    converted Python ``while`` of ``frontend.control_flow`` names the user's variables)."""
+    converted Python ``while`` of ``frontend.control_flow`` names the user's variables). ``leaf_names``,
+    given, names each leaf of the carry where the functions are pullback's own (``fori_loop``'s step,
+    whose ``i, val = c`` would name them ``i`` and ``val``): the user's names, ``q`` and ``q_bar``."""
     from pullback.primitives import lax
 
     leaves, tree = flatten(init_val)
@@ -405,6 +415,9 @@ def traced_while(cond_fun: Callable, body_fun: Callable, init_val: Any, checkpoi
     if body_tree != tree or body.out_types != body.in_types[len(body_caps):]:
         raise TracingError(located("while_loop: body_fun must return a value of the structure, shapes and dtypes "
                                    "of init_val"))
+    if leaf_names is not None:
+        cond, body = (rename(p, {id(v): h for v, h in zip(p.inputs[len(caps):], leaf_names)})
+                      for p, caps in ((cond, cond_caps), (body, body_caps)))
     outs = make_while(cond, body, cond_caps, body_caps, leaves)
     return unflatten(tree, outs)
 

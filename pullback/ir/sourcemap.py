@@ -11,7 +11,10 @@ import ast
 import functools
 import linecache
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from pullback.ir.core import SourceInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +54,19 @@ def _names(target: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
+@functools.lru_cache(maxsize=2)
+def _parsed(text: str) -> ast.Module | None:
+    """``text``'s tree, for its statements and its loops alike (read one after the other: parsed once)."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
 @functools.lru_cache(maxsize=64)
 def _statements(text: str) -> dict[int, Statement]:
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return {}
     simple, lambdas = _simple_statements(tree)
     by_line: dict[int, Statement] = {}
@@ -77,6 +88,10 @@ def _statements(text: str) -> dict[int, Statement]:
         stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
+    # a loop's header (``for t in range(n):``) stands for the loop: a rolled loop's comment quotes it
+    for first, header, _, _, _ in _loops(text):
+        for line in range(first, header + 1):
+            by_line.setdefault(line, Statement(first, header, ()))
     # a lambda inside a statement of several lines (``minimize(\n pb.value_and_grad(lambda w: ...),\n ...)``):
     # its own lines are the function's, quoted for its values, not the statement's first line
     for node in lambdas:
@@ -130,3 +145,85 @@ _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,
     ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
 )
+
+
+@functools.lru_cache(maxsize=64)
+def _loops(text: str) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Each ``for`` and ``while`` statement of ``text``: (its first line, its header's last line, its last
+    line, and the first and last lines of the function holding it; 0, 0 at module level)."""
+    tree = _parsed(text)
+    if tree is None:
+        return ()
+    found = []
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 0)]
+    while stack:
+        node, fn_first, fn_last = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            fn_first, fn_last = node.lineno, node.end_lineno or node.lineno
+        elif isinstance(node, _LOOPS) and node.body:
+            header = max(node.lineno, node.body[0].lineno - 1)
+            found.append((node.lineno, header, node.end_lineno or node.lineno, fn_first, fn_last))
+        stack.extend((child, fn_first, fn_last) for child in ast.iter_child_nodes(node))
+    return tuple(sorted(found))
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """A ``for`` or ``while`` statement of the user's: its file, lines, and the function holding it."""
+
+    filename: str
+    first: int
+    header: int  # the header's last line
+    last: int
+    function: tuple[int, int]  # the first and last lines of the function holding it (0, 0: the module)
+
+
+def user_loop(sources: Iterable[SourceInfo | None]) -> Loop | None:
+    """The innermost loop of the user's that holds the lines of one step of a rolled loop (``sources``): of
+    the function of the first line inside a loop (the lines of the helpers the step calls, ``pb.grad(loss)``'s
+    included, are in other functions, outside it); None where no line is inside a loop."""
+    holding: list = []
+    files: dict[str, tuple] = {}  # each file's loops, read once
+    sources = list(dict.fromkeys(src for src in sources if src is not None))
+    for anchor in sources:
+        loops = files.get(anchor.filename)
+        if loops is None:
+            loops = files[anchor.filename] = _loops("".join(linecache.getlines(anchor.filename)))
+        holding = [loop for loop in loops if loop[1] < anchor.lineno <= loop[2]]  # (sorted: innermost last)
+        if holding:
+            break
+    if not holding:
+        return None
+    filename, function = anchor.filename, holding[-1][3:]
+    lines = [src.lineno for src in sources if src.filename == filename]
+    lines = [n for n in lines if function[0] <= n <= function[1] or not function[1]]
+    for first, header, last, fn_first, fn_last in reversed(holding):
+        if all(header < n <= last for n in lines):
+            return Loop(filename, first, header, last, (fn_first, fn_last))
+    return None
+
+
+def header_source(loop: Loop | None) -> SourceInfo | None:
+    """The loop's header (``for t in range(n):``): the line a rolled loop's comment quotes."""
+    return None if loop is None else _source(loop.filename, loop.first)
+
+
+def start_source(loop: Loop | None, name: str) -> SourceInfo | None:
+    """The user's statement that starts the loop's carry ``name``: the last assignment of ``name`` before the
+    loop in the function holding it (``nll = 0.0``); None where there is none."""
+    if loop is None or not name:
+        return None
+    fn_first, fn_last = loop.function
+    text = "".join(linecache.getlines(loop.filename))
+    starts = [stmt.first for line, stmt in _statements(text).items()
+              if fn_first <= line < loop.first and line == stmt.first and name in stmt.targets
+              and (stmt.last <= fn_last or not fn_last)]
+    return _source(loop.filename, max(starts)) if starts else None
+
+
+@functools.lru_cache(maxsize=256)
+def _source(filename: str, lineno: int) -> SourceInfo:
+    return SourceInfo(filename, lineno)  # (one object per line, as the tracer's)
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)

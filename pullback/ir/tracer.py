@@ -161,6 +161,10 @@ class Builder:
         # names for values that code other than the user's made in this trace, applied when it ends: an
         # inlined program's values (at their own lines), a loop body's invariants hoisted out of it
         self.inlined_hints: dict[int, str] = {}
+        # a function form's values (``pb.grad(f)(x, y)`` called in this trace), at ``f``'s lines: id -> the name
+        # ``f``'s program gave it ("" none). Those lines' targets do not name them again (a cotangent at ``s = ...``
+        # is not ``s``); the caller's targets may name its results (``g = pb.grad(f)(x, y)``)
+        self.inlined: dict[int, str] = {}
         self.examples: dict[int, Any] = {}
         # the traced function's argument each input comes from: (name, position; None for a keyword)
         self.arguments: dict[Var, tuple[str, int | None]] = {}
@@ -481,6 +485,37 @@ def inline(program: Program, args: Sequence[Any], hints: dict[int, str] | None =
     for key in named:
         del names[key]
     return [read(a) for a in program.outputs]
+
+
+def inline_called(program: Program, args: Sequence[Any]) -> list[Any]:
+    """``inline`` for a function form called in the user's function (``g = pb.grad(f)(x, y)``): the program's
+    equations at ``f``'s lines (the caller's where they have none), its values named as its program names them
+    or as the caller's targets name its results (``Builder.inlined``, ``Builder.returns``), and the values the
+    caller's statement computed for its arguments (``np.stack([a, b])``) not named by its targets."""
+    builder = current_builder()
+    frame = user_frame(2)
+    caller = user_location()
+    made: dict[int, str] = {}
+    first, saved = len(builder.eqns), builder.source
+    builder.source = saved or caller
+    try:
+        outs = inline(program, args, hints=made)
+    finally:
+        builder.source = saved
+    eqns, inlined = builder.eqns, builder.inlined
+    inlined.update((id(v), made.get(id(v), "")) for e in eqns[first:] for v in e.outputs)
+    at = builder.at
+    if frame is not None and at[0] is frame.f_code and at[1] < frame.f_lasti:  # this execution's arguments
+        start = builder.executions[-1] if builder.executions else None
+        j = first - 1
+        while j >= 0 and eqns[j].source is caller:
+            inlined.update((id(v), "") for v in eqns[j].outputs)
+            if eqns[j] is start:
+                break
+            j -= 1
+    if caller is not None and all(type(o) is Tracer and o.builder is builder for o in outs):
+        builder.returns.append((len(eqns), caller, tuple(o.ssa for o in outs)))
+    return outs
 
 
 class Tracer:
@@ -925,12 +960,12 @@ def trace(fn: Callable, args: Sequence[Any], name: str | None = None,
     # naming by those lines' targets again would name a derivative after the value it differentiates
     if builder.transformed:
         return program, treedef
-    executions, eqns, returns = builder.executions, builder.eqns, builder.returns
+    executions, eqns, returns, inlined = builder.executions, builder.eqns, builder.returns, builder.inlined
 
     def named() -> Program:
         again = set(executions)  # (equations hash by identity; frontend.eyes may have dropped some)
         cuts = [i for i, e in enumerate(eqns) if e in again] if again else ()
-        return name_from_source(program, cuts, returns)
+        return name_from_source(program, cuts, returns, inlined)
 
     if naming is not None:
         naming.append(named)
@@ -965,7 +1000,8 @@ def _output_atom(builder: Builder, leaf) -> Atom:
 
 
 def name_from_source(program: Program, executions: Sequence[int] = (),
-                     returns: Sequence[tuple[int, SourceInfo, tuple[Var, ...]]] = ()) -> Program:
+                     returns: Sequence[tuple[int, SourceInfo, tuple[Var, ...]]] = (),
+                     inlined: dict[int, str] | None = None) -> Program:
     """Give unnamed values the names the user's source assigns them to.
 
     In each run of equations coming from one execution of an assignment statement, the outputs
@@ -973,9 +1009,11 @@ def name_from_source(program: Program, executions: Sequence[int] = (),
     indices, ascending) that begin another execution of the statement before them (``Builder.executions``):
     each step of an unrolled ``h = np.tanh(W @ h)`` names its own ``h``. ``returns``: the results of the user's
     own functions (``Builder.returns``), named by the caller's targets where the call is the statement's value
-    (``h = step(W, h)``: no equation of that statement follows the call).
+    (``h = step(W, h)``: no equation of that statement follows the call). ``inlined``: the values of function
+    forms called in the trace (``Builder.inlined``), which their own programs' names name, not their lines.
     """
     hints: dict[int, str] = {}
+    inlined = inlined or {}
     named: dict[int, Var] = {}
     eqns = program.eqns
     # once per line: a lookup reads the whole file (keyed by the line's (file, number), hashed without a call)
@@ -1049,17 +1087,22 @@ def name_from_source(program: Program, executions: Sequence[int] = (),
             outs = tuple(v for e in eqns[start:i + 1] for v in e.outputs if last_read.get(id(v), -1) > i)
         if n_targets == 1 and len(outs) == 1:  # (the common case, without a loop)
             v = outs[0]
-            if not v.hint:
+            if not v.hint and id(v) not in inlined:
                 key = id(v)
                 hints[key], named[key] = stmt.targets[0], v
         elif n_targets == len(outs):
             for v, name in zip(outs, stmt.targets):
-                if not v.hint:
+                if not v.hint and id(v) not in inlined:
                     key = id(v)
                     hints[key], named[key] = name, v
     for made, src, values in returns:
         stmt = statement(src)
         targets = stmt and (stmt.targets or stmt.called)
+        if targets and len(targets) < len(values) and inlined and all(id(v) in inlined for v in values):
+            # ``g = pb.grad(f)(x, y)``: of a function form's results (value and gradient), those the caller reads
+            if last_read is None:
+                last_read = _last_reads(program)
+            values = tuple(v for v in values if last_read.get(id(v), -1) >= made)
         if not targets or len(targets) != len(values) or any(v.hint or id(v) in hints for v in values):
             continue
         after = eqns[made].source if made < n else None
@@ -1067,6 +1110,12 @@ def name_from_source(program: Program, executions: Sequence[int] = (),
             continue  # ``h = step(W, h) * 2``: the statement goes on computing
         for v, name in zip(values, targets):
             hints[id(v)], named[id(v)] = name, v
+    if inlined:  # the rest of a function form's values: the names its program gave them
+        for e in eqns:
+            for v in e.outputs:
+                key = id(v)
+                if inlined.get(key) and not v.hint and key not in hints:
+                    hints[key], named[key] = inlined[key], v
     if hints:
         program = _name_loop_consts(program, hints)
     for key, v in named.items():  # the trace's own Vars, in no other program yet: named in place, not copied

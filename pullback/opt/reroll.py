@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pullback import log
+from pullback.ir import sourcemap
 from pullback.ir.core import Eqn, Literal, Params, Primitive, Program, Var, effectful
 from pullback.ir.types import ArrayType
 from pullback.primitives import control
@@ -800,18 +801,19 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
     const_args = list(const_outer) + [a for _, a in const_in]
     body = Program(tuple(const_vars) + tuple(carry_in) + tuple(xs_in), tuple(body_eqns),
                    tuple(body_outputs), inner.constvars, inner.constvals, name=f"{program.name}_step")
-    inits = []
+    inits, where = [], sourcemap.user_loop(e.source for e in first)  # the user's ``for`` these steps run in
     for a, c, (l, _) in zip(carry_init, carry_in, carry_src):  # a literal, or the type of a carry from zeros
         if type(a) is not Var:
             v = Var(a.type if type(a) is Literal else a, c.hint)
             fill = a if type(a) is Literal else Literal.of(0, a.dtype)
             before.append(Eqn(st.broadcast_in_dim_p, (fill,), (v,),
-                              Params({"shape": v.shape, "broadcast_dimensions": ()}), first[l].source))
+                              Params({"shape": v.shape, "broadcast_dimensions": ()}),
+                              sourcemap.start_source(where, c.hint) or first[l].source))  # under ``nll = 0.0``
             a = v
         inits.append(a)
     scan = Eqn(control.scan_p, (*const_args, *inits, *xs_outer), (*carry_out, *ys_outer),
                Params({"body": body, "length": m, "reverse": False, "num_consts": len(const_args),
-                       "num_carry": len(carry_in)}), first[0].source)
+                       "num_carry": len(carry_in)}), sourcemap.header_source(where) or first[0].source)
     after: list[Eqn] = []
     for (i, o), ys in zip(ys_slots, ys_outer):
         row = ys.shape[1:]

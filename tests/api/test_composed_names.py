@@ -2,14 +2,13 @@
 keyword-only parameter, ``hessian`` of a two-argument function in both arguments, ``vmap(grad(f))`` of a
 function of a dict, ``grad(grad(f))``, ``jacfwd(grad(f))`` and ``value_and_grad``. Each prints
 ``def f_<transforms>(...)`` with ``f``'s parameter names and comments quoting only ``f``'s lines, and
-computes what central differences or a loop over examples compute. The strict xfail is the audit's
-finding: a function form called inside the traced function."""
+computes what central differences or a loop over examples compute; a function form called inside the
+traced function quotes its own function's lines."""
 
 import inspect
 import re
 
 import numpy as np
-import pytest
 
 import pullback as pb
 
@@ -125,9 +124,6 @@ def test_a_function_form_called_inside_the_traced_function_is_right():
     np.testing.assert_allclose(pb.grad(outer)(X), grad_fd(outer, X), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: ``pb.grad(outer)`` where ``outer`` calls ``pb.grad(pair)(a, Y)``: "
-                   "every equation of pair's gradient is quoted as outer's call line (``g = pb.grad(pair)(a, Y)``), "
-                   "none as pair's lines, and pair's ``s`` prints as ``mul``")
 def test_a_function_form_inside_the_traced_function_quotes_the_functions_lines():
     src = pb.source(pb.grad(outer), X)
     assert quoted(src) & own_lines(pair)

@@ -2,8 +2,8 @@
 with tuple unpacking, a loop over a dict of parameters, a step with two factorisations, an explicit Euler
 loop calling a helper that unpacks its arguments. Each is rolled into one loop forward and one backward,
 printed with the user's names and no step before the loop, and its gradient is the central differences'
-of the same NumPy function. The strict xfails are the spellings whose carries do not yet take the user's
-names (the audit's findings)."""
+of the same NumPy function. The strict xfails are the audit's findings not yet fixed: spellings whose
+carries do not take the user's names, and error checks printed more than once."""
 
 import re
 
@@ -247,8 +247,6 @@ def test_a_loop_of_alternating_steps_carries_the_users_name():
     assert "carry" not in src
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: ``pb.fori_loop(0, 50, body, q0)`` with ``def body(i, q)`` "
-                   "carries ``val``/``val_bar`` (fori_loop's own parameter, pullback's source), not ``q``")
 def test_a_fori_loop_carries_the_bodys_parameter_name():
     src = pb.differentiate(fori, argnums=(0, 1)).source(0.7, np.array([1.0, -0.5]))
     assert "val" not in src and re.search(r"\bq_bar\b", src)
@@ -288,11 +286,6 @@ def comment_above(src: str, statement: str) -> str:
     return next(line.strip() for line in reversed(lines[:at]) if line.strip().startswith("# "))
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: in the rerolled Kalman filter "
-                   "(tests/golden/kalman_rerolled_grad.py.txt): "
-                   "the carries' starts before the loop quote other lines: ``nll = np.float64(0.0)`` under "
-                   "line 63's ``nll = nll + 0.5 * (w @ w) + ...`` (the user's is line 51, ``nll = 0.0``), "
-                   "``mu_h = mu0`` under line 54's ``mu_v = B @ mu_h``")
 def test_the_rerolled_kalman_filters_carries_start_under_the_users_lines():
     import sys
     from pathlib import Path

@@ -341,6 +341,16 @@ def _visit(eqn: Eqn, fills: dict[int, Literal], defs: dict[int, Eqn], reads: _Re
             if result is not None:
                 defs[k_out], kinds[k_out] = result, result.prim
                 return result
+        if prim is control.checkpoint_p:
+            found = control.passed_through(eqn, ins)
+            if found is not None:
+                result, same = found
+                replace.update(same)
+                _undefine(k_out, defs, kinds, fills)
+                if result is None:
+                    return []
+                defs[id(result.outputs[0])], kinds[id(result.outputs[0])] = result, result.prim
+                return result
         if ins is not before or prim is not key[0]:
             key = (prim, *map(kinds.get, map(id, ins), map(_MARKS.get, ins, map(type, ins))))
             rules = (_PLANS.get(key) or _plan(key))[0]
@@ -390,7 +400,7 @@ def _plan(key: tuple) -> tuple[tuple, bool]:
     try none. Remembered in ``_PLANS`` (a few hundred keys at most)."""
     prim, operands = key[0], set(key[1:])
     rules = tuple(rule for rule in _RULES.get(prim, ()) if _triggered(rule, prim, key[1:], operands))
-    general = (st.broadcast_in_dim_p in operands or prim is control.scan_p
+    general = (st.broadcast_in_dim_p in operands or prim is control.scan_p or prim is control.checkpoint_p
                or (prim in FOLD and operands <= _LITERALS))
     if len(_PLANS) > 4096:
         _PLANS.clear()

@@ -76,6 +76,26 @@ def make_checkpoint(body: Program, args: Sequence) -> list:
     return list(bind(checkpoint_p, *values, *args, body=body))
 
 
+def passed_through(eqn: Eqn, ins: tuple) -> tuple[Eqn | None, dict[int, object]] | None:
+    """The checkpoint without the outputs its body returns as they came in (a cotangent seed carried through
+    a recomputed block), and the map from those outputs to the operands they are: a loop around it then
+    sees its carry unchanged, not a copy (``nll_bar_1 = nll_bar``). None where no output passes through;
+    no equation where every output does."""
+    body = eqn.params["body"]
+    at = {id(v): j for j, v in enumerate(body.inputs)}
+    through = {i: at[id(o)] for i, o in enumerate(body.outputs) if type(o) is Var and id(o) in at}
+    if not through:
+        return None
+    same = {id(eqn.outputs[i]): ins[j] for i, j in through.items()}
+    keep = [i for i in range(len(body.outputs)) if i not in through]
+    if not keep:
+        return None, same
+    new_body = Program(body.inputs, body.eqns, tuple(body.outputs[i] for i in keep), body.constvars,
+                       body.constvals, name=body.name)
+    return Eqn(checkpoint_p, ins, tuple(eqn.outputs[i] for i in keep), Params({**eqn.params, "body": new_body}),
+               eqn.source), same
+
+
 def _checkpoint_jvp(primals, tangents, *, body: Program):
     nz = [not isinstance(t, Zero) for t in tangents]
     out_nz = _nonzero_outputs(body, nz)

@@ -429,6 +429,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
                 continue
             ins = [expr(a) for a in eqn.inputs]
+            said_before = last_comment[0]  # (a nested block's own comments move it on)
             if printer is not None:  # an equation holding sub-programs prints them in place
                 for body, first, count in _operands_of_bodies(eqn):  # inputs standing for operands: their order
                     fortran.update(id(body.inputs[j - first]) for j in ctx.fortran if first <= j < first + count)
@@ -459,8 +460,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 stmts = emitted if isinstance(emitted, list) else [s.assign(outs, emitted)]
             if i in factor_notes and stmts:
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
-            if comment is not None and comment[1] != last_comment[0] and stmts:
-                last_comment[0] = comment[1]
+            if comment is not None and comment[1] != said_before and stmts and not (
+                    printer is not None and _says(stmts[0], comment[0])):  # (a block printed inline said it)
+                if printer is None or last_comment[0] == said_before:  # (after a loop, its body's last comment)
+                    last_comment[0] = comment[1]
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0])),
                                                                 *stmts[0].leading_lines])
             if text:
@@ -1273,6 +1276,12 @@ def _import(module: str, aliases: dict[str, str]) -> cst.SimpleStatementLine:
     else:
         alias = cst.ImportAlias(name=s.dotted(module))
     return s.statement(cst.Import([alias]))
+
+
+def _says(stmt: cst.CSTNode, comment: str) -> bool:
+    """Whether ``stmt`` already stands under ``comment``."""
+    return any(line.comment is not None and line.comment.value == comment
+               for line in getattr(stmt, "leading_lines", ()))
 
 
 def _comment(source: SourceInfo | None) -> tuple[str, tuple[str, int]] | None:

@@ -201,6 +201,20 @@ def test_golden_sources_pass_ruff():
     assert not any(findings.values()), findings
 
 
+def test_golden_sources_quote_a_line_once_where_it_starts():
+    """A user's line is quoted once above the statements it makes: not again over the next statement at the
+    same depth (a loop's carry starts and its ``for`` share one comment), and again after a loop only where
+    the line's statements go on."""
+    for path in sorted(GOLDEN.glob("*.py.txt")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("# ") and ".py:" in line:
+                depth = len(line) - len(line.lstrip())
+                nxt = [t for t in lines[i + 1:i + 6] if len(t) - len(t.lstrip()) == depth]
+                again = nxt.index(line) if line in nxt else None
+                assert again is None or again > 1, (path.name, i + 1, line)
+
+
 def _sample() -> dict[str, str]:
     """Generated programs of many kinds: loops (scan, rerolled, checkpointed, while), LAPACK calls with
     their error checks, a model's parameters in a tuple, a Gaussian process."""

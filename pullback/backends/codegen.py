@@ -26,7 +26,19 @@ from pullback.backends import fusion, layout, lines, memory, merged, numba_chain
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
-from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Primitive, Program, SourceInfo, Var, sub_programs
+from pullback.ir.core import (
+    NO_PARAMS,
+    WITH_BODIES,
+    Atom,
+    Eqn,
+    Literal,
+    Opaque,
+    Primitive,
+    Program,
+    SourceInfo,
+    Var,
+    sub_programs,
+)
 from pullback.ir.names import RESERVED, Namer
 from pullback.ir.types import ArrayType, StackType
 from pullback.primitives import contractions as con
@@ -1104,9 +1116,10 @@ def opaques(program: Program) -> list[Opaque]:
 
     def walk(p: Program) -> None:
         for eqn in p.eqns:
-            for v in eqn.params.values():
-                if type(v) is Opaque or type(v) is tuple:
-                    params(v)
+            if eqn.params is not NO_PARAMS:  # (most equations have none: the shared empty params)
+                for v in eqn.params.values():
+                    if type(v) is Opaque or type(v) is tuple:
+                        params(v)
             if eqn.prim in WITH_BODIES:  # (the equations that hold sub-programs)
                 for body in sub_programs(eqn):
                     walk(body)

@@ -30,10 +30,13 @@ def key_of(prim, inputs: tuple, params) -> tuple:
         keys = inputs
         if prim in COMMUTATIVE and len(keys) == 2 and id(keys[1]) < id(keys[0]):
             keys = (keys[1], keys[0])  # x * y and y * x are one product
-    else:  # literals by value (in the equations that have one)
-        keys = tuple([a if type(a) is Var else _key(a) for a in inputs])
-        if prim in COMMUTATIVE and len(keys) == 2 and _before(keys[1], keys[0]):
-            keys = (keys[1], keys[0])  # x * c and c * x are one product
+    else:  # literals by value (in the equations that have one; ``_key``, inline)
+        keys = tuple([a if type(a) is Var else ("lit", type(a.value), a.value, a.type.dtype) for a in inputs])
+        if prim in COMMUTATIVE and len(keys) == 2:  # x * c and c * x are one product (``_before``, inline)
+            first, second = keys
+            if ((type(first) is not Var or id(second) < id(first)) if type(second) is Var
+                    else (type(first) is not Var and repr(second) < repr(first))):
+                keys = (second, first)
     return (prim, keys) if params is NO_PARAMS else (prim, keys, params)
 
 

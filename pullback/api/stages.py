@@ -18,7 +18,7 @@ from pullback.ad.dce import dce
 from pullback.ad.jvp import jvp
 from pullback.ad.partial_eval import Split, partial_eval
 from pullback.ad.transpose import transpose
-from pullback.ir.core import Eqn, Literal, Params, Program, Var, effectful
+from pullback.ir.core import EFFECTS, WITH_BODIES, Eqn, Literal, Params, Program, Var, effectful
 from pullback.opt.canonical import canonical
 from pullback.opt.pipeline import optimize
 from pullback.opt.simplify import Settled
@@ -118,7 +118,9 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
     held: dict[int, list[int]] = {}  # reader -> the equations sunk just before it, in arrival order
     for i in reversed(range(boundary)):
         read = readers[i]
-        if read is None or not pinned.isdisjoint(eqns[i].outputs) or effectful(eqns[i]):
+        eqn = eqns[i]  # (``effectful`` asked only of a primitive that may be one: most are not)
+        if read is None or not pinned.isdisjoint(eqn.outputs) or (
+                eqn.prim in EFFECTS or eqn.prim in WITH_BODIES and effectful(eqn)):
             continue  # unread, an output or an effect (effects keep their order): it stays
         if len(read) == 1:
             first = read[0]
@@ -140,7 +142,7 @@ def sink(eqns: tuple[Eqn, ...], boundary: int, outputs) -> tuple[Eqn, ...]:
             continue
         stack.append((j, True))
         stack.extend((k, False) for k in reversed(held[j]))
-    return tuple(eqns[k] for k in order)
+    return tuple(map(eqns.__getitem__, order))
 
 
 def value_and_grad(program: Program, wrt: Sequence[bool], n_aux: int = 0, canonical_form: bool = False) -> Program:

@@ -16,6 +16,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import ModuleType
 from typing import Any
 
@@ -25,7 +26,19 @@ from pullback.backends import fusion, layout, lines, memory, merged, numba_chain
 from pullback.backends import syntax as s
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
-from pullback.ir.core import WITH_BODIES, Atom, Eqn, Literal, Opaque, Primitive, Program, SourceInfo, Var, sub_programs
+from pullback.ir.core import (
+    NO_PARAMS,
+    WITH_BODIES,
+    Atom,
+    Eqn,
+    Literal,
+    Opaque,
+    Primitive,
+    Program,
+    SourceInfo,
+    Var,
+    sub_programs,
+)
 from pullback.ir.names import RESERVED, Namer
 from pullback.ir.types import ArrayType, StackType
 from pullback.primitives import contractions as con
@@ -37,6 +50,8 @@ from pullback.primitives import reductions as red
 from pullback.primitives import structural as st
 from pullback.primitives.linalg import factorizations as la
 from pullback.tree import LEAF
+
+_prim = attrgetter("prim")
 
 # Outputs of multi-result operations, by position (families with printers of their own add theirs).
 OUTPUT_HINTS: dict[Primitive, tuple[str, ...]] = {
@@ -342,8 +357,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         if k is not None:
             outs = [namer[v] for v in outputs]
         elif len(outputs) == 1 and eqn.prim not in OUTPUT_HINTS:
-            v = outputs[0]
-            outs = [namer.name(v, v.hint, _temp_hint(eqn, namer))]
+            v, prim = outputs[0], eqn.prim  # (``_temp_hint``'s common case inline: asked of every equation)
+            fallback = (TEMP_HINTS.get(prim, prim.name) if prim is not st.transpose_p and prim is not ix.gather_p
+                        else _temp_hint(eqn, namer))
+            outs = [namer.name(v, v.hint, fallback)]
         else:
             fallback = _temp_hint(eqn, namer)
             hints = OUTPUT_HINTS.get(eqn.prim, (fallback,) * len(outputs))
@@ -397,7 +414,12 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             ctx.where = where  # (a nested block sets it for its own equations)
             ctx.reusable = reuse.get(i, _NO_POSITIONS) if reuse else _NO_POSITIONS
             ctx.fortran = layout.operands(eqn, fortran) if fortran else layout.NONE
-            ctx.unused = unused_results(eqn, last[i]) if i in last else _NO_POSITIONS
+            if i not in last:  # (``unused_results``, its common case inline)
+                ctx.unused = _NO_POSITIONS
+            elif len(eqn.outputs) == 1:  # (values compare by identity)
+                ctx.unused = _FIRST if eqn.outputs[0] in last[i] else _NO_POSITIONS
+            else:
+                ctx.unused = unused_results(eqn, last[i])
             if dels and ctx.unused and ctx.unused & optional.get(eqn.prim, _NO_POSITIONS):  # unassigned: no del
                 skipped = {id(eqn.outputs[k]) for k in ctx.unused & optional[eqn.prim]}
                 dead[i] = [v for v in dead.get(i, []) if id(v) not in skipped]
@@ -697,7 +719,8 @@ def _name_initial_carries(prog: Program, namer: Namer, seeds: set[int], top: boo
     ``A_bar_sum = bcast`` before the loop: one reader (the loop, once), one result, no update in place.
     ``top``: the function's own parameter that only starts a carry of its name is the carry (``for t:
     x = x[perm]``, not ``x_1 = x`` first), a local of the function like any other."""
-    if not any(e.prim is ctrl.scan_p or e.prim is ctrl.while_p for e in prog.eqns):
+    prims = set(map(_prim, prog.eqns))  # (in C: asked of every block)
+    if ctrl.scan_p not in prims and ctrl.while_p not in prims:
         return
     readers: Counter = Counter(id(a) for e in prog.eqns for a in e.inputs if isinstance(a, Var))
     readers.update(id(a) for a in prog.outputs if isinstance(a, Var))
@@ -1168,9 +1191,10 @@ def opaques(program: Program) -> list[Opaque]:
 
     def walk(p: Program) -> None:
         for eqn in p.eqns:
-            for v in eqn.params.values():
-                if type(v) is Opaque or type(v) is tuple:
-                    params(v)
+            if eqn.params is not NO_PARAMS:  # (most equations have none: the shared empty params)
+                for v in eqn.params.values():
+                    if type(v) is Opaque or type(v) is tuple:
+                        params(v)
             if eqn.prim in WITH_BODIES:  # (the equations that hold sub-programs)
                 for body in sub_programs(eqn):
                     walk(body)

@@ -18,7 +18,7 @@ makes needless is already read as its operand, which ``cp.fuse`` broadcasts as u
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from pullback.ad.dce import dce
 from pullback.ir.core import WITH_BODIES, Eqn, Params, Primitive, Program, Var
@@ -49,12 +49,15 @@ class Group:
 
 def runs(program: Program, member: Callable[[Eqn, dict], bool], emit: Callable[[Group, list], None],
          ends: Callable[[Eqn, dict], Group | None] | None = None,
-         waits: Callable[[Eqn, list[Group]], Group | None] | None = None) -> list:
+         waits: Callable[[Eqn, list[Group]], Group | None] | None = None, ending: Container[Primitive] = ()) -> list:
     """``program``'s equations in order, each run of ``member`` equations of one shape handed to ``emit``
     (which appends what prints in its place) when the run closes: before an equation that reads it and
-    cannot join or wait for it. ``ends``: the open group a reduction closes as its last equation;
-    ``waits``: the group an equation that is no member waits for (printed after its kernel). One open
-    group per shape; an equation reading a value computed from its shape's group outside it starts a new one."""
+    cannot join or wait for it. ``ends``: the open group a reduction (an equation of a primitive in
+    ``ending``) closes as its last equation; ``waits``: the group an equation that is no member waits for
+    (printed after its kernel), asked only of one reading an open group of another shape than its result's.
+    One open group per shape; an equation reading a value computed from its shape's group outside it starts
+    a new one. (Asked of every equation of a long program: the common case, an equation joining its shape's
+    group, is inline.)"""
     out: list = []
     groups: dict[tuple[int, ...], Group] = {}  # the open groups, one per shape
     # the open group each value is defined in or computed from (keyed by the value: a Var hashes by identity)
@@ -75,30 +78,39 @@ def runs(program: Program, member: Callable[[Eqn, dict], bool], emit: Callable[[
             made.add(id(v))
             owner[v] = group
 
+    owned = owner.get
     for eqn in program.eqns:
         involved: list[Group] = []  # the open groups it reads, each once, in the order it reads them
         for a in eqn.inputs:
             if type(a) is Var:
-                g = owner.get(a)
+                g = owned(a)
                 if g is not None and g not in involved:
                     involved.append(g)
         # (a reduction ends, and an equation waits for, a group it reads: none where it reads none)
-        end = ends(eqn, owner) if ends is not None and involved else None
-        wait = waits(eqn, involved) if waits is not None and involved else None
+        end = ends(eqn, owner) if involved and ends is not None and eqn.prim in ending else None
+        wait = None
+        if involved and waits is not None:
+            shape = eqn.outputs[0].type.shape
+            if len(involved) > 1 or involved[0].shape != shape:
+                wait = waits(eqn, involved)
         if end is not None:  # the reduction ends its operand's group
             join(end, eqn, end.eqns, end.reduced)
             end.tainted.update(id(v) for v in eqn.outputs)
-        elif member(eqn, groups) and wait is None:
+        elif wait is None and member(eqn, groups):
             shape = eqn.outputs[0].type.shape
             group = groups.get(shape)
-            stale = group is not None and bool(group.tainted) and any(
-                id(a) in group.tainted for a in eqn.inputs if type(a) is Var)
+            # (ids of the operands: a literal's is no live var's)
+            stale = group is not None and bool(group.tainted) and not group.tainted.isdisjoint(map(id, eqn.inputs))
             for g in involved:  # what it reads of other groups (or computed from its own) is printed first
                 if g is not group or stale:
                     close(g)
             if group is None or stale:
                 group = groups[shape] = Group(shape)
-            join(group, eqn, group.eqns, group.defined)
+            group.eqns.append(eqn)  # (``join``, inline)
+            made = group.defined
+            for v in eqn.outputs:
+                made.add(id(v))
+                owner[v] = group
         elif wait is not None or len(involved) == 1:  # reads one group (or waits for one): after its kernel
             group = wait or involved[0]
             for g in involved:  # (smaller groups it reads are printed now)

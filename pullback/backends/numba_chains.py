@@ -99,28 +99,25 @@ WAIT_MAX_ELEMENTS = 256
 _SLOW = frozenset(p for p, ns in _NUMBA_NS.items() if ns > 2 * _NUMPY_NS.get(p, _NUMPY_PASS_NS))
 
 
-def _dtypes_ok(eqn: Eqn) -> bool:
-    """Floating and complex operands (bool for a select's predicate), results of those or bool."""
+def elementwise(eqn: Eqn, mode: str) -> bool:
+    """Whether ``eqn`` may be an operation of a chain (of its result's shape) under ``mode``: floating and
+    complex operands (bool for a select's predicate), results of those or bool. (Asked of every equation
+    of a long program, in one call.)"""
+    prim, out = eqn.prim, eqn.outputs[0].type
+    if prim not in SPELLED or not out.shape:
+        return False
     for k, a in enumerate(eqn.inputs):
         if type(a) is not Var:
             continue
         kind = a.type.dtype.kind  # (types hold canonical NumPy dtypes)
-        if kind == "b" and not (eqn.prim is ew.select_p and k == 0):
+        if kind == "b" and not (prim is ew.select_p and k == 0):
             return False
-        if kind not in "fcb" or (kind == "c" and eqn.prim in _REAL_ONLY):
+        if kind not in "fcb" or (kind == "c" and prim in _REAL_ONLY):
             return False
     for v in eqn.outputs:
         if v.type.dtype.kind not in "fcb":
             return False
-    return True
-
-
-def elementwise(eqn: Eqn, mode: str) -> bool:
-    """Whether ``eqn`` may be an operation of a chain (of its result's shape) under ``mode``."""
-    out = eqn.outputs[0].type
-    if eqn.prim not in SPELLED or not out.shape or not _dtypes_ok(eqn):
-        return False
-    return not (mode == "auto" and eqn.prim in _SLOW and out.size > AUTO_MAX_TRANSCENDENTAL)
+    return not (mode == "auto" and prim in _SLOW and out.size > AUTO_MAX_TRANSCENDENTAL)
 
 
 def view_map(eqn: Eqn) -> tuple[int | None, ...] | None:
@@ -214,7 +211,7 @@ def outline(program: Program, mode: str) -> tuple[Program, list[str]]:
         kinds = "fc" if eqn.prim is red.reduce_sum_p else "f"
         return end if end is not None and id(x) in end.defined and np.dtype(x.dtype).kind in kinds else None
 
-    out = runs(program, member, emit, ends, _waits)
+    out = runs(program, member, emit, ends, _waits, REDUCTIONS)
     notes = _notes(program, mode) if mode == "numba" else []
     kept = sorted(chosen, key=lambda c: -c[0])[:AUTO_MAX_CHAINS] if mode == "auto" else chosen
     if not kept or (mode == "auto" and sum(c[0] for c in kept) < AUTO_MIN_PROGRAM_SAVED_US):

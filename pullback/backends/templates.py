@@ -28,7 +28,7 @@ import libcst as cst
 
 from pullback.backends import render
 from pullback.backends import syntax as s
-from pullback.ir.core import Eqn, Var
+from pullback.ir.core import NO_PARAMS, Eqn, Var
 from pullback.ir.types import ArrayType
 
 # the context's services, not what an emitter decides by (``objects``: fixed for the function, and
@@ -99,8 +99,9 @@ class Templates:
                         break
                 t = a.type  # (an array type as (shape, dtype): equal exactly when the types are, hashed in C)
                 ins.append((j, (t.shape, t.dtype) if type(t) is ArrayType else t))
-            else:
-                ins.append((type(a.value), repr(a.value), _typed(a.type)))
+            else:  # (``_typed``, inline)
+                t = a.type
+                ins.append((type(a.value), repr(a.value), (t.shape, t.dtype) if type(t) is ArrayType else t))
         outputs = eqn.outputs
         if len(outputs) == 1 and type(outputs[0].type) is ArrayType:
             t = outputs[0].type
@@ -117,7 +118,8 @@ class Templates:
                 (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1
                 else operator.attrgetter(*names))
         state = self._state(self.ctx)  # where, reusable, ... all of it
-        return (eqn.prim, eqn.params, tuple(ins), outs, state, mode)
+        params = eqn.params  # (most equations have none: the shared empty params, not hashed by a call of Python)
+        return (eqn.prim, None if params is NO_PARAMS else params, tuple(ins), outs, state, mode)
 
     def get(self, key: tuple, eqn: Eqn, emit: Callable[[list, list], list[cst.BaseStatement]]) -> Template | None:
         """The template of ``key``, built by ``emit(ins, outs)`` on placeholder names; None when the

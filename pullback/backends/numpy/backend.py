@@ -56,7 +56,8 @@ class Context:
 
 def configure(ctx: Context, program) -> None:
     """Program-wide printing choices, made before the first equation is printed."""
-    ctx.one_blas = any(e.prim in numpy_linalg.LINALG and not numpy_linalg.uses_numpy(e) for e in program.eqns)
+    linalg = numpy_linalg.LINALG
+    ctx.one_blas = any([not numpy_linalg.uses_numpy(e) for e in program.eqns if e.prim in linalg])
 
 
 Emitter = Callable[[Context, Eqn, list[Expr], list[cst.Name]], "Expr | list[cst.BaseStatement]"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import libcst as cst
 
-from pullback.backends import checks, fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render, stacked
+from pullback.backends import fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render, stacked
 from pullback.backends import syntax as s
 from pullback.backends.checks import once as checked_once
 from pullback.backends.templates import Templates

@@ -21,6 +21,7 @@ unchanged (a scan's consts)."""
 from __future__ import annotations
 
 from pullback.ir.core import WITH_BODIES, Eqn, Literal, Params, Program, Var
+from pullback.opt.census import primitives
 from pullback.primitives import control as ctrl
 from pullback.primitives.linalg import factor_solves as fa
 from pullback.primitives.linalg import factorizations as la
@@ -40,7 +41,10 @@ def once(program: Program) -> Program:
 
 
 def _holds(program: Program) -> bool:
-    return any(e.prim in _CHECKING or e.prim in WITH_BODIES and any(map(_holds, _bodies(e))) for e in program.eqns)
+    """Whether ``program`` or a body in it has a check (its primitives found in C: ``census``)."""
+    prims = set(primitives(program))
+    return not prims.isdisjoint(_CHECKING) or not WITH_BODIES.isdisjoint(prims) and any(
+        _holds(b) for e in program.eqns if e.prim in WITH_BODIES for b in _bodies(e))
 
 
 def _bodies(eqn: Eqn) -> list[Program]:
@@ -109,7 +113,7 @@ def _rewrite(prog: Program, roots: dict[int, Var], to_check: set[int], done: set
             if key in done:
                 e = Eqn(e.prim, e.inputs, e.outputs, Params({**p, "check": False}), e.source)
             done.add(key)
-        elif e.prim in WITH_BODIES and any(map(_holds, _bodies(e))):
+        elif e.prim in WITH_BODIES and any(map(_holds, _bodies(e))):  # (a body's again: rare, short)
             new = {k: _rewritten(v, roots, to_check, done) for k, v in p.items()}
             if any(new[k] is not v for k, v in p.items()):
                 e = Eqn(e.prim, e.inputs, e.outputs, Params(new), e.source)

@@ -228,8 +228,7 @@ def _eye(*, dtype: np.dtype, shape: tuple[int, int], k: int):
 
 # NumPy's functions that make an array from shapes and numbers alone, as CuPy's of the same name do: an
 # array one of them made while tracing is made again by the program, the same call (``np.tri(3)``)
-SHAPED_FUNCTIONS = frozenset({"tri", "indices", "hanning", "hamming", "blackman", "bartlett", "kaiser", "logspace",
-                              "geomspace"})
+SHAPED_FUNCTIONS = frozenset({"tri", "indices", "hanning", "hamming", "blackman", "bartlett", "kaiser"})
 shaped_p = Primitive("shaped")
 
 

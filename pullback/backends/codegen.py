@@ -24,6 +24,7 @@ import libcst as cst
 
 from pullback.backends import fusion, layout, lines, memory, merged, numba_chains, numba_loops, printed, render, stacked
 from pullback.backends import syntax as s
+from pullback.backends.checks import once as checked_once
 from pullback.backends.templates import Templates
 from pullback.ir import sourcemap
 from pullback.ir.core import (
@@ -606,6 +607,7 @@ def _signature(program: Program, backend: ModuleType, namer: Namer) -> tuple[str
 def _prepared(program: Program, backend: ModuleType, ctx, loops: str) -> tuple[Program, list[str]]:
     """``program`` as it prints: elementwise runs fused where the backend fuses (CuPy), loops outlined
     as Numba functions where asked (``numba_loops``), with the notes of those that stay NumPy."""
+    program = checked_once(program)  # each error check once, after what it checks (``checks``)
     for step in getattr(backend, "PREPARE", ()):  # the backend's own print-time forms (NumPy's: BLAS's alpha, trsv)
         program = step(program, ctx)
     if getattr(backend, "FUSE", None) is not None:  # the kernels' decorator; "" prints them plain

@@ -339,6 +339,8 @@ def _build_table() -> None:
         table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
     for kind in _SCALAR_TYPES:
         table[id(kind)] = (kind, _scalar_handler(kind), False)
+    for func in eyes.SHAPED:  # (``np.tri(n)``: made again by the program)
+        table[id(func)] = (func, eyes.shaped(func), False)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
         handler = _derived_handler(op) if op in _DERIVING else op
         traced = _TRACED_OPERATORS.get(op)
@@ -596,7 +598,10 @@ def index(obj, key):
         columns = obj is np.c_
         pieces = [_concat_item(item, columns) for item in items]
         return api.concatenate(pieces, axis=-1 if columns else 0)
-    return obj[key]
+    out = obj[key]
+    if stack and type(out) is np.ndarray and type(obj) is np.ndarray:  # (``np.arange(n)[::-1]``: the program's too)
+        eyes.record_derived(out, operator.getitem, (obj, key))
+    return out
 
 
 # --- arrays made in the traced function and filled by index assignment ---------------------------------

@@ -205,6 +205,62 @@ def record_derived(out, op, args: tuple, kwargs: dict | None = None) -> None:
             builder.eyes[id(o)] = (o, (op, args, kwargs, i, where))
 
 
+SHAPED = tuple(getattr(np, name) for name in sorted(st.SHAPED_FUNCTIONS))  # ``np.tri`` and friends
+
+
+def shaped(func: Callable) -> Callable:
+    """``func`` (one of ``SHAPED``, a function of shapes and numbers alone: ``np.tri(n)``) noting the array
+    it makes while tracing, which the program then makes by the same call (``derived_var``)."""
+    def call(*args, **kwargs):
+        out = func(*args, **kwargs)
+        stack = tracer.running_builders()
+        if stack and type(out) is np.ndarray and out.dtype.kind in "biuf" and _numbers((*args, *kwargs.values())):
+            stack[-1].eyes[id(out)] = (out, (func, args, kwargs, None, stack[-1].location()))
+        return out
+
+    call.__name__ = func.__name__
+    return call
+
+
+def _numbers(args) -> bool:
+    """Whether ``args`` are numbers, ``None``, dtypes and shapes only: nothing of the user's data."""
+    return all(a is None or isinstance(a, int | float | np.integer | np.floating | np.dtype | type)
+               or type(a) is tuple and all(isinstance(n, int | np.integer) for n in a) for a in args)
+
+
+def _shaped_var(builder: Builder, x, op, args: tuple, kwargs: dict) -> Var:
+    """The ``shaped`` equation making ``x`` again: ``np.tri(3)`` (``structural.shaped_p``)."""
+    def plain(v):
+        if isinstance(v, type | np.dtype):
+            return np.dtype(v)
+        return tuple(map(int, v)) if type(v) is tuple else v.item() if isinstance(v, np.generic) else v
+
+    var = Var(ArrayType.of(x), op.__name__)
+    params = {"function": op.__name__, "args": tuple(map(plain, args)),
+              "kwargs": tuple((k, plain(v)) for k, v in kwargs.items()), "shape": x.shape, "dtype": x.dtype}
+    builder.eqns.append(Eqn(st.shaped_p, (), (var,), Params(params), builder.location()))
+    return var
+
+
+def same(x):
+    """``x`` itself: a copy of an array the trace made, noted as made by this (``record_derived``), is the
+    program's value of the array (an index array's snapshot, ``frontend.numpy.indexing``)."""
+    return x
+
+
+def snapshot(builder: Builder, user: np.ndarray, value: np.ndarray) -> None:
+    """``value``, the copy of an index array ``user`` that indexing keeps (``frontend.numpy.indexing``), is made
+    by the program where ``user`` is (``np.arange(n)[::-1]``), or else a constant named after it (``idx``,
+    ``perm_view``): a name of the user's, not ``c``."""
+    name = builder.const_names.get(id(user))
+    if name is None and value.dtype == user.dtype and _recreatable(builder, user) and np.array_equal(value, user):
+        record_derived(value, same, (user,))
+        return
+    name = name or builder._origin_name(user)
+    if name != "c":
+        builder.const_names[id(value)] = name
+
+
 def derived(x: np.generic) -> bool:
     """Whether a NumPy function made the scalar ``x`` of arrays this thread's trace made (``np.sum(w)``,
     ``record_derived``): the program computes it too, rather than taking the number, since the array may
@@ -251,7 +307,8 @@ def _plain(builder: Builder, args: tuple, arrays: list | None = None) -> bool:
         elif type(a) in (tuple, list):
             if not _plain(builder, a, arrays):
                 return False
-        elif not (a is None or isinstance(a, int | float | str | np.integer | np.floating | np.dtype | type)):
+        elif not (a is None or a is Ellipsis
+                  or isinstance(a, int | float | str | np.integer | np.floating | np.dtype | type | slice)):
             return False
     return bool(arrays) or not top
 
@@ -323,16 +380,20 @@ def derived_var(builder: Builder, x) -> Var | None:
     op, args, kwargs, index, where = recipe
     saved, builder.source = builder.source, where or builder.source  # at the line that made it
     try:
-        values = _traced(builder, list(kwargs.values()))
-        out = _call(op, _traced(builder, args), dict(zip(kwargs, values)), index)
+        if op in SHAPED:  # of numbers alone: the same call, an equation of its own
+            out = tracer.Tracer(_shaped_var(builder, x, op, args, kwargs), builder)
+        else:
+            values = _traced(builder, list(kwargs.values()))
+            out = _call(op, _traced(builder, args), dict(zip(kwargs, values)), index)
     except PullbackError:  # a call pullback does not trace (of arrays it makes): a constant, as before
         return None
     finally:
         builder.source = saved
     if not isinstance(out, tracer.Tracer) or not isinstance(out.ssa, Var) or out.ssa.type != ArrayType.of(x):
         return None
-    name = builder._origin_name(x)  # the user's variable holding it (``D = np.eye(n) - np.eye(n, k=1)``)
-    if name != "c" and not out.ssa.hint:
+    # the user's variable holding it (``D = np.eye(n) - np.eye(n, k=1)``; an index's snapshot: the index's)
+    name = builder._origin_name(args[0] if op is same else x)
+    if name != "c" and (not out.ssa.hint or op in SHAPED or op is same):
         out.ssa.hint = name
     builder.consts[key] = (out.ssa, None)
     return out.ssa

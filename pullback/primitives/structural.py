@@ -226,6 +226,20 @@ def _eye(*, dtype: np.dtype, shape: tuple[int, int], k: int):
     return ArrayType(shape, dtype)
 
 
+# NumPy's functions that make an array from shapes and numbers alone, as CuPy's of the same name do: an
+# array one of them made while tracing is made again by the program, the same call (``np.tri(3)``)
+SHAPED_FUNCTIONS = frozenset({"tri", "indices", "hanning", "hamming", "blackman", "bartlett", "kaiser"})
+shaped_p = Primitive("shaped")
+
+
+@_rule(shaped_p)
+def _shaped(*, function: str, args: tuple, kwargs: tuple, shape: tuple[int, ...], dtype: np.dtype):
+    """``np.<function>(*args, **dict(kwargs))``: an array of ``shape`` and ``dtype`` from numbers alone."""
+    if function not in SHAPED_FUNCTIONS:
+        raise ShapeError(f"np.{function} is not a function of shapes alone")
+    return ArrayType(shape, dtype)
+
+
 # --- differentiation rules --------------------------------------------------------------
 
 from pullback.ad.jvp import defjvp, deflinear, defzero  # noqa: E402
@@ -239,6 +253,7 @@ defjvp(convert_element_type_p, lambda t, x, ans, new_dtype: lax.convert(t, new_d
 defzero(iota_p)
 defzero(linspace_p)
 defzero(eye_p)
+defzero(shaped_p)
 
 
 def _broadcast_in_dim_t(ct, x, *, shape, broadcast_dimensions):

@@ -20,7 +20,7 @@ from tests.primitives.cases import make_arg
 from tests.primitives.test_forward import CASES
 
 B = 3
-NULLARY = {"iota", "eye", "linspace", "draw"}  # no operands (a draw's are constants), so never batched
+NULLARY = {"iota", "eye", "linspace", "shaped", "draw"}  # no operands (a draw's are constants), so never batched
 
 
 def _unique(cases):

@@ -23,7 +23,7 @@ from tests.primitives.cases import collect, primitives
 from tests.primitives.test_forward import CASES, Case, _arg
 
 # the forward cases with differentiable inputs, plus scalars and second-order-relevant shapes
-JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye", "linspace"))] + [
+JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye", "linspace", "shaped"))] + [
     Case("scalar-mixed", lambda x, y: x * np.log(y) + np.log(x * y) * y, ((), ()), positive=True),
     Case("scalar-f32", lambda x: np.tanh(x) * np.exp(x), ((),), "float32"),
     Case("iota", lambda x: x * bind(st.iota_p, dtype=x.dtype, shape=(3, 4), dimension=0), ((3, 4),),
@@ -33,6 +33,8 @@ JVP_CASES = [c for c in CASES if not c.name.startswith(("iota", "eye", "linspace
          reference=lambda x: x * np.linspace(-1.0, 2.0, 50)),
     Case("max-ties", lambda x: np.maximum(x, x).sum() + x.max(), ((5,),)),
     *collect("JVP_CASES"),
+    Case("shaped", lambda x: x * bind(st.shaped_p, function="hanning", args=(6,), kwargs=(), shape=(6,),
+                                      dtype=np.dtype(np.float64)), ((6,),), reference=lambda x: x * np.hanning(6)),
 ]
 
 

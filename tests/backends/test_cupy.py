@@ -5,6 +5,7 @@ CuPy programs against the CPU ones and skip where CuPy or a GPU is missing."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -152,6 +153,20 @@ def test_cupy_source_of_the_gp_gradient(rng):
     calls = check_cupy_source(source)
     assert {"cp.cuda.cusolver.dpotrf", "cp.cuda.cublas.dtrsm", "cp.exp"} <= calls
     assert "if info:" in source  # the checked Cholesky reads info back once
+
+
+@pytest.mark.parametrize("n", [5, 100])
+def test_the_cupy_program_deletes_no_handle_nor_scalar(n, rng):
+    """Issue 29 item 7: no ``del`` of a library handle or of cuBLAS's 0-d host alpha; a cuSOLVER workspace
+    is freed where its matrix weighs ``codegen.DEL_BYTES`` (100 x 100 float64), not for a 5 x 5 one."""
+    a = rng.standard_normal((n, n))
+    spd = a @ a.T + n * np.eye(n)
+    source = pb.differentiate(lambda x: np.sum(pla.solve(x, np.ones(n)) ** 2) + np.sum(pla.cholesky(x))).source(
+        spd, device="cuda")
+    check_cupy_source(source)
+    assert "cp.cuda.cublas.dtrsm" in source and "cp.cuda.cusolver.dpotrf" in source
+    assert not re.search(r"^\s*del .*\b(one|alpha|handle)(_\d+)?\b", source, re.M)
+    assert len(re.findall(r"^\s*del work(_\d+)?$", source, re.M)) == (2 if n == 100 else 0)  # potrf's, getrf's
 
 
 def test_unchecked_factorisations_do_not_read_info_back(rng):

@@ -74,18 +74,17 @@ def differences(x):
 
 
 def test_arrays_made_while_tracing_are_named_after_the_users_variables():
-    """An array the traced code computes (``D = np.eye(n) - np.eye(n, k=1)``, kept alive by its view
-    ``D[:2]``) is a keyword constant named after the variable holding it (``D``, ``mask``; a view of it
-    ``D_view``), not ``c``; one made from shapes alone by arithmetic the program does again
-    (``w = np.arange(n, dtype=np.float64) / n``) is that arithmetic; the gradient is the finite differences'."""
+    """An array the traced code computes from shapes alone by arithmetic and slices the program does again
+    (``D = np.eye(n) - np.eye(n, k=1)``, its view ``D[:2]``, ``w = np.arange(n, dtype=np.float64) / n``) is
+    that work, named after the variable holding it; one it does not (``mask = np.arange(n) % 2 == 0``) is a
+    keyword constant named after it, not ``c``; the gradient is the finite differences'."""
     x = np.array([0.5, -1.0, 2.0, 3.0])
     d = pb.differentiate(differences)
     src = d.source(x)
-    assert sorted(_keywords(src).split(", ")) == ["D", "D_view", "mask"], src
-    assert "w = arange / 4.0" in src, src
+    assert _keywords(src) == "mask", src
+    assert "w = arange / 4.0" in src and "D = eye - eye_1" in src and "D_view = D[:2]" in src, src
     n = 4
     consts = d.constants(x)
-    np.testing.assert_array_equal(consts["D"], np.eye(n) - np.eye(n, k=1))
     np.testing.assert_array_equal(consts["mask"], np.arange(n) % 2 == 0)
     eps, g = 1e-6, d.grad(x)
     fd = [(differences(x + eps * e) - differences(x - eps * e)) / (2 * eps) for e in np.eye(n)]

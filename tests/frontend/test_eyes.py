@@ -275,3 +275,57 @@ def test_the_wings_jacobi_loop_says_its_line():
     assert body[0].strip().startswith("# fluid_examples.py:122  p = (div + np.roll(p, 1, axis=1)"), body[:3]
     assert body[1].strip() == "part_24 = p[:, 31:]", body[:3]
     assert "carry" not in src.split("for t in range(50):\n", 1)[1].split("return", 1)[0], src
+
+
+def shaped(x):
+    n = x.shape[0]
+    T = np.tri(n)
+    W = np.eye(n) + np.tri(n, k=-1, dtype=np.float32) * np.hanning(n)
+    return np.sum(T @ np.sin(x)) + np.sum(W @ x ** 2) + np.sum(np.indices((n, 2))[0] * x[:, None])
+
+
+def test_numpy_functions_of_shapes_alone_print_as_their_calls():
+    """``np.tri``, ``np.hanning`` and ``np.indices`` of ``n`` (``structural.shaped_p``) and arithmetic on them are
+    the program's: the calls themselves, under the user's names, no keyword constants; the gradient is
+    the central differences' and runs the same on a second argument."""
+    x = np.array([0.3, -1.2, 0.7, 2.0])
+    d = pb.differentiate(shaped)
+    src = d.source(x)
+    assert _keyword_only(src) == []
+    assert "T = np.tri(4)" in src and "np.tri(4, k=-1, dtype=np.float32)" in src and "np.hanning(4)" in src
+    assert "np.indices((4, 2))" in src
+    for v in (x, -2 * x):
+        fd = [_fd_along(shaped, v, e) for e in np.eye(4)]
+        np.testing.assert_allclose(d.grad(v), fd, rtol=1e-7)
+    assert "cp.tri(4)" in d.source(x, device="cuda")
+
+
+def indexed_by_ranges(x):
+    idx = np.arange(x.shape[0])
+    i = np.arange(2)
+    return np.sum(x[idx[::-1]] * x) + np.sum(np.outer(x, x)[i, i + 1])
+
+
+def test_slices_of_made_ranges_used_as_indices_are_the_programs():
+    """``idx[::-1]`` of ``idx = np.arange(n)`` and ``i + 1`` as indices are made by the program (no keyword
+    constant ``c``), the index named as the user's; the gradient is the central differences'."""
+    x = np.array([0.3, -1.2, 0.7, 2.0])
+    d = pb.differentiate(indexed_by_ranges)
+    src = d.source(x)
+    assert _keyword_only(src) == []
+    assert "idx_view = arange[::-1]" in src and "i = np.arange(2, dtype=np.int64)" in src
+    fd = [_fd_along(indexed_by_ranges, x, e) for e in np.eye(4)]
+    np.testing.assert_allclose(d.grad(x), fd, rtol=1e-7)
+
+
+def listed_indices(x):
+    perm = np.array([2, 0, 1])
+    return np.sum(x[perm] * x) + np.sum(x[perm[:2]])
+
+
+def test_an_index_array_of_the_users_data_is_a_constant_named_after_it():
+    x = np.array([0.5, -1.0, 2.0])
+    d = pb.differentiate(listed_indices)
+    assert _keyword_only(d.source(x)) == ["perm", "perm_view"]
+    fd = [_fd_along(listed_indices, x, e) for e in np.eye(3)]
+    np.testing.assert_allclose(d.grad(x), fd, rtol=1e-7)

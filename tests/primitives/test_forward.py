@@ -29,6 +29,10 @@ def _linspace_times(x):
     return x * bind(st.linspace_p, start=0.0, stop=1.0, num=50, dtype=x.dtype)
 
 
+def _tri_times(x):
+    return x @ bind(st.shaped_p, function="tri", args=(4,), kwargs=(("k", -1),), shape=(4, 4), dtype=x.dtype)
+
+
 def _diag_embed_batched(x):
     return bind(st.diag_embed_p, x, shape=(3, 4), offset=1)
 
@@ -118,6 +122,7 @@ CASES += [
     Case("add_diagonal", _add_diagonal, ((4, 4), (4,)), reference=lambda x, v: x + np.diag(v)),
     Case("add_diagonal-complex", _add_diagonal, ((3, 3), (3,)), "complex128", reference=lambda x, v: x + np.diag(v)),
     *collect("CASES"),
+    Case("shaped", _tri_times, ((3, 4),), reference=lambda x: x @ np.tri(4, k=-1)),  # (last: keeps the sample)
 ]
 
 

@@ -27,6 +27,7 @@ import libcst as cst
 import numpy as np
 
 from pullback.backends import syntax as s
+from pullback.backends.codegen import DEL_BYTES
 from pullback.backends.numpy import backend as npb
 from pullback.backends.numpy import indexing as numpy_indexing
 from pullback.backends.numpy import linalg as npl
@@ -169,6 +170,13 @@ def _workspace(ctx, work: cst.Name, size: Expr, dtype) -> cst.SimpleStatementLin
     return s.assign([work], s.call("cp.empty", size, dtype=s.dtype(dtype)))
 
 
+def _free_workspace(work: cst.Name, matrix) -> list[cst.SimpleStatementLine]:
+    """``del work`` after a cuSOLVER call where the workspace may weigh as much as an array the printed
+    programs free (its size, known on the device only, grows with the matrix's: ``codegen.DEL_BYTES``);
+    a library handle or a 0-d host scalar (cuBLAS's alpha) is never worth a ``del``."""
+    return [s.statement(cst.Del(work))] if matrix.size * matrix.dtype.itemsize >= DEL_BYTES else []
+
+
 @emits(la.potrf_p)
 def _potrf(ctx, eqn, ins, outs):
     """cuSOLVER reads the C array column-major, as A^T = conj(A): its upper factor U
@@ -185,7 +193,7 @@ def _potrf(ctx, eqn, ins, outs):
         _workspace(ctx, work, size, dt),
         s.statement(s.call(_cusolver(ctx, "potrf", dt), handle, upper, s.number(n), _ptr(l), s.number(n),
                            _ptr(work), s.attribute(work, "size"), _ptr(info))),
-        s.statement(cst.Del(s.tuple_([handle, work], parens=False))),
+        *_free_workspace(work, eqn.inputs[0].type),
     ]
     if eqn.params["check"]:
         stmts.append(npl.raise_if(info, ctx, "cholesky: the leading minor of order {} is not positive definite "
@@ -231,7 +239,6 @@ def _trsm_in_place(ctx, a: Expr, x: Expr, p, dt, shape: tuple[int, int], order: 
                  if alpha == 1.0 else s.call(cst.Attribute(_HostNumPy("np"), cst.Name("full")), s.ints(()),
                                              s.number(alpha), dtype=s.dtype(dt))),
         s.statement(s.call(_cublas("trsm", dt), *head, _ptr(x), s.number(n))),
-        s.statement(cst.Del(s.tuple_([handle, one], parens=False))),
     ]
 
 
@@ -328,7 +335,7 @@ def _getrf(ctx, eqn, ins, outs):
         _workspace(ctx, work, size, dt),
         s.statement(s.call(_cusolver(ctx, "getrf", dt), handle, s.number(m), s.number(n), _ptr(lu), s.number(m),
                            _ptr(work), _ptr(piv), _ptr(info))),
-        s.statement(cst.Del(s.tuple_([handle, work], parens=False))),
+        *_free_workspace(work, eqn.inputs[0].type),
         s.statement(cst.AugAssign(piv, cst.SubtractAssign(), s.number(1))),
     ]
     if eqn.params["check"]:

@@ -410,6 +410,18 @@ def _eye(ctx, eqn, ins, outs):
     return s.call("np.eye", *args, dtype=s.dtype(eqn.params["dtype"]))
 
 
+@emits(st.shaped_p)
+def _shaped(ctx, eqn, ins, outs):
+    """The NumPy call that made the array while tracing, again (``np.tri(3)``)."""
+    def value(v):
+        if v is None:
+            return cst.Name("None")
+        return s.dtype(v) if isinstance(v, np.dtype) else s.ints(v) if isinstance(v, tuple) else s.number(v)
+
+    p = eqn.params
+    return s.call(f"np.{p['function']}", *map(value, p["args"]), **{k: value(v) for k, v in p["kwargs"]})
+
+
 @emits(red.reduce_sum_p, red.reduce_max_p, red.reduce_min_p, cum.reduce_prod_p, red.reduce_and_p, red.reduce_or_p)
 def _reduce(ctx, eqn, ins, outs):
     func = {"reduce_sum": "np.sum", "reduce_max": "np.max", "reduce_min": "np.min", "reduce_prod": "np.prod",

@@ -29,6 +29,7 @@ import operator
 import numpy as np
 
 from pullback.errors import ArgumentError, ArgumentIndexError, TracingError
+from pullback.frontend import eyes
 from pullback.frontend.numpy import (
     UFUNC_METHODS,
     _axis,
@@ -223,11 +224,8 @@ def parse(x, key, traced_mask_ok: bool = False) -> _Key | _TracedMask:
 
 def _snapshot(user, value: np.ndarray) -> np.ndarray:
     """Constant index arrays are read when tracing (whether they repeat decides how gradients
-    print), so the program keeps its own copy, named after the user's array."""
-    builder = current_builder()
-    name = builder.const_names.get(id(user))
-    if name is not None:
-        builder.const_names[id(value)] = name
+    print), so the program keeps its own copy, named after the user's array (or makes it, ``eyes.snapshot``)."""
+    eyes.snapshot(current_builder(), user, value)
     return value
 
 

@@ -360,7 +360,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
         elif len(outputs) == 1 and eqn.prim not in OUTPUT_HINTS:
             v, prim = outputs[0], eqn.prim  # (``_temp_hint``'s common case inline: asked of every equation)
             fallback = (TEMP_HINTS.get(prim, prim.name) if prim is not st.transpose_p and prim is not ix.gather_p
-                        else _temp_hint(eqn, namer))
+                        and prim is not st.broadcast_in_dim_p else _temp_hint(eqn, namer))
             outs = [namer.name(v, v.hint, fallback)]
         else:
             fallback = _temp_hint(eqn, namer)

@@ -139,9 +139,6 @@ def test_factorisations_of_a_loop_invariant_are_hoisted_and_right():
     np.testing.assert_allclose(g_A, central_differences(invariant_factorisations, (A, b), 0), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: the LU and the Cholesky factor of a loop-invariant M are hoisted "
-                   "before the loop, but the LU's ``if info > 0`` check and a ``solve_triangular`` diagonal check of "
-                   "the Cholesky factor (unreachable: potrf succeeded) print inside the loop, run at every step")
 def test_the_checks_of_hoisted_factorisations_are_made_once_before_the_loop():
     A, b = RNG.standard_normal((3, 3)), RNG.standard_normal(3)
     src = pb.differentiate(invariant_factorisations, argnums=(0, 1)).source(A, b)
@@ -153,8 +150,6 @@ def two_solves(A, x):
     return np.sum(y ** 2) + np.sum(np.linalg.solve(A, 2 * x))
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: one LU serves two solves of A, but each solve prints the getrf "
-                   "``if info > 0`` check: the second is unreachable (the first raised)")
 def test_one_factorisation_serving_two_solves_is_checked_once():
     A = np.eye(3) * 2 + 0.1
     src = pb.differentiate(two_solves).source(A, np.ones(3))

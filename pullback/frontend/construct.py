@@ -254,6 +254,8 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
     def call(*args, **kwargs):
         if impl is not None and args and type(args[0]) is Tracer:
             return impl(*args, **kwargs)
+        if len(args) == 1 and not kwargs and type(args[0]) is Tracer:  # (``np.diag(L)``, without the scans below)
+            return impl(*args) if impl is not None else api.array_function(func, args, kwargs)
         if any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values())):
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
@@ -342,7 +344,7 @@ def _build_table() -> None:
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
         handler = _derived_handler(op) if op in _DERIVING else op
         traced = _TRACED_OPERATORS.get(op)
-        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced), True)
+        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced, op), True)
     for maker in random.MAKERS:
         table[id(maker)] = (maker, random.making(maker), False)
     for function, handler in random.module_functions().items():
@@ -363,21 +365,31 @@ def _build_table() -> None:
 _TRACED_OPERATORS = {operator.add: api.add, operator.sub: api.subtract, operator.mul: api.multiply,
                      operator.truediv: api.divide, operator.matmul: api.matmul_operator}
 _WEAK = (float, int)  # Python's scalars that defer to a tracer's reflected method (not bool: an int of its own)
+# NumPy's scalars of the dtypes a program holds: a tracer's method takes them as Python takes a float (``x +
+# np.log(2 * np.pi)``), strong (NEP 50)
+_NUMPY_SCALARS = frozenset({np.float64, np.float32, np.int64, np.int32})
 
 
-def _operator_handler(handler: Callable, traced: Callable) -> Callable:
-    """``handler`` of a binary operator, with the common case lowered at once: a tracer of the innermost trace
-    beside a tracer or a Python float or int, where Python would call the tracer's method (or the reflected
-    one), which checks that its trace runs and calls ``traced`` on the operands in their order."""
+def _operator_handler(handler: Callable, traced: Callable, op: Callable) -> Callable:
+    """``handler`` of a binary operator, with the common cases at once: a tracer of the innermost trace beside
+    a tracer or a Python float or int (or, first, a NumPy scalar), where Python would call the tracer's method
+    (or the reflected one), which checks that its trace runs and calls ``traced`` on the operands in their
+    order; two Python or NumPy numbers that no NumPy call of the trace's arrays made, whose result ``handler``
+    would not note (``0.5 * dv``: ``op`` itself)."""
     def call(*args):
         if len(args) == 2:
             a, b = args
             ta, tb = type(a), type(b)
             if ta is Tracer:
-                if (tb is Tracer or tb in _WEAK) and a.builder is tr._state.stack[-1]:
+                if (tb is Tracer or tb in _WEAK or tb in _NUMPY_SCALARS) and a.builder is tr._state.stack[-1]:
                     return traced(a, b)
-            elif tb is Tracer and ta in _WEAK and b.builder is tr._state.stack[-1]:
-                return traced(a, b)
+            elif tb is Tracer:
+                if ta in _WEAK and b.builder is tr._state.stack[-1]:
+                    return traced(a, b)
+            elif (ta in _WEAK or ta in _NUMPY_SCALARS) and (tb in _WEAK or tb in _NUMPY_SCALARS):
+                eyes_made = tr._state.stack[-1].eyes  # (a NumPy scalar there is one a NumPy call made: noted)
+                if id(a) not in eyes_made and id(b) not in eyes_made:
+                    return op(a, b)
         return handler(*args)
 
     return call
@@ -476,6 +488,8 @@ def call(f, /, *args, **kwargs):
         if not kwargs and (len(args) == 1 and type(args[0]) is Tracer
                            or len(args) == 2 and type(args[0]) is Tracer and type(args[1]) is Tracer):
             return args[0]._api.array_ufunc(f, "__call__", args, {})  # what NumPy's dispatch to a tracer calls
+        if not kwargs and all([type(a) in _WEAK for a in args]):  # ``np.log(2 * np.pi)``: of no array, not noted
+            return f(*args)
         return _noted(f, args, kwargs)
     if kind is types.MethodType or kind is types.BuiltinMethodType:
         owner = f.__self__

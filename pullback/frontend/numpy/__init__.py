@@ -229,8 +229,8 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
                 shape = x.ssa.type.shape
             elif x.ssa.type.shape != shape:
                 break
-        elif kind not in PYTHON_SCALARS:
-            break
+        elif kind not in PYTHON_SCALARS and (kind is not np.float64 or eyes.derived(x)):
+            break  # (a float64 a NumPy function made of no array the trace made is a literal as a float is: ``astype``)
     else:
         if shape is not None:  # (Python scalars alone are folded below)
             if dtype is None:
@@ -1057,6 +1057,9 @@ def _strong_operand(x):
     return Tracer(x.ssa, x.builder) if isinstance(x, Tracer) and x.weak else x
 
 
+_function_names: dict = {}  # NumPy's function -> its name in errors (``numpy.diag``), made once
+
+
 def array_function(func, args, kwargs):
     for x in args:  # tracers alone (the common case) hold no masked array: checked without a call
         if type(x) is not Tracer:
@@ -1066,7 +1069,9 @@ def array_function(func, args, kwargs):
         if kwargs:
             refuse_masked_operands(kwargs.values())
     impl = FUNCTIONS.get(func)
-    name = f"{func.__module__}.{func.__name__}"
+    name = _function_names.get(func)
+    if name is None:
+        name = _function_names[func] = f"{func.__module__}.{func.__name__}"
     if impl is None:
         unsupported(name)
     if func in _COERCING:

@@ -370,21 +370,30 @@ _WEAK = (float, int)  # Python's scalars that defer to a tracer's reflected meth
 _NUMPY_SCALARS = frozenset({np.float64, np.float32, np.int64, np.int32})
 
 
+# the operators whose lowering is NumPy's ufunc's (``np.subtract``'s is ``api.subtract``): a NumPy array beside a
+# tracer reaches it through NumPy's dispatch to ``Tracer.__array_ufunc__`` (``np.eye(n) - K @ B``), or at once
+_UFUNC_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv})
+
+
 def _operator_handler(handler: Callable, traced: Callable, op: Callable) -> Callable:
     """``handler`` of a binary operator, with the common cases at once: a tracer of the innermost trace beside
     a tracer or a Python float or int (or, first, a NumPy scalar), where Python would call the tracer's method
     (or the reflected one), which checks that its trace runs and calls ``traced`` on the operands in their
-    order; two Python or NumPy numbers that no NumPy call of the trace's arrays made, whose result ``handler``
-    would not note (``0.5 * dv``: ``op`` itself)."""
+    order (a NumPy array too, for the operators of ``_UFUNC_OPERATORS``, which NumPy's dispatch lowers alike);
+    two Python or NumPy numbers that no NumPy call of the trace's arrays made, whose result ``handler`` would
+    not note (``0.5 * dv``: ``op`` itself)."""
+    arrays = op in _UFUNC_OPERATORS
+
     def call(*args):
         if len(args) == 2:
             a, b = args
             ta, tb = type(a), type(b)
             if ta is Tracer:
-                if (tb is Tracer or tb in _WEAK or tb in _NUMPY_SCALARS) and a.builder is tr._state.stack[-1]:
+                if ((tb is Tracer or tb in _WEAK or tb in _NUMPY_SCALARS or arrays and tb is np.ndarray)
+                        and a.builder is tr._state.stack[-1]):
                     return traced(a, b)
             elif tb is Tracer:
-                if ta in _WEAK and b.builder is tr._state.stack[-1]:
+                if (ta in _WEAK or arrays and ta is np.ndarray) and b.builder is tr._state.stack[-1]:
                     return traced(a, b)
             elif (ta in _WEAK or ta in _NUMPY_SCALARS) and (tb in _WEAK or tb in _NUMPY_SCALARS):
                 eyes_made = tr._state.stack[-1].eyes  # (a NumPy scalar there is one a NumPy call made: noted)

@@ -454,11 +454,12 @@ def returned(out, builder: Builder):
     function's caller; not pullback's, which calls the traced function itself): noted, so that the caller's
     line's targets name it (``h = step(W, h)``: the helper's values come from its own lines)."""
     values = out if type(out) is tuple else (out,)
-    if all(type(o) is Tracer and o.builder is builder and not o.ssa.hint for o in values):
-        frame = sys._getframe(2)
-        if is_user_code(frame):
-            source = source_at(frame)
-            builder.returns.append((len(builder.eqns), source, tuple(o.ssa for o in values)))
+    for o in values:  # (loops, not generators: this runs at every call of a function from traced code)
+        if type(o) is not Tracer or o.builder is not builder or o.ssa.hint:
+            return out
+    frame = sys._getframe(2)
+    if is_user_code(frame):
+        builder.returns.append((len(builder.eqns), source_at(frame), tuple([o.ssa for o in values])))
     return out
 
 

@@ -221,6 +221,12 @@ def _weak_result(out, xs):
 
 def elementwise(prim, *xs, dtype: np.dtype | None = None):
     """Bind ``prim`` after promoting ``xs`` to one dtype and broadcasting them to one shape."""
+    if len(xs) == 2 and dtype is None:  # two strong tracers of one float type (most operations traced): as they are
+        a, b = xs
+        if type(a) is Tracer and type(b) is Tracer and not a.weak and not b.weak:
+            t = a.ssa.type
+            if t is b.ssa.type and t.dtype.kind in "fc" and t.dtype in _CANONICAL:
+                return bind(prim, a, b)
     shape = None
     for x in xs:  # the common case, without calls: tracers of one shape and Python scalars
         kind = type(x)
@@ -797,7 +803,7 @@ def matmul_operator(a, b):
         ta, tb = a.ssa.type, b.ssa.type
         sa, sb = ta.shape, tb.shape
         dims = _MATMUL_DIMS.get((len(sa), len(sb)))
-        if dims is not None and ta.dtype == tb.dtype and sa[-1] == sb[dims.rhs_contract[0]]:
+        if dims is not None and (ta.dtype is tb.dtype or ta.dtype == tb.dtype) and sa[-1] == sb[dims.rhs_contract[0]]:
             return bind(con.dot_general_p, a, b, dims=dims)
     return lowering("@", matmul, (a, b), {})
 

@@ -390,7 +390,13 @@ def bind(prim: Primitive, *args, **params):
     atoms: tuple = ()
     ins: tuple | None = ()
     operands = args
-    if args[4:]:  # (``len(args) > 4`` without a call)
+    if args[1:] and not args[2:]:  # two operands (most equations): two tracers of this trace, no views, at once
+        a, b = args
+        if (type(a) is Tracer and type(b) is Tracer and a.builder is builder and b.builder is builder
+                and a.view is None and b.view is None):
+            a, b = a.ssa, b.ssa
+            atoms, ins, operands = (a, b), (a.type, b.type), ()
+    elif args[4:]:  # (``len(args) > 4`` without a call)
         atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
                        for a in args])
         operands, ins = (), None

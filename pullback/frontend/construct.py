@@ -317,7 +317,8 @@ _OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "tr
 # arithmetic that, on arrays made from shapes alone and scalars, the program does again (``eyes.record_derived``,
 # as it does NumPy's functions, ufuncs and array methods on them: ``_noted``)
 _DERIVING = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.neg})
-_table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
+# id(NumPy's or SciPy's object) -> (it, handler, lifts, the lowering of two tracers: ``call`` runs it at once)
+_table: dict[int, tuple[object, Callable, bool, Callable | None]] = {}
 _table_size = -1  # the registries' size it was built for
 
 
@@ -328,35 +329,35 @@ def _build_table() -> None:
     size = len(api.FUNCTIONS) + len(ATTRIBUTES)
     if size == _table_size:
         return
-    table: dict[int, tuple[object, Callable, bool]] = {}  # the bool: it reads captured arrays as constants
+    table: dict[int, tuple] = {}  # the bool: it reads captured arrays as constants
     for module in (np, np.linalg):
         for name, value in vars(module).items():
             if name.startswith("_") or name in _NOT_WRAPPED or isinstance(value, np.ufunc) or not _known(value):
                 continue
-            table[id(value)] = (value, _numpy_handler(value), True)
+            table[id(value)] = (value, _numpy_handler(value), True, None)
     for name, impl in _WRAPPED.items():
-        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
-    table[id(np.arange)] = (np.arange, _arange, False)
+        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False, None)
+    table[id(np.arange)] = (np.arange, _arange, False, None)
     for name in _RECORDED:
-        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
+        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False, None)
     for kind in _SCALAR_TYPES:
-        table[id(kind)] = (kind, _scalar_handler(kind), False)
+        table[id(kind)] = (kind, _scalar_handler(kind), False, None)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
         handler = _derived_handler(op) if op in _DERIVING else op
         traced = _TRACED_OPERATORS.get(op)
-        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced, op), True)
+        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced, op), True, traced)
     for maker in random.MAKERS:
-        table[id(maker)] = (maker, random.making(maker), False)
+        table[id(maker)] = (maker, random.making(maker), False, None)
     for function, handler in random.module_functions().items():
-        table[id(function)] = (function, handler, False)
+        table[id(function)] = (function, handler, False, None)
     for name in _MAKERS:
         func = getattr(np, name)
-        handler, lifts = table[id(func)][1:] if id(func) in table else (func, False)
-        table[id(func)] = (func, _maker_handler(func, handler), lifts)
+        handler, lifts = table[id(func)][1:3] if id(func) in table else (func, False)
+        table[id(func)] = (func, _maker_handler(func, handler), lifts, None)
     for (owner, name), (public, impl) in ATTRIBUTES.items():
         if not isinstance(owner, type):
             original = getattr(owner, name)
-            table[id(original)] = (original, _attribute_handler(original, public, impl), True)
+            table[id(original)] = (original, _attribute_handler(original, public, impl), True, None)
     _table = table
     _table_size = size
 
@@ -487,6 +488,11 @@ def call(f, /, *args, **kwargs):
     if found is not None and found[0] is f:
         if found[2] and stack[-1].captured:
             args, kwargs = _read_captured(args, kwargs)
+        traced = found[3]
+        if traced is not None and len(args) == 2 and not kwargs:  # (``_operator_handler``'s first case, at once)
+            a, b = args
+            if type(a) is Tracer and type(b) is Tracer and a.builder is stack[-1]:
+                return traced(a, b)
         return found[1](*args, **kwargs)
     kind = type(f)
     if kind is types.FunctionType:  # (its result noted: ``h = step(W, h)`` names it ``h``)

@@ -112,6 +112,7 @@ def source_at(frame) -> SourceInfo:
     if source is None:
         if len(_SOURCES) >= _KNOWN_MAX:
             _SOURCES.clear()
+            _LINES.clear()  # (its entries hold the SourceInfos of the table cleared: one object per line, still)
         source = _SOURCES[key] = SourceInfo(*key)
     if len(_LINES) >= _KNOWN_MAX:
         _LINES.clear()

@@ -489,7 +489,7 @@ def call(f, /, *args, **kwargs):
         if found[2] and stack[-1].captured:
             args, kwargs = _read_captured(args, kwargs)
         traced = found[3]
-        if traced is not None and len(args) == 2 and not kwargs:  # (``_operator_handler``'s first case, at once)
+        if traced is not None and args[1:] and not args[2:] and not kwargs:  # (``_operator_handler``'s first case)
             a, b = args
             if type(a) is Tracer and type(b) is Tracer and a.builder is stack[-1]:
                 return traced(a, b)

@@ -93,17 +93,18 @@ def user_frame(depth: int = 1):
 _SOURCES: dict[tuple[str, int], SourceInfo] = {}
 
 
-# each place in the user's code an operation was traced at: (id(code), instruction offset) -> (code, its line's
-# SourceInfo). A frame's ``f_lineno`` decodes the code's line table from its start (1 to 9 us in a long converted
-# loop body); its instruction offset is read at once, and an unrolled loop traces at the same offsets step after
-# step. (The entry holds the code object: its id names no other while the entry lives.) Bounded: cleared when full
+# each place in the user's code an operation was traced at: (the code's first line, instruction offset) -> (the
+# code, its line's SourceInfo). A frame's ``f_lineno`` decodes the code's line table from its start (1 to 9 us in
+# a long converted loop body); its instruction offset is read at once, and an unrolled loop traces at the same
+# offsets step after step. (An entry is another code's where two share the key: checked, and replaced.) Bounded:
+# cleared when full
 _LINES: dict[tuple[int, int], tuple[Any, SourceInfo]] = {}
 
 
 def source_at(frame) -> SourceInfo:
     """The user's line ``frame`` runs, one SourceInfo per line (``_SOURCES``), found by its place (``_LINES``)."""
     code = frame.f_code
-    at = (id(code), frame.f_lasti)
+    at = (code.co_firstlineno, frame.f_lasti)
     found = _LINES.get(at)
     if found is not None and found[0] is code:
         return found[1]
@@ -439,7 +440,10 @@ def bind(prim: Primitive, *args, **params):
         frame = user_frame()
         if frame is not None:
             code, lasti = frame.f_code, frame.f_lasti
-            found = _LINES.get((id(code), lasti))  # ``source_at``, inline
+            try:  # ``source_at``, inline (a subscript, not a call: a miss is once per place)
+                found = _LINES[code.co_firstlineno, lasti]
+            except KeyError:
+                found = None
             source = found[1] if found is not None and found[0] is code else source_at(frame)
     eqn = Eqn(prim, atoms, outs, eqn_params, source)
     builder.eqns.append(eqn)

@@ -221,7 +221,7 @@ def _weak_result(out, xs):
 
 def elementwise(prim, *xs, dtype: np.dtype | None = None):
     """Bind ``prim`` after promoting ``xs`` to one dtype and broadcasting them to one shape."""
-    if len(xs) == 2 and dtype is None:  # two strong tracers of one float type (most operations traced): as they are
+    if dtype is None and xs[1:] and not xs[2:]:  # two strong tracers of one float type (most operations): as they are
         a, b = xs
         if type(a) is Tracer and type(b) is Tracer and not a.weak and not b.weak:
             t = a.ssa.type

@@ -254,6 +254,8 @@ def _numpy_handler(func: Callable, impl: Callable | None = None) -> Callable:
     def call(*args, **kwargs):
         if impl is not None and args and type(args[0]) is Tracer:
             return impl(*args, **kwargs)
+        if len(args) == 1 and not kwargs and type(args[0]) is Tracer:  # (``np.diag(L)``, without the scans below)
+            return impl(*args) if impl is not None else api.array_function(func, args, kwargs)
         if any(map(_is_traced_sequence, args)) or any(map(_is_traced_sequence, kwargs.values())):
             names = positional + [star or ""] * (len(args) - len(positional))
             args = tuple(_convert(a, n) for n, a in zip(names, args))
@@ -315,7 +317,8 @@ _OPERATORS = tuple(getattr(operator, name) for name in ("add", "sub", "mul", "tr
 # arithmetic that, on arrays made from shapes alone and scalars, the program does again (``eyes.record_derived``,
 # as it does NumPy's functions, ufuncs and array methods on them: ``_noted``)
 _DERIVING = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.neg})
-_table: dict[int, tuple[object, Callable, bool]] = {}  # id(NumPy's or SciPy's object) -> (it, handler, lifts)
+# id(NumPy's or SciPy's object) -> (it, handler, lifts, the lowering of two tracers: ``call`` runs it at once)
+_table: dict[int, tuple[object, Callable, bool, Callable | None]] = {}
 _table_size = -1  # the registries' size it was built for
 
 
@@ -326,37 +329,37 @@ def _build_table() -> None:
     size = len(api.FUNCTIONS) + len(ATTRIBUTES)
     if size == _table_size:
         return
-    table: dict[int, tuple[object, Callable, bool]] = {}  # the bool: it reads captured arrays as constants
+    table: dict[int, tuple] = {}  # the bool: it reads captured arrays as constants
     for module in (np, np.linalg):
         for name, value in vars(module).items():
             if name.startswith("_") or name in _NOT_WRAPPED or isinstance(value, np.ufunc) or not _known(value):
                 continue
-            table[id(value)] = (value, _numpy_handler(value), True)
+            table[id(value)] = (value, _numpy_handler(value), True, None)
     for name, impl in _WRAPPED.items():
-        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False)
-    table[id(np.arange)] = (np.arange, _arange, False)
+        table[id(getattr(np, name))] = (getattr(np, name), _numpy_handler(getattr(np, name), impl), False, None)
+    table[id(np.arange)] = (np.arange, _arange, False, None)
     for name in _RECORDED:
-        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False)
+        table[id(getattr(np, name))] = (getattr(np, name), _eye_handler(getattr(np, name)), False, None)
     for kind in _SCALAR_TYPES:
-        table[id(kind)] = (kind, _scalar_handler(kind), False)
+        table[id(kind)] = (kind, _scalar_handler(kind), False, None)
     for func in eyes.SHAPED:  # (``np.tri(n)``: made again by the program)
-        table[id(func)] = (func, eyes.shaped(func), False)
+        table[id(func)] = (func, eyes.shaped(func), False, None)
     for op in _OPERATORS:  # arithmetic in the user's code: on a captured array, the program's
         handler = _derived_handler(op) if op in _DERIVING else op
         traced = _TRACED_OPERATORS.get(op)
-        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced), True)
+        table[id(op)] = (op, handler if traced is None else _operator_handler(handler, traced, op), True, traced)
     for maker in random.MAKERS:
-        table[id(maker)] = (maker, random.making(maker), False)
+        table[id(maker)] = (maker, random.making(maker), False, None)
     for function, handler in random.module_functions().items():
-        table[id(function)] = (function, handler, False)
+        table[id(function)] = (function, handler, False, None)
     for name in _MAKERS:
         func = getattr(np, name)
-        handler, lifts = table[id(func)][1:] if id(func) in table else (func, False)
-        table[id(func)] = (func, _maker_handler(func, handler), lifts)
+        handler, lifts = table[id(func)][1:3] if id(func) in table else (func, False)
+        table[id(func)] = (func, _maker_handler(func, handler), lifts, None)
     for (owner, name), (public, impl) in ATTRIBUTES.items():
         if not isinstance(owner, type):
             original = getattr(owner, name)
-            table[id(original)] = (original, _attribute_handler(original, public, impl), True)
+            table[id(original)] = (original, _attribute_handler(original, public, impl), True, None)
     _table = table
     _table_size = size
 
@@ -365,21 +368,40 @@ def _build_table() -> None:
 _TRACED_OPERATORS = {operator.add: api.add, operator.sub: api.subtract, operator.mul: api.multiply,
                      operator.truediv: api.divide, operator.matmul: api.matmul_operator}
 _WEAK = (float, int)  # Python's scalars that defer to a tracer's reflected method (not bool: an int of its own)
+# NumPy's scalars of the dtypes a program holds: a tracer's method takes them as Python takes a float (``x +
+# np.log(2 * np.pi)``), strong (NEP 50)
+_NUMPY_SCALARS = frozenset({np.float64, np.float32, np.int64, np.int32})
 
 
-def _operator_handler(handler: Callable, traced: Callable) -> Callable:
-    """``handler`` of a binary operator, with the common case lowered at once: a tracer of the innermost trace
-    beside a tracer or a Python float or int, where Python would call the tracer's method (or the reflected
-    one), which checks that its trace runs and calls ``traced`` on the operands in their order."""
+# the operators whose lowering is NumPy's ufunc's (``np.subtract``'s is ``api.subtract``): a NumPy array beside a
+# tracer reaches it through NumPy's dispatch to ``Tracer.__array_ufunc__`` (``np.eye(n) - K @ B``), or at once
+_UFUNC_OPERATORS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv})
+
+
+def _operator_handler(handler: Callable, traced: Callable, op: Callable) -> Callable:
+    """``handler`` of a binary operator, with the common cases at once: a tracer of the innermost trace beside
+    a tracer or a Python float or int (or, first, a NumPy scalar), where Python would call the tracer's method
+    (or the reflected one), which checks that its trace runs and calls ``traced`` on the operands in their
+    order (a NumPy array too, for the operators of ``_UFUNC_OPERATORS``, which NumPy's dispatch lowers alike);
+    two Python or NumPy numbers that no NumPy call of the trace's arrays made, whose result ``handler`` would
+    not note (``0.5 * dv``: ``op`` itself)."""
+    arrays = op in _UFUNC_OPERATORS
+
     def call(*args):
         if len(args) == 2:
             a, b = args
             ta, tb = type(a), type(b)
             if ta is Tracer:
-                if (tb is Tracer or tb in _WEAK) and a.builder is tr._state.stack[-1]:
+                if ((tb is Tracer or tb in _WEAK or tb in _NUMPY_SCALARS or arrays and tb is np.ndarray)
+                        and a.builder is tr._state.stack[-1]):
                     return traced(a, b)
-            elif tb is Tracer and ta in _WEAK and b.builder is tr._state.stack[-1]:
-                return traced(a, b)
+            elif tb is Tracer:
+                if (ta in _WEAK or arrays and ta is np.ndarray) and b.builder is tr._state.stack[-1]:
+                    return traced(a, b)
+            elif (ta in _WEAK or ta in _NUMPY_SCALARS) and (tb in _WEAK or tb in _NUMPY_SCALARS):
+                eyes_made = tr._state.stack[-1].eyes  # (a NumPy scalar there is one a NumPy call made: noted)
+                if id(a) not in eyes_made and id(b) not in eyes_made:
+                    return op(a, b)
         return handler(*args)
 
     return call
@@ -468,6 +490,11 @@ def call(f, /, *args, **kwargs):
     if found is not None and found[0] is f:
         if found[2] and stack[-1].captured:
             args, kwargs = _read_captured(args, kwargs)
+        traced = found[3]
+        if traced is not None and args[1:] and not args[2:] and not kwargs:  # (``_operator_handler``'s first case)
+            a, b = args
+            if type(a) is Tracer and type(b) is Tracer and a.builder is stack[-1]:
+                return traced(a, b)
         return found[1](*args, **kwargs)
     kind = type(f)
     if kind is types.FunctionType:  # (its result noted: ``h = step(W, h)`` names it ``h``)
@@ -478,6 +505,8 @@ def call(f, /, *args, **kwargs):
         if not kwargs and (len(args) == 1 and type(args[0]) is Tracer
                            or len(args) == 2 and type(args[0]) is Tracer and type(args[1]) is Tracer):
             return args[0]._api.array_ufunc(f, "__call__", args, {})  # what NumPy's dispatch to a tracer calls
+        if not kwargs and all([type(a) in _WEAK for a in args]):  # ``np.log(2 * np.pi)``: of no array, not noted
+            return f(*args)
         return _noted(f, args, kwargs)
     if kind is types.MethodType or kind is types.BuiltinMethodType:
         owner = f.__self__

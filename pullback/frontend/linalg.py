@@ -66,9 +66,10 @@ def _traced(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if any(isinstance(a, list) for a in args):  # a nested list is an array (stacked, if it holds tracers)
-
-            args = tuple(pnp._lift(a) if isinstance(a, list) else a for a in args)
+        for a in args:  # (a loop, not ``any`` of a generator: this runs at every call traced)
+            if isinstance(a, list):  # a nested list is an array (stacked, if it holds tracers)
+                args = tuple(pnp._lift(a) if isinstance(a, list) else a for a in args)
+                break
         if tracing():
             return fn(*args, **kwargs)
         static = tuple(i for i, a in enumerate(args) if not isinstance(a, np.ndarray | np.generic))
@@ -113,7 +114,6 @@ def _check_rhs(a, b, name: str, left: bool = True, a_name: str = "a") -> None:
     _check_half(b, name)
     a_shape, b_shape = pnp._shape_of(a), pnp._shape_of(b)
     n = a_shape[-1]
-    want = f"({n},) or (..., {n}, k)" if left else f"({n},) or (..., k, {n})"
     if len(b_shape) == 1:
         fits = b_shape[0] == n
     else:
@@ -124,13 +124,17 @@ def _check_rhs(a, b, name: str, left: bool = True, a_name: str = "a") -> None:
         except ValueError:
             fits = False
     if not fits:
+        want = f"({n},) or (..., {n}, k)" if left else f"({n},) or (..., k, {n})"
         raise ArgumentError(located(f"{_caller(name)}: incompatible shapes: {a_name} {a_shape} does not fit "
                                     f"b {b_shape} (b must have shape {want}: b is a vector only when b.ndim == 1; "
                                     f"batch axes broadcast with {a_name}'s)"))
 
 
+_HALF, _DOUBLE = np.dtype(np.float16), np.dtype(np.float64)
+
+
 def _check_half(x, name: str) -> None:
-    if getattr(x, "dtype", None) == np.float16:
+    if getattr(x, "dtype", None) == _HALF:  # (a dtype, not ``np.float16``: compared without converting it)
         raise ArgumentTypeError(located(f"{_caller(name)}: array type float16 is unsupported in linalg"))
 
 
@@ -145,7 +149,7 @@ def _float(a):
 
 
 def _no_half(dtype) -> None:
-    if np.dtype(dtype) == np.float16:
+    if dtype is not _DOUBLE and np.dtype(dtype) == _HALF:
         raise TypeError(located("array type float16 is unsupported in linalg"))
 
 

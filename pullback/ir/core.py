@@ -192,11 +192,11 @@ class Literal:
     def of(value, dtype) -> Literal:
         """``value`` cast to the Python scalar type matching ``dtype``.
 
-        A literal is a value, immutable: the one made for a Python int or float and a dtype is shared by
+        A literal is a value, immutable: the one made for a Python int or float (or a float64) and a dtype is shared by
         every equation using it (``x * 0.9`` at every step of an unrolled loop). Not for zeros (``-0.0 ==
         0.0``), NaN (never equal) or complex numbers (``1 + 0j == 1 - 0j``): those are made each time."""
         kind = type(value)
-        if (kind is float or kind is int or kind is bool) and value and value == value:
+        if (kind is float or kind is int or kind is bool or kind is np.float64) and value and value == value:
             key = (kind, value, dtype)
             try:
                 return _LITERALS[key]

@@ -93,18 +93,37 @@ def user_frame(depth: int = 1):
 _SOURCES: dict[tuple[str, int], SourceInfo] = {}
 
 
-def user_location() -> SourceInfo | None:
-    frame = user_frame(2)
-    if frame is None:
-        return None
-    key = (frame.f_code.co_filename, frame.f_lineno)
-    try:
-        return _SOURCES[key]
-    except KeyError:
+# each place in the user's code an operation was traced at: (the code's first line, instruction offset) -> (the
+# code, its line's SourceInfo). A frame's ``f_lineno`` decodes the code's line table from its start (1 to 9 us in
+# a long converted loop body); its instruction offset is read at once, and an unrolled loop traces at the same
+# offsets step after step. (An entry is another code's where two share the key: checked, and replaced.) Bounded:
+# cleared when full
+_LINES: dict[tuple[int, int], tuple[Any, SourceInfo]] = {}
+
+
+def source_at(frame) -> SourceInfo:
+    """The user's line ``frame`` runs, one SourceInfo per line (``_SOURCES``), found by its place (``_LINES``)."""
+    code = frame.f_code
+    at = (code.co_firstlineno, frame.f_lasti)
+    found = _LINES.get(at)
+    if found is not None and found[0] is code:
+        return found[1]
+    key = (code.co_filename, frame.f_lineno)
+    source = _SOURCES.get(key)
+    if source is None:
         if len(_SOURCES) >= _KNOWN_MAX:
             _SOURCES.clear()
-        found = _SOURCES[key] = SourceInfo(*key)
-        return found
+            _LINES.clear()  # (its entries hold the SourceInfos of the table cleared: one object per line, still)
+        source = _SOURCES[key] = SourceInfo(*key)
+    if len(_LINES) >= _KNOWN_MAX:
+        _LINES.clear()
+    _LINES[at] = (code, source)
+    return source
+
+
+def user_location() -> SourceInfo | None:
+    frame = user_frame(2)
+    return None if frame is None else source_at(frame)
 
 
 def _local_arrays() -> dict[int, str]:
@@ -377,7 +396,13 @@ def bind(prim: Primitive, *args, **params):
     atoms: tuple = ()
     ins: tuple | None = ()
     operands = args
-    if args[4:]:  # (``len(args) > 4`` without a call)
+    if args[1:] and not args[2:]:  # two operands (most equations): two tracers of this trace, no views, at once
+        a, b = args
+        if (type(a) is Tracer and type(b) is Tracer and a.builder is builder and b.builder is builder
+                and a.view is None and b.view is None):
+            a, b = a.ssa, b.ssa
+            atoms, ins, operands = (a, b), (a.type, b.type), ()
+    elif args[4:]:  # (``len(args) > 4`` without a call)
         atoms = tuple([a.ssa if type(a) is Tracer and a.builder is builder and a.view is None else builder.atom(a)
                        for a in args])
         operands, ins = (), None
@@ -418,16 +443,18 @@ def bind(prim: Primitive, *args, **params):
     if source is None and not builder.replay:  # ``user_location()``, inline
         frame = user_frame()
         if frame is not None:
-            try:
-                source = _SOURCES[frame.f_code.co_filename, frame.f_lineno]
+            code, lasti = frame.f_code, frame.f_lasti
+            try:  # ``source_at``, inline (a subscript, not a call: a miss is once per place)
+                found = _LINES[code.co_firstlineno, lasti]
             except KeyError:
-                source = user_location()
+                found = None
+            source = found[1] if found is not None and found[0] is code else source_at(frame)
     eqn = Eqn(prim, atoms, outs, eqn_params, source)
     builder.eqns.append(eqn)
     if frame is not None:
         # another execution of a statement: the code went back (a loop's next step, another call of a helper)
         # or called again at the same place (another call, not one call's second equation)
-        at, code, lasti, calls = builder.at, frame.f_code, frame.f_lasti, builder.calls
+        at, calls = builder.at, builder.calls
         if at[0] is code and (lasti < at[1] or (lasti == at[1] and calls != at[2])):
             builder.executions.append(eqn)
         builder.at = (code, lasti, calls)
@@ -442,12 +469,12 @@ def returned(out, builder: Builder):
     function's caller; not pullback's, which calls the traced function itself): noted, so that the caller's
     line's targets name it (``h = step(W, h)``: the helper's values come from its own lines)."""
     values = out if type(out) is tuple else (out,)
-    if all(type(o) is Tracer and o.builder is builder and not o.ssa.hint for o in values):
-        frame = sys._getframe(2)
-        if is_user_code(frame):
-            key = (frame.f_code.co_filename, frame.f_lineno)
-            source = _SOURCES.get(key) or SourceInfo(*key)
-            builder.returns.append((len(builder.eqns), source, tuple(o.ssa for o in values)))
+    for o in values:  # (loops, not generators: this runs at every call of a function from traced code)
+        if type(o) is not Tracer or o.builder is not builder or o.ssa.hint:
+            return out
+    frame = sys._getframe(2)
+    if is_user_code(frame):
+        builder.returns.append((len(builder.eqns), source_at(frame), tuple([o.ssa for o in values])))
     return out
 
 

@@ -60,6 +60,7 @@ class ArrayType:
     shape: tuple[int, ...]
     dtype: np.dtype
     _hash: int = field(init=False, repr=False, compare=False)
+    ndim: int = field(init=False, repr=False, compare=False)  # (a slot, not a property: read at every operation traced)
 
     def __post_init__(self):
         shape = self.shape
@@ -71,6 +72,7 @@ class ArrayType:
         dtype = _CANONICAL.get(id(self.dtype)) or canonical_dtype(self.dtype)
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "_hash", hash((shape, dtype.num)))
+        object.__setattr__(self, "ndim", len(shape))
 
     def __hash__(self) -> int:
         return self._hash
@@ -78,10 +80,6 @@ class ArrayType:
     def __eq__(self, other) -> bool:
         return self is other or (type(other) is ArrayType and self._hash == other._hash
                                  and self.shape == other.shape and self.dtype == other.dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
     @property
     def size(self) -> int:

@@ -221,6 +221,12 @@ def _weak_result(out, xs):
 
 def elementwise(prim, *xs, dtype: np.dtype | None = None):
     """Bind ``prim`` after promoting ``xs`` to one dtype and broadcasting them to one shape."""
+    if dtype is None and xs[1:] and not xs[2:]:  # two strong tracers of one float type (most operations): as they are
+        a, b = xs
+        if type(a) is Tracer and type(b) is Tracer and not a.weak and not b.weak:
+            t = a.ssa.type
+            if t is b.ssa.type and t.dtype.kind in "fc" and t.dtype in _CANONICAL:
+                return bind(prim, a, b)
     shape = None
     for x in xs:  # the common case, without calls: tracers of one shape and Python scalars
         kind = type(x)
@@ -229,8 +235,8 @@ def elementwise(prim, *xs, dtype: np.dtype | None = None):
                 shape = x.ssa.type.shape
             elif x.ssa.type.shape != shape:
                 break
-        elif kind not in PYTHON_SCALARS:
-            break
+        elif kind not in PYTHON_SCALARS and (kind is not np.float64 or eyes.derived(x)):
+            break  # (a float64 a NumPy function made of no array the trace made is a literal as a float is: ``astype``)
     else:
         if shape is not None:  # (Python scalars alone are folded below)
             if dtype is None:
@@ -797,7 +803,7 @@ def matmul_operator(a, b):
         ta, tb = a.ssa.type, b.ssa.type
         sa, sb = ta.shape, tb.shape
         dims = _MATMUL_DIMS.get((len(sa), len(sb)))
-        if dims is not None and ta.dtype == tb.dtype and sa[-1] == sb[dims.rhs_contract[0]]:
+        if dims is not None and (ta.dtype is tb.dtype or ta.dtype == tb.dtype) and sa[-1] == sb[dims.rhs_contract[0]]:
             return bind(con.dot_general_p, a, b, dims=dims)
     return lowering("@", matmul, (a, b), {})
 
@@ -1057,6 +1063,9 @@ def _strong_operand(x):
     return Tracer(x.ssa, x.builder) if isinstance(x, Tracer) and x.weak else x
 
 
+_function_names: dict = {}  # NumPy's function -> its name in errors (``numpy.diag``), made once
+
+
 def array_function(func, args, kwargs):
     for x in args:  # tracers alone (the common case) hold no masked array: checked without a call
         if type(x) is not Tracer:
@@ -1066,7 +1075,9 @@ def array_function(func, args, kwargs):
         if kwargs:
             refuse_masked_operands(kwargs.values())
     impl = FUNCTIONS.get(func)
-    name = f"{func.__module__}.{func.__name__}"
+    name = _function_names.get(func)
+    if name is None:
+        name = _function_names[func] = f"{func.__module__}.{func.__name__}"
     if impl is None:
         unsupported(name)
     if func in _COERCING:

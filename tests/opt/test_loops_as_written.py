@@ -234,9 +234,6 @@ def test_a_swapping_tuple_assignment_carries_the_users_names():
     assert "carry" not in src
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: a loop whose steps alternate (``x = ... if t % 2 else ...``, "
-                   "rolled as 400 steps of two) carries ``carry`` and its cotangent ``carry_1``, not ``x`` and "
-                   "``x_bar``")
 def test_a_loop_of_alternating_steps_carries_the_users_name():
     src = pb.differentiate(alternating).source(np.ones(3))
     assert "carry" not in src

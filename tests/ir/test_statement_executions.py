@@ -245,3 +245,33 @@ def test_steps_alternating_branches_of_a_conditional_expression_name_their_own_v
     h = 1e-6
     fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(4)]
     np.testing.assert_allclose(rolled.grad(x), fd, rtol=1e-6, atol=1e-9)
+
+
+def rotation(x):
+    a, b, c = x, np.sin(x), np.cos(x)
+    for _ in range(400):
+        a, b, c = b, c, 0.4 * a + 0.3 * np.sin(b) + 0.3 * np.tanh(c)
+    return np.sum(c * a)
+
+
+def swapping(x):
+    a, b = x, np.sin(x)
+    for _ in range(400):
+        a, b = b, 0.5 * a + 0.5 * np.sin(b)
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("f, carries", [(swapping, "a, b"), (rotation, "a, b, c")])
+def test_a_tuple_assignment_passing_values_on_carries_the_users_names(f, carries):
+    """``a, b = b, f(a)``: ``a`` takes ``b``'s value, made by no equation; the rolled loop reads it a step
+    after ``b`` read it, a carry the body passes on (``b, a = b_new, b``), named ``a`` by the statement."""
+    x = np.array([0.1, 0.5, -0.3])
+    d = pb.differentiate(f, compile="numpy")
+    src = d.source(x)
+    assert "for t in range(400):" in src and "carry" not in src, src
+    names = carries.split(", ")
+    assert all(re.search(rf"\b{n}(_\d+)?\b", src) and re.search(rf"\b{n}_bar(_\d+)?\b", src) for n in names), src
+    h = 1e-6
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(d.grad(x), fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(d.grad(x), pb.differentiate(f, reroll=False).grad(x), rtol=1e-12, atol=1e-14)

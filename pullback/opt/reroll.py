@@ -6,7 +6,9 @@ and every stage after tracing pays for every copy: a Kalman filter over 300 obse
 a period (the same primitives, params, types and source lines, step after step), and each copy
 reads nothing but
 
-- values of the copy before it (the loop's carry; the first copy reads their initial values),
+- values of the copy before it (the loop's carry; the first copy reads their initial values), or values
+  the copy before read as its carry (``a`` of ``a, b = b, f(a)``, which no equation makes: a carry the
+  body passes on, ``_Loop.delayed``),
 - values from before the run, the same in every copy (loop invariants), and
 - one slice per step of an array from before the run, ``v[t]`` (the scan's ``xs``), or a literal
   that changes from step to step (a constant ``xs``),

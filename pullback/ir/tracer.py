@@ -433,7 +433,7 @@ def bind(prim: Primitive, *args, **params):
         at, code, lasti, calls = builder.at, frame.f_code, frame.f_lasti, builder.calls
         if at[0] is code and (lasti < at[1] or (lasti == at[1] and calls != at[2])):
             builder.executions.append(eqn)
-        elif at[0] is not code:  # back in code left before, at or before where it was left: a new execution
+        elif at[0] is not code:  # back in code left before, before where it was left: a new execution
             builder.left[at[0]] = at[1]
             if lasti < builder.left.get(code, -1):
                 builder.executions.append(eqn)

@@ -24,6 +24,9 @@ class Statement:
     targets: tuple[str, ...]  # empty when the statement assigns no plain names
     repeats: bool = False  # it runs code of its own several times (a comprehension): steps within one execution
     called: tuple[str, ...] = ()  # `k2 = rhs(u + h * k1)`: the targets of the call's result alone
+    # `a, b = b, f(a)`: the targets given a name's value, which no equation makes, each with that name
+    # (("a", "b"),); ``targets`` then holds the others alone
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 def statement_at(filename: str, lineno: int) -> Statement | None:
@@ -32,6 +35,12 @@ def statement_at(filename: str, lineno: int) -> Statement | None:
     if not lines:
         return None
     return _statements("".join(lines)).get(lineno)
+
+
+def renamed(src: SourceInfo | None, name: str) -> str:
+    """The target that the statement at ``src`` gives ``name``'s value (``a`` of ``a, b = b, f(a)``), or ""."""
+    stmt = src and name and statement_at(src.filename, src.lineno)
+    return next((t for t, v in stmt.renames if v == name), "") if stmt else ""
 
 
 def statement_text(filename: str, stmt: Statement, max_len: int = 100) -> str:
@@ -80,12 +89,17 @@ def _statements(text: str) -> dict[int, Statement]:
             targets = ()  # `a = (x, y)`: no single value is `a`
         if targets and ast.Lambda in kinds:
             targets = ()  # `f = jit(lambda x: np.sum(x))`: the lambda's values are not `f`
+        renames: tuple[tuple[str, str], ...] = ()
+        value = getattr(node, "value", None)
+        if len(targets) > 1 and isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(targets):
+            renames = tuple((t, v.id) for t, v in zip(targets, value.elts) if isinstance(v, ast.Name))
+            targets = tuple(t for t, v in zip(targets, value.elts) if not isinstance(v, ast.Name))
         called: tuple[str, ...] = ()
         if targets and _calls_a_function_on_expressions(getattr(node, "value", None)):
             # `k2 = rhs(u + h * k1)`: this line computes the argument; `rhs`'s lines, `k2`
             targets, called = (), targets
         repeats = bool(targets) and not kinds.isdisjoint(_REPEATING)
-        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called)
+        stmt = Statement(node.lineno, node.end_lineno or node.lineno, targets, repeats, called, renames)
         for line in range(stmt.first, stmt.last + 1):
             by_line[line] = stmt
     # a loop's header (``for t in range(n):``) stands for the loop: a rolled loop's comment quotes it

@@ -199,6 +199,9 @@ class Builder:
         # would keep the user's locals alive, whose references the front end counts.)
         self.executions: list[Eqn] = []
         self.at: tuple = _NOWHERE
+        # where the code left each code object it left for another (``at`` then): a branch of ``a if t % 2 else b``
+        # is its own function (frontend.convert), so steps alternating branches switch code at every step
+        self.left: dict = {}
         self.calls = 0
         # what the user's own functions returned, where: (equations made by then, the caller's line, the values)
         self.returns: list[tuple[int, SourceInfo, tuple[Var, ...]]] = []
@@ -457,6 +460,10 @@ def bind(prim: Primitive, *args, **params):
         at, calls = builder.at, builder.calls
         if at[0] is code and (lasti < at[1] or (lasti == at[1] and calls != at[2])):
             builder.executions.append(eqn)
+        elif at[0] is not code:  # back in code left before, before where it was left: a new execution
+            builder.left[at[0]] = at[1]
+            if lasti < builder.left.get(code, -1):
+                builder.executions.append(eqn)
         builder.at = (code, lasti, calls)
     if prim in VIEWS and args and isinstance(args[0], Tracer) and makes_view(prim, atoms):  # refuse writes to views
         root = args[0].view[0] if args[0].view is not None else args[0]

@@ -6,7 +6,9 @@ and every stage after tracing pays for every copy: a Kalman filter over 300 obse
 a period (the same primitives, params, types and source lines, step after step), and each copy
 reads nothing but
 
-- values of the copy before it (the loop's carry; the first copy reads their initial values),
+- values of the copy before it (the loop's carry; the first copy reads their initial values), or values
+  the copy before read as its carry (``a`` of ``a, b = b, f(a)``, which no equation makes: a carry the
+  body passes on, ``_Loop.delayed``),
 - values from before the run, the same in every copy (loop invariants), and
 - one slice per step of an array from before the run, ``v[t]`` (the scan's ``xs``), or a literal
   that changes from step to step (a constant ``xs``),
@@ -131,6 +133,9 @@ class _Loop:
     period: int
     steps: int
     carry_of: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (eqn, operand) -> carry key
+    # (eqn, operand) -> the (eqn, operand) whose value it reads a step later: ``a`` of ``a, b = b, f(a)``, made
+    # by no equation, reads the ``b`` the step before read (a carry too, passed on unchanged)
+    delayed: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     literals: dict[tuple[int, int], list] = field(default_factory=dict)  # (eqn, operand) -> value per step
     tables: dict[tuple[int, int], list] = field(default_factory=dict)  # the same, of constant arrays
     sliced: dict[int, int] = field(default_factory=dict)  # eqn -> the axis its window moves along
@@ -349,6 +354,12 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
         for q, (a0, aj) in enumerate(zip(e0.inputs, ej.inputs)):
             carry = loop.carry_of.get((i, q))
             where = pos.get(id(aj)) if type(aj) is Var else None
+            passed = loop.delayed.get((i, q))
+            if passed is not None:  # reads what the copy before read at ``passed``, a carry
+                read = eqns[base - k + passed[0]].inputs[passed[1]]
+                if (passed not in loop.carry_of and passed not in loop.delayed) or aj is not read:
+                    return "where the first steps read the value the step before read, it reads another"
+                continue
             if carry is not None:  # the carry's slot reads, in each copy, the copy before's value
                 if where != (j - 1, carry[0], carry[1]):
                     return "where the first steps read the step before's value, it reads another"
@@ -371,6 +382,10 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
                 values = loop.tables.get((i, q))
                 if values is None and (aj is a0 or before.same(a0, aj)):
                     continue
+                passed = _read_before(eqns, p, k, aj) if j == 1 and values is None and type(a0) is Var else None
+                if passed is not None and passed != (i, q):
+                    loop.delayed[(i, q)] = passed
+                    continue
                 constants = before.constants
                 if id(aj) not in constants or (values is None and id(a0) not in constants):
                     return ("it reads a value from before the loop other than the first step's (not the same "
@@ -389,6 +404,16 @@ def _copy_reads(eqns, loop: _Loop, pos: dict, j: int, before: _Before) -> str | 
             else:
                 return ("it reads a value from two or more steps back, or from the step before where the "
                         "first step reads its own")
+    return None
+
+
+def _read_before(eqns, p: int, k: int, a) -> tuple[int, int] | None:
+    """Where the first copy reads ``a`` (a value from before the run), if it does: the slot whose value a
+    delayed slot of the next copy reads."""
+    for i in range(k):
+        for q, b in enumerate(eqns[p + i].inputs):
+            if b is a:
+                return i, q
     return None
 
 
@@ -604,8 +629,10 @@ def _step_after(eqns, loop: _Loop, body: range, own: dict[int, Var]) -> list[Eqn
             return None
         ins = []
         for q, a in enumerate(e.inputs):
-            carry = loop.carry_of.get((i, q))
-            if carry is not None:
+            carry, passed = loop.carry_of.get((i, q)), loop.delayed.get((i, q))
+            if passed is not None:
+                ins.append(eqns[last + passed[0]].inputs[passed[1]])
+            elif carry is not None:
                 ins.append(eqns[last + carry[0]].outputs[carry[1]])
             elif (i, q) in loop.literals or (i, q) in loop.tables:
                 return None
@@ -657,6 +684,24 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             carry_in.append(Var(src.type, src.hint))
             carry_init.append(first[i].inputs[q])
             carry_src.append((l, o))
+    # a delayed slot's carry (one per slot it reads a step later): the body passes on that slot's input,
+    # itself a carry or delayed (``a, b, c = b, c, f(a)``), named by the statement (``a``, not ``b``)
+    passes: dict[tuple, tuple[int, int]] = {}
+    for (i, q), passed in loop.delayed.items():
+        key = ("passed", passed)
+        if key not in carries:
+            carries[key] = len(carry_in)
+            passes[key] = (i, q)
+            carry_in.append(Var(first[i].inputs[q].type, first[i].inputs[q].hint))
+            carry_init.append(first[i].inputs[q])
+            carry_src.append((-1, -1))  # (-1: set below, the carry whose input the body passes on)
+        loop.carry_of[(i, q)] = key
+    for key in passes:
+        carry_src[carries[key]] = (-1, carries[loop.carry_of[key[1]]])
+    for _ in passes:  # (a chain's names, each from the one it passes on)
+        for key, (i, _q) in passes.items():
+            c, later = carry_in[carries[key]], carry_in[carry_src[carries[key]][1]]
+            c.hint = sourcemap.renamed(first[i].source, later.hint) or c.hint
     before: list[Eqn] = []  # the xs, made before the scan
     xs_outer: list[Var] = []
     xs_in: list[Var] = []
@@ -780,13 +825,13 @@ def _rolled(program: Program, loop: _Loop, min_steps: int, min_eqns: int) -> Pro
             carry_in.append(Var(v.type, v.hint))
             carry_init.append(Literal.of(0, v.dtype) if v.shape == () else v.type)
             carry_src.append((i, o))
-    carry_out = [final.pop((l, o)) if (l, o) in final else Var(first[l].outputs[o].type, first[l].outputs[o].hint)
-                 for l, o in carry_src]
+    carry_out = [final.pop((l, o)) if (l, o) in final else Var(carry_in[n].type, carry_in[n].hint)
+                 for n, (l, o) in enumerate(carry_src)]
     ys_slots = list(stacked)
     ys_outer = [Var(ArrayType((m, *first[i].outputs[o].shape), first[i].outputs[o].dtype), first[i].outputs[o].hint)
                 for i, o in ys_slots]
 
-    body_outputs = [own[id(first[i].outputs[o])] for i, o in carry_src + ys_slots]
+    body_outputs = [carry_in[o] if i < 0 else own[id(first[i].outputs[o])] for i, o in carry_src + ys_slots]
     # the body's own loops rolled before its invariants are hoisted: an inner loop's first step, read
     # whole, may start from fills (``p = np.zeros(n)``, ``_fold_fills``) that hoisting would take away
     inputs = tuple(consts[id(a)] for a in const_outer) + tuple(carry_in) + tuple(xs_in)

@@ -219,3 +219,59 @@ def test_a_step_whose_only_operation_is_indexing_names_each_execution():
     unrolled = pb.differentiate(f, reroll=False, compile="numpy")
     np.testing.assert_allclose(rolled.grad(x), unrolled.grad(x), rtol=1e-12, atol=1e-14)
     check_grads(rolled.fn, (x,), modes=("rev",))
+
+
+def alternating(steps):
+    def f(x):
+        for t in range(steps):
+            x = np.tanh(0.5 * x) + 0.1 if t % 2 else np.sin(0.9 * x) - 0.1  # each branch its own function
+        return np.sum(x ** 2)
+    return f
+
+
+def test_steps_alternating_branches_of_a_conditional_expression_name_their_own_values():
+    """The branches of ``a if t % 2 else b`` are functions of their own (frontend.convert): a step taking
+    the other branch enters other code, at its start. Going back into code left at a later place is
+    another execution, so each step's last value is ``x`` (but the first: its branch was never left)."""
+    x = np.linspace(0.1, 0.9, 4)
+    prog = pb.make_ir(alternating(6))(x)
+    last = [e.outputs[0].hint for e in prog.eqns if e.prim.name in ("add", "sub")]
+    assert last == ["", "x", "x", "x", "x", "x"]
+    f = alternating(800)  # rolled, as 400 steps of two: the carry and its cotangent are ``x``'s
+    rolled = pb.differentiate(f, compile="numpy")
+    src = rolled.source(x)
+    assert "for t in range(400):" in src and "carry" not in src
+    assert re.search(r"^ {8}x(_\d+)? = ", src, re.M) and re.search(r"^ {8}x_bar(_\d+)? = ", src, re.M), src
+    h = 1e-6
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(rolled.grad(x), fd, rtol=1e-6, atol=1e-9)
+
+
+def rotation(x):
+    a, b, c = x, np.sin(x), np.cos(x)
+    for _ in range(400):
+        a, b, c = b, c, 0.4 * a + 0.3 * np.sin(b) + 0.3 * np.tanh(c)
+    return np.sum(c * a)
+
+
+def swapping(x):
+    a, b = x, np.sin(x)
+    for _ in range(400):
+        a, b = b, 0.5 * a + 0.5 * np.sin(b)
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("f, carries", [(swapping, "a, b"), (rotation, "a, b, c")])
+def test_a_tuple_assignment_passing_values_on_carries_the_users_names(f, carries):
+    """``a, b = b, f(a)``: ``a`` takes ``b``'s value, made by no equation; the rolled loop reads it a step
+    after ``b`` read it, a carry the body passes on (``b, a = b_new, b``), named ``a`` by the statement."""
+    x = np.array([0.1, 0.5, -0.3])
+    d = pb.differentiate(f, compile="numpy")
+    src = d.source(x)
+    assert "for t in range(400):" in src and "carry" not in src, src
+    names = carries.split(", ")
+    assert all(re.search(rf"\b{n}(_\d+)?\b", src) and re.search(rf"\b{n}_bar(_\d+)?\b", src) for n in names), src
+    h = 1e-6
+    fd = [(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(d.grad(x), fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(d.grad(x), pb.differentiate(f, reroll=False).grad(x), rtol=1e-12, atol=1e-14)

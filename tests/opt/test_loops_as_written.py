@@ -226,17 +226,11 @@ def test_the_gradients_of_loops_whose_carries_are_not_yet_named_are_right(f, ora
         np.testing.assert_allclose(g, central_differences(oracle, args, i), rtol=1e-6, atol=1e-10)
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: the rerolled loop of ``a, b = b, 0.5 * a + 0.5 * np.sin(b)`` "
-                   "carries ``carry`` (b) and ``carry_1`` (0.5 * a: cut inside the statement), its cotangents "
-                   "``carry_2``, ``carry_3``; expected ``a`` and ``b``, ``a_bar`` and ``b_bar``")
 def test_a_swapping_tuple_assignment_carries_the_users_names():
     src = pb.differentiate(swap).source(np.ones(3))
     assert "carry" not in src
 
 
-@pytest.mark.xfail(strict=True, reason="audit32: a loop whose steps alternate (``x = ... if t % 2 else ...``, "
-                   "rolled as 400 steps of two) carries ``carry`` and its cotangent ``carry_1``, not ``x`` and "
-                   "``x_bar``")
 def test_a_loop_of_alternating_steps_carries_the_users_name():
     src = pb.differentiate(alternating).source(np.ones(3))
     assert "carry" not in src

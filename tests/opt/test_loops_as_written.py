@@ -2,8 +2,9 @@
 with tuple unpacking, a loop over a dict of parameters, a step with two factorisations, an explicit Euler
 loop calling a helper that unpacks its arguments. Each is rolled into one loop forward and one backward,
 printed with the user's names and no step before the loop, and its gradient is the central differences'
-of the same NumPy function. The strict xfails are the audit's findings not yet fixed: spellings whose
-carries do not take the user's names, and error checks printed more than once."""
+of the same NumPy function; carries take the user's names in every spelling here (a tuple assignment that
+passes a value on, steps alternating a conditional's branches, a fori_loop body's parameter), and each error
+check prints once, after what it checks."""
 
 import re
 

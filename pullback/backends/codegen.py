@@ -452,8 +452,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                     stmts_out.append(render.INDENT + "del " + ", ".join(namer[v] for v in dead[i]) + "\n")
                 continue
             ins = [expr(a) for a in eqn.inputs]
-            said_before = last_comment[0]  # (a nested block's own comments move it on)
+            said_before = last_comment[0]
             if printer is not None:  # an equation holding sub-programs prints them in place
+                if comment is not None:  # its line said before its blocks: their statements of it say it not again
+                    last_comment[0] = comment[1]
                 for body, first, count in _operands_of_bodies(eqn):  # inputs standing for operands: their order
                     fortran.update(id(body.inputs[j - first]) for j in ctx.fortran if first <= j < first + count)
                 if eqn.prim is ctrl.cond_p:  # an operand dying here is each branch's to overwrite
@@ -484,8 +486,8 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
             if i in factor_notes and stmts:
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(factor_notes[i]))])
             if comment is not None and comment[1] != said_before and stmts and not (
-                    printer is not None and _says(stmts[0], comment[0])):  # (a block printed inline said it)
-                if printer is None or last_comment[0] == said_before:  # (after a loop, its body's last comment)
+                    printer is not None and _says(stmts[0])):  # (a block printed inline said where it starts)
+                if printer is None:  # (after a nested block, its last comment stands)
                     last_comment[0] = comment[1]
                 stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment[0])),
                                                                 *stmts[0].leading_lines])
@@ -1304,10 +1306,9 @@ def _import(module: str, aliases: dict[str, str]) -> cst.SimpleStatementLine:
     return s.statement(cst.Import([alias]))
 
 
-def _says(stmt: cst.CSTNode, comment: str) -> bool:
-    """Whether ``stmt`` already stands under ``comment``."""
-    return any(line.comment is not None and line.comment.value == comment
-               for line in getattr(stmt, "leading_lines", ()))
+def _says(stmt: cst.CSTNode) -> bool:
+    """Whether ``stmt`` already stands under a comment (a line of a block printed inline)."""
+    return any(line.comment is not None for line in getattr(stmt, "leading_lines", ()))
 
 
 def _comment(source: SourceInfo | None) -> tuple[str, tuple[str, int]] | None:

@@ -215,6 +215,27 @@ def test_golden_sources_quote_a_line_once_where_it_starts():
                 assert again is None or again > 1, (path.name, i + 1, line)
 
 
+def _checkpointed_while(x):
+    def body(v):  # each step adds at least 0.5 to each entry: a few steps
+        return v + 0.5 * np.cos(v) + 1.0
+
+    return np.sum(pb.while_loop(lambda v: np.sum(v) < 10.0, body, x, checkpoint=True) ** 2)
+
+
+def test_a_checkpointed_while_loop_quotes_each_line_above_statements():
+    """Every comment stands over a statement (none over another comment: a checkpoint's body printed in the
+    backward loop starts under its own line), and the ``while_loop`` line is said once before the forward
+    loop (its condition's statements not again) and once before the backward one."""
+    d = pb.differentiate(_checkpointed_while)
+    src = d.source(np.ones(3))
+    lines = src.splitlines()
+    assert not any(a.lstrip().startswith("#") and b.lstrip().startswith("#") for a, b in zip(lines, lines[1:]))
+    assert sum("pb.while_loop(" in line for line in lines) == 2
+    x, h = np.ones(3), 1e-6
+    fd = [(_checkpointed_while(x + h * e) - _checkpointed_while(x - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(d.grad(x), fd, rtol=1e-6)
+
+
 def _sample() -> dict[str, str]:
     """Generated programs of many kinds: loops (scan, rerolled, checkpointed, while), LAPACK calls with
     their error checks, a model's parameters in a tuple, a Gaussian process."""

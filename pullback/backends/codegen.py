@@ -309,14 +309,16 @@ def _worth_freeing(last: dict[int, list[Var]], prog: Program, top: bool = False)
 
 def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = True,
              in_place: bool = True, loops: str = "numpy", fresh: bool = True,
-             templates: dict | None = None) -> Generated:
+             templates: dict | None = None, comments: dict | None = None) -> Generated:
     """The module of ``program``. ``out_tree`` (tuples and lists) shapes the return value;
     ``dels`` adds ``del`` statements for locals after their last use; ``in_place`` lets an
     operation write into a dead input's buffer (see ``memory``); ``loops``, which loops print as
     functions compiled by Numba (``numba_loops``); ``fresh``, outputs that would share memory with an
     input or another output returned as copies (the kernels of ``api.eager``, whose caller writes
     into no result, return views); ``templates``, a store of templates shared with other functions printed
-    with the same backend (``Templates``)."""
+    with the same backend (``Templates``); ``comments``, a store of the user's lines' comments shared likewise
+    (the kernels of ``api.eager``: a forward and a backward one per line, and often several lines' worth)."""
+    shared_comments = comments
     helper_texts = {**(numba_loops.HELPERS if loops != "numpy" else {}), **getattr(backend, "HELPERS", {})}
     namer = Namer(RESERVED | frozenset(helper_texts))
     fn_name, params, constants, ctx = _signature(program, backend, namer)
@@ -333,6 +335,7 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
     seeds: set[int] = set()  # values made only to start a loop's carry, named as the carry (_name_initial_carries)
     listed: set[int] = set()  # loops' stacked results kept as lists of each step's array (see _listed_stacks)
     comments: dict[SourceInfo | None, tuple] = {}  # per user line, once: an unrolled loop repeats its lines
+    known = comments if shared_comments is None else shared_comments  # (where the comments are made once)
 
     templates = Templates(ctx, templates)
     fortran: set[int] = set()  # ids of the locals known to be F-ordered (see ``layout``)
@@ -410,7 +413,10 @@ def generate(program: Program, backend: ModuleType, out_tree=None, dels: bool = 
                 source = eqn.source
                 said = comments.get(source)
                 if said is None:
-                    said = comments[source] = (_where(source), _comment(source))
+                    said = known.get(source)
+                    if said is None:
+                        said = known[source] = (_where(source), _comment(source))
+                    comments[source] = said
                 where, comment = said
             ctx.where = where  # (a nested block sets it for its own equations)
             ctx.reusable = reuse.get(i, _NO_POSITIONS) if reuse else _NO_POSITIONS

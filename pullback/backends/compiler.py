@@ -70,10 +70,12 @@ def compile_programs(programs: list[Program], backend: ModuleType = numpy_backen
     module and compiled by one ``compile()``: a call of ``compile()`` costs about as much as printing
     a small program, so kernels built together share it (``api.eager``). The module's lines stay in
     ``linecache`` for as long as the process runs (its functions are kept by a process-wide cache);
-    ``fresh``: see ``codegen.generate``. They share their templates: equations of a kind print alike."""
+    ``fresh``: see ``codegen.generate``. They share their templates (equations of a kind print alike) and
+    their comments (each user line's made once)."""
     shared: dict = {}
+    comments: dict = {}
     with gc_paused():
-        gens = [codegen.generate(p, backend, fresh=fresh, templates=shared) for p in programs]
+        gens = [codegen.generate(p, backend, fresh=fresh, templates=shared, comments=comments) for p in programs]
     source = "\n\n".join(gen.source for gen in gens)
     filename = f"<pullback:kernels:{next(_counter)}>"
     statements = {}

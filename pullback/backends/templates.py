@@ -42,6 +42,9 @@ def _hole(k: int) -> str:
     return f"{_MARK}{k}{_MARK}"
 
 
+_WHERE = f"{_MARK}w{_MARK}"  # the user's line, in a template (filled by name: ``{w}``)
+
+
 _MISSING = object()
 
 
@@ -54,19 +57,20 @@ def _typed(t):
 class Template:
     """A rendered statement list with numbered holes: the operands' and results' names, then the fresh ones."""
 
-    __slots__ = ("format", "fresh", "modules", "empty")
+    __slots__ = ("format", "fresh", "modules", "empty", "where")
 
     def __init__(self, text: str, fresh: list[str], modules: set[str]):
         # a ``str.format`` pattern: filling it is one call (the text's own braces doubled)
         parts = _HOLE.split(text)  # text, hole, text, hole, ..., text
         for i in range(0, len(parts), 2):
-            parts[i] = parts[i].replace("{", "{{").replace("}", "}}")
+            parts[i] = parts[i].replace("{", "{{").replace("}", "}}").replace(_WHERE, "{w}")
         for i in range(1, len(parts), 2):
             parts[i] = "{" + str(int(parts[i])) + "}"
         self.format = "".join(parts).format
         self.fresh = fresh
         self.modules = modules
         self.empty = not text
+        self.where = _WHERE in text  # it quotes the user's line
 
 
 class Templates:
@@ -84,6 +88,7 @@ class Templates:
         self._attributes: frozenset[str] | None = None  # the context's attributes when ``_state`` was made
         self._keys = vars(ctx).keys()  # (a live view of its attributes' names)
         self._state: Callable = tuple
+        self._where_at: int | None = None  # the place of ``where`` in the state
 
     def key(self, eqn: Eqn, mode) -> tuple:
         """Everything an emitter may read except the names: operands as (first position, type) for
@@ -114,10 +119,14 @@ class Templates:
             if self._shared is not None:
                 self._cache = self._shared.setdefault(self._attributes, {})
             names = [k for k in attributes if k not in _NOT_STATE]
+            self._where_at = names.index("where") if "where" in names else None
             self._state = (lambda c: ()) if not names else (
                 (lambda c, get=operator.attrgetter(names[0]): (get(c),)) if len(names) == 1
                 else operator.attrgetter(*names))
         state = self._state(self.ctx)  # where, reusable, ... all of it
+        at = self._where_at
+        if at is not None and state[at]:  # a line, whichever: it is a placeholder in the template
+            state = (*state[:at], True, *state[at + 1:])
         params = eqn.params  # (most equations have none: the shared empty params, not hashed by a call of Python)
         return (eqn.prim, None if params is NO_PARAMS else params, tuple(ins), outs, state, mode)
 
@@ -137,17 +146,21 @@ class Templates:
         outs = [s.name(_hole(n_in + k)) for k in range(len(eqn.outputs))]
         hints: list[str] = []
         ctx = self.ctx
-        real_fresh, before = ctx.fresh, set(ctx.modules)
+        real_fresh, before, where = ctx.fresh, set(ctx.modules), getattr(ctx, "where", "")
 
         def fresh(hint: str) -> str:
             hints.append(hint)
             return _hole(n_in + len(outs) + len(hints) - 1)
 
         ctx.fresh = fresh
+        if where:
+            ctx.where = _WHERE
         try:
             stmts = emit(ins, outs)
         finally:
             ctx.fresh = real_fresh
+            if where:
+                ctx.where = where
         self.built += 1
         template = None
         if not any(_MARK in h for h in hints):
@@ -159,6 +172,8 @@ class Templates:
         """The template's text with these names: the operands', the results', then fresh ones drawn now."""
         if template.modules:
             self.ctx.modules.update(template.modules)
+        if template.where:
+            return template.format(*ins, *outs, *[self.ctx.fresh(h) for h in template.fresh], w=self.ctx.where)
         if template.fresh:
             return template.format(*ins, *outs, *[self.ctx.fresh(h) for h in template.fresh])
         return template.format(*ins, *outs)

@@ -177,8 +177,17 @@ def _loops(text: str) -> tuple[tuple[int, int, int, int, int], ...]:
         elif isinstance(node, _LOOPS) and node.body:
             header = max(node.lineno, node.body[0].lineno - 1)
             found.append((node.lineno, header, node.end_lineno or node.lineno, fn_first, fn_last))
-        stack.extend((child, fn_first, fn_last) for child in ast.iter_child_nodes(node))
+        # statements hold statements only in their blocks (an expression holds none, a lambda's body is one):
+        # the blocks alone are walked, not every node of the file (a third of the time of parsing it, before)
+        for block in _BLOCKS:
+            children = getattr(node, block, None)
+            if type(children) is list:
+                stack.extend((child, fn_first, fn_last) for child in children)
     return tuple(sorted(found))
+
+
+# the fields holding statements (an ``except``'s and a ``case``'s own ``body``: under ``handlers``, ``cases``)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,6 +202,56 @@ def test_functions_printed_together_share_templates_and_print_as_alone(monkeypat
     assert np.allclose(fns[0](x)[1], np.exp(x) * (x + 1))
 
 
+def test_equations_of_a_kind_on_different_lines_share_a_template(monkeypatch):
+    """The user's line an error message quotes is a placeholder of the template, filled per equation: two
+    checked Cholesky factorisations on two lines are emitted once, and each message names its own line."""
+    from pullback.backends.templates import Templates
+    from pullback.primitives.linalg import factorizations as la
+
+    def f(a, b):
+        la_ = np.linalg.cholesky(a)
+        lb = np.linalg.cholesky(b)
+        return np.sum(la_) + np.sum(lb)
+
+    made: list[Templates] = []
+    real_init = Templates.__init__
+
+    def counting_init(self, ctx, shared=None):
+        real_init(self, ctx, shared)
+        made.append(self)
+
+    monkeypatch.setattr(Templates, "__init__", counting_init)
+    a, b = np.eye(2) * 2.0, np.eye(2) * 3.0
+    program, _ = trace(f, (a, b))
+    fast = codegen.generate(program, numpy_backend).source
+    potrfs = [key for key in made[-1]._cache if key[0] is la.potrf_p]
+    monkeypatch.setattr(Templates, "get", lambda self, key, eqn, emit: None)  # every equation emitted afresh
+    assert codegen.generate(program, numpy_backend).source == fast
+    first = f.__code__.co_firstlineno
+    assert len(potrfs) == 1
+    assert all(f"test_compile_time.py:{first + k})" in fast for k in (1, 2)), fast  # (long lines broken)
+
+
+def test_functions_printed_together_make_each_lines_comment_once(monkeypatch):
+    """``compile_programs`` makes each user line's comment once for all its functions (an eager kernel's
+    forward and backward functions quote the same line), for the text each prints alone."""
+    from pullback.backends import compiler
+    from pullback.ir.core import Program
+
+    def f(x):
+        return np.sum(np.exp(x) * x)
+
+    p = pb.differentiate(f).ir(np.ones(3), stage="grad")
+    programs = [Program(p.inputs, p.eqns, p.outputs, p.constvars, p.constvals, name=f"g{k}") for k in range(3)]
+    alone = [codegen.generate(q, numpy_backend).source for q in programs]
+    lines: list = []
+    real = codegen._comment
+    monkeypatch.setattr(codegen, "_comment", lambda source: lines.append(source) or real(source))
+    fns = compiler.compile_programs(programs)
+    assert [fn.__pullback_source__ for fn in fns] == alone
+    assert lines and len(lines) == len(set(lines))  # each line once, not once per function
+
+
 def test_template_names_come_in_the_order_fresh_names_are_drawn():
     """An emitter that asks for fresh names (``u`` of a Cholesky) draws them per equation, as emitting would."""
     def f(a):

@@ -146,6 +146,21 @@ def test_def_line_as_text_is_what_libcst_prints(params):
     assert codegen._def_line("f_grad", params) + render.body(body) == cst.Module(body=[func]).code
 
 
+def templates_made(monkeypatch) -> list:
+    """The template stores made from now on in this test (each ``Templates`` as it is made)."""
+    from pullback.backends.templates import Templates
+
+    made: list[Templates] = []
+    real_init = Templates.__init__
+
+    def counting_init(self, ctx, shared=None):
+        real_init(self, ctx, shared)
+        made.append(self)
+
+    monkeypatch.setattr(Templates, "__init__", counting_init)
+    return made
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device):
     """Each kind of equation is emitted once and its text reused: the same text as emitting every equation."""
@@ -155,14 +170,7 @@ def test_templates_print_what_emitting_each_equation_prints(monkeypatch, device)
     backend = cupy_backend if device == "cuda" else numpy_backend
     d = pb.differentiate(kf.kalman_nll_unrolled, argnums=(0, 1, 2, 3))
     program = d.ir(*kalman_args(12), stage="grad")
-    made: list[Templates] = []
-    real_init = Templates.__init__
-
-    def counting_init(self, ctx, shared=None):
-        real_init(self, ctx, shared)
-        made.append(self)
-
-    monkeypatch.setattr(Templates, "__init__", counting_init)
+    made = templates_made(monkeypatch)
     monkeypatch.setattr(codegen, "DEL_BYTES", 0)  # a del for every dead local, to see them printed alike
     fast = codegen.generate(program, backend).source
     monkeypatch.setattr(Templates, "get", lambda self, key, eqn, emit: None)  # every equation emitted afresh
@@ -176,7 +184,6 @@ def test_functions_printed_together_share_templates_and_print_as_alone(monkeypat
     """``compile_programs`` (``api.eager``'s kernels) prints its functions with one store of templates: a kind
     of equation emitted for one is reused by the next, for the text each prints alone."""
     from pullback.backends import compiler
-    from pullback.backends.templates import Templates
     from pullback.ir.core import Program
 
     fs = [lambda x: np.sum(np.exp(x) * x), lambda x: np.sum(np.exp(x) * x * 2.0), lambda x: np.sum(np.exp(x))]
@@ -184,14 +191,7 @@ def test_functions_printed_together_share_templates_and_print_as_alone(monkeypat
     for k, f in enumerate(fs):
         p = pb.differentiate(f).ir(np.ones(3), stage="grad")
         programs.append(Program(p.inputs, p.eqns, p.outputs, p.constvars, p.constvals, name=f"g{k}"))
-    built: list[Templates] = []
-    real_init = Templates.__init__
-
-    def counting_init(self, ctx, shared=None):
-        real_init(self, ctx, shared)
-        built.append(self)
-
-    monkeypatch.setattr(Templates, "__init__", counting_init)
+    built = templates_made(monkeypatch)
     alone = [codegen.generate(p, numpy_backend).source for p in programs]
     emitted_alone = sum(t.built for t in built)
     built.clear()
@@ -213,14 +213,7 @@ def test_equations_of_a_kind_on_different_lines_share_a_template(monkeypatch):
         lb = np.linalg.cholesky(b)
         return np.sum(la_) + np.sum(lb)
 
-    made: list[Templates] = []
-    real_init = Templates.__init__
-
-    def counting_init(self, ctx, shared=None):
-        real_init(self, ctx, shared)
-        made.append(self)
-
-    monkeypatch.setattr(Templates, "__init__", counting_init)
+    made = templates_made(monkeypatch)
     a, b = np.eye(2) * 2.0, np.eye(2) * 3.0
     program, _ = trace(f, (a, b))
     fast = codegen.generate(program, numpy_backend).source

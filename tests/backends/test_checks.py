@@ -10,20 +10,7 @@ import pytest
 import scipy.linalg as sla
 
 import pullback as pb
-
-EPS = 1e-6
-
-
-def central_differences(f, args, i):
-    x = np.asarray(args[i], dtype=float)
-    fd = np.zeros(x.shape)
-    for j in range(x.size):
-        e = np.zeros(x.shape)
-        e.flat[j] = EPS
-        hi, lo = list(args), list(args)
-        hi[i], lo[i] = x + e, x - e
-        fd.flat[j] = (f(*hi) - f(*lo)) / (2 * EPS)
-    return fd
+from tests.oracles import central_differences
 
 
 def invariant(A, b):

@@ -15,6 +15,7 @@ from pullback.backends import codegen, lines
 from pullback.backends.numpy import backend as numpy_backend
 from pullback.frontend.loops import block_length
 from tests.conftest import GOLDEN, check_golden
+from tests.oracles import central_differences
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
@@ -109,17 +110,8 @@ def test_kalman_checkpointed_prime_golden():
     d = pb.differentiate(lambda *a: kf.kalman_nll(*a, checkpoint=True), argnums=(0, 1, 2, 3))
     value, grads = d.value_and_grad(*args)
     np.testing.assert_allclose(value, kf.kalman_nll_unrolled(*args), rtol=1e-12)
-    eps = 1e-6
     for i, g in enumerate(grads):
-        x = np.asarray(args[i], dtype=float)
-        fd = np.zeros(x.shape)
-        for j in range(x.size):
-            e = np.zeros(x.shape)
-            e.flat[j] = eps
-            hi, lo = list(args), list(args)
-            hi[i], lo[i] = x + e, x - e
-            fd.flat[j] = (kf.kalman_nll_unrolled(*hi) - kf.kalman_nll_unrolled(*lo)) / (2 * eps)
-        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g, central_differences(kf.kalman_nll_unrolled, args, i), rtol=1e-6, atol=1e-7)
     for a, b in zip(grads, kf.nll.grad(*args)):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
 

@@ -13,20 +13,9 @@ import pytest
 import scipy.linalg as sla
 
 import pullback as pb
+from tests.oracles import central_differences
 
 RNG = np.random.default_rng(29)
-
-
-def central_differences(f, args, i, eps=1e-6):
-    x = np.asarray(args[i], dtype=float)
-    fd = np.zeros(x.shape)
-    for j in range(x.size):
-        e = np.zeros(x.shape)
-        e.flat[j] = eps
-        hi, lo = list(args), list(args)
-        hi[i], lo[i] = x + e, x - e
-        fd.flat[j] = (f(*hi) - f(*lo)) / (2 * eps)
-    return fd
 
 
 def loops(src: str) -> list[str]:
